@@ -1,0 +1,62 @@
+// Rotor solve time over the chain length L and the number of memory slots S (issue: L = 100,
+// S = 500 in under 50 ms on a 2-core machine). The chains are heterogeneous, with sizes and
+// times drawn from a fixed seed, and the budget is half of the store-all peak, where the DP
+// has real choices to make.
+//
+//   build/bench/bench_rotor --benchmark_filter='BM_rotor/100/500'
+
+#include <benchmark/benchmark.h>
+
+#include <random>
+
+#include <remat/remat.hpp>
+
+namespace {
+
+remat::chain random_chain(int length, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<remat::bytes> size(1 << 20, 64 << 20);
+  std::uniform_real_distribution<double> time(1e-3, 1e-2);
+  remat::chain c{"bench", size(rng), {}};
+  for (int l = 0; l < length; ++l) {
+    const remat::bytes a = size(rng);
+    c.stages.push_back({"", time(rng), 2 * time(rng), a, a + size(rng), size(rng) / 8, size(rng) / 8});
+  }
+  return c;
+}
+
+remat::bytes half_peak(const remat::chain& c) {
+  return remat::store_all{}.solve(c, remat::unlimited_bytes)->predicted_peak / 2;
+}
+
+void BM_rotor(benchmark::State& state) {
+  const auto c = random_chain(static_cast<int>(state.range(0)), 42);
+  const auto budget = half_peak(c);
+  const remat::rotor policy{.slots = state.range(1)};
+  for (auto _ : state) {
+    auto r = policy.solve(c, budget);
+    if (!r) state.SkipWithError(r.message().c_str());
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["L"] = static_cast<double>(state.range(0));
+  state.counters["S"] = static_cast<double>(state.range(1));
+}
+BENCHMARK(BM_rotor)
+    ->ArgsProduct({{10, 50, 100, 200, 400}, {100, 500, 2000}})
+    ->Unit(benchmark::kMillisecond);
+
+void BM_rotor_floating(benchmark::State& state) {
+  const auto c = random_chain(static_cast<int>(state.range(0)), 42);
+  const auto budget = half_peak(c);
+  const remat::rotor_floating policy{.slots = state.range(1)};
+  for (auto _ : state) {
+    auto r = policy.solve(c, budget);
+    if (!r) state.SkipWithError(r.message().c_str());
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_rotor_floating)->ArgsProduct({{5, 10, 20}, {100, 500}})->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,20 @@
+# Install rules and a package config, so that find_package(remat) works from an install tree.
+include(CMakePackageConfigHelpers)
+
+set(REMAT_CMAKE_DIR "${CMAKE_INSTALL_DATADIR}/cmake/remat")
+install(DIRECTORY include/ DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+set(_remat_targets remat)
+if(REMAT_HAVE_JSON)
+  list(APPEND _remat_targets remat_json)
+endif()
+install(TARGETS ${_remat_targets} EXPORT remat-targets)
+install(EXPORT remat-targets NAMESPACE remat:: DESTINATION "${REMAT_CMAKE_DIR}")
+configure_package_config_file(cmake/remat-config.cmake.in
+  "${CMAKE_CURRENT_BINARY_DIR}/remat-config.cmake" INSTALL_DESTINATION "${REMAT_CMAKE_DIR}")
+# Header-only: any architecture may use it.
+write_basic_package_version_file("${CMAKE_CURRENT_BINARY_DIR}/remat-config-version.cmake"
+  COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
+install(FILES "${CMAKE_CURRENT_BINARY_DIR}/remat-config.cmake"
+              "${CMAKE_CURRENT_BINARY_DIR}/remat-config-version.cmake"
+              cmake/FindLpSolve.cmake
+        DESTINATION "${REMAT_CMAKE_DIR}")

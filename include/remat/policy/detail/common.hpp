@@ -1,0 +1,109 @@
+#pragma once
+// Shared plumbing of the chain policies: request checks, budget-too-small errors, and the
+// final check of every schedule in the simulator (the referee) before it is returned.
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/schedule/schedule.hpp>
+#include <remat/sim/simulate.hpp>
+
+namespace remat::detail {
+
+/// "123456789 bytes (117.7 MiB)"
+inline std::string format_bytes(bytes b) {
+  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (std::abs(v) >= 1024.0 && u < 5) {
+    v /= 1024.0;
+    ++u;
+  }
+  std::string s = std::to_string(b) + " bytes";
+  if (u > 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " (%.1f %s)", v, units[u]);
+    s += buf;
+  }
+  return s;
+}
+
+inline result<void> check_request(const chain& c, bytes budget) {
+  if (auto v = validate(c); !v) return v.err();
+  if (budget < 0)
+    return error{status::invalid_problem,
+                 "the budget is negative (" + std::to_string(budget) + " bytes); give a byte count >= 0",
+                 {}};
+  return {};
+}
+
+inline error budget_too_small(std::string_view policy, const chain& c, bytes budget, bytes minimum,
+                              std::string_view what = {}) {
+  std::string msg = std::string(policy) + ": the budget of " + format_bytes(budget) +
+                    " is below the minimum of " + format_bytes(minimum) + " that it needs for chain '" +
+                    c.name + "'";
+  if (!what.empty()) msg += " (" + std::string(what) + ")";
+  msg += "; give a budget of at least " + std::to_string(minimum) + " bytes";
+  return error{status::budget_too_small, std::move(msg), minimum};
+}
+
+/// Simulates `ops`, and returns the schedule only if it is valid within the budget and the
+/// simulated makespan equals the policy's claim; a disagreement is a bug in the policy and is
+/// reported as solver_error with the simulator's finding.
+inline result<schedule> finish(std::string_view policy, const chain& c, bytes budget,
+                               std::vector<instruction> ops, seconds claimed_time) {
+  schedule s{std::move(ops), claimed_time, 0};
+  const sim::report r = sim::simulate(c, s, {.budget = budget, .record_timeline = false});
+  if (!r.valid)
+    return error{status::solver_error,
+                 std::string(policy) + " produced a schedule the simulator rejects (a bug in remat; "
+                                       "please report it with the chain): " +
+                     r.first_violation->message,
+                 {}};
+  const double tol = 1e-9 * std::max(1.0, std::abs(r.makespan));
+  if (std::abs(r.makespan - claimed_time) > tol)
+    return error{status::solver_error,
+                 std::string(policy) + " claimed a makespan of " + std::to_string(claimed_time) +
+                     " s but its schedule simulates to " + std::to_string(r.makespan) +
+                     " s (a bug in remat; please report it with the chain)",
+                 {}};
+  s.predicted_peak = r.peak;
+  return s;
+}
+
+/// Peak of a schedule without any budget.
+inline bytes peak_of(const chain& c, const std::vector<instruction>& ops) {
+  return sim::simulate(c, schedule{ops, 0, 0}, {.record_timeline = false}).peak;
+}
+
+/// Sum of the op durations of a program.
+inline seconds time_of(const chain& c, const std::vector<instruction>& ops) {
+  seconds t = 0;
+  for (const auto& i : ops) t += i.kind == op_kind::forward ? c.uf(i.index) : c.ub(i.index);
+  return t;
+}
+
+/// A wall-clock deadline; infinite when the limit is not finite or not positive.
+class deadline {
+ public:
+  explicit deadline(seconds limit)
+      : start_(std::chrono::steady_clock::now()), limit_(limit), on_(std::isfinite(limit) && limit > 0) {}
+  [[nodiscard]] bool passed() const { return on_ && elapsed() > limit_; }
+  [[nodiscard]] seconds limit() const { return limit_; }
+  [[nodiscard]] seconds elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+  seconds limit_;
+  bool on_;
+};
+
+}  // namespace remat::detail

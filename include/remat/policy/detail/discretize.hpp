@@ -1,0 +1,68 @@
+#pragma once
+// Memory discretisation of the Rotor dynamic programs (shilova-spec §2.6, thesis S:1484).
+//
+// The budget M (bytes, everything alive counted, the chain input included) is split into S
+// slots of M/S bytes; every size is rounded up to whole slots, q(x) = ceil(x*S/M), and the DP
+// runs on S - q(a_0) slots (the DPs exclude the input, shilova-spec §2.4-2.5). Rounding up
+// keeps every discrete-feasible schedule feasible in bytes: sum q(x_i)*M/S >= sum x_i. With S
+// equal to M (one slot per byte) the sizes are exact, and so is the DP.
+
+#include <cstdint>
+#include <vector>
+
+#include <remat/problem/chain.hpp>
+
+namespace remat::detail {
+
+/// The chain's sizes in slots and times, 1-based as in the thesis (index 0 = the input).
+struct discrete_chain {
+  int n = 0;
+  std::int64_t slots = 0;        ///< S
+  std::int64_t dp_budget = 0;    ///< S - q(a_0)
+  bool exact = false;            ///< one slot per byte
+  std::vector<std::int64_t> a, abar, delta, of, ob;  // of/ob: index 1..n
+  std::vector<double> uf, ub;                        // index 1..n
+
+  /// m_all(s,t): memory F_s^all and B_s need besides the input (shilova-spec §2.4, S:1286).
+  [[nodiscard]] std::int64_t m_all(int s, int t) const {
+    return std::max(delta[t] + abar[s] + of[s], abar[s] + delta[s] + delta[s - 1] + ob[s]);
+  }
+  /// max over h in [s, t] of M_F∅(s,t,h) without the delta_t term (add delta[t]).
+  [[nodiscard]] std::int64_t f_none(int s, int h) const {
+    return h == s ? a[s] + of[s] : a[h - 1] + a[h] + of[h];
+  }
+};
+
+/// q(x) = ceil(x * S / M), or x itself in exact mode.
+inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slots) {
+  discrete_chain d;
+  d.n = c.length();
+  d.exact = slots <= 0 || slots >= budget;
+  d.slots = d.exact ? budget : slots;
+  auto q = [&](bytes x) -> std::int64_t {
+    if (d.exact || x == 0) return x;
+    __extension__ using i128 = __int128;
+    const i128 num = static_cast<i128>(x) * d.slots;
+    return static_cast<std::int64_t>((num + budget - 1) / budget);
+  };
+  const auto sz = static_cast<std::size_t>(d.n + 1);
+  d.a.resize(sz); d.abar.resize(sz); d.delta.resize(sz); d.of.assign(sz, 0); d.ob.assign(sz, 0);
+  d.uf.assign(sz, 0.0); d.ub.assign(sz, 0.0);
+  for (int k = 0; k <= d.n; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    d.a[i] = q(c.a(k));
+    d.abar[i] = q(c.abar(k));
+    d.delta[i] = q(c.delta(k));
+    if (k > 0) {
+      d.of[i] = q(c.of(k)); d.ob[i] = q(c.ob(k));
+      d.uf[i] = c.uf(k); d.ub[i] = c.ub(k);
+    }
+  }
+  d.dp_budget = d.slots - d.a[0];
+  return d;
+}
+
+/// The chain in exact bytes, for the minimum-memory recurrences.
+inline discrete_chain exact_sizes(const chain& c) { return discretize(c, 0, 0); }
+
+}  // namespace remat::detail

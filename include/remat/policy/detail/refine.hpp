@@ -1,0 +1,59 @@
+#pragma once
+// The discretised solve shared by rotor and rotor_floating: run the DP at S slots; when the
+// budget is at least the exact minimum but rounding makes it infeasible at S, refine S (x4 each
+// time, up to one slot per byte, where the DP is exact and hence feasible) while the table fits.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include <remat/policy/detail/common.hpp>
+#include <remat/policy/detail/discretize.hpp>
+
+namespace remat::detail {
+
+/// Dp: constructible from a discrete_chain; fill(deadline, progress) -> bool (false: time out);
+/// value() -> double (infinity when infeasible); reconstruct() -> std::vector<instruction>.
+/// cells(n, w): the table's size in doubles for a chain of n stages and rows of w slots.
+template <class Dp, class Cells>
+result<schedule> solve_discretized(std::string_view policy, const chain& c, bytes budget,
+                                   std::int64_t slots, std::int64_t max_table_bytes,
+                                   const deadline& dl, const std::function<void(double)>& progress,
+                                   bytes minimum, Cells cells) {
+  const std::int64_t first = slots <= 0 ? budget : std::min<std::int64_t>(slots, budget);
+  for (std::int64_t s = first;;) {
+    const discrete_chain d = discretize(c, budget, s);
+    const double need = cells(d.n, static_cast<double>(d.dp_budget + 1)) * 8.0;
+    if (need > static_cast<double>(max_table_bytes)) {
+      std::string msg = std::string(policy) + ": " + std::to_string(s) + " slots would need a DP table of " +
+                        format_bytes(static_cast<bytes>(need)) + ", over max_table_bytes (" +
+                        format_bytes(max_table_bytes) + ")";
+      if (s == first)
+        return error{status::invalid_problem, msg + "; use fewer slots (or raise max_table_bytes)", {}};
+      return error{status::infeasible,
+                   msg + "; at " + std::to_string(first) + " slots the rounding of sizes leaves no schedule "
+                   "for a budget this close to the minimum (" + std::to_string(minimum) +
+                   " bytes): raise the budget a little, or raise max_table_bytes",
+                   {}};
+    }
+    if (d.dp_budget >= 0) {
+      Dp dp(d);
+      if (!dp.fill(dl, progress))
+        return error{status::time_limit,
+                     std::string(policy) + ": the time limit (" + std::to_string(dl.limit()) +
+                         " s) was reached while filling the table; raise time_limit or use fewer slots",
+                     {}};
+      if (dp.value() < std::numeric_limits<double>::infinity())
+        return finish(policy, c, budget, dp.reconstruct(), dp.value());
+    }
+    if (d.exact) break;
+    s = std::min<std::int64_t>(s * 4, budget);
+  }
+  return error{status::solver_error,
+               std::string(policy) + ": no schedule at exact sizes although the budget is above the "
+                                     "minimum (a bug in remat; please report it with the chain)",
+               {}};
+}
+
+}  // namespace remat::detail

@@ -1,0 +1,238 @@
+#pragma once
+// rotor: the optimal memory-persistent dynamic program for heterogeneous chains, the one ROTOR
+// uses (shilova-spec §2.5; thesis Theorem 6, Alg. 3-4, S:1355-1466).
+//
+// C(s,t,m) is the optimal time of B_t..B_s starting from F_s with the input of s and delta_t in
+// memory, m slots available besides the input (Eqs. 2.9-2.10):
+//   C(s,s,m) = u_F + u_B                                         if m >= m_all(s,s)
+//   C1 = u_F_s + C(s+1,t,m - abar_s) + u_B_s                     if m >= m_all(s,t)
+//   C2 = min_{s<=s'<t} sum_{k=s..s'} u_F_k + C(s'+1,t,m - a_s') + C(s,s',m)   if m >= m_∅(s,t)
+// A C2 move runs F_s^ck F_{s+1}^∅ .. F_{s'}^∅ (the equation S:1414, not the prose of S:1416).
+// The answer is C(1, N, S - a_0) (not M_GPU as S:1436 says; shilova-spec §9.10).
+//
+// Implementation: one row of S+1 doubles per (s,t), rows filled by increasing t-s; every move
+// is a shifted, vectorisable min over a whole row, and the range of m is cut to where the
+// sub-problems are feasible (their first finite slot). No argmin table: reconstruction
+// re-evaluates the few candidates of the visited states with the same expressions, so it picks
+// bitwise the value the table holds. Ties go to the checkpointing move C2 (as ROTOR's code).
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <remat/policy/detail/common.hpp>
+#include <remat/policy/detail/discretize.hpp>
+#include <remat/policy/detail/refine.hpp>
+
+namespace remat {
+
+namespace detail {
+
+/// The exact minimum memory (besides the input) for which C(s,t,·) is finite, for all (s,t):
+/// the same recurrence with max/min in place of +/min, in bytes. lo(1,N) + a_0 is rotor's
+/// minimum budget.
+class rotor_min_memory {
+ public:
+  explicit rotor_min_memory(const discrete_chain& d) : n_(d.n), lo_(static_cast<std::size_t>((d.n + 2) * (d.n + 2)), inf) {
+    for (int s = 1; s <= n_; ++s) at(s, s) = d.m_all(s, s);
+    for (int len = 1; len < n_; ++len)
+      for (int s = 1; s + len <= n_; ++s) {
+        const int t = s + len;
+        std::int64_t best = std::max(d.m_all(s, t), d.abar[s] + at(s + 1, t));
+        std::int64_t mnone = 0;
+        for (int h = s; h <= t; ++h) mnone = std::max(mnone, d.f_none(s, h));
+        mnone += d.delta[t];
+        for (int sp = s; sp < t; ++sp)
+          best = std::min(best, std::max({mnone, d.a[sp] + at(sp + 1, t), at(s, sp)}));
+        at(s, t) = best;
+      }
+  }
+  [[nodiscard]] std::int64_t operator()(int s, int t) const { return lo_[idx(s, t)]; }
+
+ private:
+  static constexpr std::int64_t inf = std::numeric_limits<std::int64_t>::max() / 4;
+  [[nodiscard]] std::size_t idx(int s, int t) const { return static_cast<std::size_t>(s * (n_ + 2) + t); }
+  std::int64_t& at(int s, int t) { return lo_[idx(s, t)]; }
+  int n_;
+  std::vector<std::int64_t> lo_;
+};
+
+}  // namespace detail
+
+struct rotor {
+  static constexpr std::string_view name = "rotor";
+  /// S: memory slots the budget is split into (shilova-spec §2.6); 0 = one slot per byte (exact).
+  std::int64_t slots = 500;
+  /// Wall-clock limit of one solve; not finite = none.
+  seconds time_limit = std::numeric_limits<double>::infinity();
+  /// Called with the fraction of the table done (0..1) as the solve goes on.
+  std::function<void(double)> progress = {};
+  /// The DP table may not grow past this; when the budget is feasible only at a finer
+  /// discretisation than S, S is raised up to this limit.
+  std::int64_t max_table_bytes = std::int64_t{2} << 30;
+
+  /// The smallest budget (bytes) with which rotor finds a schedule (with exact sizes).
+  [[nodiscard]] static bytes minimum_budget(const chain& c) {
+    const auto d = detail::exact_sizes(c);
+    return c.a(0) + detail::rotor_min_memory(d)(1, c.length());
+  }
+
+  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const;
+
+ private:
+  class dp;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+class rotor::dp {
+ public:
+  static constexpr double inf = std::numeric_limits<double>::infinity();
+
+  explicit dp(const detail::discrete_chain& d) : d_(d), n_(d.n), w_(d.dp_budget + 1) {
+    off_.assign(static_cast<std::size_t>(n_ + 2), 0);
+    std::size_t cur = 0;
+    for (int s = 1; s <= n_; ++s) {
+      off_[static_cast<std::size_t>(s)] = cur;
+      cur += static_cast<std::size_t>(n_ - s + 1);
+    }
+    cost_.assign(cur * static_cast<std::size_t>(w_), inf);
+    lo_.assign(cur, w_);
+  }
+
+  /// Fills the table; false if the deadline passed first.
+  bool fill(const detail::deadline& dl, const std::function<void(double)>& progress) {
+    for (int s = 1; s <= n_; ++s) {
+      double* row = row_of(s, s);
+      const std::int64_t from = d_.m_all(s, s);
+      const double v = d_.uf[idx(s)] + d_.ub[idx(s)];
+      for (std::int64_t m = from; m < w_; ++m) row[m] = v;
+      lo(s, s) = std::min(from, w_);
+    }
+    const double total = static_cast<double>(n_) * n_ * n_ / 6.0 + 1.0;
+    double done = 0;
+    for (int len = 1; len < n_; ++len) {
+      for (int s = 1; s + len <= n_; ++s) fill_one(s, s + len);
+      done += static_cast<double>(n_ - len) * len;
+      if (progress) progress(std::min(1.0, done / total));
+      if (dl.passed()) return false;
+    }
+    return true;
+  }
+
+  [[nodiscard]] double value() const { return row_of(1, n_)[w_ - 1]; }
+
+  /// Alg. 4 (OptRecP), iteratively.
+  [[nodiscard]] std::vector<instruction> reconstruct() const {
+    std::vector<instruction> ops;
+    struct job { int s, t; std::int64_t m; bool backward_only; };
+    std::vector<job> todo{{1, n_, w_ - 1, false}};
+    while (!todo.empty()) {
+      const job j = todo.back();
+      todo.pop_back();
+      if (j.backward_only) {
+        ops.push_back(instruction::backward(j.s));
+        continue;
+      }
+      const auto [s, t, m, unused] = j;
+      (void)unused;
+      if (s == t) {
+        ops.push_back(instruction::forward(s, forward_mode::save_all));
+        ops.push_back(instruction::backward(s));
+        continue;
+      }
+      const double target = row_of(s, t)[m];
+      int split = 0;  // 0 = C1
+      double sum_f = 0;
+      if (m >= mnone(s, t))
+        for (int sp = s; sp < t && split == 0; ++sp) {
+          sum_f += d_.uf[idx(sp)];
+          const std::int64_t mm = m - d_.a[idx(sp)];
+          if (mm < 0) continue;
+          if (sum_f + row_of(sp + 1, t)[mm] + row_of(s, sp)[m] == target) split = sp;
+        }
+      if (split > 0) {
+        ops.push_back(instruction::forward(s, forward_mode::save_input));
+        for (int k = s + 1; k <= split; ++k) ops.push_back(instruction::forward(k, forward_mode::no_save));
+        todo.push_back({s, split, m, false});
+        todo.push_back({split + 1, t, m - d_.a[idx(split)], false});
+      } else {
+        ops.push_back(instruction::forward(s, forward_mode::save_all));
+        todo.push_back({s, s, 0, true});
+        todo.push_back({s + 1, t, m - d_.abar[idx(s)], false});
+      }
+    }
+    return ops;
+  }
+
+ private:
+  static std::size_t idx(int k) { return static_cast<std::size_t>(k); }
+  [[nodiscard]] std::size_t pair(int s, int t) const { return off_[idx(s)] + static_cast<std::size_t>(t - s); }
+  double* row_of(int s, int t) { return cost_.data() + pair(s, t) * static_cast<std::size_t>(w_); }
+  [[nodiscard]] const double* row_of(int s, int t) const {
+    return cost_.data() + pair(s, t) * static_cast<std::size_t>(w_);
+  }
+  std::int64_t& lo(int s, int t) { return lo_[pair(s, t)]; }
+  [[nodiscard]] std::int64_t mnone(int s, int t) const {
+    std::int64_t v = 0;
+    for (int h = s; h <= t; ++h) v = std::max(v, d_.f_none(s, h));
+    return v + d_.delta[idx(t)];
+  }
+
+  void fill_one(int s, int t) {
+    double* row = row_of(s, t);
+    // C2 first, so that ties go to it: a strict < below never lets C1 replace an equal C2.
+    const std::int64_t mn = mnone(s, t);
+    double sum_f = 0;
+    for (int sp = s; sp < t; ++sp) {
+      sum_f += d_.uf[idx(sp)];
+      const std::int64_t a = d_.a[idx(sp)];
+      const std::int64_t from = std::max({mn, a + lo(sp + 1, t), lo(s, sp)});
+      const double* tail = row_of(sp + 1, t);  // C(s'+1, t, ·)
+      const double* head = row_of(s, sp);
+      for (std::int64_t m = from; m < w_; ++m) {
+        const double v = sum_f + tail[m - a] + head[m];
+        row[m] = v < row[m] ? v : row[m];
+      }
+    }
+    {
+      const std::int64_t ab = d_.abar[idx(s)];
+      const std::int64_t from = std::max(d_.m_all(s, t), ab + lo(s + 1, t));
+      const double* next = row_of(s + 1, t);
+      const double ufb = d_.uf[idx(s)] + d_.ub[idx(s)];
+      for (std::int64_t m = from; m < w_; ++m) {
+        const double v = ufb + next[m - ab];
+        row[m] = v < row[m] ? v : row[m];
+      }
+    }
+    std::int64_t first = w_;
+    for (std::int64_t m = 0; m < w_; ++m)
+      if (row[m] < inf) {
+        first = m;
+        break;
+      }
+    lo(s, t) = first;
+  }
+
+  const detail::discrete_chain& d_;
+  int n_;
+  std::int64_t w_;
+  std::vector<std::size_t> off_;
+  std::vector<double> cost_;
+  std::vector<std::int64_t> lo_;
+};
+
+inline result<schedule> rotor::solve(const chain& c, bytes budget) const {
+  if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
+  const bytes minimum = minimum_budget(c);
+  if (budget < minimum) return detail::budget_too_small(name, c, budget, minimum);
+  return detail::solve_discretized<dp>(name, c, budget, slots, max_table_bytes,
+                                       detail::deadline(time_limit), progress, minimum,
+                                       [](int n, double w) { return n * (n + 1) / 2.0 * w; });
+}
+
+}  // namespace remat

@@ -1,0 +1,309 @@
+#pragma once
+// rotor_floating: the optimal dynamic program with floating materialised activations
+// (shilova-spec §2.4; thesis Theorem 5, Alg. 1-2, S:1263-1353). It is optimal among all
+// sequences of the Table 2.1 operations (shilova-spec §7.3), and never worse than rotor.
+//
+// C(s,t,l,m), s <= l <= t: optimal time of B_t..B_l starting from F_s, with the input of s and
+// delta_t in memory and only delta_{l-1} at the end; m slots besides the input (Eqs. 2.4-2.8):
+//   C(s,s,s,m) = u_F_s + u_B_s                                   if m >= m_all(s,s)
+//   C1 = u_F_s + C(s+1,t,s+1, m - abar_s) + u_B_s                if s = l and m >= m_all(s,t)
+//   C2 = min over s <= r <= l, a_{r-1} >= a_{s-1}, l < t' <= t, r <= s' < t' of
+//        sum_{k=s..s'} u_F_k + C(s'+1, t, t', m - a_s' - a_{r-1} + a_{s-1})
+//                            + C(r, t'-1, l, m - a_{r-1} + a_{s-1})       if t != l and m >= m_∅(s,t)
+// The body of C2 is lost in the thesis' text (S:1301-1303) and is rebuilt from C_FL^{F^ck}
+// (S:1307) with r <= l implicit (shilova-spec §9.6). A C2 move runs F_s^∅..F_{r-1}^∅ F_r^ck
+// F_{r+1}^∅..F_{s'}^∅: the floating activation moves from a_{s-1} to a_{r-1} and a_{s'} is
+// stored. Alg. 2 passes plain m to the second call; Eq. 2.7 (used here) passes m - a_{r-1} +
+// a_{s-1} (shilova-spec §9.9). The answer is C(1, N, 1, S - a_0) (§9.10).
+//
+// Cost: O(N^3) rows of S+1 slots, O(N^3) moves each: O(N^6 S). Meant for chains of a few tens
+// of stages; honours time_limit. Same table layout and reconstruction scheme as rotor.
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <remat/policy/detail/common.hpp>
+#include <remat/policy/detail/discretize.hpp>
+#include <remat/policy/detail/refine.hpp>
+
+namespace remat {
+
+namespace detail {
+
+/// Index of the states (s, l, t), s <= l <= t <= n, packed.
+class floating_index {
+ public:
+  explicit floating_index(int n) : n_(n), off_(static_cast<std::size_t>((n + 2) * (n + 2)), 0) {
+    std::size_t cur = 0;
+    for (int s = 1; s <= n; ++s)
+      for (int l = s; l <= n; ++l) {
+        off_[static_cast<std::size_t>(s * (n + 2) + l)] = cur;
+        cur += static_cast<std::size_t>(n - l + 1);
+      }
+    size_ = cur;
+  }
+  [[nodiscard]] std::size_t operator()(int s, int t, int l) const {
+    return off_[static_cast<std::size_t>(s * (n_ + 2) + l)] + static_cast<std::size_t>(t - l);
+  }
+  [[nodiscard]] std::size_t size() const { return size_; }
+  static double cells(int n, double w) { return n * (n + 1.0) * (n + 2.0) / 6.0 * w; }
+
+ private:
+  int n_;
+  std::vector<std::size_t> off_;
+  std::size_t size_ = 0;
+};
+
+/// sum_{k=s..e} u_F_k, accumulated from s upwards (so that every use adds in the same order).
+class forward_sums {
+ public:
+  explicit forward_sums(const discrete_chain& d) : n_(d.n), v_(static_cast<std::size_t>((d.n + 2) * (d.n + 2)), 0.0) {
+    for (int s = 1; s <= n_; ++s) {
+      double acc = 0;
+      for (int e = s; e <= n_; ++e) {
+        acc += d.uf[static_cast<std::size_t>(e)];
+        v_[static_cast<std::size_t>(s * (n_ + 2) + e)] = acc;
+      }
+    }
+  }
+  [[nodiscard]] double operator()(int s, int e) const { return v_[static_cast<std::size_t>(s * (n_ + 2) + e)]; }
+
+ private:
+  int n_;
+  std::vector<double> v_;
+};
+
+inline std::int64_t m_none(const discrete_chain& d, int s, int t) {
+  std::int64_t v = 0;
+  for (int h = s; h <= t; ++h) v = std::max(v, d.f_none(s, h));
+  return v + d.delta[static_cast<std::size_t>(t)];
+}
+
+/// Exact minimum memory (besides the input) for which C(s,t,l,·) is finite; -1 if the
+/// deadline passed.
+inline std::int64_t floating_min_memory(const discrete_chain& d, const deadline& dl) {
+  constexpr std::int64_t inf = std::numeric_limits<std::int64_t>::max() / 4;
+  const int n = d.n;
+  const floating_index ix(n);
+  std::vector<std::int64_t> lo(ix.size(), inf);
+  auto A = [&](int k) { return d.a[static_cast<std::size_t>(k)]; };
+  for (int s = 1; s <= n; ++s) lo[ix(s, s, s)] = d.m_all(s, s);
+  for (int len = 1; len < n; ++len) {
+    for (int s = 1; s + len <= n; ++s) {
+      const int t = s + len;
+      const std::int64_t mn = m_none(d, s, t);
+      for (int l = s; l < t; ++l) {
+        std::int64_t best = inf;
+        if (l == s) best = std::max(d.m_all(s, t), d.abar[static_cast<std::size_t>(s)] + lo[ix(s + 1, t, s + 1)]);
+        for (int r = s; r <= l; ++r) {
+          if (A(r - 1) < A(s - 1)) continue;
+          const std::int64_t adj = A(r - 1) - A(s - 1);
+          for (int tp = l + 1; tp <= t; ++tp)
+            for (int sp = r; sp < tp; ++sp)
+              best = std::min(best, std::max({mn, lo[ix(sp + 1, t, tp)] + A(sp) + adj, lo[ix(r, tp - 1, l)] + adj}));
+        }
+        lo[ix(s, t, l)] = best;
+      }
+    }
+    if (dl.passed()) return -1;
+  }
+  return lo[ix(1, n, 1)];
+}
+
+}  // namespace detail
+
+struct rotor_floating {
+  static constexpr std::string_view name = "rotor_floating";
+  /// S: memory slots the budget is split into; 0 = one slot per byte (exact).
+  std::int64_t slots = 500;
+  /// Wall-clock limit of one solve; not finite = none.
+  seconds time_limit = std::numeric_limits<double>::infinity();
+  /// Called with the fraction of the table done (0..1) as the solve goes on.
+  std::function<void(double)> progress = {};
+  std::int64_t max_table_bytes = std::int64_t{2} << 30;
+
+  /// The smallest budget (bytes) with which rotor_floating finds a schedule (exact sizes).
+  [[nodiscard]] static bytes minimum_budget(const chain& c) {
+    return c.a(0) + detail::floating_min_memory(detail::exact_sizes(c), detail::deadline(0));
+  }
+
+  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const;
+
+ private:
+  class dp;
+};
+
+class rotor_floating::dp {
+ public:
+  static constexpr double inf = std::numeric_limits<double>::infinity();
+
+  explicit dp(const detail::discrete_chain& d)
+      : d_(d), n_(d.n), w_(d.dp_budget + 1), ix_(d.n), sums_(d) {
+    cost_.assign(ix_.size() * static_cast<std::size_t>(w_), inf);
+    lo_.assign(ix_.size(), w_);
+  }
+
+  bool fill(const detail::deadline& dl, const std::function<void(double)>& progress) {
+    for (int s = 1; s <= n_; ++s) {
+      double* row = row_of(s, s, s);
+      const std::int64_t from = d_.m_all(s, s);
+      const double v = d_.uf[k(s)] + d_.ub[k(s)];
+      for (std::int64_t m = from; m < w_; ++m) row[m] = v;
+      lo_[ix_(s, s, s)] = std::min(from, w_);
+    }
+    // Work of one diagonal grows like len^4 (n-len) states x moves; report by that weight.
+    double total = 0, done = 0;
+    for (int len = 1; len < n_; ++len) total += weight(len);
+    for (int len = 1; len < n_; ++len) {
+      for (int s = 1; s + len <= n_; ++s) {
+        for (int l = s; l < s + len; ++l) fill_one(s, s + len, l);
+        if (dl.passed()) return false;
+      }
+      done += weight(len);
+      if (progress) progress(done / total);
+    }
+    return true;
+  }
+
+  [[nodiscard]] double value() const { return row_of(1, n_, 1)[w_ - 1]; }
+
+  /// Alg. 2 (OptRecFL) with the second call's budget of Eq. 2.7.
+  [[nodiscard]] std::vector<instruction> reconstruct() const {
+    std::vector<instruction> ops;
+    struct job { int s, t, l; std::int64_t m; bool backward_only; };
+    std::vector<job> todo{{1, n_, 1, w_ - 1, false}};
+    while (!todo.empty()) {
+      const job j = todo.back();
+      todo.pop_back();
+      if (j.backward_only) {
+        ops.push_back(instruction::backward(j.s));
+        continue;
+      }
+      const int s = j.s, t = j.t, l = j.l;
+      const std::int64_t m = j.m;
+      if (s == t) {
+        ops.push_back(instruction::forward(s, forward_mode::save_all));
+        ops.push_back(instruction::backward(s));
+        continue;
+      }
+      const double target = row_of(s, t, l)[m];
+      move mv;
+      if (!find_c2(s, t, l, m, target, mv)) {  // C1
+        ops.push_back(instruction::forward(s, forward_mode::save_all));
+        todo.push_back({s, s, s, 0, true});
+        todo.push_back({s + 1, t, s + 1, m - d_.abar[k(s)], false});
+        continue;
+      }
+      for (int q = s; q < mv.r; ++q) ops.push_back(instruction::forward(q, forward_mode::no_save));
+      ops.push_back(instruction::forward(mv.r, forward_mode::save_input));
+      for (int q = mv.r + 1; q <= mv.sp; ++q) ops.push_back(instruction::forward(q, forward_mode::no_save));
+      const std::int64_t mr = m - mv.adj;
+      todo.push_back({mv.r, mv.tp - 1, l, mr, false});
+      todo.push_back({mv.sp + 1, t, mv.tp, mr - d_.a[k(mv.sp)], false});
+    }
+    return ops;
+  }
+
+ private:
+  struct move { int r = 0, tp = 0, sp = 0; std::int64_t adj = 0; };
+  static std::size_t k(int i) { return static_cast<std::size_t>(i); }
+  [[nodiscard]] double weight(int len) const { return static_cast<double>(n_ - len) * len * len * len * len + 1.0; }
+  double* row_of(int s, int t, int l) { return cost_.data() + ix_(s, t, l) * static_cast<std::size_t>(w_); }
+  [[nodiscard]] const double* row_of(int s, int t, int l) const {
+    return cost_.data() + ix_(s, t, l) * static_cast<std::size_t>(w_);
+  }
+  [[nodiscard]] std::int64_t lo(int s, int t, int l) const { return lo_[ix_(s, t, l)]; }
+
+  /// Calls f(move, first slot, tail row, head row) for every C2 move of (s,t,l), in a fixed order.
+  template <class F>
+  void for_each_c2(int s, int t, int l, F&& f) const {
+    const std::int64_t mn = detail::m_none(d_, s, t);
+    for (int r = s; r <= l; ++r) {
+      if (d_.a[k(r - 1)] < d_.a[k(s - 1)]) continue;
+      const std::int64_t adj = d_.a[k(r - 1)] - d_.a[k(s - 1)];
+      for (int tp = l + 1; tp <= t; ++tp)
+        for (int sp = r; sp < tp; ++sp) {
+          const std::int64_t shift = d_.a[k(sp)] + adj;
+          const std::int64_t from = std::max({mn, lo(sp + 1, t, tp) + shift, lo(r, tp - 1, l) + adj});
+          if (from >= w_) continue;
+          if (!f(move{r, tp, sp, adj}, from, row_of(sp + 1, t, tp), row_of(r, tp - 1, l))) return;
+        }
+    }
+  }
+
+  bool find_c2(int s, int t, int l, std::int64_t m, double target, move& found) const {
+    bool hit = false;
+    for_each_c2(s, t, l, [&](const move& mv, std::int64_t from, const double* tail, const double* head) {
+      if (m < from) return true;
+      const double v = sums_(s, mv.sp) + tail[m - d_.a[k(mv.sp)] - mv.adj] + head[m - mv.adj];
+      if (v == target) {
+        found = mv;
+        hit = true;
+        return false;
+      }
+      return true;
+    });
+    return hit;
+  }
+
+  void fill_one(int s, int t, int l) {
+    double* row = row_of(s, t, l);
+    for_each_c2(s, t, l, [&](const move& mv, std::int64_t from, const double* tail, const double* head) {
+      const double sf = sums_(s, mv.sp);
+      const std::int64_t shift = d_.a[k(mv.sp)] + mv.adj;
+      for (std::int64_t m = from; m < w_; ++m) {
+        const double v = sf + tail[m - shift] + head[m - mv.adj];
+        row[m] = v < row[m] ? v : row[m];
+      }
+      return true;
+    });
+    if (l == s) {
+      const std::int64_t ab = d_.abar[k(s)];
+      const std::int64_t from = std::max(d_.m_all(s, t), ab + lo(s + 1, t, s + 1));
+      const double* next = row_of(s + 1, t, s + 1);
+      const double ufb = d_.uf[k(s)] + d_.ub[k(s)];
+      for (std::int64_t m = from; m < w_; ++m) {
+        const double v = ufb + next[m - ab];
+        row[m] = v < row[m] ? v : row[m];
+      }
+    }
+    std::int64_t first = w_;
+    for (std::int64_t m = 0; m < w_; ++m)
+      if (row[m] < inf) {
+        first = m;
+        break;
+      }
+    lo_[ix_(s, t, l)] = first;
+  }
+
+  const detail::discrete_chain& d_;
+  int n_;
+  std::int64_t w_;
+  detail::floating_index ix_;
+  detail::forward_sums sums_;
+  std::vector<double> cost_;
+  std::vector<std::int64_t> lo_;
+};
+
+inline result<schedule> rotor_floating::solve(const chain& c, bytes budget) const {
+  if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
+  const detail::deadline dl(time_limit);
+  const std::int64_t lo = detail::floating_min_memory(detail::exact_sizes(c), dl);
+  if (lo < 0)
+    return error{status::time_limit,
+                 "rotor_floating: the time limit (" + std::to_string(time_limit) +
+                     " s) was reached while computing the minimum memory; the floating DP is "
+                     "O(N^6 S): use rotor for long chains",
+                 {}};
+  const bytes minimum = c.a(0) + lo;
+  if (budget < minimum) return detail::budget_too_small(name, c, budget, minimum);
+  return detail::solve_discretized<dp>(name, c, budget, slots, max_table_bytes, dl, progress, minimum,
+                                       &detail::floating_index::cells);
+}
+
+}  // namespace remat

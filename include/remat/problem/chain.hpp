@@ -1,0 +1,120 @@
+#pragma once
+// The heterogeneous chain: Rotor's input (shilova-spec §2.1, thesis S:1052-1131).
+//
+// Stages are numbered l = 1..N in the thesis' notation; the last stage N is the loss (thesis:
+// stage L+1, S:1054) and is an ordinary stage to the dynamic programs. Per stage:
+//   forward_time  u_F,   backward_time u_B,
+//   output_bytes  a_l    (the activation F_l produces; its gradient delta_l has the same size),
+//   saved_bytes   abar_l (everything B_l needs, a_l included, the stage input excluded),
+//   forward/backward_overhead_bytes o_F, o_B (temporary memory while the op runs).
+// input_bytes is a_0 (= abar_0). By the thesis' convention delta_N = 0: the gradient that
+// starts the backward pass is the constant 1 and is not stored (S:1587).
+
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+
+namespace remat {
+
+struct stage {
+  std::string name;
+  seconds forward_time = 0;
+  seconds backward_time = 0;
+  bytes output_bytes = 0;
+  bytes saved_bytes = 0;
+  bytes forward_overhead_bytes = 0;
+  bytes backward_overhead_bytes = 0;
+
+  friend bool operator==(const stage&, const stage&) = default;
+};
+
+struct chain {
+  std::string name;
+  bytes input_bytes = 0;
+  std::vector<stage> stages;  ///< the last one is the loss
+
+  friend bool operator==(const chain&, const chain&) = default;
+
+  /// N: number of stages, the loss included.
+  [[nodiscard]] int length() const noexcept { return static_cast<int>(stages.size()); }
+
+  // Thesis notation, 1-based stages; index 0 is the chain input.
+  [[nodiscard]] const stage& at(int l) const { return stages[static_cast<std::size_t>(l - 1)]; }
+  /// a_k, k = 0..N.
+  [[nodiscard]] bytes a(int k) const { return k == 0 ? input_bytes : at(k).output_bytes; }
+  /// abar_k, k = 0..N (abar_0 = a_0).
+  [[nodiscard]] bytes abar(int k) const { return k == 0 ? input_bytes : at(k).saved_bytes; }
+  /// delta_k, k = 0..N: same size as a_k, except delta_N = 0.
+  [[nodiscard]] bytes delta(int k) const { return k == length() ? 0 : a(k); }
+  [[nodiscard]] seconds uf(int l) const { return at(l).forward_time; }
+  [[nodiscard]] seconds ub(int l) const { return at(l).backward_time; }
+  [[nodiscard]] bytes of(int l) const { return at(l).forward_overhead_bytes; }
+  [[nodiscard]] bytes ob(int l) const { return at(l).backward_overhead_bytes; }
+
+  /// Time of plain training: every forward and every backward once.
+  [[nodiscard]] seconds ideal_time() const {
+    seconds t = 0;
+    for (const auto& s : stages) t += s.forward_time + s.backward_time;
+    return t;
+  }
+};
+
+namespace detail {
+inline std::string stage_label(const chain& c, int l) {
+  std::string s = "stage " + std::to_string(l);
+  if (!c.at(l).name.empty()) s += " ('" + c.at(l).name + "')";
+  return s;
+}
+}  // namespace detail
+
+/// Checks a chain; the error names the stage and the field at fault and says what would work.
+inline result<void> validate(const chain& c) {
+  auto bad = [](std::string msg) { return error{status::invalid_problem, std::move(msg), {}}; };
+  if (c.stages.empty())
+    return bad("chain '" + c.name +
+               "' has no stage: a chain needs at least one stage (the last one is the loss)");
+  if (c.input_bytes < 0)
+    return bad("chain input_bytes is negative (" + std::to_string(c.input_bytes) +
+               "); sizes are byte counts >= 0");
+  // Sizes are summed by the planners; keep every sum far from overflow.
+  constexpr bytes max_size = bytes{1} << 52;
+  if (c.input_bytes > max_size)
+    return bad("chain input_bytes (" + std::to_string(c.input_bytes) + ") exceeds 2^52 bytes");
+  for (int l = 1; l <= c.length(); ++l) {
+    const stage& s = c.at(l);
+    const std::string where = detail::stage_label(c, l);
+    auto check_time = [&](seconds v, const char* field) -> std::optional<error> {
+      if (!std::isfinite(v) || v < 0)
+        return bad(where + ": " + field + " is " + std::to_string(v) +
+                   "; times must be finite and >= 0 (seconds)");
+      return std::nullopt;
+    };
+    auto check_size = [&](bytes v, const char* field) -> std::optional<error> {
+      if (v < 0)
+        return bad(where + ": " + field + " is negative (" + std::to_string(v) +
+                   "); sizes are byte counts >= 0");
+      if (v > max_size)
+        return bad(where + ": " + field + " (" + std::to_string(v) + ") exceeds 2^52 bytes");
+      return std::nullopt;
+    };
+    for (auto e : {check_time(s.forward_time, "forward_time"),
+                   check_time(s.backward_time, "backward_time"),
+                   check_size(s.output_bytes, "output_bytes"),
+                   check_size(s.saved_bytes, "saved_bytes"),
+                   check_size(s.forward_overhead_bytes, "forward_overhead_bytes"),
+                   check_size(s.backward_overhead_bytes, "backward_overhead_bytes")})
+      if (e) return *e;
+    if (s.saved_bytes < s.output_bytes)
+      return bad(where + ": saved_bytes (" + std::to_string(s.saved_bytes) +
+                 ") is smaller than output_bytes (" + std::to_string(s.output_bytes) +
+                 "); saved_bytes counts everything the backward needs, the output included, so "
+                 "it must be >= output_bytes");
+  }
+  return {};
+}
+
+}  // namespace remat

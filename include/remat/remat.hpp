@@ -1,0 +1,15 @@
+#pragma once
+// remat: everything that needs only the standard library (and Eigen). Opt-in parts are not
+// included here: <remat/io/json.hpp> (nlohmann_json), MILP backends, CUDA.
+
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/policy/concepts.hpp>
+#include <remat/policy/periodic.hpp>
+#include <remat/policy/revolve.hpp>
+#include <remat/policy/rotor.hpp>
+#include <remat/policy/rotor_floating.hpp>
+#include <remat/policy/store_all.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/schedule/schedule.hpp>
+#include <remat/sim/simulate.hpp>

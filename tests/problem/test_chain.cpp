@@ -1,0 +1,81 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include <remat/problem/chain.hpp>
+
+using namespace remat;
+
+namespace {
+chain three() {
+  chain c{"three", 8, {}};
+  c.stages = {{"fc1", 1, 2, 16, 32, 4, 8}, {"fc2", 1, 2, 16, 16, 0, 0}, {"loss", 0.5, 0.5, 4, 4, 0, 0}};
+  return c;
+}
+bool mentions(const result<void>& r, const std::string& what) {
+  return !r && r.message().find(what) != std::string::npos;
+}
+}  // namespace
+
+TEST_CASE("chain accessors follow the thesis' notation") {
+  const chain c = three();
+  CHECK(c.length() == 3);
+  CHECK(c.a(0) == 8);
+  CHECK(c.abar(0) == 8);
+  CHECK(c.a(1) == 16);
+  CHECK(c.abar(1) == 32);
+  CHECK(c.delta(1) == 16);
+  CHECK(c.delta(3) == 0);  // delta_N = 0: the initial gradient is the constant 1
+  CHECK(c.delta(0) == 8);
+  CHECK(c.of(1) == 4);
+  CHECK(c.ob(1) == 8);
+  CHECK(c.ideal_time() == doctest::Approx(7.0));
+  CHECK(validate(c).ok());
+}
+
+TEST_CASE("chain validation names the stage and the field") {
+  SUBCASE("empty") {
+    chain c{"empty", 1, {}};
+    CHECK(mentions(validate(c), "no stage"));
+    CHECK(validate(c).code() == status::invalid_problem);
+  }
+  SUBCASE("negative input") {
+    chain c = three();
+    c.input_bytes = -1;
+    CHECK(mentions(validate(c), "input_bytes is negative"));
+  }
+  SUBCASE("negative size") {
+    chain c = three();
+    c.stages[1].output_bytes = -5;
+    CHECK(mentions(validate(c), "stage 2 ('fc2'): output_bytes is negative"));
+  }
+  SUBCASE("negative overhead") {
+    chain c = three();
+    c.stages[0].backward_overhead_bytes = -1;
+    CHECK(mentions(validate(c), "stage 1 ('fc1'): backward_overhead_bytes"));
+  }
+  SUBCASE("non-finite time") {
+    chain c = three();
+    c.stages[2].forward_time = std::numeric_limits<double>::quiet_NaN();
+    CHECK(mentions(validate(c), "stage 3 ('loss'): forward_time"));
+    c.stages[2].forward_time = std::numeric_limits<double>::infinity();
+    CHECK(mentions(validate(c), "forward_time"));
+  }
+  SUBCASE("negative time") {
+    chain c = three();
+    c.stages[0].backward_time = -0.1;
+    CHECK(mentions(validate(c), "stage 1 ('fc1'): backward_time"));
+  }
+  SUBCASE("saved smaller than output") {
+    chain c = three();
+    c.stages[1].saved_bytes = 8;
+    CHECK(mentions(validate(c), "stage 2 ('fc2'): saved_bytes (8) is smaller than output_bytes (16)"));
+  }
+  SUBCASE("absurd size") {
+    chain c = three();
+    c.stages[0].saved_bytes = bytes{1} << 60;
+    CHECK(mentions(validate(c), "exceeds"));
+  }
+}
