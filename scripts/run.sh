@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# One entry point for a fresh Debian 12 machine (as root) or an existing checkout:
+#   bash scripts/run.sh demo   build and run the main demo
+#   bash scripts/run.sh test   build everything and run the whole test suite
+# Installs the Debian packages it needs when they are missing. Under CI=true warnings are errors.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+what=${1:-}
+case "$what" in
+  demo|test) ;;
+  *) echo "usage: bash scripts/run.sh demo|test" >&2; exit 2 ;;
+esac
+
+packages=(cmake g++ make pkg-config libeigen3-dev nlohmann-json3-dev doctest-dev libbenchmark-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "error: missing Debian packages (${missing[*]}); run as root or install them first" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build=${REMAT_BUILD_DIR:-build}
+werror=OFF
+[ "${CI:-}" = "true" ] && werror=ON
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DREMAT_WERROR=$werror >/dev/null
+jobs=$(nproc 2>/dev/null || echo 2)
+
+if [ "$what" = demo ]; then
+  cmake --build "$build" --target remat-demo -j "$jobs"
+  exec "$build/examples/remat-demo" "${@:2}"
+fi
+
+cmake --build "$build" -j "$jobs"
+cd "$build"
+ctest --output-on-failure -j "$jobs"
