@@ -27,6 +27,7 @@
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/detail/refine.hpp>
+#include <remat/policy/detail/rows.hpp>
 
 namespace remat {
 
@@ -91,7 +92,7 @@ struct rotor {
 
 class rotor::dp {
  public:
-  static constexpr double inf = std::numeric_limits<double>::infinity();
+  static constexpr double inf = detail::infinite_cost;
 
   explicit dp(const detail::discrete_chain& d) : d_(d), n_(d.n), w_(d.dp_budget + 1) {
     off_.assign(static_cast<std::size_t>(n_ + 2), 0);
@@ -194,28 +195,16 @@ class rotor::dp {
       const std::int64_t from = std::max({mn, a + lo(sp + 1, t), lo(s, sp)});
       const double* tail = row_of(sp + 1, t);  // C(s'+1, t, ·)
       const double* head = row_of(s, sp);
-      for (std::int64_t m = from; m < w_; ++m) {
-        const double v = sum_f + tail[m - a] + head[m];
-        row[m] = v < row[m] ? v : row[m];
-      }
+      detail::relax_row(row, from, w_, [&](std::int64_t m) { return sum_f + tail[m - a] + head[m]; });
     }
     {
       const std::int64_t ab = d_.abar[idx(s)];
       const std::int64_t from = std::max(d_.m_all(s, t), ab + lo(s + 1, t));
       const double* next = row_of(s + 1, t);
       const double ufb = d_.uf[idx(s)] + d_.ub[idx(s)];
-      for (std::int64_t m = from; m < w_; ++m) {
-        const double v = ufb + next[m - ab];
-        row[m] = v < row[m] ? v : row[m];
-      }
+      detail::relax_row(row, from, w_, [&](std::int64_t m) { return ufb + next[m - ab]; });
     }
-    std::int64_t first = w_;
-    for (std::int64_t m = 0; m < w_; ++m)
-      if (row[m] < inf) {
-        first = m;
-        break;
-      }
-    lo(s, t) = first;
+    lo(s, t) = detail::first_finite(row, w_);
   }
 
   const detail::discrete_chain& d_;

@@ -30,6 +30,7 @@
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/detail/refine.hpp>
+#include <remat/policy/detail/rows.hpp>
 
 namespace remat {
 
@@ -140,7 +141,7 @@ struct rotor_floating {
 
 class rotor_floating::dp {
  public:
-  static constexpr double inf = std::numeric_limits<double>::infinity();
+  static constexpr double inf = detail::infinite_cost;
 
   explicit dp(const detail::discrete_chain& d)
       : d_(d), n_(d.n), w_(d.dp_budget + 1), ix_(d.n), sums_(d) {
@@ -256,10 +257,7 @@ class rotor_floating::dp {
     for_each_c2(s, t, l, [&](const move& mv, std::int64_t from, const double* tail, const double* head) {
       const double sf = sums_(s, mv.sp);
       const std::int64_t shift = d_.a[k(mv.sp)] + mv.adj;
-      for (std::int64_t m = from; m < w_; ++m) {
-        const double v = sf + tail[m - shift] + head[m - mv.adj];
-        row[m] = v < row[m] ? v : row[m];
-      }
+      detail::relax_row(row, from, w_, [&](std::int64_t m) { return sf + tail[m - shift] + head[m - mv.adj]; });
       return true;
     });
     if (l == s) {
@@ -267,18 +265,9 @@ class rotor_floating::dp {
       const std::int64_t from = std::max(d_.m_all(s, t), ab + lo(s + 1, t, s + 1));
       const double* next = row_of(s + 1, t, s + 1);
       const double ufb = d_.uf[k(s)] + d_.ub[k(s)];
-      for (std::int64_t m = from; m < w_; ++m) {
-        const double v = ufb + next[m - ab];
-        row[m] = v < row[m] ? v : row[m];
-      }
+      detail::relax_row(row, from, w_, [&](std::int64_t m) { return ufb + next[m - ab]; });
     }
-    std::int64_t first = w_;
-    for (std::int64_t m = 0; m < w_; ++m)
-      if (row[m] < inf) {
-        first = m;
-        break;
-      }
-    lo_[ix_(s, t, l)] = first;
+    lo_[ix_(s, t, l)] = detail::first_finite(row, w_);
   }
 
   const detail::discrete_chain& d_;
