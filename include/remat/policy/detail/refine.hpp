@@ -22,6 +22,14 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
                                    const deadline& dl, const std::function<void(double)>& progress,
                                    bytes minimum, Cells cells) {
   const std::int64_t first = slots <= 0 ? budget : std::min<std::int64_t>(slots, budget);
+  // Each refinement fills a new table from scratch; the user sees one solve whose fraction
+  // never goes back, and ends at 1.
+  double shown = 0;
+  std::function<void(double)> report;
+  if (progress)
+    report = [&](double f) {
+      if (f > shown) progress(shown = std::min(f, 1.0));
+    };
   for (std::int64_t s = first;;) {
     const discrete_chain d = discretize(c, budget, s);
     const double need = cells(d.n, static_cast<double>(d.dp_budget + 1)) * 8.0;
@@ -39,13 +47,15 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
     }
     if (d.dp_budget >= 0) {
       Dp dp(d);
-      if (!dp.fill(dl, progress))
+      if (!dp.fill(dl, report))
         return error{status::time_limit,
                      std::string(policy) + ": the time limit (" + std::to_string(dl.limit()) +
                          " s) was reached while filling the table; raise time_limit or use fewer slots",
                      {}};
-      if (dp.value() < std::numeric_limits<double>::infinity())
+      if (dp.value() < std::numeric_limits<double>::infinity()) {
+        if (progress && shown < 1.0) progress(1.0);
         return finish(policy, c, budget, dp.reconstruct(), dp.value());
+      }
     }
     if (d.exact) break;
     s = std::min<std::int64_t>(s * 4, budget);
