@@ -1,0 +1,424 @@
+#pragma once
+// JSON reading and writing of chains and schedules (DESIGN.md §2, io/). Opt-in: needs
+// nlohmann_json 3 (CMake target remat::json); <remat/remat.hpp> never includes it.
+//
+// Chain format (docs/json-format.md):
+//   {"name": "resnet", "input_bytes": 19267584,
+//    "stages": [{"name": "conv1", "forward_time": 0.0021, "backward_time": 0.0043,
+//                "output_bytes": 102760448, "saved_bytes": 205520896,
+//                "forward_overhead_bytes": 0, "backward_overhead_bytes": 0}, ...]}
+// Times are seconds (any JSON number); sizes are bytes (JSON integers). The two overheads and
+// both names are optional; every other field is required. The last stage is the loss. Unknown
+// fields are rejected with their name, so that a typo ("ouput_bytes") is not silently ignored.
+//
+// Schedule format: an array of instruction strings, ["F1_ck", "F2_none", "F3_all", "B3", ...]
+// (the text form of schedule.hpp). schedule_from_json also accepts an object holding such an
+// array under "schedule" (what `remat-plan --json` prints); its other fields are ignored.
+//
+// Nothing here throws on bad input: every failure comes back as status::invalid_problem with a
+// message that names the stage (1-based, as in chain.hpp, and its JSON position), the field,
+// and what would be accepted. Only std::bad_alloc escapes.
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/schedule/schedule.hpp>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace remat::io {
+
+namespace detail {
+
+using json = nlohmann::json;
+
+inline error invalid(std::string msg) { return error{status::invalid_problem, std::move(msg), {}}; }
+
+/// A field of an object in the format: its name and what a valid value looks like.
+struct field_spec {
+  std::string_view name;
+  std::string_view expect;
+};
+
+inline constexpr field_spec chain_fields[] = {
+    {"name", "a string"},
+    {"input_bytes", "the size of the chain input in bytes, an integer >= 0"},
+    {"stages", "an array of stage objects, the last one being the loss"},
+};
+
+inline constexpr field_spec stage_fields[] = {
+    {"name", "a string"},
+    {"forward_time", "the forward's duration in seconds, a number >= 0"},
+    {"backward_time", "the backward's duration in seconds, a number >= 0"},
+    {"output_bytes", "the size of the stage's output in bytes, an integer >= 0"},
+    {"saved_bytes",
+     "the bytes the backward needs, the output included, an integer >= output_bytes"},
+    {"forward_overhead_bytes",
+     "temporary bytes while the forward runs, an integer >= 0 (default 0)"},
+    {"backward_overhead_bytes",
+     "temporary bytes while the backward runs, an integer >= 0 (default 0)"},
+};
+
+template <std::size_t N>
+const field_spec& spec_of(const field_spec (&specs)[N], std::string_view name) {
+  for (const auto& f : specs)
+    if (f.name == name) return f;
+  return specs[0];  // unreachable: callers ask only for listed names
+}
+
+/// A short description of a JSON value for error messages. Containers are not dumped (their
+/// dump is recursive and could be huge); strings are cut.
+inline std::string describe(const json& v) {
+  auto scalar = [&] {
+    std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (s.size() > 40) s = s.substr(0, 37) + "...";
+    return s;
+  };
+  switch (v.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean (" + scalar() + ")";
+    case json::value_t::string:
+      return "a string (" + scalar() + ")";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+      return "an integer (" + scalar() + ")";
+    case json::value_t::number_float:
+      return "a floating-point number (" + scalar() + ")";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::binary:
+      return "binary data";
+    case json::value_t::discarded:
+      return "a discarded value";
+  }
+  return "an unknown value";
+}
+
+/// Levenshtein distance, for "did you mean" hints on unknown fields.
+inline std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0u : 1u)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+/// Rejects fields that are not in `specs`, naming the field, the closest known one, and the
+/// list of known fields.
+template <std::size_t N>
+std::optional<error> check_unknown_fields(const json& obj, const std::string& where,
+                                          const field_spec (&specs)[N], std::string_view what) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const std::string& key = it.key();
+    if (std::any_of(std::begin(specs), std::end(specs),
+                    [&](const field_spec& f) { return f.name == key; }))
+      continue;
+    std::string msg = where + ": unknown field \"" + key + "\"";
+    const field_spec* best = nullptr;
+    std::size_t best_d = 0;
+    for (const auto& f : specs) {
+      const std::size_t d = edit_distance(key, f.name);
+      if (!best || d < best_d) {
+        best = &f;
+        best_d = d;
+      }
+    }
+    // A close spelling, or a prefix of a field ("output" for "output_bytes").
+    for (const auto& f : specs)
+      if (key.size() >= 4 && f.name.substr(0, key.size()) == key) {
+        best = &f;
+        best_d = 0;
+      }
+    if (best && best_d <= std::max<std::size_t>(2, best->name.size() / 4))
+      msg += " (did you mean \"" + std::string(best->name) + "\"?)";
+    msg += "; " + std::string(what) + " has the fields";
+    for (std::size_t i = 0; i < N; ++i) msg += (i ? ", " : " ") + std::string(specs[i].name);
+    return invalid(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+/// A byte count: a JSON integer that fits in bytes. Range (>= 0, <= 2^52) is left to validate().
+inline result<bytes> read_bytes(const json& obj, const std::string& where, const field_spec& f,
+                                bool required) {
+  const auto it = obj.find(f.name);
+  if (it == obj.end()) {
+    if (!required) return bytes{0};
+    return invalid(where + ": missing field \"" + std::string(f.name) + "\" (" +
+                   std::string(f.expect) + ")");
+  }
+  const json& v = *it;
+  const std::string field = where + ": \"" + std::string(f.name) + "\" is ";
+  if (v.is_number_integer() && !v.is_number_unsigned()) return v.get<std::int64_t>();
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<bytes>::max()))
+      return invalid(field + std::to_string(u) + ", too large for a byte count (at most 2^52)");
+    return static_cast<bytes>(u);
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    std::string msg = field + describe(v) +
+                      "; byte counts must be JSON integers (no decimal point "
+                      "or exponent)";
+    if (std::isfinite(d) && std::abs(d) < 9.0e15)
+      msg += ": write " + std::to_string(static_cast<long long>(std::llround(d)));
+    return invalid(std::move(msg));
+  }
+  return invalid(field + describe(v) + "; it must be " + std::string(f.expect) +
+                 (v.is_string() ? ", without quotes or units" : ""));
+}
+
+/// A duration in seconds: any JSON number. Sign and finiteness are left to validate().
+inline result<seconds> read_seconds(const json& obj, const std::string& where,
+                                    const field_spec& f) {
+  const auto it = obj.find(f.name);
+  if (it == obj.end())
+    return invalid(where + ": missing field \"" + std::string(f.name) + "\" (" +
+                   std::string(f.expect) + ")");
+  if (!it->is_number())
+    return invalid(where + ": \"" + std::string(f.name) + "\" is " + describe(*it) +
+                   "; it must be " + std::string(f.expect) +
+                   (it->is_string() ? ", without quotes or units" : ""));
+  return it->get<double>();
+}
+
+inline result<std::string> read_name(const json& obj, const std::string& where) {
+  const auto it = obj.find("name");
+  if (it == obj.end()) return std::string();
+  if (!it->is_string())
+    return invalid(where + ": \"name\" is " + describe(*it) + "; it must be a string");
+  return it->get<std::string>();
+}
+
+inline result<stage> stage_from_json(const json& j, std::size_t i) {
+  const int l = static_cast<int>(i) + 1;
+  std::string where = "stage " + std::to_string(l) + " at stages[" + std::to_string(i) + "]";
+  if (!j.is_object())
+    return invalid(where + " is " + describe(j) +
+                   "; each stage must be an object with the fields forward_time, backward_time, "
+                   "output_bytes, saved_bytes (and optionally name, forward_overhead_bytes, "
+                   "backward_overhead_bytes)");
+  auto name = read_name(j, where);
+  if (!name) return name.err();
+  stage s;
+  s.name = std::move(*name);
+  if (!s.name.empty())
+    where =
+        "stage " + std::to_string(l) + " ('" + s.name + "') at stages[" + std::to_string(i) + "]";
+  if (auto e = check_unknown_fields(j, where, stage_fields, "a stage")) return *e;
+  auto time = [&](seconds& out, std::string_view field) -> std::optional<error> {
+    auto v = read_seconds(j, where, spec_of(stage_fields, field));
+    if (!v) return v.err();
+    out = *v;
+    return std::nullopt;
+  };
+  auto size = [&](bytes& out, std::string_view field, bool required) -> std::optional<error> {
+    auto v = read_bytes(j, where, spec_of(stage_fields, field), required);
+    if (!v) return v.err();
+    out = *v;
+    return std::nullopt;
+  };
+  if (auto e = time(s.forward_time, "forward_time")) return *e;
+  if (auto e = time(s.backward_time, "backward_time")) return *e;
+  if (auto e = size(s.output_bytes, "output_bytes", true)) return *e;
+  if (auto e = size(s.saved_bytes, "saved_bytes", true)) return *e;
+  if (auto e = size(s.forward_overhead_bytes, "forward_overhead_bytes", false)) return *e;
+  if (auto e = size(s.backward_overhead_bytes, "backward_overhead_bytes", false)) return *e;
+  return s;
+}
+
+/// Parses JSON text; a syntax error reports nlohmann's line/column and what was expected.
+inline result<json> parse_text(std::string_view text, const std::string& source) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    return invalid(source +
+                   ": malformed JSON: the text is empty; a chain is a JSON object "
+                   "{\"name\": ..., \"input_bytes\": ..., \"stages\": [...]}");
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." -> drop the tag.
+    if (const auto p = what.find("] ");
+        what.rfind("[json.exception.", 0) == 0 && p != std::string::npos)
+      what = what.substr(p + 2);
+    return invalid(source + ": malformed JSON: " + what);
+  } catch (const json::exception& e) {
+    return invalid(source + ": malformed JSON: " + std::string(e.what()));
+  }
+}
+
+inline error with_prefix(const std::string& prefix, error e) {
+  e.message = prefix + ": " + e.message;
+  return e;
+}
+
+}  // namespace detail
+
+/// Reads a chain from parsed JSON, then checks it with remat::validate.
+inline result<chain> chain_from_json(const nlohmann::json& j) {
+  using detail::invalid;
+  try {
+    if (!j.is_object())
+      return invalid(
+          "a chain must be a JSON object with the fields name, input_bytes and stages; "
+          "got " +
+          detail::describe(j));
+    const std::string where = "chain";
+    if (auto e = detail::check_unknown_fields(j, where, detail::chain_fields, "a chain")) return *e;
+    chain c;
+    auto name = detail::read_name(j, where);
+    if (!name) return name.err();
+    c.name = std::move(*name);
+    auto input =
+        detail::read_bytes(j, where, detail::spec_of(detail::chain_fields, "input_bytes"), true);
+    if (!input) return input.err();
+    c.input_bytes = *input;
+    const auto st = j.find("stages");
+    if (st == j.end())
+      return invalid("chain: missing field \"stages\" (" +
+                     std::string(detail::spec_of(detail::chain_fields, "stages").expect) + ")");
+    if (!st->is_array())
+      return invalid("chain: \"stages\" is " + detail::describe(*st) +
+                     "; it must be an array of stage objects, the last one being the loss");
+    c.stages.reserve(st->size());
+    for (std::size_t i = 0; i < st->size(); ++i) {
+      auto s = detail::stage_from_json((*st)[i], i);
+      if (!s) return s.err();
+      c.stages.push_back(std::move(*s));
+    }
+    if (auto v = validate(c); !v) return v.err();
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    return invalid(std::string("chain JSON could not be read: ") + e.what());
+  }
+}
+
+/// Parses JSON text holding a chain.
+inline result<chain> parse_chain(std::string_view text) {
+  auto j = detail::parse_text(text, "chain text");
+  if (!j) return j.err();
+  return chain_from_json(*j);
+}
+
+/// Reads a chain file; every error message starts with the path.
+inline result<chain> load_chain(const std::filesystem::path& path) {
+  const std::string where = "chain file '" + path.string() + "'";
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st))
+    return detail::invalid("cannot read " + where + ": " +
+                           (ec ? ec.message() : std::string("no such file")));
+  if (std::filesystem::is_directory(st))
+    return detail::invalid("cannot read " + where + ": it is a directory, not a JSON file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    return detail::invalid("cannot read " + where + ": " +
+                           (err ? std::string(std::strerror(err)) : std::string("open failed")));
+  }
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return detail::invalid("cannot read " + where + ": read error");
+  const std::string text = buf.str();
+  auto j = detail::parse_text(text, where);
+  if (!j) return j.err();
+  auto c = chain_from_json(*j);
+  if (!c) return detail::with_prefix(where, c.err());
+  return c;
+}
+
+/// The chain as JSON, every field written (overheads included), in the format above.
+inline nlohmann::json to_json(const chain& c) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& s : c.stages)
+    stages.push_back({{"name", s.name},
+                      {"forward_time", s.forward_time},
+                      {"backward_time", s.backward_time},
+                      {"output_bytes", s.output_bytes},
+                      {"saved_bytes", s.saved_bytes},
+                      {"forward_overhead_bytes", s.forward_overhead_bytes},
+                      {"backward_overhead_bytes", s.backward_overhead_bytes}});
+  return {{"name", c.name}, {"input_bytes", c.input_bytes}, {"stages", std::move(stages)}};
+}
+
+/// The schedule's program as an array of instruction strings ("F1_ck", "F2_none", "B2", ...).
+/// predicted_time and predicted_peak are not written: they belong to the policy's report.
+inline nlohmann::json to_json(const schedule& s) {
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& i : s.ops) ops.push_back(to_string(i));
+  return ops;
+}
+
+/// Reads a schedule: an array of instruction strings, or an object holding one under
+/// "schedule". Stage numbers are checked against a chain by sim::simulate, not here.
+inline result<schedule> schedule_from_json(const nlohmann::json& j) {
+  using detail::invalid;
+  try {
+    const nlohmann::json* arr = &j;
+    std::string where = "schedule";
+    if (j.is_object()) {
+      const auto it = j.find("schedule");
+      if (it == j.end())
+        return invalid(
+            "a schedule must be a JSON array of instructions such as [\"F1_ck\", "
+            "\"F2_none\", \"F2_all\", \"B2\"], or an object with such an array under "
+            "\"schedule\"; this object has no \"schedule\" field");
+      arr = &*it;
+    }
+    if (!arr->is_array())
+      return invalid(where + " is " + detail::describe(*arr) +
+                     "; it must be an array of instructions such as [\"F1_ck\", \"F2_none\", "
+                     "\"F2_all\", \"B2\"]");
+    schedule s;
+    s.ops.reserve(arr->size());
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      const auto& v = (*arr)[i];
+      const std::string at = where + "[" + std::to_string(i) + "]";
+      if (!v.is_string())
+        return invalid(
+            at + " is " + detail::describe(v) +
+            "; each instruction is a string: \"F<l>_none\", \"F<l>_ck\", \"F<l>_all\" or "
+            "\"B<l>\" with a stage number l >= 1");
+      const auto& text = v.get_ref<const std::string&>();
+      const auto ins = parse_instruction(text);
+      if (!ins)
+        return invalid(at + " is " + detail::describe(v) +
+                       ", not an instruction; write \"F<l>_none\", \"F<l>_ck\", \"F<l>_all\" or "
+                       "\"B<l>\" with a stage number l >= 1, e.g. \"F3_ck\" or \"B3\"");
+      s.ops.push_back(*ins);
+    }
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    return invalid(std::string("schedule JSON could not be read: ") + e.what());
+  }
+}
+
+}  // namespace remat::io

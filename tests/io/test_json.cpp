@@ -1,0 +1,322 @@
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <remat/io/json.hpp>
+#include <remat/remat.hpp>
+#include <string>
+#include <string_view>
+
+using namespace remat;
+using nlohmann::json;
+
+namespace {
+
+chain small_chain() {
+  chain c{"small", 8, {}};
+  c.stages = {{"fc1", 0.25, 0.5, 16, 32, 4, 8},
+              {"fc2", 1e-7, 3.0000000000000004, 16, 16, 0, 0},
+              {"", 0.125, 0.125, 4, 4, 0, 0}};
+  return c;
+}
+
+const char* valid_text = R"({
+  "name": "tiny",
+  "input_bytes": 64,
+  "stages": [
+    {"name": "conv", "forward_time": 0.001, "backward_time": 0.002, "output_bytes": 128,
+     "saved_bytes": 384, "forward_overhead_bytes": 16, "backward_overhead_bytes": 32},
+    {"name": "fc", "forward_time": 0.0005, "backward_time": 0.001, "output_bytes": 32,
+     "saved_bytes": 64},
+    {"name": "loss", "forward_time": 0, "backward_time": 0, "output_bytes": 4, "saved_bytes": 36}
+  ]
+})";
+
+/// The valid chain with one change applied to its JSON.
+template <class Edit>
+result<chain> edited(Edit edit) {
+  json j = json::parse(valid_text);
+  edit(j);
+  return io::chain_from_json(j);
+}
+
+bool says(const result<chain>& r, std::initializer_list<std::string_view> parts) {
+  if (r.ok() || r.code() != status::invalid_problem) return false;
+  for (auto p : parts)
+    if (r.message().find(p) == std::string::npos) {
+      MESSAGE("message '" << r.message() << "' lacks '" << p << "'");
+      return false;
+    }
+  return true;
+}
+
+std::filesystem::path scratch(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("remat_test_json_" + name);
+}
+
+}  // namespace
+
+TEST_CASE("json: a chain round-trips through JSON, exactly") {
+  const chain c = small_chain();
+  const json j = io::to_json(c);
+  auto back = io::chain_from_json(j);
+  REQUIRE(back.ok());
+  CHECK(*back == c);
+  // Through text too: doubles are written with enough digits to read back bit for bit.
+  auto again = io::parse_chain(j.dump(2));
+  REQUIRE(again.ok());
+  CHECK(*again == c);
+}
+
+TEST_CASE("json: the documented format reads, overheads and names optional") {
+  auto r = io::parse_chain(valid_text);
+  REQUIRE(r.ok());
+  CHECK(r->name == "tiny");
+  CHECK(r->input_bytes == 64);
+  REQUIRE(r->length() == 3);
+  CHECK(r->at(1).forward_overhead_bytes == 16);
+  CHECK(r->at(1).backward_overhead_bytes == 32);
+  CHECK(r->at(2).forward_overhead_bytes == 0);
+  CHECK(r->at(3).forward_time == 0.0);
+  auto unnamed = edited([](json& j) {
+    j.erase("name");
+    j["stages"][0].erase("name");
+  });
+  REQUIRE(unnamed.ok());
+  CHECK(unnamed->name.empty());
+  CHECK(unnamed->at(1).name.empty());
+}
+
+TEST_CASE("json: wrong types name the stage, the field and what would work") {
+  CHECK(says(edited([](json& j) { j["stages"][1]["output_bytes"] = "32MB"; }),
+             {"stage 2 ('fc') at stages[1]", "\"output_bytes\"", "a string (\"32MB\")", "integer",
+              "without quotes or units"}));
+  CHECK(says(edited([](json& j) { j["stages"][0]["saved_bytes"] = 383.6; }),
+             {"stage 1 ('conv')", "\"saved_bytes\"", "floating-point", "write 384"}));
+  CHECK(says(edited([](json& j) { j["stages"][0]["saved_bytes"] = 1e9; }),
+             {"\"saved_bytes\"", "JSON integers", "write 1000000000"}));
+  CHECK(says(edited([](json& j) { j["stages"][2]["forward_time"] = "3ms"; }),
+             {"stage 3 ('loss')", "\"forward_time\"", "seconds", "a string (\"3ms\")"}));
+  CHECK(says(edited([](json& j) { j["stages"][2]["backward_time"] = true; }),
+             {"stage 3", "\"backward_time\"", "a boolean"}));
+  CHECK(says(edited([](json& j) { j["stages"][1]["output_bytes"] = nullptr; }),
+             {"stage 2", "\"output_bytes\" is null"}));
+  CHECK(says(edited([](json& j) { j["input_bytes"] = json::array(); }),
+             {"chain", "\"input_bytes\" is an array"}));
+  CHECK(says(edited([](json& j) { j["stages"][0]["output_bytes"] = 18446744073709551615ull; }),
+             {"stage 1", "\"output_bytes\"", "too large"}));
+  CHECK(says(edited([](json& j) { j["name"] = 3; }), {"chain", "\"name\"", "string"}));
+  CHECK(says(edited([](json& j) { j["stages"][1]["name"] = json::object(); }),
+             {"stage 2 at stages[1]", "\"name\" is an object"}));
+}
+
+TEST_CASE("json: negative sizes and inconsistent sizes get validate()'s messages") {
+  CHECK(says(edited([](json& j) { j["stages"][1]["output_bytes"] = -5; }),
+             {"stage 2 ('fc')", "output_bytes", "negative"}));
+  CHECK(says(edited([](json& j) { j["stages"][1]["forward_time"] = -0.5; }),
+             {"stage 2 ('fc')", "forward_time", ">= 0"}));
+  CHECK(says(edited([](json& j) { j["input_bytes"] = -1; }), {"input_bytes", "negative"}));
+  CHECK(says(edited([](json& j) { j["stages"][0]["saved_bytes"] = 100; }),
+             {"stage 1 ('conv')", "saved_bytes", "smaller than output_bytes"}));
+  CHECK(says(edited([](json& j) { j["stages"] = json::array(); }), {"no stage"}));
+}
+
+TEST_CASE("json: missing and unknown fields are named") {
+  CHECK(says(edited([](json& j) { j["stages"][1].erase("saved_bytes"); }),
+             {"stage 2 ('fc')", "missing field \"saved_bytes\"", "output included"}));
+  CHECK(says(edited([](json& j) { j["stages"][0].erase("backward_time"); }),
+             {"stage 1 ('conv')", "missing field \"backward_time\""}));
+  CHECK(says(edited([](json& j) { j.erase("input_bytes"); }), {"missing field \"input_bytes\""}));
+  CHECK(says(edited([](json& j) { j.erase("stages"); }), {"missing field \"stages\""}));
+  // A typo is caught as unknown, with the closest field, before it shows up as missing.
+  CHECK(says(edited([](json& j) {
+               auto& s = j["stages"][1];
+               s["ouput_bytes"] = s["output_bytes"];
+               s.erase("output_bytes");
+             }),
+             {"stage 2 ('fc')", "unknown field \"ouput_bytes\"", "did you mean \"output_bytes\"",
+              "forward_overhead_bytes"}));
+  CHECK(says(edited([](json& j) { j["stage"] = j["stages"]; }),
+             {"unknown field \"stage\"", "did you mean \"stages\""}));
+  CHECK(says(edited([](json& j) { j["stages"][2]["saved"] = 36; }),
+             {"stage 3 ('loss')", "unknown field \"saved\"", "did you mean \"saved_bytes\""}));
+  CHECK(says(edited([](json& j) { j["stages"][0]["color"] = "blue"; }),
+             {"stage 1 ('conv')", "unknown field \"color\"", "a stage has the fields"}));
+}
+
+TEST_CASE("json: wrong shapes") {
+  CHECK(says(io::chain_from_json(json::array()), {"must be a JSON object", "an array"}));
+  CHECK(says(io::chain_from_json(json(42)), {"must be a JSON object"}));
+  CHECK(says(edited([](json& j) { j["stages"] = json::object(); }),
+             {"\"stages\" is an object", "array of stage objects"}));
+  CHECK(says(edited([](json& j) { j["stages"][1] = 7; }),
+             {"stage 2 at stages[1] is an integer", "must be an object"}));
+}
+
+TEST_CASE("json: malformed text reports the position") {
+  CHECK(says(io::parse_chain(R"({"name": "x", "input_bytes": 8,)"),
+             {"malformed JSON", "line 1", "column"}));
+  CHECK(says(io::parse_chain("{\n  \"name\": \"x\"\n  \"input_bytes\": 8}"),
+             {"malformed JSON", "line 3"}));
+  CHECK(says(io::parse_chain(""), {"malformed JSON", "empty"}));
+  CHECK(says(io::parse_chain(" \n"), {"malformed JSON", "empty"}));
+  CHECK(says(io::parse_chain("{\"name\": \"\xff\"}"), {"malformed JSON"}));
+  CHECK(says(io::parse_chain("[1, 2] trailing"), {"malformed JSON"}));
+  // Deep nesting neither overflows the stack nor throws.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  CHECK(says(io::parse_chain(deep), {"must be a JSON object"}));
+}
+
+TEST_CASE("json: no mutation of a valid document throws or crashes") {
+  const std::string base = valid_text;
+  std::mt19937 rng(12345);
+  const std::string alphabet = "{}[]\":,.-+eE0123456789 truefalsnl_abcxyz\\";
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string t = base;
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      const std::size_t pos = rng() % t.size();
+      switch (rng() % 3) {
+        case 0:
+          t.erase(pos, 1 + rng() % 4);
+          break;
+        case 1:
+          t.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+          break;
+        default:
+          t[pos] = alphabet[rng() % alphabet.size()];
+          break;
+      }
+    }
+    result<chain> r = chain{};
+    CHECK_NOTHROW(r = io::parse_chain(t));
+    if (r.ok()) {
+      CHECK(validate(*r).ok());
+    } else {
+      CHECK(r.code() == status::invalid_problem);
+      CHECK(!r.message().empty());
+    }
+  }
+}
+
+TEST_CASE("json: load_chain names the file") {
+  const auto missing = scratch("does_not_exist.json");
+  std::filesystem::remove(missing);
+  CHECK(says(io::load_chain(missing), {"cannot read chain file", missing.string()}));
+  CHECK(says(io::load_chain(std::filesystem::temp_directory_path()), {"directory"}));
+
+  const auto bad = scratch("bad.json");
+  {
+    std::ofstream out(bad);
+    out << "{\n  \"input_bytes\": 8,\n  \"stages\": [\n    {\"forward_time\": 1,}\n  ]\n}\n";
+  }
+  CHECK(says(io::load_chain(bad), {bad.string(), "malformed JSON", "line 4"}));
+
+  const auto typo = scratch("typo.json");
+  {
+    std::ofstream out(typo);
+    out << R"({"input_bytes": 8, "stages": [{"forward_time": 1, "backward_time": 1,
+              "output_bytes": 4, "saved_bytes": 4, "forward_overhead": 3}]})";
+  }
+  CHECK(says(io::load_chain(typo),
+             {typo.string(), "stage 1 at stages[0]", "unknown field \"forward_overhead\"",
+              "did you mean \"forward_overhead_bytes\""}));
+
+  const auto good = scratch("good.json");
+  {
+    std::ofstream out(good);
+    out << io::to_json(small_chain()).dump(2);
+  }
+  auto r = io::load_chain(good);
+  REQUIRE(r.ok());
+  CHECK(*r == small_chain());
+  for (const auto& p : {bad, typo, good}) std::filesystem::remove(p);
+}
+
+TEST_CASE("json: schedules round-trip as arrays of instruction strings") {
+  const chain c = small_chain();
+  auto s = rotor{.slots = 0}.solve(c, 200);
+  REQUIRE(s.ok());
+  const json j = io::to_json(*s);
+  REQUIRE(j.is_array());
+  CHECK(j.size() == s->ops.size());
+  CHECK(j.front().get<std::string>().front() == 'F');
+  auto back = io::schedule_from_json(j);
+  REQUIRE(back.ok());
+  CHECK(back->ops == s->ops);
+  CHECK(sim::simulate(c, *back, {.budget = 200}).valid);
+
+  const json literal =
+      json::parse(R"(["F1_ck", "F2_none", "F3_all", "B3", "F1_all", "F2_all", "B2", "B1"])");
+  auto lit = io::schedule_from_json(literal);
+  REQUIRE(lit.ok());
+  CHECK(lit->ops[0] == instruction::forward(1, forward_mode::save_input));
+  CHECK(lit->ops[1] == instruction::forward(2, forward_mode::no_save));
+  CHECK(lit->ops[3] == instruction::backward(3));
+  CHECK(io::to_json(*lit) == literal);
+
+  // The object remat-plan --json prints is accepted too.
+  auto wrapped = io::schedule_from_json(json{{"status", "ok"}, {"schedule", literal}});
+  REQUIRE(wrapped.ok());
+  CHECK(wrapped->ops == lit->ops);
+}
+
+TEST_CASE("json: malformed schedules are rejected with the position") {
+  auto bad = [](const json& j, std::initializer_list<std::string_view> parts) {
+    auto r = io::schedule_from_json(j);
+    if (r.ok() || r.code() != status::invalid_problem) return false;
+    for (auto p : parts)
+      if (r.message().find(p) == std::string::npos) {
+        MESSAGE("message '" << r.message() << "' lacks '" << p << "'");
+        return false;
+      }
+    return true;
+  };
+  CHECK(bad(json::parse(R"(["F1_ck", "F3_save"])"),
+            {"schedule[1]", "F3_save", "not an instruction"}));
+  CHECK(bad(json::parse(R"(["F1_ck", 3])"), {"schedule[1]", "an integer", "\"B<l>\""}));
+  CHECK(bad(json::parse(R"(["F0_ck"])"), {"schedule[0]", "l >= 1"}));
+  CHECK(bad(json("F1_ck"), {"schedule is a string", "array"}));
+  CHECK(bad(json::object(), {"no \"schedule\" field"}));
+  CHECK(bad(json{{"schedule", 1}}, {"schedule is an integer"}));
+}
+
+#ifdef REMAT_EXAMPLES_DIR
+TEST_CASE("json: the example chains load, validate and look like their networks") {
+  const std::filesystem::path dir = std::filesystem::path(REMAT_EXAMPLES_DIR) / "chains";
+  auto resnet = io::load_chain(dir / "resnet_like.json");
+  REQUIRE_MESSAGE(resnet.ok(), resnet.message());
+  CHECK(validate(*resnet).ok());
+  CHECK(resnet->length() == 20);
+  CHECK(resnet->input_bytes == 32 * 3 * 224 * 224 * 4);  // the image batch, fp32
+  // Bottleneck blocks keep several times their output for the backward.
+  for (int l = 3; l <= 18; ++l) CHECK(resnet->abar(l) >= 3 * resnet->a(l));
+  // Activations shrink through the network.
+  CHECK(resnet->a(1) > resnet->a(10));
+  CHECK(resnet->a(10) > resnet->a(18));
+  CHECK(resnet->at(20).name == "cross_entropy");
+
+  auto gpt = io::load_chain(dir / "gpt_like.json");
+  REQUIRE_MESSAGE(gpt.ok(), gpt.message());
+  CHECK(validate(*gpt).ok());
+  CHECK(gpt->length() == 15);
+  CHECK(gpt->input_bytes == 8 * 1024 * 8);  // int64 token ids
+  for (int l = 2; l <= 13; ++l) {
+    CHECK(gpt->abar(l) >= 10 * gpt->a(l));
+    CHECK(gpt->at(l).forward_time > 0);
+  }
+  CHECK(gpt->a(14) == bytes{8} * 1024 * 50257 * 4);  // the logits, fp32
+  CHECK(gpt->at(15).name == "cross_entropy");
+
+  // Both are plannable by the optimal DP at a budget between the minimum and store-all.
+  for (const chain* c : {&*resnet, &*gpt}) {
+    const bytes lo = rotor::minimum_budget(*c);
+    const bytes hi = sim::simulate(*c, schedule{store_all::program(*c), 0, 0}).peak;
+    CHECK(lo < hi);
+    auto s = rotor{}.solve(*c, (lo + hi) / 2);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    CHECK(s->predicted_time > c->ideal_time());
+  }
+}
+#endif
