@@ -10,11 +10,25 @@
 //   C2 = min over s <= r <= l, a_{r-1} >= a_{s-1}, l < t' <= t, r <= s' < t' of
 //        sum_{k=s..s'} u_F_k + C(s'+1, t, t', m - a_s' - a_{r-1} + a_{s-1})
 //                            + C(r, t'-1, l, m - a_{r-1} + a_{s-1})       if t != l and m >= m_∅(s,t)
+//   C3 = min over s < r <= l, a_{r-1} >= a_{s-1} of
+//        sum_{k=s..r-1} u_F_k + C(r, t, l, m - a_{r-1} + a_{s-1})
+//                            if m >= max_{s<=h<r} M_F∅(s,t,h)        (not in the thesis, see below)
 // The body of C2 is lost in the thesis' text (S:1301-1303) and is rebuilt from C_FL^{F^ck}
 // (S:1307) with r <= l implicit (shilova-spec §9.6). A C2 move runs F_s^∅..F_{r-1}^∅ F_r^ck
 // F_{r+1}^∅..F_{s'}^∅: the floating activation moves from a_{s-1} to a_{r-1} and a_{s'} is
 // stored. Alg. 2 passes plain m to the second call; Eq. 2.7 (used here) passes m - a_{r-1} +
 // a_{s-1} (shilova-spec §9.9). The answer is C(1, N, 1, S - a_0) (§9.10).
+//
+// C3, a floating move that stores nothing (F_s^∅..F_{r-1}^∅, then continue from a_{r-1}), is
+// our addition. Without it C(s,t,t,·) is infinite for s < t (the spec calls those states
+// unreachable, but C2's second call C(r, t'-1, l) reaches them when t' = l+1 and r < l) and
+// C(s,t,s+1..,·) cannot move the floating activation and then take C1. Exhaustive search
+// (tests/support/brute_force.hpp) finds schedules that need it: a_0 = 3, stages (uF,uB,a,abar,
+// oF,oB) = (2,3,1,1,0,0) (0,1,4,6,0,0) (2,0,6,6,1,0) (4,0,6,6,1,0), M = 23: optimum 16 with
+// F1_ck F2_ck F3_none F4_all B4 F2_none F3_all B3 F1_all F2_all B2 B1 (a_1 floats to a_2 after
+// B4), where C1 + C2 alone give 18. With C3 the DP equals exhaustive search on every random
+// chain tried (tests/policy/test_optimality.cpp). C3 is relaxed last with a strict <, so on
+// ties the table keeps the C1/C2 choice.
 //
 // Cost: O(N^3) rows of S+1 slots, O(N^3) moves each: O(N^6 S). Meant for chains of a few tens
 // of stages; honours time_limit. Same table layout and reconstruction scheme as rotor.
@@ -98,9 +112,14 @@ inline std::int64_t floating_min_memory(const discrete_chain& d, const deadline&
     for (int s = 1; s + len <= n; ++s) {
       const int t = s + len;
       const std::int64_t mn = m_none(d, s, t);
-      for (int l = s; l < t; ++l) {
+      for (int l = s; l <= t; ++l) {
         std::int64_t best = inf;
         if (l == s) best = std::max(d.m_all(s, t), d.abar[static_cast<std::size_t>(s)] + lo[ix(s + 1, t, s + 1)]);
+        std::int64_t need = 0;  // C3: F_s^∅..F_{r-1}^∅ and then C(r, t, l)
+        for (int r = s + 1; r <= l; ++r) {
+          need = std::max(need, d.f_none(s, r - 1) + d.delta[static_cast<std::size_t>(t)]);
+          if (A(r - 1) >= A(s - 1)) best = std::min(best, std::max(need, lo[ix(r, t, l)] + A(r - 1) - A(s - 1)));
+        }
         for (int r = s; r <= l; ++r) {
           if (A(r - 1) < A(s - 1)) continue;
           const std::int64_t adj = A(r - 1) - A(s - 1);
@@ -162,7 +181,7 @@ class rotor_floating::dp {
     for (int len = 1; len < n_; ++len) total += weight(len);
     for (int len = 1; len < n_; ++len) {
       for (int s = 1; s + len <= n_; ++s) {
-        for (int l = s; l < s + len; ++l) fill_one(s, s + len, l);
+        for (int l = s; l <= s + len; ++l) fill_one(s, s + len, l);
         if (dl.passed()) return false;
       }
       done += weight(len);
@@ -194,10 +213,28 @@ class rotor_floating::dp {
       }
       const double target = row_of(s, t, l)[m];
       move mv;
-      if (!find_c2(s, t, l, m, target, mv)) {  // C1
-        ops.push_back(instruction::forward(s, forward_mode::save_all));
-        todo.push_back({s, s, s, 0, true});
-        todo.push_back({s + 1, t, s + 1, m - d_.abar[k(s)], false});
+      if (!find_c2(s, t, l, m, target, mv)) {
+        // C1 or C3: any move whose value is the table's gives an optimal sequence.
+        const std::int64_t ab = d_.abar[k(s)];
+        const bool c1 = l == s && m >= std::max(d_.m_all(s, t), ab + lo(s + 1, t, s + 1)) &&
+                        d_.uf[k(s)] + d_.ub[k(s)] + row_of(s + 1, t, s + 1)[m - ab] == target;
+        int to = 0;
+        std::int64_t adj = 0;
+        if (!c1)
+          for_each_shift(s, t, l, [&](int r, std::int64_t from, std::int64_t a, const double* next) {
+            if (m < from || sums_(s, r - 1) + next[m - a] != target) return true;
+            to = r;
+            adj = a;
+            return false;
+          });
+        if (to == 0) {  // C1
+          ops.push_back(instruction::forward(s, forward_mode::save_all));
+          todo.push_back({s, s, s, 0, true});
+          todo.push_back({s + 1, t, s + 1, m - ab, false});
+        } else {  // C3
+          for (int q = s; q < to; ++q) ops.push_back(instruction::forward(q, forward_mode::no_save));
+          todo.push_back({to, t, l, m - adj, false});
+        }
         continue;
       }
       for (int q = s; q < mv.r; ++q) ops.push_back(instruction::forward(q, forward_mode::no_save));
@@ -237,6 +274,20 @@ class rotor_floating::dp {
     }
   }
 
+  /// Calls f(r, first slot, adjustment, row of C(r,t,l)) for every C3 move of (s,t,l).
+  template <class F>
+  void for_each_shift(int s, int t, int l, F&& f) const {
+    std::int64_t need = 0;
+    for (int r = s + 1; r <= l; ++r) {
+      need = std::max(need, d_.f_none(s, r - 1) + d_.delta[k(t)]);
+      if (d_.a[k(r - 1)] < d_.a[k(s - 1)]) continue;
+      const std::int64_t adj = d_.a[k(r - 1)] - d_.a[k(s - 1)];
+      const std::int64_t from = std::max(need, lo(r, t, l) + adj);
+      if (from >= w_) continue;
+      if (!f(r, from, adj, row_of(r, t, l))) return;
+    }
+  }
+
   bool find_c2(int s, int t, int l, std::int64_t m, double target, move& found) const {
     bool hit = false;
     for_each_c2(s, t, l, [&](const move& mv, std::int64_t from, const double* tail, const double* head) {
@@ -267,6 +318,11 @@ class rotor_floating::dp {
       const double ufb = d_.uf[k(s)] + d_.ub[k(s)];
       detail::relax_row(row, from, w_, [&](std::int64_t m) { return ufb + next[m - ab]; });
     }
+    for_each_shift(s, t, l, [&](int r, std::int64_t from, std::int64_t adj, const double* next) {
+      const double sf = sums_(s, r - 1);
+      detail::relax_row(row, from, w_, [&](std::int64_t m) { return sf + next[m - adj]; });
+      return true;
+    });
     lo_[ix_(s, t, l)] = detail::first_finite(row, w_);
   }
 
