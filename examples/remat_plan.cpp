@@ -327,7 +327,9 @@ class progress_reporter {
 std::string policy_label(const options& o) {
   std::string s = o.policy;
   if (o.policy == "rotor" || o.policy == "rotor_floating") {
-    s += " (slots " + std::to_string(o.slots.value_or(500));
+    const std::int64_t slots = o.slots.value_or(
+        o.policy == "rotor" ? remat::rotor{}.slots : remat::rotor_floating{}.slots);
+    s += " (slots " + std::to_string(slots) + (slots == 0 ? ", exact" : "");
     if (o.time_limit) s += ", time limit " + format_seconds(*o.time_limit);
     s += ")";
   }
