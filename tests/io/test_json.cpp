@@ -51,8 +51,10 @@ bool says(const result<chain>& r, std::initializer_list<std::string_view> parts)
   return true;
 }
 
+/// A file name in the temporary directory, unique to this process (builds may run side by side).
 std::filesystem::path scratch(const std::string& name) {
-  return std::filesystem::temp_directory_path() / ("remat_test_json_" + name);
+  static const std::string tag = std::to_string(std::random_device{}());
+  return std::filesystem::temp_directory_path() / ("remat_test_json_" + tag + "_" + name);
 }
 
 }  // namespace

@@ -8,13 +8,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #ifndef _WIN32
 #include <sys/wait.h>
-#include <unistd.h>
 #endif
 
 #include <remat/io/json.hpp>
@@ -51,11 +51,8 @@ std::string slurp(const std::filesystem::path& p) {
 outcome run_plan(const std::vector<std::string>& args) {
   static std::atomic<int> counter{0};
   const auto tmp = std::filesystem::temp_directory_path();
-#ifdef _WIN32
-  const std::string tag = std::to_string(counter++);
-#else
-  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(counter++);
-#endif
+  static const std::string process = std::to_string(std::random_device{}());
+  const std::string tag = process + "_" + std::to_string(counter++);
   const auto out = tmp / ("remat_plan_test_" + tag + ".out");
   const auto err = tmp / ("remat_plan_test_" + tag + ".err");
   std::string cmd = quote(REMAT_PLAN_EXE);
