@@ -32,11 +32,13 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
     };
   for (std::int64_t s = first;;) {
     const discrete_chain d = discretize(c, budget, s);
-    const double need = cells(d.n, static_cast<double>(d.dp_budget + 1)) * 8.0;
+    // In doubles: with a budget near 2^63 neither dp_budget + 1 nor the size fits in bytes.
+    const double need = cells(d.n, static_cast<double>(d.dp_budget) + 1.0) * 8.0;
     if (need > static_cast<double>(max_table_bytes)) {
+      const std::string need_text = need < 0x1p62 ? format_bytes(static_cast<bytes>(need))
+                                                  : "more than " + format_bytes(bytes{1} << 62);
       std::string msg = std::string(policy) + ": " + std::to_string(s) + " slots would need a DP table of " +
-                        format_bytes(static_cast<bytes>(need)) + ", over max_table_bytes (" +
-                        format_bytes(max_table_bytes) + ")";
+                        need_text + ", over max_table_bytes (" + format_bytes(max_table_bytes) + ")";
       if (s == first)
         return error{status::invalid_problem, msg + "; use fewer slots (or raise max_table_bytes)", {}};
       return error{status::infeasible,
