@@ -35,6 +35,10 @@ chain long_chain(int n, bytes size = 1000) {
   return c;
 }
 
+/// "Promptly": these calls take milliseconds; without the guard they would run for hours or
+/// allocate terabytes. The bound is loose so that a loaded CI machine does not fail it.
+constexpr double prompt = 5.0;
+
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
@@ -142,7 +146,7 @@ TEST_CASE_TEMPLATE("bad input: the largest sizes allowed and an unlimited budget
   for (const bytes b : {unlimited_bytes, std::numeric_limits<bytes>::max()}) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = P{}.solve(c, b);
-    CHECK(seconds_since(t0) < 2.0);
+    CHECK(seconds_since(t0) < prompt);
     REQUIRE_MESSAGE(r.ok(), r.message());
     CHECK(sim::simulate(c, *r).valid);
   }
@@ -172,7 +176,8 @@ TEST_CASE("bad input: revolve snapshots below -1") {
 
 TEST_CASE_TEMPLATE("bad input: absurd slot counts give a clear error, not a huge table", P, rotor,
                    rotor_floating) {
-  const chain c = long_chain(12);
+  chain c = long_chain(12);
+  c.input_bytes = 0;  // so that an exact budget of 2^63-1 leaves 2^63-1 slots besides it
   struct request {
     std::int64_t slots;
     std::int64_t max_table_bytes;
@@ -183,6 +188,7 @@ TEST_CASE_TEMPLATE("bad input: absurd slot counts give a clear error, not a huge
       {1'000'000'000'000, std::int64_t{2} << 30, bytes{1} << 41},  // the default cap
       {0, std::int64_t{2} << 30, bytes{1} << 40},                  // exact on a 1 TiB budget
       {std::numeric_limits<std::int64_t>::max(), std::int64_t{2} << 30, unlimited_bytes},
+      {0, std::int64_t{2} << 30, std::numeric_limits<bytes>::max()},  // exact, the largest budget
       {500, 0, bytes{1} << 20},   // no room for any table
       {500, -1, bytes{1} << 20},  // a nonsense cap
   };
@@ -193,11 +199,12 @@ TEST_CASE_TEMPLATE("bad input: absurd slot counts give a clear error, not a huge
     policy.max_table_bytes = q.max_table_bytes;
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = policy.solve(c, q.budget);
-    CHECK(seconds_since(t0) < 1.0);
+    CHECK(seconds_since(t0) < prompt);
     REQUIRE(!r.ok());
     CHECK(r.code() == status::invalid_problem);
     CHECK(contains(r.message(), "max_table_bytes"));
     CHECK(contains(r.message(), "slots"));
+    CHECK(!contains(r.message(), "table of -"));  // the size it would need, never negative
   }
   // Many slots are fine when the budget is small: one slot per byte is the finest there is.
   P policy;
@@ -213,15 +220,15 @@ TEST_CASE("bad input: a tiny time limit stops the DPs promptly with status time_
   {
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = rotor_floating{.time_limit = 1e-9}.solve(c, budget);
-    CHECK(seconds_since(t0) < 1.0);
+    CHECK(seconds_since(t0) < prompt);
     CHECK(r.code() == status::time_limit);
     CHECK(contains(r.message(), "time limit"));
   }
   {
-    const chain longer = long_chain(400);
+    const chain longer = long_chain(150);
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = rotor{.time_limit = 1e-9}.solve(longer, rotor::minimum_budget(longer) * 2);
-    CHECK(seconds_since(t0) < 1.0);
+    CHECK(seconds_since(t0) < prompt);
     CHECK(r.code() == status::time_limit);
     CHECK(contains(r.message(), "time limit"));
   }
