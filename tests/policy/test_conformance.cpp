@@ -291,8 +291,9 @@ void run_conformance(std::uint64_t seed) {
   CHECK(n.solved >= 3 * Case::chains);
   CHECK(n.too_small >= Case::chains);
   if constexpr (std::is_same_v<Case, rotor_default_case>) {
-    CHECK(n.at_minimum >= Case::chains / 2);  // the small chains, through the refinement
-    CHECK(n.infeasible > 0);
+    // At least the small chains, through the refinement. (Whether the big ones solve at their
+    // minimum or stop with the infeasible checked above is up to the policy.)
+    CHECK(n.at_minimum >= Case::chains / 2);
   } else {
     CHECK(n.at_minimum == Case::chains);
   }
