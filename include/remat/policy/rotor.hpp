@@ -22,6 +22,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <remat/policy/detail/common.hpp>
@@ -35,31 +36,81 @@ namespace detail {
 
 /// The exact minimum memory (besides the input) for which C(s,t,·) is finite, for all (s,t):
 /// the same recurrence with max/min in place of +/min, in bytes. lo(1,N) + a_0 is rotor's
-/// minimum budget.
+/// minimum budget. Among the moves that reach the minimum it keeps the fastest, so that
+/// schedule() is a fast schedule that fits the minimum budget exactly: the fallback when the
+/// budget is so close to the minimum that no affordable discretisation leaves a plan.
 class rotor_min_memory {
  public:
-  explicit rotor_min_memory(const discrete_chain& d) : n_(d.n), lo_(static_cast<std::size_t>((d.n + 2) * (d.n + 2)), inf) {
-    for (int s = 1; s <= n_; ++s) at(s, s) = d.m_all(s, s);
+  explicit rotor_min_memory(const discrete_chain& d)
+      : n_(d.n), lo_(cells(), inf), time_(cells(), 0.0), split_(cells(), 0) {
+    for (int s = 1; s <= n_; ++s) {
+      at(s, s) = d.m_all(s, s);
+      time_[idx(s, s)] = d.uf[k(s)] + d.ub[k(s)];
+    }
     for (int len = 1; len < n_; ++len)
       for (int s = 1; s + len <= n_; ++s) {
         const int t = s + len;
-        std::int64_t best = std::max(d.m_all(s, t), d.abar[s] + at(s + 1, t));
+        std::int64_t best = std::max(d.m_all(s, t), d.abar[k(s)] + at(s + 1, t));
+        double best_time = d.uf[k(s)] + d.ub[k(s)] + time_[idx(s + 1, t)];
+        int split = 0;
         std::int64_t mnone = 0;
         for (int h = s; h <= t; ++h) mnone = std::max(mnone, d.f_none(s, h));
-        mnone += d.delta[t];
-        for (int sp = s; sp < t; ++sp)
-          best = std::min(best, std::max({mnone, d.a[sp] + at(sp + 1, t), at(s, sp)}));
+        mnone += d.delta[k(t)];
+        double sum_f = 0;
+        for (int sp = s; sp < t; ++sp) {
+          sum_f += d.uf[k(sp)];
+          const std::int64_t m = std::max({mnone, d.a[k(sp)] + at(sp + 1, t), at(s, sp)});
+          const double tm = sum_f + time_[idx(sp + 1, t)] + time_[idx(s, sp)];
+          if (m < best || (m == best && tm < best_time)) {
+            best = m;
+            best_time = tm;
+            split = sp;
+          }
+        }
         at(s, t) = best;
+        time_[idx(s, t)] = best_time;
+        split_[idx(s, t)] = split;
       }
   }
   [[nodiscard]] std::int64_t operator()(int s, int t) const { return lo_[idx(s, t)]; }
 
+  /// The schedule that reaches lo(1,N), and its time.
+  [[nodiscard]] std::pair<std::vector<instruction>, seconds> schedule() const {
+    std::vector<instruction> ops;
+    struct job { int s, t; bool backward_only; };
+    std::vector<job> todo{{1, n_, false}};
+    while (!todo.empty()) {
+      const job j = todo.back();
+      todo.pop_back();
+      if (j.backward_only) {
+        ops.push_back(instruction::backward(j.s));
+      } else if (j.s == j.t) {
+        ops.push_back(instruction::forward(j.s, forward_mode::save_all));
+        ops.push_back(instruction::backward(j.s));
+      } else if (const int sp = split_[idx(j.s, j.t)]; sp > 0) {
+        ops.push_back(instruction::forward(j.s, forward_mode::save_input));
+        for (int q = j.s + 1; q <= sp; ++q) ops.push_back(instruction::forward(q, forward_mode::no_save));
+        todo.push_back({j.s, sp, false});
+        todo.push_back({sp + 1, j.t, false});
+      } else {
+        ops.push_back(instruction::forward(j.s, forward_mode::save_all));
+        todo.push_back({j.s, j.s, true});
+        todo.push_back({j.s + 1, j.t, false});
+      }
+    }
+    return {std::move(ops), time_[idx(1, n_)]};
+  }
+
  private:
   static constexpr std::int64_t inf = std::numeric_limits<std::int64_t>::max() / 4;
+  static std::size_t k(int i) { return static_cast<std::size_t>(i); }
+  [[nodiscard]] std::size_t cells() const { return static_cast<std::size_t>((n_ + 2) * (n_ + 2)); }
   [[nodiscard]] std::size_t idx(int s, int t) const { return static_cast<std::size_t>(s * (n_ + 2) + t); }
   std::int64_t& at(int s, int t) { return lo_[idx(s, t)]; }
   int n_;
   std::vector<std::int64_t> lo_;
+  std::vector<double> time_;
+  std::vector<int> split_;
 };
 
 }  // namespace detail
@@ -219,9 +270,12 @@ inline result<schedule> rotor::solve(const chain& c, bytes budget) const {
   if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
   const bytes minimum = minimum_budget(c);
   if (budget < minimum) return detail::budget_too_small(name, c, budget, minimum);
-  return detail::solve_discretized<dp>(name, c, budget, slots, max_table_bytes,
-                                       detail::deadline(time_limit), progress, minimum,
-                                       [](int n, double w) { return n * (n + 1) / 2.0 * w; });
+  // A budget within rounding of the minimum that no affordable discretisation can plan gets
+  // the fastest of the minimum-memory schedules (exact sizes): valid, but not proven optimal.
+  return detail::solve_discretized<dp>(
+      name, c, budget, slots, max_table_bytes, detail::deadline(time_limit), progress, minimum,
+      [](int n, double w) { return n * (n + 1) / 2.0 * w; },
+      [&] { return std::optional(detail::rotor_min_memory(detail::exact_sizes(c)).schedule()); });
 }
 
 }  // namespace remat

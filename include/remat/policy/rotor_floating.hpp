@@ -45,6 +45,7 @@
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/detail/refine.hpp>
 #include <remat/policy/detail/rows.hpp>
+#include <remat/policy/rotor.hpp>
 
 namespace remat {
 
@@ -347,8 +348,15 @@ inline result<schedule> rotor_floating::solve(const chain& c, bytes budget) cons
                  {}};
   const bytes minimum = c.a(0) + lo;
   if (budget < minimum) return detail::budget_too_small(name, c, budget, minimum);
-  return detail::solve_discretized<dp>(name, c, budget, slots, max_table_bytes, dl, progress, minimum,
-                                       &detail::floating_index::cells);
+  // Within rounding of the minimum, fall back on rotor's minimum-memory schedule when it fits
+  // (rotor's minimum can be above rotor_floating's; then the budget must be raised a little).
+  return detail::solve_discretized<dp>(
+      name, c, budget, slots, max_table_bytes, dl, progress, minimum, &detail::floating_index::cells,
+      [&]() -> std::optional<std::pair<std::vector<instruction>, seconds>> {
+        const detail::rotor_min_memory persistent(detail::exact_sizes(c));
+        if (c.a(0) + persistent(1, c.length()) > budget) return std::nullopt;
+        return persistent.schedule();
+      });
 }
 
 }  // namespace remat

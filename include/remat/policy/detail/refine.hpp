@@ -1,11 +1,16 @@
 #pragma once
 // The discretised solve shared by rotor and rotor_floating: run the DP at S slots; when the
 // budget is at least the exact minimum but rounding makes it infeasible at S, refine S (x4 each
-// time, up to one slot per byte, where the DP is exact and hence feasible) while the table fits.
+// time, up to one slot per byte, where the DP is exact and hence feasible) while the table
+// stays small (refinement_table_bytes). Past that, the budget is within rounding of the
+// minimum: the caller's fallback (a schedule that fits the exact minimum) is returned.
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 #include <string_view>
 
 #include <remat/policy/detail/common.hpp>
@@ -16,11 +21,14 @@ namespace remat::detail {
 /// Dp: constructible from a discrete_chain; fill(deadline, progress) -> bool (false: time out);
 /// value() -> double (infinity when infeasible); reconstruct() -> std::vector<instruction>.
 /// cells(n, w): the table's size in doubles for a chain of n stages and rows of w slots.
-template <class Dp, class Cells>
+/// fallback() -> optional<pair<ops, time>>: a schedule that fits `minimum` bytes.
+inline constexpr std::int64_t refinement_table_bytes = std::int64_t{256} << 20;
+
+template <class Dp, class Cells, class Fallback>
 result<schedule> solve_discretized(std::string_view policy, const chain& c, bytes budget,
                                    std::int64_t slots, std::int64_t max_table_bytes,
                                    const deadline& dl, const std::function<void(double)>& progress,
-                                   bytes minimum, Cells cells) {
+                                   bytes minimum, Cells cells, Fallback fallback) {
   const std::int64_t first = slots <= 0 ? budget : std::min<std::int64_t>(slots, budget);
   // Each refinement fills a new table from scratch; the user sees one solve whose fraction
   // never goes back, and ends at 1.
@@ -34,6 +42,14 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
     const discrete_chain d = discretize(c, budget, s);
     // In doubles: with a budget near 2^63 neither dp_budget + 1 nor the size fits in bytes.
     const double need = cells(d.n, static_cast<double>(d.dp_budget) + 1.0) * 8.0;
+    if (s != first && need > static_cast<double>(std::min(max_table_bytes, refinement_table_bytes))) {
+      // No affordable discretisation leaves a plan: the budget is within rounding of the
+      // minimum. The fallback fits the exact minimum, hence the budget.
+      if (std::optional<std::pair<std::vector<instruction>, seconds>> fb = fallback()) {
+        if (progress && shown < 1.0) progress(1.0);
+        return finish(policy, c, budget, std::move(fb->first), fb->second);
+      }
+    }
     if (need > static_cast<double>(max_table_bytes)) {
       const std::string need_text = need < 0x1p62 ? format_bytes(static_cast<bytes>(need))
                                                   : "more than " + format_bytes(bytes{1} << 62);
