@@ -189,8 +189,8 @@ TEST_CASE_TEMPLATE("bad input: absurd slot counts give a clear error, not a huge
       {0, std::int64_t{2} << 30, bytes{1} << 40},                  // exact on a 1 TiB budget
       {std::numeric_limits<std::int64_t>::max(), std::int64_t{2} << 30, unlimited_bytes},
       {0, std::int64_t{2} << 30, std::numeric_limits<bytes>::max()},  // exact, the largest budget
-      {500, 0, bytes{1} << 20},   // no room for any table
-      {500, -1, bytes{1} << 20},  // a nonsense cap
+      {500, 0, bytes{1} << 20},                                       // no room for any table
+      {500, -1, bytes{1} << 20},                                      // a nonsense cap
   };
   for (const auto& q : requests) {
     INFO("slots ", q.slots, ", max_table_bytes ", q.max_table_bytes, ", budget ", q.budget);
