@@ -99,23 +99,7 @@ std::string all_policies() {
   return s;
 }
 
-/// "1073741824 bytes (1.0 GiB)"
-std::string format_bytes(remat::bytes b) {
-  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (std::abs(v) >= 1024.0 && u < 5) {
-    v /= 1024.0;
-    ++u;
-  }
-  std::string s = std::to_string(b) + " bytes";
-  if (u > 0) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, " (%.1f %s)", v, units[u]);
-    s += buf;
-  }
-  return s;
-}
+using remat::format_bytes;
 
 /// "18.4 MiB"
 std::string format_size(remat::bytes b) {

@@ -10,7 +10,7 @@
 // A C2 move runs F_s^ck F_{s+1}^∅ .. F_{s'}^∅ (the equation S:1414, not the prose of S:1416).
 // The answer is C(1, N, S - a_0) (not M_GPU as S:1436 says; shilova-spec §9.10).
 //
-// Implementation: one row of S+1 doubles per (s,t), rows filled by increasing t-s; every move
+// Implementation: one row of S+1 doubles per (s,t), filled by columns t (see fill()); every move
 // is a shifted, vectorisable min over a whole row, and the range of m is cut to where the
 // sub-problems are feasible (their first finite slot). No argmin table: reconstruction
 // re-evaluates the few candidates of the visited states with the same expressions, so it picks
@@ -165,12 +165,17 @@ class rotor::dp {
       for (std::int64_t m = from; m < w_; ++m) row[m] = v;
       lo(s, s) = std::min(from, w_);
     }
-    const double total = static_cast<double>(n_) * n_ * n_ / 6.0 + 1.0;
+    // Order: t ascending, s descending. C(s,t) reads C(s'+1,t) for s' >= s (this column, just
+    // computed: still in cache) and C(s,s') for s' < t (the rows of s, contiguous in memory),
+    // so every move streams through memory instead of striding across a table far larger
+    // than the cache. The work of column t is sum over s < t of (t - s) moves.
+    double total = 0;
+    for (int t = 2; t <= n_; ++t) total += static_cast<double>(t) * (t - 1) / 2.0;
     double done = 0;
-    for (int len = 1; len < n_; ++len) {
-      for (int s = 1; s + len <= n_; ++s) fill_one(s, s + len);
-      done += static_cast<double>(n_ - len) * len;
-      if (progress) progress(std::min(1.0, done / total));
+    for (int t = 2; t <= n_; ++t) {
+      for (int s = t - 1; s >= 1; --s) fill_one(s, t);
+      done += static_cast<double>(t) * (t - 1) / 2.0;
+      if (progress) progress(done / total);
       if (dl.passed()) return false;
     }
     return true;

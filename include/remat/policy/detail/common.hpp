@@ -16,23 +16,7 @@
 
 namespace remat::detail {
 
-/// "123456789 bytes (117.7 MiB)"
-inline std::string format_bytes(bytes b) {
-  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (std::abs(v) >= 1024.0 && u < 5) {
-    v /= 1024.0;
-    ++u;
-  }
-  std::string s = std::to_string(b) + " bytes";
-  if (u > 0) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, " (%.1f %s)", v, units[u]);
-    s += buf;
-  }
-  return s;
-}
+using remat::format_bytes;
 
 inline result<void> check_request(const chain& c, bytes budget) {
   if (auto v = validate(c); !v) return v.err();
