@@ -45,3 +45,26 @@ TEST_CASE("rotor: a budget within rounding of the minimum still gets a schedule"
   }
   CHECK(rotor{}.solve(c, minimum - 1).code() == status::budget_too_small);
 }
+
+TEST_CASE("rotor, rotor_floating: when storing everything fits, it is the plan, whatever the slots") {
+  // With 500 slots the rounding of sizes would make store-all look infeasible at exactly its
+  // peak; its time is a lower bound for any schedule, so it must be found anyway.
+  using namespace remat::literals;
+  chain c{"gpt-ish", 3_MiB, {}};
+  for (int i = 0; i < 14; ++i)
+    c.stages.push_back({"b", 0.01 + 0.001 * i, 0.02, (96_MiB) + i * 4099, (1_GiB) + i * 7919, 1234567, 7654321});
+  const bytes peak = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
+  for (const std::int64_t slots : {100, 500, 2000}) {
+    auto r = rotor{.slots = slots}.solve(c, peak);
+    REQUIRE(r.ok());
+    CHECK(r->predicted_time == c.ideal_time());
+    CHECK(r->ops == store_all::program(c));
+    auto f = rotor_floating{.slots = slots}.solve(c, peak);
+    REQUIRE(f.ok());
+    CHECK(f->predicted_time == c.ideal_time());
+    // One byte less: something must be recomputed.
+    auto tight = rotor{.slots = slots}.solve(c, peak - 1);
+    REQUIRE(tight.ok());
+    CHECK(tight->predicted_time > c.ideal_time());
+  }
+}

@@ -15,6 +15,7 @@
 
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
+#include <remat/policy/store_all.hpp>
 
 namespace remat::detail {
 
@@ -29,6 +30,12 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
                                    std::int64_t slots, std::int64_t max_table_bytes,
                                    const deadline& dl, const std::function<void(double)>& progress,
                                    bytes minimum, Cells cells, Fallback fallback) {
+  // Storing everything costs sum(u_F + u_B), a lower bound for any schedule: when it fits, it
+  // is optimal, and the rounding of a coarse discretisation must not hide it.
+  if (std::vector<instruction> all = store_all::program(c); peak_of(c, all) <= budget) {
+    if (progress) progress(1.0);
+    return finish(policy, c, budget, std::move(all), c.ideal_time());
+  }
   const std::int64_t first = slots <= 0 ? budget : std::min<std::int64_t>(slots, budget);
   // Each refinement fills a new table from scratch; the user sees one solve whose fraction
   // never goes back, and ends at 1.
