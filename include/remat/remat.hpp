@@ -4,6 +4,10 @@
 
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/executor.hpp>
+#include <remat/exec/host_backend.hpp>
+#include <remat/exec/profiler.hpp>
 #include <remat/policy/concepts.hpp>
 #include <remat/policy/periodic.hpp>
 #include <remat/policy/revolve.hpp>

@@ -14,7 +14,15 @@
 
 namespace remat {
 
-enum class status { ok, infeasible, budget_too_small, time_limit, invalid_problem, solver_error };
+enum class status {
+  ok,
+  infeasible,
+  budget_too_small,
+  time_limit,
+  invalid_problem,
+  solver_error,
+  execution_error,  ///< running a schedule failed: a layer threw, outgrew its profile, or the budget ran out
+};
 
 inline constexpr std::string_view to_string(status s) {
   switch (s) {
@@ -24,6 +32,7 @@ inline constexpr std::string_view to_string(status s) {
     case status::time_limit: return "time_limit";
     case status::invalid_problem: return "invalid_problem";
     case status::solver_error: return "solver_error";
+    case status::execution_error: return "execution_error";
   }
   return "unknown";
 }

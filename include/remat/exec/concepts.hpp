@@ -1,0 +1,218 @@
+#pragma once
+// What the executor needs from the user's types (DESIGN.md §6). User types are adapted either
+// by providing the members the default traits look for, or by specialising tensor_traits /
+// layer_traits (as fmt's formatter<T>). Host-only: no CUDA header here.
+//
+// Tensor T: movable; tensor_traits<T>::size(t) is its size in bytes (default: t.bytes()).
+//   A tensor owns memory allocated through the backend, so destroying it frees that memory.
+//
+// Layer L (or a pointer-like to one: std::unique_ptr<Base>, Base*; the traits dereference it),
+// with a context type `context` (default-constructible, movable; what forward_save keeps for
+// the backward, its size in bytes from ctx.bytes()):
+//   T forward(const T& x, Backend& b)                        F^∅ / F^ck: computes y, keeps nothing
+//   T forward_save(const T& x, context& ctx, Backend& b)     F^all: computes y, fills ctx
+//   T backward(const T& x, const T& y, const context& ctx, const T& dy, Backend& b)
+//                    returns dx, accumulates parameter gradients (every stage but the loss)
+//   T backward(const T& x, const T& y, const context& ctx, Backend& b)
+//                    the loss stage's backward: the output gradient is the constant 1
+// x is the stage input and y its output: the executor keeps both alive for the backward (the
+// chain model counts them as a_{l-1} and as part of abar_l), so the context need not copy them.
+// Every tensor and temporary a layer creates is allocated through b, so that it is counted.
+// Optional: S random_state() const and void set_random_state(const S&): the executor restores
+// the state before every recomputation, so that random layers (dropout) recompute exactly.
+
+#include <concepts>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <remat/core/units.hpp>
+
+namespace remat::exec {
+
+// --- tensors -----------------------------------------------------------------------------------
+
+template <class T>
+struct tensor_traits {
+  static bytes size(const T& t)
+    requires requires { { t.bytes() } -> std::convertible_to<bytes>; }
+  {
+    return static_cast<bytes>(t.bytes());
+  }
+};
+
+template <class T>
+concept Tensor = std::movable<T> && requires(const T& t) {
+  { tensor_traits<T>::size(t) } -> std::convertible_to<bytes>;
+};
+
+// --- backends ----------------------------------------------------------------------------------
+
+template <class B>
+concept Backend = requires(B& b, const B& cb, bytes n) {
+  b.allocate(n);
+  { cb.in_use() } -> std::convertible_to<bytes>;
+  { cb.high_water() } -> std::convertible_to<bytes>;
+  { cb.budget() } -> std::convertible_to<bytes>;
+  b.reset_high_water();
+  b.set_activity(std::string());
+};
+
+// --- layers ------------------------------------------------------------------------------------
+
+namespace detail {
+template <class L>
+concept pointer_like = requires(L& l) {
+  *l;
+  l == nullptr;
+};
+/// The layer object behind L (L itself, or what a pointer-like L points to).
+template <class L>
+constexpr decltype(auto) deref(L& l) {
+  if constexpr (pointer_like<L>)
+    return *l;
+  else
+    return (l);
+}
+template <class L>
+using target_t = std::remove_cvref_t<decltype(deref(std::declval<L&>()))>;
+}  // namespace detail
+
+template <class L>
+struct layer_traits {
+  using target = detail::target_t<L>;
+  using context = typename target::context;
+
+  template <class T, class B>
+  static T forward(L& l, const T& x, B& b)
+    requires requires(target& t) { { t.forward(x, b) } -> std::convertible_to<T>; }
+  {
+    return detail::deref(l).forward(x, b);
+  }
+  template <class T, class B>
+  static T forward_save(L& l, const T& x, context& ctx, B& b)
+    requires requires(target& t) { { t.forward_save(x, ctx, b) } -> std::convertible_to<T>; }
+  {
+    return detail::deref(l).forward_save(x, ctx, b);
+  }
+  template <class T, class B>
+  static T backward(L& l, const T& x, const T& y, const context& ctx, const T& dy, B& b)
+    requires requires(target& t) { { t.backward(x, y, ctx, dy, b) } -> std::convertible_to<T>; }
+  {
+    return detail::deref(l).backward(x, y, ctx, dy, b);
+  }
+  template <class T, class B>
+  static T loss_backward(L& l, const T& x, const T& y, const context& ctx, B& b)
+    requires requires(target& t) { { t.backward(x, y, ctx, b) } -> std::convertible_to<T>; }
+  {
+    return detail::deref(l).backward(x, y, ctx, b);
+  }
+  static bytes context_bytes(const context& ctx)
+    requires requires { { ctx.bytes() } -> std::convertible_to<bytes>; }
+  {
+    return static_cast<bytes>(ctx.bytes());
+  }
+};
+
+/// The parts of a layer the executor needs for a tensor T and a backend B. Each requirement
+/// has its own concept so that a misfit says which one is missing (see check_layer).
+template <class L>
+concept HasContext = requires { typename layer_traits<L>::context; } &&
+                     std::default_initializable<typename layer_traits<L>::context> &&
+                     std::movable<typename layer_traits<L>::context>;
+template <class L, class T, class B>
+concept HasForward = requires(L& l, const T& x, B& b) {
+  { layer_traits<L>::forward(l, x, b) } -> std::same_as<T>;
+};
+template <class L, class T, class B>
+concept HasForwardSave = HasContext<L> && requires(L& l, const T& x, typename layer_traits<L>::context& c, B& b) {
+  { layer_traits<L>::forward_save(l, x, c, b) } -> std::same_as<T>;
+};
+template <class L, class T, class B>
+concept HasBackward = HasContext<L> &&
+    requires(L& l, const T& x, const typename layer_traits<L>::context& c, B& b) {
+  { layer_traits<L>::backward(l, x, x, c, x, b) } -> std::same_as<T>;
+};
+template <class L, class T, class B>
+concept HasLossBackward = HasContext<L> &&
+    requires(L& l, const T& x, const typename layer_traits<L>::context& c, B& b) {
+  { layer_traits<L>::loss_backward(l, x, x, c, b) } -> std::same_as<T>;
+};
+template <class L>
+concept HasContextBytes = HasContext<L> && requires(const typename layer_traits<L>::context& c) {
+  { layer_traits<L>::context_bytes(c) } -> std::convertible_to<bytes>;
+};
+
+/// A chain stage: everything but the loss backward (a stage may provide both backwards).
+template <class L, class T, class B>
+concept Layer = Tensor<T> && Backend<B> && HasContext<L> && HasForward<L, T, B> &&
+                HasForwardSave<L, T, B> && HasContextBytes<L> &&
+                (HasBackward<L, T, B> || HasLossBackward<L, T, B>);
+
+/// Stops a misfit with a message that names the missing piece.
+template <class L, class T, class B>
+consteval bool check_layer() {
+  static_assert(Tensor<T>,
+                "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` "
+                "member returning its size in bytes) and must be movable");
+  static_assert(Backend<B>, "remat: the backend type does not satisfy remat::exec::Backend");
+  static_assert(HasContext<L>,
+                "remat: the layer type needs a default-constructible, movable `context` type "
+                "(what forward_save keeps for the backward), or a layer_traits<L> specialisation");
+  static_assert(HasForward<L, T, B>,
+                "remat: the layer type needs `T forward(const T& x, Backend& b)`, or a "
+                "layer_traits<L>::forward");
+  static_assert(HasForwardSave<L, T, B>,
+                "remat: the layer type needs `T forward_save(const T& x, context& ctx, Backend& b)`, "
+                "or a layer_traits<L>::forward_save");
+  static_assert(HasContextBytes<L>,
+                "remat: the layer's context needs `bytes() const` (its size in bytes), or a "
+                "layer_traits<L>::context_bytes");
+  static_assert(HasBackward<L, T, B> || HasLossBackward<L, T, B>,
+                "remat: the layer type needs `T backward(const T& x, const T& y, const context& "
+                "ctx, const T& dy, Backend& b)` (or, for the loss, the same without dy)");
+  return true;
+}
+
+/// Optional random state, saved and replayed by the executor.
+template <class L>
+concept HasRandomState = requires(L& l) {
+  detail::deref(l).random_state();
+  detail::deref(l).set_random_state(detail::deref(l).random_state());
+};
+
+// --- models: a sequence of layers ----------------------------------------------------------------
+
+/// A model is a random-access range of layers (std::vector<L>, std::array, ...) or a std::tuple
+/// of layers; stage l of the chain is element l-1.
+template <class M>
+struct model_traits {
+  static std::size_t size(const M& m) { return std::size(m); }
+  template <class F>
+  static decltype(auto) visit(M& m, std::size_t i, F&& f) {
+    return std::forward<F>(f)(m[i]);
+  }
+};
+
+template <class... Ls>
+struct model_traits<std::tuple<Ls...>> {
+  static constexpr std::size_t size(const std::tuple<Ls...>&) { return sizeof...(Ls); }
+  template <class F>
+  static decltype(auto) visit(std::tuple<Ls...>& m, std::size_t i, F&& f) {
+    return visit_impl(m, i, f, std::index_sequence_for<Ls...>{});
+  }
+
+ private:
+  template <class F, std::size_t... I>
+  static decltype(auto) visit_impl(std::tuple<Ls...>& m, std::size_t i, F& f, std::index_sequence<I...>) {
+    using R = decltype(f(std::get<0>(m)));
+    using fn = R (*)(std::tuple<Ls...>&, F&);
+    static constexpr fn table[] = {[](std::tuple<Ls...>& t, F& g) -> R { return g(std::get<I>(t)); }...};
+    return table[i](m, f);
+  }
+};
+
+}  // namespace remat::exec

@@ -1,0 +1,279 @@
+#pragma once
+// executor<Backend, Model>: runs a chain schedule over the user's layers (DESIGN.md §6).
+//
+// It keeps, frees and recomputes exactly as the schedule says, with the semantics of the
+// simulator (shilova-spec §2.1, Table 2.1), and nothing else stays alive:
+//   F_l^∅   y = forward(x); the plain input a_{l-1} is freed; y is stored as a_l
+//   F_l^ck  y = forward(x); the input is kept; y is stored as a_l
+//   F_l^all y = forward_save(x, ctx); the input is kept; (y, ctx) is stored as abar_l
+//   B_l     dx = backward(x, y, ctx, dy) (the loss stage: without dy); delta_l and abar_l are
+//           freed, and a plain a_{l-1} too; dx is delta_{l-1}
+// Every tensor is allocated by the layers through the backend, so the backend's high-water mark
+// is the run's real peak: the memory the simulator predicts, up to what the model leaves out
+// (allocations a layer makes around the backend, such as a library's internal scratch).
+//
+// Layers with randomness replay it: the executor saves a stage's random state before its first
+// forward of a run and restores it before every recomputation, so recomputed activations are
+// bitwise the ones of the first pass, and the gradients bitwise those of plain training.
+//
+// Failures come back as status::execution_error (a layer threw, returned a tensor larger than
+// the chain it was planned with, or an allocation went past the backend's budget) or
+// invalid_problem (a schedule the simulator rejects, a model that does not match the chain).
+// After a failure the layers' random states are as before the run; parameters are never
+// touched by the executor (parameter gradients may hold a partial accumulation: zero them).
+
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/host_backend.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/schedule/schedule.hpp>
+#include <remat/sim/simulate.hpp>
+
+namespace remat::exec {
+
+/// What one run measured.
+template <class T>
+struct run_result {
+  T input_gradient;               ///< delta_0
+  bytes measured_peak = 0;        ///< the run's peak in the backend, the input included
+  seconds elapsed = 0;            ///< wall-clock time of the run
+  std::vector<bytes> op_peaks;    ///< per instruction: peak while it ran (same basis)
+  std::vector<seconds> op_times;  ///< per instruction: wall-clock time
+  std::vector<int> forwards;      ///< forward calls per stage, index 1..N (0 unused)
+};
+
+namespace detail {
+
+struct box_base {
+  virtual ~box_base() = default;
+};
+template <class V>
+struct box final : box_base {
+  V value{};
+};
+template <class V>
+V& unbox(const std::unique_ptr<box_base>& p) {
+  return static_cast<box<V>*>(p.get())->value;
+}
+
+/// An error the run reports (not a bug): becomes status::execution_error.
+struct execution_failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+inline std::string stage_name(const chain& c, int l) {
+  std::string s = "stage " + std::to_string(l);
+  if (!c.at(l).name.empty()) s += " ('" + c.at(l).name + "')";
+  return s;
+}
+
+}  // namespace detail
+
+template <class B, class Model>
+class executor {
+  static_assert(Backend<B>, "remat: executor<Backend, Model>: Backend must satisfy remat::exec::Backend");
+
+ public:
+  executor(Model& model, const chain& c, B& backend) : model_(model), chain_(c), backend_(backend) {}
+
+  /// Runs the schedule on `input` (a_0, which the run consumes). Returns the input gradient and
+  /// the measurements, or why the run failed.
+  template <Tensor T>
+  result<run_result<T>> run(const schedule& s, T input);
+
+ private:
+  template <Tensor T>
+  struct state;
+
+  Model& model_;
+  const chain& chain_;
+  B& backend_;
+};
+
+template <class B, class Model>
+template <Tensor T>
+struct executor<B, Model>::state {
+  explicit state(int n)
+      : plain(static_cast<std::size_t>(n + 1)), full_y(static_cast<std::size_t>(n + 1)),
+        full_ctx(static_cast<std::size_t>(n + 1)), rng_before(static_cast<std::size_t>(n + 1)),
+        rng_after(static_cast<std::size_t>(n + 1)) {}
+  std::vector<std::optional<T>> plain;                          // a_k
+  std::vector<std::optional<T>> full_y;                         // abar_k: the output ...
+  std::vector<std::unique_ptr<detail::box_base>> full_ctx;      // ... and the context
+  std::optional<T> grad;                                        // the current delta
+  std::vector<std::unique_ptr<detail::box_base>> rng_before, rng_after;
+};
+
+template <class B, class Model>
+template <Tensor T>
+result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
+  using clock = std::chrono::steady_clock;
+  using mt = model_traits<Model>;
+  const int n = chain_.length();
+  auto invalid = [](std::string m) { return error{status::invalid_problem, std::move(m), {}}; };
+  if (static_cast<int>(mt::size(model_)) != n)
+    return invalid("executor: the model has " + std::to_string(mt::size(model_)) + " layers but the chain '" +
+                   chain_.name + "' has " + std::to_string(n) + " stages; plan with the chain of this model");
+  if (const auto rep = sim::simulate(chain_, s, {.record_timeline = false}); !rep.valid)
+    return invalid("executor: the schedule is not valid for chain '" + chain_.name +
+                   "': " + rep.first_violation->message);
+  if (tensor_traits<T>::size(input) > chain_.a(0))
+    return error{status::execution_error,
+                 "executor: the input has " + format_bytes(tensor_traits<T>::size(input)) +
+                     ", more than the chain's input_bytes (" + format_bytes(chain_.a(0)) + ")",
+                 {}};
+
+  state<T> st(n);
+  struct {
+    std::vector<bytes> op_peaks;
+    std::vector<seconds> op_times;
+    std::vector<int> forwards;
+  } out;
+  out.forwards.assign(static_cast<std::size_t>(n + 1), 0);
+  out.op_peaks.reserve(s.ops.size());
+  out.op_times.reserve(s.ops.size());
+  // The run's memory is measured from here, with the input counted.
+  const bytes baseline = backend_.in_use() - tensor_traits<T>::size(input);
+  st.plain[0] = std::move(input);
+  backend_.reset_high_water();
+  bytes peak = backend_.high_water() - baseline;
+  auto k = [](int i) { return static_cast<std::size_t>(i); };
+
+  auto run_op = [&](const instruction& ins) {
+    const int l = ins.index;
+    mt::visit(model_, k(l - 1), [&](auto& layer) {
+      using layer_t = std::remove_reference_t<decltype(layer)>;
+      using traits = layer_traits<layer_t>;
+      static_assert(check_layer<layer_t, T, B>());
+      using C = typename traits::context;
+      const std::string who = detail::stage_name(chain_, l);
+      backend_.set_activity(to_string(ins) + " of " + who);
+      const T& x = st.plain[k(l - 1)] ? *st.plain[k(l - 1)] : *st.full_y[k(l - 1)];
+      if (ins.kind == op_kind::forward) {
+        if constexpr (HasRandomState<layer_t>) {
+          using S = std::remove_cvref_t<decltype(exec::detail::deref(layer).random_state())>;
+          if (!st.rng_before[k(l)]) {
+            auto b = std::make_unique<detail::box<S>>();
+            b->value = exec::detail::deref(layer).random_state();
+            st.rng_before[k(l)] = std::move(b);
+          } else {
+            exec::detail::deref(layer).set_random_state(detail::unbox<S>(st.rng_before[k(l)]));
+          }
+        }
+        ++out.forwards[k(l)];
+        if (ins.mode == forward_mode::save_all) {
+          auto ctx = std::make_unique<detail::box<C>>();
+          T y = traits::forward_save(layer, x, ctx->value, backend_);
+          const bytes got = tensor_traits<T>::size(y) + traits::context_bytes(ctx->value);
+          if (got > chain_.abar(l))
+            throw detail::execution_failure(
+                to_string(ins) + ": " + who + " kept " + format_bytes(got) + " (output and context), more than the " +
+                format_bytes(chain_.abar(l)) + " of saved_bytes it was planned with; profile the model again");
+          st.full_y[k(l)] = std::move(y);
+          st.full_ctx[k(l)] = std::move(ctx);
+        } else {
+          T y = traits::forward(layer, x, backend_);
+          if (tensor_traits<T>::size(y) > chain_.a(l))
+            throw detail::execution_failure(
+                to_string(ins) + ": " + who + " returned an output of " + format_bytes(tensor_traits<T>::size(y)) +
+                ", more than the " + format_bytes(chain_.a(l)) + " of output_bytes it was planned with; profile the model again");
+          if (ins.mode == forward_mode::no_save) st.plain[k(l - 1)].reset();
+          st.plain[k(l)] = std::move(y);
+        }
+        if constexpr (HasRandomState<layer_t>) {
+          using S = std::remove_cvref_t<decltype(exec::detail::deref(layer).random_state())>;
+          if (!st.rng_after[k(l)]) {
+            auto b = std::make_unique<detail::box<S>>();
+            b->value = exec::detail::deref(layer).random_state();
+            st.rng_after[k(l)] = std::move(b);
+          }
+        }
+        return;
+      }
+      // Backward.
+      const T& y = *st.full_y[k(l)];
+      const C& ctx = detail::unbox<C>(st.full_ctx[k(l)]);
+      std::optional<T> dx;
+      if (l == n) {
+        if constexpr (HasLossBackward<layer_t, T, B>)
+          dx.emplace(traits::loss_backward(layer, x, y, ctx, backend_));
+        else
+          throw detail::execution_failure(who + " is the loss (the last stage), but its layer has no loss "
+                                          "backward `T backward(const T& x, const T& y, const context&, Backend&)`");
+      } else {
+        if constexpr (HasBackward<layer_t, T, B>)
+          dx.emplace(traits::backward(layer, x, y, ctx, *st.grad, backend_));
+        else
+          throw detail::execution_failure(who + " is not the last stage, but its layer only has a loss backward "
+                                          "(without the output gradient)");
+      }
+      if (tensor_traits<T>::size(*dx) > chain_.a(l - 1))
+        throw detail::execution_failure(to_string(ins) + ": " + who + " returned an input gradient of " +
+                                        format_bytes(tensor_traits<T>::size(*dx)) + ", more than its input's " +
+                                        format_bytes(chain_.a(l - 1)) + "; profile the model again");
+      st.grad.reset();
+      st.full_y[k(l)].reset();
+      st.full_ctx[k(l)].reset();
+      if (st.plain[k(l - 1)]) st.plain[k(l - 1)].reset();
+      st.grad = std::move(dx);
+    });
+  };
+
+  auto restore_rng = [&](bool success) {
+    for (int l = 1; l <= n; ++l) {
+      const auto& saved = success ? st.rng_after[k(l)] : st.rng_before[k(l)];
+      if (!saved) continue;
+      mt::visit(model_, k(l - 1), [&](auto& layer) {
+        using layer_t = std::remove_reference_t<decltype(layer)>;
+        if constexpr (HasRandomState<layer_t>) {
+          using S = std::remove_cvref_t<decltype(exec::detail::deref(layer).random_state())>;
+          exec::detail::deref(layer).set_random_state(detail::unbox<S>(saved));
+        }
+      });
+    }
+  };
+
+  const auto t_start = clock::now();
+  std::size_t i = 0;
+  try {
+    for (; i < s.ops.size(); ++i) {
+      backend_.reset_high_water();
+      const auto t0 = clock::now();
+      run_op(s.ops[i]);
+      out.op_times.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+      out.op_peaks.push_back(backend_.high_water() - baseline);
+      peak = std::max(peak, out.op_peaks.back());
+    }
+  } catch (const out_of_budget& e) {
+    restore_rng(false);
+    return error{status::execution_error,
+                 "executor: op " + std::to_string(i) + ", " + e.what() +
+                     "; the schedule predicted a peak of " + format_bytes(s.predicted_peak) +
+                     " (allocations outside the profile, or a budget below the plan's)",
+                 {}};
+  } catch (const detail::execution_failure& e) {
+    restore_rng(false);
+    return error{status::execution_error, std::string("executor: op ") + std::to_string(i) + ", " + e.what(), {}};
+  } catch (const std::exception& e) {
+    restore_rng(false);
+    return error{status::execution_error,
+                 "executor: op " + std::to_string(i) + " (" + backend_.activity() + ") threw: " + e.what(), {}};
+  }
+  const seconds elapsed = std::chrono::duration<double>(clock::now() - t_start).count();
+  restore_rng(true);
+  backend_.set_activity("an allocation");
+  return run_result<T>{std::move(*st.grad), peak, elapsed, std::move(out.op_peaks), std::move(out.op_times),
+                       std::move(out.forwards)};
+}
+
+}  // namespace remat::exec

@@ -1,0 +1,126 @@
+#pragma once
+// host_backend: the reference backend (DESIGN.md §6). Every tensor, context and temporary of
+// the layers is allocated through it, so the memory it reports is the memory the schedule
+// really uses. It enforces a byte budget and records the high-water mark.
+//
+// An allocation past the budget throws out_of_budget, naming what was running (the executor
+// sets the activity, e.g. "F3_all of stage 3 ('fc2')") and the bytes; the executor turns it
+// into a result with status::execution_error. Nothing aborts.
+
+#include <cstddef>
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <remat/core/units.hpp>
+
+namespace remat::exec {
+
+/// Thrown by a backend when an allocation would exceed its budget.
+class out_of_budget : public std::runtime_error {
+ public:
+  out_of_budget(std::string activity, bytes requested, bytes in_use, bytes budget)
+      : std::runtime_error(activity + ": allocating " + format_bytes(requested) + " with " +
+                           format_bytes(in_use) + " in use would exceed the budget of " +
+                           format_bytes(budget)),
+        activity_(std::move(activity)), requested_(requested), in_use_(in_use), budget_(budget) {}
+  [[nodiscard]] const std::string& activity() const noexcept { return activity_; }
+  [[nodiscard]] bytes requested() const noexcept { return requested_; }
+  [[nodiscard]] bytes in_use() const noexcept { return in_use_; }
+  [[nodiscard]] bytes budget() const noexcept { return budget_; }
+
+ private:
+  std::string activity_;
+  bytes requested_, in_use_, budget_;
+};
+
+class host_backend {
+ public:
+  /// Memory owned by the backend: move-only, returned to the backend when destroyed. The
+  /// backend must outlive its buffers.
+  class buffer {
+   public:
+    buffer() = default;
+    buffer(buffer&& o) noexcept : owner_(std::exchange(o.owner_, nullptr)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+    buffer& operator=(buffer&& o) noexcept {
+      if (this != &o) {
+        release();
+        owner_ = std::exchange(o.owner_, nullptr);
+        data_ = std::exchange(o.data_, nullptr);
+        size_ = std::exchange(o.size_, 0);
+      }
+      return *this;
+    }
+    buffer(const buffer&) = delete;
+    buffer& operator=(const buffer&) = delete;
+    ~buffer() { release(); }
+
+    [[nodiscard]] void* data() const noexcept { return data_; }
+    template <class T>
+    [[nodiscard]] T* as() const noexcept { return static_cast<T*>(data_); }
+    [[nodiscard]] bytes size() const noexcept { return size_; }
+    [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+    /// Frees the memory now (the buffer becomes empty).
+    void release() noexcept {
+      if (owner_ != nullptr) owner_->deallocate(data_, size_);
+      owner_ = nullptr;
+      data_ = nullptr;
+      size_ = 0;
+    }
+
+   private:
+    friend class host_backend;
+    buffer(host_backend* owner, void* data, bytes size) : owner_(owner), data_(data), size_(size) {}
+    host_backend* owner_ = nullptr;
+    void* data_ = nullptr;
+    bytes size_ = 0;
+  };
+
+  /// Alignment of every allocation (enough for Eigen's vectorised kernels).
+  static constexpr std::size_t alignment = 64;
+
+  explicit host_backend(bytes budget = unlimited_bytes) : budget_(budget) {}
+  host_backend(const host_backend&) = delete;
+  host_backend& operator=(const host_backend&) = delete;
+
+  /// n bytes, counted against the budget; throws out_of_budget past it.
+  [[nodiscard]] buffer allocate(bytes n) {
+    if (n < 0) throw std::invalid_argument(activity_ + ": negative allocation of " + std::to_string(n) + " bytes");
+    if (n > budget_ - in_use_) throw out_of_budget(activity_, n, in_use_, budget_);
+    if (n == 0) return buffer(this, nullptr, 0);
+    const auto rounded = (static_cast<std::size_t>(n) + alignment - 1) / alignment * alignment;
+    void* p = std::aligned_alloc(alignment, rounded);
+    if (p == nullptr) throw std::bad_alloc();
+    in_use_ += n;
+    if (in_use_ > high_water_) high_water_ = in_use_;
+    ++allocations_;
+    return buffer(this, p, n);
+  }
+
+  [[nodiscard]] bytes budget() const noexcept { return budget_; }
+  void set_budget(bytes b) noexcept { budget_ = b; }
+  [[nodiscard]] bytes in_use() const noexcept { return in_use_; }
+  [[nodiscard]] bytes high_water() const noexcept { return high_water_; }
+  /// Starts a new high-water measurement from what is in use now.
+  void reset_high_water() noexcept { high_water_ = in_use_; }
+  [[nodiscard]] long allocations() const noexcept { return allocations_; }
+
+  /// What is running, for error messages ("F3_all of stage 3 ('fc2')").
+  void set_activity(std::string what) { activity_ = std::move(what); }
+  [[nodiscard]] const std::string& activity() const noexcept { return activity_; }
+
+ private:
+  void deallocate(void* p, bytes n) noexcept {
+    std::free(p);
+    in_use_ -= n;
+  }
+  bytes budget_;
+  bytes in_use_ = 0;
+  bytes high_water_ = 0;
+  long allocations_ = 0;
+  std::string activity_ = "an allocation";
+};
+
+}  // namespace remat::exec
