@@ -1,0 +1,227 @@
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <remat/remat.hpp>
+
+#include "toy_layers.hpp"
+
+using namespace remat;
+using remat::exec::host_backend;
+
+namespace {
+
+using model = std::vector<toy::stage>;
+
+/// A toy model: n stages, the last a loss; sizes, context and temporaries vary per stage.
+model make_model(int n, unsigned seed, bool noisy) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> size(1, 40), small(0, 12);
+  model m(static_cast<std::size_t>(n));
+  for (int l = 0; l < n; ++l) {
+    auto& s = m[static_cast<std::size_t>(l)];
+    s.n_out = size(rng);
+    s.extra = small(rng);
+    s.tmp_f = small(rng);
+    s.tmp_b = small(rng);
+    s.w = 0.3f + 0.1f * static_cast<float>(l % 5);
+    s.noisy = noisy && l % 2 == 1;
+    s.rng.seed(seed * 31 + static_cast<unsigned>(l));
+    s.label = "t" + std::to_string(l + 1);
+  }
+  m.back().is_loss = true;
+  return m;
+}
+
+toy::tensor make_input(host_backend& b, int n) {
+  auto x = toy::tensor::make(b, n);
+  for (int i = 0; i < n; ++i) x[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+  return x;
+}
+
+struct outcome {
+  std::vector<float> input_grad, param_grads;
+  exec::run_result<toy::tensor> run;
+};
+
+template <ChainPolicy P>
+result<schedule> plan(const P& p, const chain& c, bytes budget) {
+  return p.solve(c, budget);
+}
+
+}  // namespace
+
+TEST_CASE("executor: every policy gives bitwise the gradients of plain training, within the budget") {
+  int runs = 0;
+  for (unsigned seed = 1; seed <= 6; ++seed) {
+    const int n = 3 + static_cast<int>(seed % 4);
+    const bool noisy = seed % 2 == 0;
+    host_backend backend;
+    model prof_model = make_model(n, seed, noisy);
+    const auto sample = make_input(backend, 12);
+    auto profiled = exec::profile(prof_model, sample, backend, {.repetitions = 1, .warmup = 0});
+    REQUIRE_MESSAGE(profiled.ok(), profiled.message());
+    const chain& c = *profiled;
+    // Layers allocate only through the backend, identically in both forward modes: the profile
+    // is exact, so the measured peak must equal the simulator's byte for byte.
+    auto run = [&](const schedule& s, bytes budget) -> result<outcome> {
+      model m = make_model(n, seed, noisy);
+      host_backend b(budget);
+      exec::executor ex(m, c, b);
+      auto r = ex.run(s, make_input(b, 12));
+      if (!r) return r.err();
+      outcome o;
+      for (int i = 0; i < r->input_gradient.n; ++i) o.input_grad.push_back(r->input_gradient[i]);
+      for (const auto& st : m) o.param_grads.push_back(st.gw);
+      // The forwards each stage ran are the schedule's.
+      std::vector<int> expected(static_cast<std::size_t>(n + 1), 0);
+      for (const auto& ins : s.ops)
+        if (ins.kind == op_kind::forward) ++expected[static_cast<std::size_t>(ins.index)];
+      for (int l = 1; l <= n; ++l) {
+        CHECK(m[static_cast<std::size_t>(l - 1)].forward_calls == expected[static_cast<std::size_t>(l)]);
+        CHECK(m[static_cast<std::size_t>(l - 1)].backward_calls == 1);
+      }
+      CHECK(b.in_use() == r->input_gradient.bytes());  // nothing else kept alive
+      o.run = std::move(*r);
+      return o;
+    };
+    const bytes peak = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
+    const auto reference = run(*store_all{}.solve(c, peak), peak);
+    REQUIRE(reference.ok());
+    const bytes lo = rotor::minimum_budget(c);
+    for (int step = 0; step <= 4; ++step) {
+      const bytes budget = lo + (peak - lo) * step / 4;
+      auto check = [&](const result<schedule>& s, const char* policy) {
+        if (!s) return;  // e.g. periodic below its own minimum
+        INFO(policy, " budget ", budget, " seed ", seed, ": ", to_string(*s));
+        const auto got = run(*s, budget);
+        REQUIRE_MESSAGE(got.ok(), got.message());
+        CHECK(got->input_grad == reference->input_grad);
+        CHECK(got->param_grads == reference->param_grads);
+        CHECK(got->run.measured_peak <= budget);
+        const auto sim = sim::simulate(c, *s);
+        CHECK(got->run.measured_peak == sim.peak);
+        REQUIRE(got->run.op_peaks.size() == sim.timeline.size());
+        for (std::size_t i = 0; i < sim.timeline.size(); ++i) CHECK(got->run.op_peaks[i] == sim.timeline[i].peak);
+        ++runs;
+      };
+      check(plan(store_all{}, c, budget), "store_all");
+      check(plan(periodic{}, c, budget), "periodic");
+      check(plan(revolve{}, c, budget), "revolve");
+      check(plan(rotor{}, c, budget), "rotor");
+      check(plan(rotor{.slots = 0}, c, budget), "rotor exact");
+      check(plan(rotor_floating{.slots = 0}, c, budget), "rotor_floating");
+    }
+  }
+  CHECK(runs > 100);
+}
+
+TEST_CASE("executor: a layer that throws gives a clear error, and the model is as before") {
+  host_backend backend;
+  model m = make_model(5, 3, true);
+  auto c = exec::profile(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
+  REQUIRE(c.ok());
+  const auto s = rotor{.slots = 0}.solve(*c, rotor::minimum_budget(*c));
+  REQUIRE(s.ok());
+  auto& bad = m[2];
+  const auto rng_before = bad.random_state();
+  const float w_before = bad.w;
+  bad.throw_at_forward = bad.forward_calls;  // its first forward of the run
+  exec::executor ex(m, *c, backend);
+  auto r = ex.run(*s, make_input(backend, 12));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.code() == status::execution_error);
+  CHECK(r.message().find("stage 3 ('t3')") != std::string::npos);
+  CHECK(r.message().find("injected failure") != std::string::npos);
+  CHECK(bad.w == w_before);
+  CHECK(bad.random_state() == rng_before);
+  CHECK(backend.in_use() == 0);  // everything the run held was freed
+}
+
+TEST_CASE("executor: a layer whose output outgrew its profile is reported, not run past") {
+  host_backend backend;
+  model m = make_model(4, 5, false);
+  auto c = exec::profile(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
+  REQUIRE(c.ok());
+  m[1].grow_by = 3;
+  exec::executor ex(m, *c, backend);
+  auto r = ex.run(*store_all{}.solve(*c, unlimited_bytes), make_input(backend, 12));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.code() == status::execution_error);
+  CHECK(r.message().find("stage 2") != std::string::npos);
+  CHECK(r.message().find("profile the model again") != std::string::npos);
+}
+
+TEST_CASE("executor: a budget below the plan's peak stops at the allocation, naming it") {
+  host_backend backend;
+  model m = make_model(5, 9, false);
+  auto c = exec::profile(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
+  REQUIRE(c.ok());
+  const auto s = *store_all{}.solve(*c, unlimited_bytes);
+  host_backend tight(s.predicted_peak - 1);
+  exec::executor ex(m, *c, tight);
+  auto r = ex.run(s, make_input(tight, 12));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.code() == status::execution_error);
+  CHECK(r.message().find("would exceed the budget of " + std::to_string(s.predicted_peak - 1)) != std::string::npos);
+  CHECK(r.message().find("of stage") != std::string::npos);
+  CHECK(tight.in_use() == 0);
+}
+
+TEST_CASE("executor: schedules and models that do not match the chain are rejected up front") {
+  host_backend backend;
+  model m = make_model(4, 2, false);
+  auto c = exec::profile(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
+  REQUIRE(c.ok());
+  exec::executor ex(m, *c, backend);
+  schedule broken{{instruction::forward(1, forward_mode::save_all), instruction::backward(2)}, 0, 0};
+  auto r = ex.run(broken, make_input(backend, 12));
+  CHECK(r.code() == status::invalid_problem);
+  CHECK(r.message().find("not valid") != std::string::npos);
+  model shorter = make_model(3, 2, false);
+  exec::executor ex2(shorter, *c, backend);
+  CHECK(ex2.run(*store_all{}.solve(*c, unlimited_bytes), make_input(backend, 12)).code() == status::invalid_problem);
+  CHECK(ex.run(*store_all{}.solve(*c, unlimited_bytes), make_input(backend, 20)).code() == status::execution_error);
+}
+
+TEST_CASE("profile: exact sizes and overheads for layers that allocate only through the backend") {
+  host_backend backend;
+  model m = make_model(4, 11, true);
+  const auto rng = m[1].random_state();
+  auto c = exec::profile(m, make_input(backend, 12), backend, {.repetitions = 3, .warmup = 1});
+  REQUIRE(c.ok());
+  CHECK(c->input_bytes == 48);
+  for (int l = 1; l <= 3; ++l) {
+    const auto& st = m[static_cast<std::size_t>(l - 1)];
+    CHECK(c->at(l).output_bytes == 4 * st.n_out);
+    CHECK(c->at(l).saved_bytes == 4 * (st.n_out + st.extra));
+    CHECK(c->at(l).forward_overhead_bytes == 4 * st.tmp_f);
+    CHECK(c->at(l).backward_overhead_bytes == 4 * st.tmp_b);
+    CHECK(c->at(l).name == st.label);
+    CHECK(st.gw == 0.0f);  // the profiling backwards' gradients were cleared
+  }
+  CHECK(c->at(4).output_bytes == 4);
+  CHECK(m[1].random_state() == rng);  // random layers end as they began
+  CHECK(backend.in_use() == 0);       // the sample was a temporary; profiling keeps nothing
+}
+
+TEST_CASE("executor: a std::tuple of different layer types is a model") {
+  host_backend backend;
+  std::tuple<toy::stage, toy::stage, toy::loss> m;
+  std::get<0>(m).n_out = 8;
+  std::get<1>(m).n_out = 5;
+  auto c = exec::profile(m, make_input(backend, 6), backend, {.repetitions = 1, .warmup = 0});
+  REQUIRE_MESSAGE(c.ok(), c.message());
+  const auto s = rotor{.slots = 0}.solve(*c, rotor::minimum_budget(*c));
+  REQUIRE(s.ok());
+  exec::executor ex(m, *c, backend);
+  const int profiled = std::get<2>(m).backward_calls;
+  auto r = ex.run(*s, make_input(backend, 6));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->input_gradient.n == 6);
+  CHECK(std::get<2>(m).backward_calls == profiled + 1);
+}
