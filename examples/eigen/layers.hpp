@@ -1,0 +1,541 @@
+#pragma once
+// Example layers on eg::tensor, written the way a user of remat would write their own: an
+// abstract base eg::layer that meets remat::exec::Layer through the members the default
+// layer_traits look for (see <remat/exec/concepts.hpp>), so a model is simply a
+// std::vector<std::unique_ptr<eg::layer>>.
+//
+// Rules every layer here follows (they are what lets the executor promise bitwise-equal
+// gradients and a measured peak that is real):
+// - Every tensor a layer creates (its output, what it saves, its temporaries, dx) comes from
+//   the backend it is given; products are written with .noalias() into backend buffers.
+//   (Eigen's matrix product may still take a blocking workspace of its own: on the stack up
+//   to EIGEN_STACK_ALLOCATION_LIMIT, 128 KiB, on the heap beyond; see README.md.)
+// - forward and forward_save run the same code on the same values, so they give the same
+//   bits; forward_save only keeps what forward throws away.
+// - backward never needs more than x (the stage input), y (its output) and the context: the
+//   executor keeps x and y alive, so no layer copies them into its context.
+// - backward returns dx and accumulates (+=) the parameter gradients.
+// - Deterministic: single-threaded Eigen; no randomness but dropout's own engine, whose state
+//   the executor saves and restores (random_state / set_random_state) before recomputing.
+//
+// Parameters and gradients are ordinary Eigen matrices owned by the layer: they live outside
+// the activation budget (the chain model counts activations only; weights are subtracted
+// from the device memory beforehand).
+
+#include <Eigen/Core>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <random>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <remat/core/units.hpp>
+#include <remat/exec/host_backend.hpp>
+
+#include <eigen/tensor.hpp>
+
+namespace eg {
+
+/// What forward_save keeps for the backward: tensors allocated through the backend, so the
+/// context's memory is counted, and bytes() is exactly what it holds.
+struct context {
+  std::vector<tensor> saved;
+
+  [[nodiscard]] remat::bytes bytes() const noexcept {
+    remat::bytes n = 0;
+    for (const auto& t : saved) n += t.bytes();
+    return n;
+  }
+  void clear() noexcept { saved.clear(); }
+};
+
+/// A layer's random state: dropout's engine, nothing for deterministic layers. The executor
+/// saves it before a stage's first forward and restores it before each recomputation.
+using rng_state = std::optional<std::mt19937>;
+
+/// A parameter and its gradient, both shaped like the parameter.
+struct parameter {
+  std::string name;
+  matrix value;
+  matrix grad;
+};
+
+/// The base of every example layer. Public members are what the executor calls (non-virtual,
+/// they check their input and forward to the do_* hooks that a layer implements).
+class layer {
+ public:
+  using context = eg::context;
+
+  virtual ~layer() = default;
+  layer(const layer&) = delete;
+  layer& operator=(const layer&) = delete;
+
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  /// True for the last stage of a chain: its backward takes no output gradient.
+  [[nodiscard]] virtual bool is_loss() const noexcept { return false; }
+
+  /// y = f(x), keeping nothing (temporaries are freed before returning).
+  [[nodiscard]] tensor forward(const tensor& x, backend& b) { return do_forward(x, b); }
+  /// y = f(x), keeping in ctx (cleared first) what backward needs. Same bits as forward.
+  [[nodiscard]] tensor forward_save(const tensor& x, context& ctx, backend& b) {
+    ctx.clear();
+    return do_forward_save(x, ctx, b);
+  }
+  /// dx from dy; accumulates the parameter gradients.
+  [[nodiscard]] tensor backward(const tensor& x, const tensor& y, const context& ctx, const tensor& dy,
+                                backend& b) {
+    if (dy.rows() != y.rows() || dy.cols() != y.cols())
+      throw std::invalid_argument(where() + "dy is " + shape(dy) + ", y is " + shape(y));
+    return do_backward(x, y, ctx, dy, b);
+  }
+  /// The loss's backward: the gradient of the loss output is the constant 1.
+  [[nodiscard]] tensor backward(const tensor& x, const tensor& y, const context& ctx, backend& b) {
+    return do_loss_backward(x, y, ctx, b);
+  }
+
+  // --- parameters ---------------------------------------------------------------------------
+  [[nodiscard]] std::span<parameter> parameters() noexcept { return params_; }
+  [[nodiscard]] std::span<const parameter> parameters() const noexcept { return params_; }
+  /// The gradients, in the order of parameters().
+  [[nodiscard]] std::vector<const matrix*> gradients() const {
+    std::vector<const matrix*> g;
+    g.reserve(params_.size());
+    for (const auto& p : params_) g.push_back(&p.grad);
+    return g;
+  }
+  /// The number of scalars in all parameters.
+  [[nodiscard]] std::size_t parameter_count() const noexcept {
+    std::size_t n = 0;
+    for (const auto& p : params_) n += static_cast<std::size_t>(p.value.size());
+    return n;
+  }
+  void zero_grad() {
+    for (auto& p : params_) p.grad.setZero();
+  }
+  void sgd_step(float lr) {
+    for (auto& p : params_) p.value -= lr * p.grad;
+  }
+
+  // --- random state (the executor finds these through the base class) ---------------------
+  [[nodiscard]] virtual rng_state random_state() const { return std::nullopt; }
+  virtual void set_random_state(const rng_state&) {}
+
+ protected:
+  explicit layer(std::string name) : name_(std::move(name)) {}
+
+  virtual tensor do_forward(const tensor& x, backend& b) = 0;
+  virtual tensor do_forward_save(const tensor& x, context& ctx, backend& b) = 0;
+  virtual tensor do_backward(const tensor&, const tensor&, const context&, const tensor&, backend&) {
+    throw std::logic_error(where() + "is a loss: its backward takes no output gradient");
+  }
+  virtual tensor do_loss_backward(const tensor&, const tensor&, const context&, backend&) {
+    throw std::logic_error(where() + "is not a loss: its backward needs the output gradient dy");
+  }
+
+  /// Registers a parameter (zero gradient); returns its index in parameters().
+  std::size_t add_parameter(std::string pname, index rows, index cols) {
+    params_.push_back({std::move(pname), matrix::Zero(rows, cols), matrix::Zero(rows, cols)});
+    return params_.size() - 1;
+  }
+  [[nodiscard]] matrix& value(std::size_t i) noexcept { return params_[i].value; }
+  [[nodiscard]] const matrix& value(std::size_t i) const noexcept { return params_[i].value; }
+  [[nodiscard]] matrix& grad(std::size_t i) noexcept { return params_[i].grad; }
+
+  [[nodiscard]] std::string where() const { return "eg::layer '" + name_ + "': "; }
+  [[nodiscard]] static std::string shape(const tensor& t) {
+    return std::to_string(t.rows()) + " x " + std::to_string(t.cols());
+  }
+  void expect_cols(const tensor& x, index cols) const {
+    if (x.cols() != cols)
+      throw std::invalid_argument(where() + "expects " + std::to_string(cols) + " features, got " +
+                                  shape(x));
+  }
+  void expect_saved(const context& ctx, std::size_t n) const {
+    if (ctx.saved.size() != n)
+      throw std::logic_error(where() + "backward needs the context of forward_save (" +
+                             std::to_string(n) + " tensors), got " + std::to_string(ctx.saved.size()));
+  }
+
+ private:
+  std::string name_;
+  std::vector<parameter> params_;
+};
+
+// --- building blocks shared by the layers -------------------------------------------------------
+
+namespace detail {
+
+/// GELU, tanh approximation (Hendrycks & Gimpel 2016): 0.5 x (1 + tanh(k (x + 0.044715 x^3))).
+inline constexpr float gelu_k = 0.7978845608028654f;  // sqrt(2 / pi)
+inline constexpr float gelu_c = 0.044715f;
+[[nodiscard]] inline float gelu(float v) noexcept {
+  return 0.5f * v * (1.0f + std::tanh(gelu_k * (v + gelu_c * v * v * v)));
+}
+[[nodiscard]] inline float gelu_grad(float v) noexcept {
+  const float t = std::tanh(gelu_k * (v + gelu_c * v * v * v));
+  return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * gelu_k * (1.0f + 3.0f * gelu_c * v * v);
+}
+
+/// Row-wise layer norm: xhat = (x - mean) * rstd, u = xhat * gain + bias, with
+/// rstd = 1 / sqrt(var + eps) (rows x 1). Plain loops: one fixed order of operations.
+inline void layer_norm_forward(const tensor& xt, const matrix& gain, const matrix& bias, float eps,
+                               tensor& xhat_t, tensor& rstd_t, tensor& u_t) {
+  const auto x = xt.mat();
+  auto xhat = xhat_t.mat(), rstd = rstd_t.mat(), u = u_t.mat();
+  const index d = x.cols();
+  const float inv_d = 1.0f / static_cast<float>(d);
+  for (index r = 0; r < x.rows(); ++r) {
+    float mean = 0.0f;
+    for (index c = 0; c < d; ++c) mean += x(r, c);
+    mean *= inv_d;
+    float var = 0.0f;
+    for (index c = 0; c < d; ++c) var += (x(r, c) - mean) * (x(r, c) - mean);
+    var *= inv_d;
+    const float rs = 1.0f / std::sqrt(var + eps);
+    rstd(r, 0) = rs;
+    for (index c = 0; c < d; ++c) {
+      xhat(r, c) = (x(r, c) - mean) * rs;
+      u(r, c) = xhat(r, c) * gain(0, c) + bias(0, c);
+    }
+  }
+}
+
+/// Given du, accumulates dgain and dbias, and adds the input gradient into dx:
+/// dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = du * gain.
+inline void layer_norm_backward(const tensor& du_t, const tensor& xhat_t, const tensor& rstd_t,
+                                const matrix& gain, matrix& dgain, matrix& dbias, tensor& dx_t) {
+  const auto du = du_t.mat(), xhat = xhat_t.mat(), rstd = rstd_t.mat();
+  auto dx = dx_t.mat();
+  const index d = du.cols();
+  const float inv_d = 1.0f / static_cast<float>(d);
+  for (index r = 0; r < du.rows(); ++r) {
+    float mean_dxhat = 0.0f, mean_dxhat_xhat = 0.0f;
+    for (index c = 0; c < d; ++c) {
+      const float dxhat = du(r, c) * gain(0, c);
+      mean_dxhat += dxhat;
+      mean_dxhat_xhat += dxhat * xhat(r, c);
+      dgain(0, c) += du(r, c) * xhat(r, c);
+      dbias(0, c) += du(r, c);
+    }
+    mean_dxhat *= inv_d;
+    mean_dxhat_xhat *= inv_d;
+    for (index c = 0; c < d; ++c) {
+      const float dxhat = du(r, c) * gain(0, c);
+      dx(r, c) += rstd(r, 0) * (dxhat - mean_dxhat - xhat(r, c) * mean_dxhat_xhat);
+    }
+  }
+}
+
+}  // namespace detail
+
+// --- linear ---------------------------------------------------------------------------------------
+
+/// y = x W + b, W: in x out (Xavier-uniform from the seed), b: 1 x out (zero). Saves nothing:
+/// its backward needs x (kept by the executor) and W.
+class linear final : public layer {
+ public:
+  linear(index in, index out, std::uint64_t seed, std::string name = "linear") : layer(std::move(name)) {
+    add_parameter("weight", in, out);
+    add_parameter("bias", 1, out);
+    const float limit = std::sqrt(6.0f / static_cast<float>(in + out));
+    fill_synthetic(value(0), derive_seed(seed, 0), limit);
+  }
+  [[nodiscard]] const matrix& weight() const noexcept { return value(0); }
+  [[nodiscard]] const matrix& bias() const noexcept { return value(1); }
+
+ protected:
+  tensor do_forward(const tensor& x, backend& b) override {
+    expect_cols(x, value(0).rows());
+    tensor y = tensor::uninitialized(b, x.rows(), value(0).cols());
+    y.mat().noalias() = x.mat() * value(0);
+    y.mat().rowwise() += value(1).row(0);
+    return y;
+  }
+  tensor do_forward_save(const tensor& x, context&, backend& b) override { return do_forward(x, b); }
+  tensor do_backward(const tensor& x, const tensor&, const context&, const tensor& dy, backend& b) override {
+    grad(0).noalias() += x.mat().transpose() * dy.mat();
+    grad(1).row(0) += dy.mat().colwise().sum();
+    tensor dx = tensor::uninitialized(b, dy.rows(), value(0).rows());
+    dx.mat().noalias() = dy.mat() * value(0).transpose();
+    return dx;
+  }
+};
+
+// --- activations ---------------------------------------------------------------------------------
+
+/// max(x, 0). Saves nothing: the backward masks dy by y > 0.
+class relu final : public layer {
+ public:
+  explicit relu(std::string name = "relu") : layer(std::move(name)) {}
+
+ protected:
+  tensor do_forward(const tensor& x, backend& b) override {
+    return tensor::from(b, x.mat().cwiseMax(0.0f));
+  }
+  tensor do_forward_save(const tensor& x, context&, backend& b) override { return do_forward(x, b); }
+  tensor do_backward(const tensor&, const tensor& y, const context&, const tensor& dy, backend& b) override {
+    return tensor::from(b, (y.mat().array() > 0.0f).select(dy.mat(), 0.0f));
+  }
+};
+
+/// GELU (tanh approximation). Saves nothing: the backward recomputes the derivative from x.
+class gelu final : public layer {
+ public:
+  explicit gelu(std::string name = "gelu") : layer(std::move(name)) {}
+
+ protected:
+  tensor do_forward(const tensor& x, backend& b) override {
+    tensor y = tensor::uninitialized(b, x.rows(), x.cols());
+    const float* in = x.data();
+    float* out = y.data();
+    for (index i = 0; i < x.size(); ++i) out[i] = detail::gelu(in[i]);
+    return y;
+  }
+  tensor do_forward_save(const tensor& x, context&, backend& b) override { return do_forward(x, b); }
+  tensor do_backward(const tensor& x, const tensor&, const context&, const tensor& dy, backend& b) override {
+    tensor dx = tensor::uninitialized(b, x.rows(), x.cols());
+    const float* in = x.data();
+    const float* g = dy.data();
+    float* out = dx.data();
+    for (index i = 0; i < x.size(); ++i) out[i] = g[i] * detail::gelu_grad(in[i]);
+    return dx;
+  }
+};
+
+// --- layer norm ----------------------------------------------------------------------------------
+
+/// Row-wise layer norm with gain (1) and bias (0), both 1 x width.
+/// Saves xhat (rows x width) and 1/std (rows x 1).
+class layer_norm final : public layer {
+ public:
+  explicit layer_norm(index width, float eps = 1e-5f, std::string name = "layer_norm")
+      : layer(std::move(name)), eps_(eps) {
+    add_parameter("gain", 1, width);
+    add_parameter("bias", 1, width);
+    value(0).setOnes();
+  }
+  [[nodiscard]] float eps() const noexcept { return eps_; }
+
+ protected:
+  tensor do_forward(const tensor& x, backend& b) override { return run(x, nullptr, b); }
+  tensor do_forward_save(const tensor& x, context& ctx, backend& b) override { return run(x, &ctx, b); }
+  tensor do_backward(const tensor&, const tensor&, const context& ctx, const tensor& dy, backend& b) override {
+    expect_saved(ctx, 2);
+    tensor dx = tensor::zeros(b, dy.rows(), dy.cols());
+    detail::layer_norm_backward(dy, ctx.saved[0], ctx.saved[1], value(0), grad(0), grad(1), dx);
+    return dx;
+  }
+
+ private:
+  // One code path for forward and forward_save: the same operations give the same bits.
+  tensor run(const tensor& x, context* ctx, backend& b) {
+    expect_cols(x, value(0).cols());
+    tensor xhat = tensor::uninitialized(b, x.rows(), x.cols());
+    tensor rstd = tensor::uninitialized(b, x.rows(), 1);
+    tensor y = tensor::uninitialized(b, x.rows(), x.cols());
+    detail::layer_norm_forward(x, value(0), value(1), eps_, xhat, rstd, y);
+    if (ctx != nullptr) {
+      ctx->saved.push_back(std::move(xhat));
+      ctx->saved.push_back(std::move(rstd));
+    }
+    return y;
+  }
+  float eps_;
+};
+
+// --- dropout -------------------------------------------------------------------------------------
+
+/// Inverted dropout: each element is dropped with probability p and the others are scaled by
+/// 1/(1-p). The mask comes from the layer's own std::mt19937, one draw per element in
+/// row-major order, in forward and forward_save alike: the same state gives the same mask.
+/// Saves the scaled mask (rows x cols: 0 or 1/(1-p)).
+class dropout final : public layer {
+ public:
+  dropout(float p, std::uint64_t seed, std::string name = "dropout")
+      : layer(std::move(name)), p_(p), engine_(static_cast<std::mt19937::result_type>(derive_seed(seed, 0) >> 32)) {
+    if (!(p >= 0.0f && p < 1.0f))
+      throw std::invalid_argument(where() + "p must be in [0, 1), got " + std::to_string(p));
+    // An element is kept when a 32-bit draw is >= threshold_, i.e. with probability 1 - p.
+    threshold_ = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
+    scale_ = 1.0f / (1.0f - p);
+  }
+  [[nodiscard]] float p() const noexcept { return p_; }
+  /// The engine, before the next forward's draws.
+  [[nodiscard]] rng_state random_state() const override { return engine_; }
+  void set_random_state(const rng_state& s) override {
+    if (!s) throw std::invalid_argument(where() + "a dropout layer's random state cannot be empty");
+    engine_ = *s;
+  }
+
+ protected:
+
+  tensor do_forward(const tensor& x, backend& b) override {
+    tensor y = tensor::uninitialized(b, x.rows(), x.cols());
+    const float* in = x.data();
+    float* out = y.data();
+    for (index i = 0; i < x.size(); ++i) out[i] = in[i] * next_mask();
+    return y;
+  }
+  tensor do_forward_save(const tensor& x, context& ctx, backend& b) override {
+    tensor mask = tensor::uninitialized(b, x.rows(), x.cols());
+    tensor y = tensor::uninitialized(b, x.rows(), x.cols());
+    const float* in = x.data();
+    float* m = mask.data();
+    float* out = y.data();
+    for (index i = 0; i < x.size(); ++i) {
+      m[i] = next_mask();
+      out[i] = in[i] * m[i];
+    }
+    ctx.saved.push_back(std::move(mask));
+    return y;
+  }
+  tensor do_backward(const tensor&, const tensor&, const context& ctx, const tensor& dy, backend& b) override {
+    expect_saved(ctx, 1);
+    return tensor::from(b, dy.mat().cwiseProduct(ctx.saved[0].mat()));
+  }
+
+ private:
+  float next_mask() { return static_cast<std::uint64_t>(engine_()) >= threshold_ ? scale_ : 0.0f; }
+
+  float p_;
+  std::mt19937 engine_;
+  std::uint64_t threshold_ = 0;
+  float scale_ = 1.0f;
+};
+
+// --- residual MLP block ---------------------------------------------------------------------------
+
+/// One transformer-like chain stage: y = x + gelu(layer_norm(x) W1 + b1) W2 + b2, with
+/// W1: width x hidden, W2: hidden x width (Xavier from the seed), zero biases, LN gain 1.
+/// Its intermediates come from the backend: in forward they are freed as soon as they are
+/// used; forward_save keeps them, in this order: xhat (rows x width), 1/std (rows x 1),
+/// u = LN(x) (rows x width), h = u W1 + b1 (rows x hidden), g = gelu(h) (rows x hidden).
+class residual_mlp final : public layer {
+ public:
+  residual_mlp(index width, index hidden, std::uint64_t seed, std::string name = "residual_mlp",
+               float eps = 1e-5f)
+      : layer(std::move(name)), eps_(eps) {
+    add_parameter("ln.gain", 1, width);
+    add_parameter("ln.bias", 1, width);
+    add_parameter("fc1.weight", width, hidden);
+    add_parameter("fc1.bias", 1, hidden);
+    add_parameter("fc2.weight", hidden, width);
+    add_parameter("fc2.bias", 1, width);
+    value(gain).setOnes();
+    const float limit = std::sqrt(6.0f / static_cast<float>(width + hidden));
+    fill_synthetic(value(w1), derive_seed(seed, 0), limit);
+    fill_synthetic(value(w2), derive_seed(seed, 1), limit);
+  }
+  [[nodiscard]] index width() const noexcept { return value(w1).rows(); }
+  [[nodiscard]] index hidden() const noexcept { return value(w1).cols(); }
+
+ protected:
+  tensor do_forward(const tensor& x, backend& b) override { return run(x, nullptr, b); }
+  tensor do_forward_save(const tensor& x, context& ctx, backend& b) override { return run(x, &ctx, b); }
+
+  tensor do_backward(const tensor&, const tensor&, const context& ctx, const tensor& dy, backend& b) override {
+    expect_saved(ctx, 5);
+    const tensor& xhat = ctx.saved[0];
+    const tensor& rstd = ctx.saved[1];
+    const tensor& u = ctx.saved[2];
+    const tensor& h = ctx.saved[3];
+    const tensor& g = ctx.saved[4];
+    tensor dx = dy.clone(b);  // the residual path
+    // out = g W2 + b2
+    grad(w2).noalias() += g.mat().transpose() * dy.mat();
+    grad(b2).row(0) += dy.mat().colwise().sum();
+    tensor dh = tensor::uninitialized(b, dy.rows(), hidden());
+    dh.mat().noalias() = dy.mat() * value(w2).transpose();
+    // g = gelu(h), in place: dh = dg * gelu'(h)
+    for (index i = 0; i < dh.size(); ++i) dh.data()[i] *= detail::gelu_grad(h.data()[i]);
+    // h = u W1 + b1
+    grad(w1).noalias() += u.mat().transpose() * dh.mat();
+    grad(b1).row(0) += dh.mat().colwise().sum();
+    tensor du = tensor::uninitialized(b, dy.rows(), width());
+    du.mat().noalias() = dh.mat() * value(w1).transpose();
+    dh.release();
+    // u = layer_norm(x)
+    detail::layer_norm_backward(du, xhat, rstd, value(gain), grad(gain), grad(beta), dx);
+    return dx;
+  }
+
+ private:
+  static constexpr std::size_t gain = 0, beta = 1, w1 = 2, b1 = 3, w2 = 4, b2 = 5;
+
+  // One code path for forward and forward_save: the same operations give the same bits; only
+  // the lifetime of the intermediates differs.
+  tensor run(const tensor& x, context* ctx, backend& b) {
+    expect_cols(x, width());
+    const auto keep_or_free = [ctx](tensor& t) {
+      if (ctx != nullptr)
+        ctx->saved.push_back(std::move(t));
+      else
+        t.release();
+    };
+    tensor xhat = tensor::uninitialized(b, x.rows(), width());
+    tensor rstd = tensor::uninitialized(b, x.rows(), 1);
+    tensor u = tensor::uninitialized(b, x.rows(), width());
+    detail::layer_norm_forward(x, value(gain), value(beta), eps_, xhat, rstd, u);
+    keep_or_free(xhat);
+    keep_or_free(rstd);
+    tensor h = tensor::uninitialized(b, x.rows(), hidden());
+    h.mat().noalias() = u.mat() * value(w1);
+    h.mat().rowwise() += value(b1).row(0);
+    keep_or_free(u);
+    tensor g = tensor::uninitialized(b, x.rows(), hidden());
+    for (index i = 0; i < h.size(); ++i) g.data()[i] = detail::gelu(h.data()[i]);
+    keep_or_free(h);
+    tensor y = tensor::uninitialized(b, x.rows(), width());
+    y.mat().noalias() = g.mat() * value(w2);
+    y.mat().rowwise() += value(b2).row(0);
+    y.mat() += x.mat();
+    keep_or_free(g);
+    return y;
+  }
+  float eps_;
+};
+
+// --- loss ----------------------------------------------------------------------------------------
+
+/// Mean squared error against a fixed synthetic target (batch x features, uniform in [-1, 1)
+/// from the seed): L = sum((x - t)^2) / (batch * features). The output is a 1 x 1 tensor;
+/// last_value() is the loss of the latest forward. Saves nothing (its backward needs x).
+class mse_loss final : public layer {
+ public:
+  mse_loss(index batch, index features, std::uint64_t seed, std::string name = "mse_loss")
+      : layer(std::move(name)), target_(batch, features) {
+    fill_synthetic(target_, derive_seed(seed, 0));
+  }
+  [[nodiscard]] bool is_loss() const noexcept override { return true; }
+  [[nodiscard]] float last_value() const noexcept { return last_; }
+  [[nodiscard]] const matrix& target() const noexcept { return target_; }
+
+ protected:
+  tensor do_forward(const tensor& x, backend& b) override {
+    if (x.rows() != target_.rows() || x.cols() != target_.cols())
+      throw std::invalid_argument(where() + "expects " + std::to_string(target_.rows()) + " x " +
+                                  std::to_string(target_.cols()) + ", got " + shape(x));
+    tensor y = tensor::uninitialized(b, 1, 1);
+    last_ = (x.mat() - target_).squaredNorm() / static_cast<float>(target_.size());
+    y.mat()(0, 0) = last_;
+    return y;
+  }
+  tensor do_forward_save(const tensor& x, context&, backend& b) override { return do_forward(x, b); }
+  tensor do_loss_backward(const tensor& x, const tensor&, const context&, backend& b) override {
+    const float s = 2.0f / static_cast<float>(target_.size());
+    return tensor::from(b, s * (x.mat() - target_));
+  }
+
+ private:
+  matrix target_;
+  float last_ = std::numeric_limits<float>::quiet_NaN();
+};
+
+}  // namespace eg

@@ -1,0 +1,145 @@
+#pragma once
+// Example models for the executor and the profiler: a model is a
+// std::vector<std::unique_ptr<eg::layer>> (a random-access range of pointer-like layers; the
+// default remat::exec traits dereference them), the last layer being the loss. Plus what a
+// training loop needs around it (input, SGD, gradients as flat vectors for bitwise
+// comparisons) and backprop(), plain training (store-all), the reference the executor's
+// gradients must equal bit for bit.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <remat/exec/host_backend.hpp>
+
+#include <eigen/layers.hpp>
+#include <eigen/tensor.hpp>
+
+namespace eg {
+
+using model = std::vector<std::unique_ptr<layer>>;
+
+enum class activation { gelu, relu };
+
+/// depth x [linear(width, width), activation, dropout(p) when p > 0], then mse_loss against a
+/// batch x width target. Stages are named fc1, gelu1 (relu1), drop1, ..., loss. Layer i's
+/// parameters and dropout engine are seeded from derive_seed(seed, i).
+[[nodiscard]] inline model make_mlp(int depth, index width, index batch, std::uint64_t seed,
+                                    float dropout_p = 0.0f, activation act = activation::gelu) {
+  if (depth < 0 || width <= 0 || batch <= 0)
+    throw std::invalid_argument("eg::make_mlp: needs depth >= 0, width > 0 and batch > 0");
+  model m;
+  std::uint64_t part = 0;
+  for (int i = 1; i <= depth; ++i) {
+    const std::string k = std::to_string(i);
+    m.push_back(std::make_unique<linear>(width, width, derive_seed(seed, part++), "fc" + k));
+    if (act == activation::gelu)
+      m.push_back(std::make_unique<gelu>("gelu" + k));
+    else
+      m.push_back(std::make_unique<relu>("relu" + k));
+    if (dropout_p > 0.0f) m.push_back(std::make_unique<dropout>(dropout_p, derive_seed(seed, part++), "drop" + k));
+  }
+  m.push_back(std::make_unique<mse_loss>(batch, width, derive_seed(seed, part++), "loss"));
+  return m;
+}
+
+/// Transformer-like: depth x [residual_mlp(width, hidden), dropout(p) when p > 0], then a
+/// final layer_norm, a linear(width, width) head and mse_loss against a batch x width target.
+/// Stages are named block1, drop1, ..., ln_f, head, loss.
+[[nodiscard]] inline model make_residual_stack(int depth, index width, index hidden, index batch,
+                                               std::uint64_t seed, float dropout_p = 0.0f) {
+  if (depth < 0 || width <= 0 || hidden <= 0 || batch <= 0)
+    throw std::invalid_argument(
+        "eg::make_residual_stack: needs depth >= 0, width > 0, hidden > 0 and batch > 0");
+  model m;
+  std::uint64_t part = 0;
+  for (int i = 1; i <= depth; ++i) {
+    const std::string k = std::to_string(i);
+    m.push_back(std::make_unique<residual_mlp>(width, hidden, derive_seed(seed, part++), "block" + k));
+    if (dropout_p > 0.0f) m.push_back(std::make_unique<dropout>(dropout_p, derive_seed(seed, part++), "drop" + k));
+  }
+  m.push_back(std::make_unique<layer_norm>(width, 1e-5f, "ln_f"));
+  m.push_back(std::make_unique<linear>(width, width, derive_seed(seed, part++), "head"));
+  m.push_back(std::make_unique<mse_loss>(batch, width, derive_seed(seed, part++), "loss"));
+  return m;
+}
+
+/// A batch x width input, uniform in [-1, 1) from the seed, allocated through b.
+[[nodiscard]] inline tensor make_input(backend& b, index batch, index width, std::uint64_t seed) {
+  tensor x = tensor::uninitialized(b, batch, width);
+  fill_synthetic(x, seed);
+  return x;
+}
+
+inline void zero_grad(model& m) {
+  for (auto& l : m) l->zero_grad();
+}
+inline void sgd_step(model& m, float lr) {
+  for (auto& l : m) l->sgd_step(lr);
+}
+[[nodiscard]] inline std::size_t parameter_count(const model& m) {
+  std::size_t n = 0;
+  for (const auto& l : m) n += l->parameter_count();
+  return n;
+}
+/// Every parameter gradient, layer by layer, parameter by parameter, row-major.
+[[nodiscard]] inline std::vector<float> flat_gradients(const model& m) {
+  std::vector<float> v;
+  v.reserve(parameter_count(m));
+  for (const auto& l : m)
+    for (const auto& p : l->parameters()) v.insert(v.end(), p.grad.data(), p.grad.data() + p.grad.size());
+  return v;
+}
+/// Every parameter value, in the order of flat_gradients.
+[[nodiscard]] inline std::vector<float> flat_parameters(const model& m) {
+  std::vector<float> v;
+  v.reserve(parameter_count(m));
+  for (const auto& l : m)
+    for (const auto& p : l->parameters()) v.insert(v.end(), p.value.data(), p.value.data() + p.value.size());
+  return v;
+}
+/// The random state of every layer, in order (to replay an iteration).
+[[nodiscard]] inline std::vector<rng_state> random_states(const model& m) {
+  std::vector<rng_state> s;
+  s.reserve(m.size());
+  for (const auto& l : m) s.push_back(l->random_state());
+  return s;
+}
+inline void set_random_states(model& m, const std::vector<rng_state>& s) {
+  if (s.size() != m.size()) throw std::invalid_argument("eg::set_random_states: one state per layer");
+  for (std::size_t i = 0; i < m.size(); ++i) m[i]->set_random_state(s[i]);
+}
+
+/// Plain training (store-all): forward_save every stage, then the loss backward and every
+/// backward in reverse, freeing each stage's output and context once its backward is done.
+/// Accumulates the gradients (call zero_grad first for fresh ones) and returns the loss.
+/// Its peak on b is the store-all peak of the chain.
+inline float backprop(model& m, const tensor& x, backend& b) {
+  if (m.empty() || !m.back()->is_loss()) throw std::invalid_argument("eg::backprop: the last layer must be a loss");
+  const std::size_t n = m.size();
+  std::vector<tensor> ys(n);
+  std::vector<context> ctxs(n);
+  const auto input = [&](std::size_t i) -> const tensor& { return i == 0 ? x : ys[i - 1]; };
+  for (std::size_t i = 0; i < n; ++i) {
+    b.set_activity("F" + std::to_string(i + 1) + "_all of stage " + std::to_string(i + 1) + " ('" +
+                   m[i]->name() + "')");
+    ys[i] = m[i]->forward_save(input(i), ctxs[i], b);
+  }
+  const float loss = ys[n - 1].mat()(0, 0);
+  tensor dy;
+  for (std::size_t i = n; i-- > 0;) {
+    b.set_activity("B" + std::to_string(i + 1) + " of stage " + std::to_string(i + 1) + " ('" +
+                   m[i]->name() + "')");
+    tensor dx = i + 1 == n ? m[i]->backward(input(i), ys[i], ctxs[i], b)
+                           : m[i]->backward(input(i), ys[i], ctxs[i], dy, b);
+    ys[i].release();
+    ctxs[i].clear();
+    dy = std::move(dx);
+  }
+  return loss;
+}
+
+}  // namespace eg
