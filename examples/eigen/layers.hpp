@@ -89,8 +89,8 @@ class layer {
     return do_forward_save(x, ctx, b);
   }
   /// dx from dy; accumulates the parameter gradients.
-  [[nodiscard]] tensor backward(const tensor& x, const tensor& y, const context& ctx, const tensor& dy,
-                                backend& b) {
+  [[nodiscard]] tensor backward(const tensor& x, const tensor& y, const context& ctx,
+                                const tensor& dy, backend& b) {
     if (dy.rows() != y.rows() || dy.cols() != y.cols())
       throw std::invalid_argument(where() + "dy is " + shape(dy) + ", y is " + shape(y));
     return do_backward(x, y, ctx, dy, b);
@@ -132,7 +132,8 @@ class layer {
 
   virtual tensor do_forward(const tensor& x, backend& b) = 0;
   virtual tensor do_forward_save(const tensor& x, context& ctx, backend& b) = 0;
-  virtual tensor do_backward(const tensor&, const tensor&, const context&, const tensor&, backend&) {
+  virtual tensor do_backward(const tensor&, const tensor&, const context&, const tensor&,
+                             backend&) {
     throw std::logic_error(where() + "is a loss: its backward takes no output gradient");
   }
   virtual tensor do_loss_backward(const tensor&, const tensor&, const context&, backend&) {
@@ -160,7 +161,8 @@ class layer {
   void expect_saved(const context& ctx, std::size_t n) const {
     if (ctx.saved.size() != n)
       throw std::logic_error(where() + "backward needs the context of forward_save (" +
-                             std::to_string(n) + " tensors), got " + std::to_string(ctx.saved.size()));
+                             std::to_string(n) + " tensors), got " +
+                             std::to_string(ctx.saved.size()));
   }
 
  private:
@@ -168,7 +170,7 @@ class layer {
   std::vector<parameter> params_;
 };
 
-// --- building blocks shared by the layers -------------------------------------------------------
+// --- building blocks shared by the layers --------------------------------------------------------
 
 namespace detail {
 
@@ -235,13 +237,14 @@ inline void layer_norm_backward(const tensor& du_t, const tensor& xhat_t, const 
 
 }  // namespace detail
 
-// --- linear ---------------------------------------------------------------------------------------
+// --- linear --------------------------------------------------------------------------------------
 
 /// y = x W + b, W: in x out (Xavier-uniform from the seed), b: 1 x out (zero). Saves nothing:
 /// its backward needs x (kept by the executor) and W.
 class linear final : public layer {
  public:
-  linear(index in, index out, std::uint64_t seed, std::string name = "linear") : layer(std::move(name)) {
+  linear(index in, index out, std::uint64_t seed, std::string name = "linear")
+      : layer(std::move(name)) {
     add_parameter("weight", in, out);
     add_parameter("bias", 1, out);
     const float limit = std::sqrt(6.0f / static_cast<float>(in + out));
@@ -258,8 +261,11 @@ class linear final : public layer {
     y.mat().rowwise() += value(1).row(0);
     return y;
   }
-  tensor do_forward_save(const tensor& x, context&, backend& b) override { return do_forward(x, b); }
-  tensor do_backward(const tensor& x, const tensor&, const context&, const tensor& dy, backend& b) override {
+  tensor do_forward_save(const tensor& x, context&, backend& b) override {
+    return do_forward(x, b);
+  }
+  tensor do_backward(const tensor& x, const tensor&, const context&, const tensor& dy,
+                     backend& b) override {
     grad(0).noalias() += x.mat().transpose() * dy.mat();
     grad(1).row(0) += dy.mat().colwise().sum();
     tensor dx = tensor::uninitialized(b, dy.rows(), value(0).rows());
@@ -279,8 +285,11 @@ class relu final : public layer {
   tensor do_forward(const tensor& x, backend& b) override {
     return tensor::from(b, x.mat().cwiseMax(0.0f));
   }
-  tensor do_forward_save(const tensor& x, context&, backend& b) override { return do_forward(x, b); }
-  tensor do_backward(const tensor&, const tensor& y, const context&, const tensor& dy, backend& b) override {
+  tensor do_forward_save(const tensor& x, context&, backend& b) override {
+    return do_forward(x, b);
+  }
+  tensor do_backward(const tensor&, const tensor& y, const context&, const tensor& dy,
+                     backend& b) override {
     return tensor::from(b, (y.mat().array() > 0.0f).select(dy.mat(), 0.0f));
   }
 };
@@ -298,8 +307,11 @@ class gelu final : public layer {
     for (index i = 0; i < x.size(); ++i) out[i] = detail::gelu(in[i]);
     return y;
   }
-  tensor do_forward_save(const tensor& x, context&, backend& b) override { return do_forward(x, b); }
-  tensor do_backward(const tensor& x, const tensor&, const context&, const tensor& dy, backend& b) override {
+  tensor do_forward_save(const tensor& x, context&, backend& b) override {
+    return do_forward(x, b);
+  }
+  tensor do_backward(const tensor& x, const tensor&, const context&, const tensor& dy,
+                     backend& b) override {
     tensor dx = tensor::uninitialized(b, x.rows(), x.cols());
     const float* in = x.data();
     const float* g = dy.data();
@@ -325,8 +337,11 @@ class layer_norm final : public layer {
 
  protected:
   tensor do_forward(const tensor& x, backend& b) override { return run(x, nullptr, b); }
-  tensor do_forward_save(const tensor& x, context& ctx, backend& b) override { return run(x, &ctx, b); }
-  tensor do_backward(const tensor&, const tensor&, const context& ctx, const tensor& dy, backend& b) override {
+  tensor do_forward_save(const tensor& x, context& ctx, backend& b) override {
+    return run(x, &ctx, b);
+  }
+  tensor do_backward(const tensor&, const tensor&, const context& ctx, const tensor& dy,
+                     backend& b) override {
     expect_saved(ctx, 2);
     tensor dx = tensor::zeros(b, dy.rows(), dy.cols());
     detail::layer_norm_backward(dy, ctx.saved[0], ctx.saved[1], value(0), grad(0), grad(1), dx);
@@ -359,7 +374,9 @@ class layer_norm final : public layer {
 class dropout final : public layer {
  public:
   dropout(float p, std::uint64_t seed, std::string name = "dropout")
-      : layer(std::move(name)), p_(p), engine_(static_cast<std::mt19937::result_type>(derive_seed(seed, 0) >> 32)) {
+      : layer(std::move(name)),
+        p_(p),
+        engine_(static_cast<std::mt19937::result_type>(derive_seed(seed, 0) >> 32)) {
     if (!(p >= 0.0f && p < 1.0f))
       throw std::invalid_argument(where() + "p must be in [0, 1), got " + std::to_string(p));
     // An element is kept when a 32-bit draw is >= threshold_, i.e. with probability 1 - p.
@@ -375,7 +392,6 @@ class dropout final : public layer {
   }
 
  protected:
-
   tensor do_forward(const tensor& x, backend& b) override {
     tensor y = tensor::uninitialized(b, x.rows(), x.cols());
     const float* in = x.data();
@@ -396,7 +412,8 @@ class dropout final : public layer {
     ctx.saved.push_back(std::move(mask));
     return y;
   }
-  tensor do_backward(const tensor&, const tensor&, const context& ctx, const tensor& dy, backend& b) override {
+  tensor do_backward(const tensor&, const tensor&, const context& ctx, const tensor& dy,
+                     backend& b) override {
     expect_saved(ctx, 1);
     return tensor::from(b, dy.mat().cwiseProduct(ctx.saved[0].mat()));
   }
@@ -410,7 +427,7 @@ class dropout final : public layer {
   float scale_ = 1.0f;
 };
 
-// --- residual MLP block ---------------------------------------------------------------------------
+// --- residual MLP block --------------------------------------------------------------------------
 
 /// One transformer-like chain stage: y = x + gelu(layer_norm(x) W1 + b1) W2 + b2, with
 /// W1: width x hidden, W2: hidden x width (Xavier from the seed), zero biases, LN gain 1.
@@ -438,9 +455,12 @@ class residual_mlp final : public layer {
 
  protected:
   tensor do_forward(const tensor& x, backend& b) override { return run(x, nullptr, b); }
-  tensor do_forward_save(const tensor& x, context& ctx, backend& b) override { return run(x, &ctx, b); }
+  tensor do_forward_save(const tensor& x, context& ctx, backend& b) override {
+    return run(x, &ctx, b);
+  }
 
-  tensor do_backward(const tensor&, const tensor&, const context& ctx, const tensor& dy, backend& b) override {
+  tensor do_backward(const tensor&, const tensor&, const context& ctx, const tensor& dy,
+                     backend& b) override {
     expect_saved(ctx, 5);
     const tensor& xhat = ctx.saved[0];
     const tensor& rstd = ctx.saved[1];
@@ -527,7 +547,9 @@ class mse_loss final : public layer {
     y.mat()(0, 0) = last_;
     return y;
   }
-  tensor do_forward_save(const tensor& x, context&, backend& b) override { return do_forward(x, b); }
+  tensor do_forward_save(const tensor& x, context&, backend& b) override {
+    return do_forward(x, b);
+  }
   tensor do_loss_backward(const tensor& x, const tensor&, const context&, backend& b) override {
     const float s = 2.0f / static_cast<float>(target_.size());
     return tensor::from(b, s * (x.mat() - target_));

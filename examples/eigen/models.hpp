@@ -40,7 +40,8 @@ enum class activation { gelu, relu };
       m.push_back(std::make_unique<gelu>("gelu" + k));
     else
       m.push_back(std::make_unique<relu>("relu" + k));
-    if (dropout_p > 0.0f) m.push_back(std::make_unique<dropout>(dropout_p, derive_seed(seed, part++), "drop" + k));
+    if (dropout_p > 0.0f)
+      m.push_back(std::make_unique<dropout>(dropout_p, derive_seed(seed, part++), "drop" + k));
   }
   m.push_back(std::make_unique<mse_loss>(batch, width, derive_seed(seed, part++), "loss"));
   return m;
@@ -58,8 +59,10 @@ enum class activation { gelu, relu };
   std::uint64_t part = 0;
   for (int i = 1; i <= depth; ++i) {
     const std::string k = std::to_string(i);
-    m.push_back(std::make_unique<residual_mlp>(width, hidden, derive_seed(seed, part++), "block" + k));
-    if (dropout_p > 0.0f) m.push_back(std::make_unique<dropout>(dropout_p, derive_seed(seed, part++), "drop" + k));
+    m.push_back(
+        std::make_unique<residual_mlp>(width, hidden, derive_seed(seed, part++), "block" + k));
+    if (dropout_p > 0.0f)
+      m.push_back(std::make_unique<dropout>(dropout_p, derive_seed(seed, part++), "drop" + k));
   }
   m.push_back(std::make_unique<layer_norm>(width, 1e-5f, "ln_f"));
   m.push_back(std::make_unique<linear>(width, width, derive_seed(seed, part++), "head"));
@@ -90,7 +93,8 @@ inline void sgd_step(model& m, float lr) {
   std::vector<float> v;
   v.reserve(parameter_count(m));
   for (const auto& l : m)
-    for (const auto& p : l->parameters()) v.insert(v.end(), p.grad.data(), p.grad.data() + p.grad.size());
+    for (const auto& p : l->parameters())
+      v.insert(v.end(), p.grad.data(), p.grad.data() + p.grad.size());
   return v;
 }
 /// Every parameter value, in the order of flat_gradients.
@@ -98,7 +102,8 @@ inline void sgd_step(model& m, float lr) {
   std::vector<float> v;
   v.reserve(parameter_count(m));
   for (const auto& l : m)
-    for (const auto& p : l->parameters()) v.insert(v.end(), p.value.data(), p.value.data() + p.value.size());
+    for (const auto& p : l->parameters())
+      v.insert(v.end(), p.value.data(), p.value.data() + p.value.size());
   return v;
 }
 /// The random state of every layer, in order (to replay an iteration).
@@ -109,7 +114,8 @@ inline void sgd_step(model& m, float lr) {
   return s;
 }
 inline void set_random_states(model& m, const std::vector<rng_state>& s) {
-  if (s.size() != m.size()) throw std::invalid_argument("eg::set_random_states: one state per layer");
+  if (s.size() != m.size())
+    throw std::invalid_argument("eg::set_random_states: one state per layer");
   for (std::size_t i = 0; i < m.size(); ++i) m[i]->set_random_state(s[i]);
 }
 
@@ -118,7 +124,8 @@ inline void set_random_states(model& m, const std::vector<rng_state>& s) {
 /// Accumulates the gradients (call zero_grad first for fresh ones) and returns the loss.
 /// Its peak on b is the store-all peak of the chain.
 inline float backprop(model& m, const tensor& x, backend& b) {
-  if (m.empty() || !m.back()->is_loss()) throw std::invalid_argument("eg::backprop: the last layer must be a loss");
+  if (m.empty() || !m.back()->is_loss())
+    throw std::invalid_argument("eg::backprop: the last layer must be a loss");
   const std::size_t n = m.size();
   std::vector<tensor> ys(n);
   std::vector<context> ctxs(n);

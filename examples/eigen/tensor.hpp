@@ -40,7 +40,9 @@ class tensor {
   /// An empty 0 x 0 tensor that owns nothing.
   tensor() = default;
   tensor(tensor&& o) noexcept
-      : buf_(std::move(o.buf_)), rows_(std::exchange(o.rows_, 0)), cols_(std::exchange(o.cols_, 0)) {}
+      : buf_(std::move(o.buf_)),
+        rows_(std::exchange(o.rows_, 0)),
+        cols_(std::exchange(o.cols_, 0)) {}
   tensor& operator=(tensor&& o) noexcept {
     if (this != &o) {
       buf_ = std::move(o.buf_);
@@ -117,10 +119,11 @@ class tensor {
 /// Same shape and the same bits (so +0 differs from -0, and a NaN equals the same NaN).
 [[nodiscard]] inline bool bitwise_equal(const tensor& a, const tensor& b) noexcept {
   return a.rows() == b.rows() && a.cols() == b.cols() &&
-         (a.size() == 0 || std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.bytes())) == 0);
+         (a.size() == 0 ||
+          std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.bytes())) == 0);
 }
 
-// --- synthetic data -------------------------------------------------------------------------------
+// --- synthetic data ------------------------------------------------------------------------------
 // A counter-based generator (SplitMix64) rather than <random>'s distributions, whose results
 // differ between standard libraries: the same seed gives the same data everywhere.
 
@@ -138,7 +141,8 @@ namespace detail {
 }
 inline void fill_synthetic(float* p, index n, std::uint64_t seed, float scale) noexcept {
   const std::uint64_t base = splitmix64(seed);
-  for (index i = 0; i < n; ++i) p[i] = scale * unit_uniform(splitmix64(base + static_cast<std::uint64_t>(i)));
+  for (index i = 0; i < n; ++i)
+    p[i] = scale * unit_uniform(splitmix64(base + static_cast<std::uint64_t>(i)));
 }
 }  // namespace detail
 

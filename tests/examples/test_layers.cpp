@@ -65,14 +65,16 @@ struct objective {
     const eg::tensor y = l.forward(x, b);
     if (dy == nullptr) return static_cast<double>(y.mat()(0, 0));
     double s = 0;
-    for (eg::index i = 0; i < y.size(); ++i) s += static_cast<double>(y.data()[i]) * static_cast<double>(dy->data()[i]);
+    for (eg::index i = 0; i < y.size(); ++i)
+      s += static_cast<double>(y.data()[i]) * static_cast<double>(dy->data()[i]);
     return s;
   }
 };
 
 void check_close(double numeric, double analytic, const std::string& what) {
   INFO(what << ": numeric " << numeric << ", analytic " << analytic);
-  CHECK(std::abs(numeric - analytic) <= 2e-3 + 2e-2 * std::max(std::abs(numeric), std::abs(analytic)));
+  CHECK(std::abs(numeric - analytic) <=
+        2e-3 + 2e-2 * std::max(std::abs(numeric), std::abs(analytic)));
 }
 
 /// backward against central differences, for dx and for every parameter entry.
@@ -97,7 +99,8 @@ void check_gradients(eg::layer& l, eg::tensor& x, std::uint64_t seed, float h = 
     v = v0 - h;
     const double down = f(x);
     v = v0;
-    check_close((up - down) / (2.0 * static_cast<double>(h)), dx.data()[i], l.name() + " dx[" + std::to_string(i) + "]");
+    check_close((up - down) / (2.0 * static_cast<double>(h)), dx.data()[i],
+                l.name() + " dx[" + std::to_string(i) + "]");
   }
   for (auto& p : l.parameters()) {
     for (eg::index i = 0; i < p.value.size(); ++i) {
@@ -174,7 +177,8 @@ TEST_CASE("eg::tensor: allocated through the backend, sized in bytes, move-only"
 
 TEST_CASE("eg::fill_synthetic depends on the seed only") {
   host_backend b;
-  auto x = eg::make_input(b, 4, 6, 42), y = eg::make_input(b, 4, 6, 42), z = eg::make_input(b, 4, 6, 43);
+  auto x = eg::make_input(b, 4, 6, 42), y = eg::make_input(b, 4, 6, 42),
+       z = eg::make_input(b, 4, 6, 43);
   CHECK(eg::bitwise_equal(x, y));
   CHECK_FALSE(eg::bitwise_equal(x, z));
   CHECK(eg::derive_seed(1, 0) != eg::derive_seed(1, 1));
@@ -224,6 +228,13 @@ TEST_CASE("eg layers: forward and forward_save give the same bits") {
     const auto y_saved = l->forward_save(x, ctx, b);
     CHECK(eg::bitwise_equal(y, y_saved));
   }
+  // Sizes where Eigen's products leave the coefficient-based path for the blocked GEMM.
+  eg::residual_mlp block(64, 256, 1);
+  eg::linear fc(64, 128, 2);
+  const auto big = eg::make_input(b, 32, 64, 3);
+  eg::context c1, c2;
+  CHECK(eg::bitwise_equal(block.forward(big, b), block.forward_save(big, c1, b)));
+  CHECK(eg::bitwise_equal(fc.forward(big, b), fc.forward_save(big, c2, b)));
 }
 
 TEST_CASE("eg layers: every allocation goes through the backend and is returned") {
@@ -233,14 +244,16 @@ TEST_CASE("eg layers: every allocation goes through the backend and is returned"
   const remat::bytes base = b.in_use();
   for (auto& l : ls) {
     CAPTURE(l->name());
-    const remat::bytes out_bytes = l->is_loss() ? F : (l->name() == "linear" ? B * H * F : B * D * F);
+    const remat::bytes out_bytes =
+        l->is_loss() ? F : (l->name() == "linear" ? B * H * F : B * D * F);
     {
       b.reset_high_water();
       const auto y = l->forward(x, b);
       CHECK(y.bytes() == out_bytes);
       CHECK(b.in_use() == base + out_bytes);  // forward keeps nothing
       if (l->name() == "residual_mlp")        // its intermediates, freed as soon as used
-        CHECK(b.high_water() == base + std::max({2 * B * D + B, B * D + B * H, 2 * B * H, B * H + B * D}) * F);
+        CHECK(b.high_water() ==
+              base + std::max({2 * B * D + B, B * D + B * H, 2 * B * H, B * H + B * D}) * F);
       else if (l->name() == "layer_norm")  // xhat and 1/std, as forward_save computes them
         CHECK(b.high_water() == base + out_bytes + (B * D + B) * F);
       else  // no temporaries
@@ -251,7 +264,8 @@ TEST_CASE("eg layers: every allocation goes through the backend and is returned"
       eg::context ctx;
       const auto y = l->forward_save(x, ctx, b);
       CHECK(ctx.bytes() == expected_context_bytes(*l));
-      CHECK(remat::exec::layer_traits<std::unique_ptr<eg::layer>>::context_bytes(ctx) == ctx.bytes());
+      CHECK(remat::exec::layer_traits<std::unique_ptr<eg::layer>>::context_bytes(ctx) ==
+            ctx.bytes());
       CHECK(b.in_use() == base + out_bytes + ctx.bytes());
       const remat::bytes held = b.in_use();
       eg::tensor dy;
@@ -317,7 +331,8 @@ TEST_CASE("eg layers: misuse is reported with the layer's name") {
   CHECK_THROWS_AS((void)fc.backward(x2, y, ctx, b), std::logic_error);  // not a loss
   eg::layer_norm ln(D);
   CHECK_THROWS_AS((void)ln.backward(x2, x2, ctx, x2, b), std::logic_error);  // empty context
-  CHECK_THROWS_AS((void)fc.backward(x2, y, ctx, x2, b), std::invalid_argument);  // dy is not y's shape
+  CHECK_THROWS_AS((void)fc.backward(x2, y, ctx, x2, b),
+                  std::invalid_argument);  // dy is not y's shape
 }
 
 TEST_CASE("eg models: plain training is deterministic, frees everything and learns") {
