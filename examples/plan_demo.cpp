@@ -1,8 +1,8 @@
-// The main demo: plans the example chains over a range of memory budgets and prints, for each
-// policy, the predicted overhead against plain training and the peak memory: the memory/time
-// trade-off at a glance. Every number comes from a schedule the simulator has checked.
+// The planning overview (remat-plan-demo): plans the example chains over a range of memory
+// budgets and prints, for each policy, the predicted overhead against plain training and the
+// peak memory: the memory/time trade-off at a glance. Every number comes from a schedule the simulator has checked.
 //
-//   remat-demo [CHAIN.json ...]     (default: the chains in examples/chains/)
+//   remat-plan-demo [CHAIN.json ...]     (default: the chains in examples/chains/)
 
 #include <algorithm>
 #include <cmath>
