@@ -60,19 +60,16 @@ void check_model(const std::function<eg::model()>& build, eg::index batch, eg::i
     REQUIRE_MESSAGE(r.ok(), r.message());
     CHECK(eg::flat_gradients(m) == ref.grads);
     CHECK(r->measured_peak <= budget);
-    // The chain model has one forward overhead per stage, the largest of both modes, and
-    // counts it in F_all too; these layers keep in F_all all they allocate (residual_mlp,
-    // layer_norm), so F_all runs below the prediction. Every other op is predicted exactly.
+    // The profiler measures F_all's overhead apart from F_none/F_ck's (these layers keep in
+    // F_all what they free as temporaries otherwise), so every op's peak is predicted exactly:
+    // what the model leaves out is only Eigen's own product workspace, not allocated through
+    // the backend, hence not in either number.
     const auto sim = sim::simulate(c, *s);
-    CHECK(r->measured_peak <= sim.peak);
+    CHECK(r->measured_peak == sim.peak);
     REQUIRE(r->op_peaks.size() == sim.timeline.size());
     for (std::size_t i = 0; i < sim.timeline.size(); ++i) {
-      const instruction& ins = s->ops[i];
-      INFO(to_string(ins));
-      if (ins.kind == op_kind::forward && ins.mode == forward_mode::save_all)
-        CHECK(r->op_peaks[i] <= sim.timeline[i].peak);
-      else
-        CHECK(r->op_peaks[i] == sim.timeline[i].peak);
+      INFO(to_string(s->ops[i]));
+      CHECK(r->op_peaks[i] == sim.timeline[i].peak);
     }
     const auto& dx = r->input_gradient;
     std::vector<float> g(dx.data(), dx.data() + dx.size());

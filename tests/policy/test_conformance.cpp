@@ -54,7 +54,7 @@ bytes no_recompute_threshold(const chain& c) {
   const int n = c.length();
   bytes best = 0, kept = c.a(0);  // a_0 + sum_{k<l} abar_k
   for (int l = 1; l <= n; ++l) {
-    best = std::max(best, kept + c.delta(n) + c.abar(l) + c.of(l));
+    best = std::max(best, kept + c.delta(n) + c.abar(l) + c.of_all(l));
     kept += c.abar(l);
     best = std::max(best, kept + c.delta(l) + c.delta(l - 1) + c.ob(l));
   }
@@ -158,7 +158,8 @@ struct rotor_default_case {
   static bytes largest_size(const chain& c) {
     bytes m = c.input_bytes;
     for (const auto& s : c.stages)
-      m = std::max({m, s.saved_bytes, s.forward_overhead_bytes, s.backward_overhead_bytes});
+      m = std::max({m, s.saved_bytes, s.forward_overhead_bytes, s.backward_overhead_bytes,
+                    s.forward_save_overhead_bytes.value_or(0)});
     return m;
   }
 };

@@ -33,7 +33,8 @@ std::string describe(const chain& c) {
   os << "a_0=" << c.input_bytes << " stages(uF,uB,a,abar,oF,oB):";
   for (const stage& s : c.stages)
     os << " (" << s.forward_time << "," << s.backward_time << "," << s.output_bytes << ","
-       << s.saved_bytes << "," << s.forward_overhead_bytes << "," << s.backward_overhead_bytes
+       << s.saved_bytes << "," << s.forward_overhead_bytes << "," << s.backward_overhead_bytes << ","
+       << (s.forward_save_overhead_bytes ? std::to_string(*s.forward_save_overhead_bytes) : "-")
        << ")";
   return os.str();
 }
@@ -48,7 +49,7 @@ class chain_source {
   }
 
   /// n stages (the last is the loss), sizes 0..6 with abar >= a, times 0..4 (uF from
-  /// min_forward), overheads 0/1.
+  /// min_forward), overheads 0/1, and a third of the stages with F_all's own overhead 0..2.
   chain make(int n, int min_forward = 0) {
     chain c{"random", pick(0, 6), {}};
     for (int l = 1; l <= n; ++l) {
@@ -56,6 +57,7 @@ class chain_source {
       const bytes abar = pick(static_cast<int>(a), 6);
       c.stages.push_back({"s" + std::to_string(l), static_cast<double>(pick(min_forward, 4)),
                           static_cast<double>(pick(0, 4)), a, abar, pick(0, 1), pick(0, 1)});
+      if (pick(0, 2) == 0) c.stages.back().forward_save_overhead_bytes = pick(0, 2);
     }
     return c;
   }
@@ -353,7 +355,7 @@ TEST_CASE("no-recompute threshold (shilova-spec §7.3), all uF > 0") {
     //                   a_0 + sum_{k<=l} abar_k + delta_l + delta_{l-1} + oB_l)
     bytes threshold = 0, prefix = c.a(0);
     for (int l = 1; l <= n; ++l) {
-      threshold = std::max(threshold, prefix + c.delta(n) + c.abar(l) + c.of(l));
+      threshold = std::max(threshold, prefix + c.delta(n) + c.abar(l) + c.of_all(l));
       prefix += c.abar(l);
       threshold = std::max(threshold, prefix + c.delta(l) + c.delta(l - 1) + c.ob(l));
     }

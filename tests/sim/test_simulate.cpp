@@ -61,8 +61,9 @@ void check_timeline(const chain& c, const schedule& s, const sim::report& r) {
     CHECK(p.peak >= p.after);
     // The peak is the stored data plus the op's output and overhead.
     if (op.kind == op_kind::forward) {
-      const bytes out = op.mode == forward_mode::save_all ? c.abar(op.index) : c.a(op.index);
-      CHECK(p.peak == p.before + out + c.of(op.index));
+      const bool all = op.mode == forward_mode::save_all;
+      const bytes out = all ? c.abar(op.index) : c.a(op.index);
+      CHECK(p.peak == p.before + out + (all ? c.of_all(op.index) : c.of(op.index)));
     } else {
       CHECK(p.peak == p.before + c.delta(op.index - 1) + c.ob(op.index));
     }
@@ -327,4 +328,22 @@ TEST_CASE("violations: wrong final state") {
     CHECK(mentions(r, "only delta_0"));
     CHECK(r.makespan == 14);
   }
+}
+
+TEST_CASE("simulate: F_all uses its own overhead when the chain gives one") {
+  chain c{"own", 2, {{"s1", 1, 1, 4, 10, 8, 0}, {"loss", 1, 1, 1, 1, 0, 0}}};
+  const schedule s{{instruction::forward(1, forward_mode::save_all), instruction::forward(2, forward_mode::save_all),
+                    instruction::backward(2), instruction::backward(1)},
+                   0,
+                   0};
+  CHECK(sim::simulate(c, s).timeline[0].peak == 2 + 10 + 8);  // the thesis' single o_F
+  c.stages[0].forward_save_overhead_bytes = 1;
+  CHECK(sim::simulate(c, s).timeline[0].peak == 2 + 10 + 1);
+  const schedule ck{{instruction::forward(1, forward_mode::save_input), instruction::forward(2, forward_mode::save_all),
+                     instruction::backward(2), instruction::forward(1, forward_mode::save_all), instruction::backward(1)},
+                    0,
+                    0};
+  CHECK(sim::simulate(c, ck).timeline[0].peak == 2 + 4 + 8);  // F_ck keeps o_F
+  c.stages[0].forward_save_overhead_bytes = -1;
+  CHECK(validate(c).message().find("forward_save_overhead_bytes") != std::string::npos);
 }

@@ -126,7 +126,7 @@ class brute_force {
         out.push_back({instruction::forward(l, forward_mode::save_input), set_act(key, l, plain),
                        mem + c_.a(l) + c_.of(l), c_.uf(l)});
         out.push_back({instruction::forward(l, forward_mode::save_all), set_act(key, l, full),
-                       mem + c_.abar(l) + c_.of(l), c_.uf(l)});
+                       mem + c_.abar(l) + c_.of_all(l), c_.uf(l)});
       }
       // Backward.
       if (grad(key, l) && act(key, l) == full && in != none && !grad(key, l - 1)) {

@@ -63,6 +63,7 @@ class chain_generator {
       s.saved_bytes = s.output_bytes + size(sh.max_bytes, 0.3);
       s.forward_overhead_bytes = chance(sh.p_overhead) ? size(sh.max_bytes, 0.0) : 0;
       s.backward_overhead_bytes = chance(sh.p_overhead) ? size(sh.max_bytes, 0.0) : 0;
+      if (chance(sh.p_overhead / 2)) s.forward_save_overhead_bytes = size(sh.max_bytes, 0.3);
       c.stages.push_back(std::move(s));
     }
     return c;
@@ -74,14 +75,15 @@ class chain_generator {
 
 /// One line per stage, enough to rebuild a failing case by hand.
 inline std::string describe(const chain& c) {
-  std::string s = "a0=" + std::to_string(c.input_bytes) + " [uF uB a abar oF oB]:";
+  std::string s = "a0=" + std::to_string(c.input_bytes) + " [uF uB a abar oF oB oF_all]:";
   for (const auto& st : c.stages) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, " (%.17g %.17g %lld %lld %lld %lld)", st.forward_time,
+    std::snprintf(buf, sizeof buf, " (%.17g %.17g %lld %lld %lld %lld %lld)", st.forward_time,
                   st.backward_time, static_cast<long long>(st.output_bytes),
                   static_cast<long long>(st.saved_bytes),
                   static_cast<long long>(st.forward_overhead_bytes),
-                  static_cast<long long>(st.backward_overhead_bytes));
+                  static_cast<long long>(st.backward_overhead_bytes),
+                  static_cast<long long>(c.of_all(static_cast<int>(&st - c.stages.data()) + 1)));
     s += buf;
   }
   return s;

@@ -11,8 +11,9 @@
 //   output_bytes                   size of the output
 //   saved_bytes                    output + context
 //   forward/backward_overhead      the backend's high-water mark above what was in use plus the
-//                                  op's result, the largest seen (both forward modes: the chain
-//                                  model has one forward overhead)
+//                                  op's result, the largest seen
+//   forward_save_overhead          the same for forward_save (F^all), whose temporaries often
+//                                  end up in the context
 // Layers with random state are restored to it afterwards; parameter gradients accumulated by
 // the profiling backwards are cleared when the layer offers zero_grad().
 
@@ -105,7 +106,8 @@ result<chain> profile(Model& model, const T& sample_input, B& backend, profile_o
           if (timed) tf.push_back(since(t0));
           const bytes saved = tensor_traits<T>::size(y) + traits::context_bytes(ctx);
           st.saved_bytes = std::max(st.saved_bytes, saved);
-          st.forward_overhead_bytes = std::max(st.forward_overhead_bytes, backend.high_water() - before - saved);
+          st.forward_save_overhead_bytes =
+              std::max(st.forward_save_overhead_bytes.value_or(0), backend.high_water() - before - saved);
           const bytes held = backend.in_use();
           backend.reset_high_water();
           t0 = clock::now();

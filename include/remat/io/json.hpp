@@ -73,6 +73,9 @@ inline constexpr field_spec stage_fields[] = {
      "temporary bytes while the forward runs, an integer >= 0 (default 0)"},
     {"backward_overhead_bytes",
      "temporary bytes while the backward runs, an integer >= 0 (default 0)"},
+    {"forward_save_overhead_bytes",
+     "temporary bytes while the forward runs keeping what the backward needs (F_all), an "
+     "integer >= 0 (default: forward_overhead_bytes)"},
 };
 
 template <std::size_t N>
@@ -252,6 +255,11 @@ inline result<stage> stage_from_json(const json& j, std::size_t i) {
   if (auto e = size(s.saved_bytes, "saved_bytes", true)) return *e;
   if (auto e = size(s.forward_overhead_bytes, "forward_overhead_bytes", false)) return *e;
   if (auto e = size(s.backward_overhead_bytes, "backward_overhead_bytes", false)) return *e;
+  if (j.contains("forward_save_overhead_bytes")) {
+    bytes v = 0;
+    if (auto e = size(v, "forward_save_overhead_bytes", true)) return *e;
+    s.forward_save_overhead_bytes = v;
+  }
   return s;
 }
 
@@ -358,7 +366,7 @@ inline result<chain> load_chain(const std::filesystem::path& path) {
 /// The chain as JSON, every field written (overheads included), in the format above.
 inline nlohmann::json to_json(const chain& c) {
   nlohmann::json stages = nlohmann::json::array();
-  for (const auto& s : c.stages)
+  for (const auto& s : c.stages) {
     stages.push_back({{"name", s.name},
                       {"forward_time", s.forward_time},
                       {"backward_time", s.backward_time},
@@ -366,6 +374,8 @@ inline nlohmann::json to_json(const chain& c) {
                       {"saved_bytes", s.saved_bytes},
                       {"forward_overhead_bytes", s.forward_overhead_bytes},
                       {"backward_overhead_bytes", s.backward_overhead_bytes}});
+    if (s.forward_save_overhead_bytes) stages.back()["forward_save_overhead_bytes"] = *s.forward_save_overhead_bytes;
+  }
   return {{"name", c.name}, {"input_bytes", c.input_bytes}, {"stages", std::move(stages)}};
 }
 

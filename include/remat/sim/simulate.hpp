@@ -6,7 +6,8 @@
 //   * memory starts with a_0 (and the zero-size delta_N) and must end holding only delta_0;
 //   * every op needs its inputs in memory (F_l: a_{l-1} or abar_{l-1}; F_l^∅ only a plain
 //     a_{l-1}, which it consumes; B_l: delta_l, abar_l and a_{l-1} or abar_{l-1});
-//   * the peak while an op runs is the stored data + the op's output + the op's overhead;
+//   * the peak while an op runs is the stored data + the op's output + the op's overhead
+//     (F^all's own overhead when the chain gives one, see chain.hpp);
 //   * there is no explicit delete: inputs are consumed only by F^∅ and B (a plain a_{l-1} is
 //     consumed by B_l, an abar_{l-1} input is kept for B_{l-1});
 //   * the makespan is the sum of the op durations.
@@ -115,7 +116,7 @@ inline report simulate(const chain& c, const schedule& s, options opt = {}) {
       }
       const bool all = ins.mode == forward_mode::save_all;
       const bytes produced = all ? c.abar(l) : c.a(l);
-      peak = mem + produced + c.of(l);
+      peak = mem + produced + (all ? c.of_all(l) : c.of(l));
       mem += produced;
       act[out] = all ? held::full : held::plain;
       if (ins.mode == forward_mode::no_save) {

@@ -20,12 +20,12 @@ struct discrete_chain {
   std::int64_t slots = 0;        ///< S
   std::int64_t dp_budget = 0;    ///< S - q(a_0)
   bool exact = false;            ///< one slot per byte
-  std::vector<std::int64_t> a, abar, delta, of, ob;  // of/ob: index 1..n
+  std::vector<std::int64_t> a, abar, delta, of, of_all, ob;  // of/of_all/ob: index 1..n
   std::vector<double> uf, ub;                        // index 1..n
 
   /// m_all(s,t): memory F_s^all and B_s need besides the input (shilova-spec §2.4, S:1286).
   [[nodiscard]] std::int64_t m_all(int s, int t) const {
-    return std::max(delta[t] + abar[s] + of[s], abar[s] + delta[s] + delta[s - 1] + ob[s]);
+    return std::max(delta[t] + abar[s] + of_all[s], abar[s] + delta[s] + delta[s - 1] + ob[s]);
   }
   /// max over h in [s, t] of M_F∅(s,t,h) without the delta_t term (add delta[t]).
   [[nodiscard]] std::int64_t f_none(int s, int h) const {
@@ -46,7 +46,7 @@ inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slot
     return static_cast<std::int64_t>((num + budget - 1) / budget);
   };
   const auto sz = static_cast<std::size_t>(d.n + 1);
-  d.a.resize(sz); d.abar.resize(sz); d.delta.resize(sz); d.of.assign(sz, 0); d.ob.assign(sz, 0);
+  d.a.resize(sz); d.abar.resize(sz); d.delta.resize(sz); d.of.assign(sz, 0); d.of_all.assign(sz, 0); d.ob.assign(sz, 0);
   d.uf.assign(sz, 0.0); d.ub.assign(sz, 0.0);
   for (int k = 0; k <= d.n; ++k) {
     const auto i = static_cast<std::size_t>(k);
@@ -54,7 +54,7 @@ inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slot
     d.abar[i] = q(c.abar(k));
     d.delta[i] = q(c.delta(k));
     if (k > 0) {
-      d.of[i] = q(c.of(k)); d.ob[i] = q(c.ob(k));
+      d.of[i] = q(c.of(k)); d.of_all[i] = q(c.of_all(k)); d.ob[i] = q(c.ob(k));
       d.uf[i] = c.uf(k); d.ub[i] = c.ub(k);
     }
   }
