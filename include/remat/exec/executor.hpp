@@ -88,11 +88,11 @@ class executor {
 
   /// Runs the schedule on `input` (a_0, which the run consumes). Returns the input gradient and
   /// the measurements, or why the run failed.
-  template <Tensor T>
+  template <class T>
   result<run_result<T>> run(const schedule& s, T input);
 
  private:
-  template <Tensor T>
+  template <class T>
   struct state;
 
   Model& model_;
@@ -101,7 +101,7 @@ class executor {
 };
 
 template <class B, class Model>
-template <Tensor T>
+template <class T>
 struct executor<B, Model>::state {
   explicit state(int n)
       : plain(static_cast<std::size_t>(n + 1)), full_y(static_cast<std::size_t>(n + 1)),
@@ -115,8 +115,10 @@ struct executor<B, Model>::state {
 };
 
 template <class B, class Model>
-template <Tensor T>
+template <class T>
 result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
+  static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
+                "returning its size in bytes) and must be movable");
   using clock = std::chrono::steady_clock;
   using mt = model_traits<Model>;
   const int n = chain_.length();

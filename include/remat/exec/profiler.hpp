@@ -48,8 +48,10 @@ inline seconds median(std::vector<seconds> v) {
 }
 }  // namespace detail
 
-template <class Model, Tensor T, class B>
+template <class Model, class T, class B>
 result<chain> profile(Model& model, const T& sample_input, B& backend, profile_options opt = {}) {
+  static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
+                "returning its size in bytes) and must be movable");
   static_assert(Backend<B>, "remat: profile(): the backend must satisfy remat::exec::Backend");
   using clock = std::chrono::steady_clock;
   using mt = model_traits<Model>;
