@@ -65,6 +65,14 @@ template <class V>
 V& unbox(const std::unique_ptr<box_base>& p) {
   return static_cast<box<V>*>(p.get())->value;
 }
+template <class V>
+std::unique_ptr<box_base> boxed(V v) {
+  auto b = std::make_unique<box<V>>();
+  b->value = std::move(v);
+  return b;
+}
+template <class L>
+using random_state_t = std::remove_cvref_t<decltype(deref(std::declval<L&>()).random_state())>;
 
 /// An error the run reports (not a bug): becomes status::execution_error.
 struct execution_failure : std::runtime_error {
@@ -163,14 +171,11 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
       const T& x = st.plain[k(l - 1)] ? *st.plain[k(l - 1)] : *st.full_y[k(l - 1)];
       if (ins.kind == op_kind::forward) {
         if constexpr (HasRandomState<layer_t>) {
-          using S = std::remove_cvref_t<decltype(exec::detail::deref(layer).random_state())>;
-          if (!st.rng_before[k(l)]) {
-            auto b = std::make_unique<detail::box<S>>();
-            b->value = exec::detail::deref(layer).random_state();
-            st.rng_before[k(l)] = std::move(b);
-          } else {
-            exec::detail::deref(layer).set_random_state(detail::unbox<S>(st.rng_before[k(l)]));
-          }
+          auto& target = detail::deref(layer);
+          if (!st.rng_before[k(l)])
+            st.rng_before[k(l)] = detail::boxed(target.random_state());
+          else
+            target.set_random_state(detail::unbox<detail::random_state_t<layer_t>>(st.rng_before[k(l)]));
         }
         ++out.forwards[k(l)];
         if (ins.mode == forward_mode::save_all) {
@@ -192,14 +197,8 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
           if (ins.mode == forward_mode::no_save) st.plain[k(l - 1)].reset();
           st.plain[k(l)] = std::move(y);
         }
-        if constexpr (HasRandomState<layer_t>) {
-          using S = std::remove_cvref_t<decltype(exec::detail::deref(layer).random_state())>;
-          if (!st.rng_after[k(l)]) {
-            auto b = std::make_unique<detail::box<S>>();
-            b->value = exec::detail::deref(layer).random_state();
-            st.rng_after[k(l)] = std::move(b);
-          }
-        }
+        if constexpr (HasRandomState<layer_t>)
+          if (!st.rng_after[k(l)]) st.rng_after[k(l)] = detail::boxed(detail::deref(layer).random_state());
         return;
       }
       // Backward.
@@ -237,10 +236,8 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
       if (!saved) continue;
       mt::visit(model_, k(l - 1), [&](auto& layer) {
         using layer_t = std::remove_reference_t<decltype(layer)>;
-        if constexpr (HasRandomState<layer_t>) {
-          using S = std::remove_cvref_t<decltype(exec::detail::deref(layer).random_state())>;
-          exec::detail::deref(layer).set_random_state(detail::unbox<S>(saved));
-        }
+        if constexpr (HasRandomState<layer_t>)
+          detail::deref(layer).set_random_state(detail::unbox<detail::random_state_t<layer_t>>(saved));
       });
     }
   };
