@@ -33,3 +33,12 @@ set(REMAT_HAVE_DOCTEST ${doctest_FOUND})
 
 find_package(benchmark QUIET)
 set(REMAT_HAVE_BENCHMARK ${benchmark_FOUND})
+
+# Report ON/OFF, not an empty string, for what was not found.
+foreach(dep JSON LPSOLVE CBC CUDA DOCTEST BENCHMARK)
+  if(REMAT_HAVE_${dep})
+    set(REMAT_HAVE_${dep} ON)
+  else()
+    set(REMAT_HAVE_${dep} OFF)
+  endif()
+endforeach()
