@@ -14,6 +14,10 @@
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/rotor_floating.hpp>
 #include <remat/policy/store_all.hpp>
+#include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/graph_schedule.hpp>
 #include <remat/schedule/schedule.hpp>
+#include <remat/sim/graph_simulate.hpp>
 #include <remat/sim/simulate.hpp>
