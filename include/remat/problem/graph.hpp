@@ -163,8 +163,10 @@ class graph {
   [[nodiscard]] compute_node& compute(int c) { return computes_.at(ix(c)); }
   [[nodiscard]] const data_node& data(int d) const { return data_.at(ix(d)); }
   [[nodiscard]] data_node& data(int d) { return data_.at(ix(d)); }
-  [[nodiscard]] const std::vector<compute_node>& computes() const noexcept { return computes_; }
-  [[nodiscard]] const std::vector<data_node>& datas() const noexcept { return data_; }
+  [[nodiscard]] const std::vector<compute_node>& compute_nodes() const noexcept {
+    return computes_;
+  }
+  [[nodiscard]] const std::vector<data_node>& data_nodes() const noexcept { return data_; }
 
   // --- edges -----------------------------------------------------------------------------------
   /// The data nodes compute node c needs, in the order they were added.
