@@ -183,6 +183,11 @@ class rotor::dp {
 
   [[nodiscard]] double value() const { return row_of(1, n_)[w_ - 1]; }
 
+  /// value() < infinity exactly when the min-memory recurrence on the same sizes fits.
+  static bool feasible(const detail::discrete_chain& d, const detail::deadline&) {
+    return detail::rotor_min_memory(d)(1, d.n) <= d.dp_budget;
+  }
+
   /// Alg. 4 (OptRecP), iteratively.
   [[nodiscard]] std::vector<instruction> reconstruct() const {
     std::vector<instruction> ops;

@@ -193,6 +193,13 @@ class rotor_floating::dp {
 
   [[nodiscard]] double value() const { return row_of(1, n_, 1)[w_ - 1]; }
 
+  /// value() < infinity exactly when the min-memory recurrence on the same sizes fits (past the
+  /// deadline: unknown, the fill reports the time limit).
+  static bool feasible(const detail::discrete_chain& d, const detail::deadline& dl) {
+    const std::int64_t lo = detail::floating_min_memory(d, dl);
+    return lo < 0 || lo <= d.dp_budget;
+  }
+
   /// Alg. 2 (OptRecFL) with the second call's budget of Eq. 2.7.
   [[nodiscard]] std::vector<instruction> reconstruct() const {
     std::vector<instruction> ops;

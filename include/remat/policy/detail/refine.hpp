@@ -20,7 +20,10 @@
 namespace remat::detail {
 
 /// Dp: constructible from a discrete_chain; fill(deadline, progress) -> bool (false: time out);
-/// value() -> double (infinity when infeasible); reconstruct() -> std::vector<instruction>.
+/// value() -> double (infinity when infeasible); reconstruct() -> std::vector<instruction>;
+/// static feasible(discrete_chain, deadline) -> bool: whether value() will be finite, from the
+/// min-memory recurrence on the same sizes (no table), so that refinement skips the fills of
+/// discretisations that cannot plan.
 /// cells(n, w): the table's size in doubles for a chain of n stages and rows of w slots.
 /// fallback() -> optional<pair<ops, time>>: a schedule that fits `minimum` bytes.
 inline constexpr std::int64_t refinement_table_bytes = std::int64_t{256} << 20;
@@ -70,7 +73,7 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
                    " bytes): raise the budget a little, or raise max_table_bytes",
                    {}};
     }
-    if (d.dp_budget >= 0) {
+    if (d.dp_budget >= 0 && Dp::feasible(d, dl)) {
       Dp dp(d);
       if (!dp.fill(dl, report))
         return error{status::time_limit,
