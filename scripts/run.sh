@@ -12,7 +12,8 @@ case "$what" in
   *) echo "usage: bash scripts/run.sh demo|test" >&2; exit 2 ;;
 esac
 
-packages=(cmake g++ make pkg-config libeigen3-dev nlohmann-json3-dev doctest-dev libbenchmark-dev)
+packages=(cmake g++ make pkg-config libeigen3-dev nlohmann-json3-dev doctest-dev libbenchmark-dev
+          liblpsolve55-dev lp-solve coinor-libcbc-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
