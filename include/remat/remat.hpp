@@ -1,6 +1,7 @@
 #pragma once
 // remat: everything that needs only the standard library (and Eigen). Opt-in parts are not
-// included here: <remat/io/json.hpp> (nlohmann_json), MILP backends, CUDA.
+// included here: <remat/io/json.hpp> and <remat/io/graph_json.hpp> (nlohmann_json), the MILP
+// backends <remat/milp/lpsolve.hpp> and <remat/milp/cbc.hpp>, CUDA.
 
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
@@ -8,6 +9,7 @@
 #include <remat/exec/executor.hpp>
 #include <remat/exec/host_backend.hpp>
 #include <remat/exec/profiler.hpp>
+#include <remat/milp/model.hpp>
 #include <remat/policy/concepts.hpp>
 #include <remat/policy/periodic.hpp>
 #include <remat/policy/revolve.hpp>
