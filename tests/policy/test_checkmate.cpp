@@ -1,0 +1,222 @@
+// checkmate (the RK-Checkmate MILP): optimal against exhaustive search on tiny graphs, never
+// worse than rotor_floating on chains, valid schedules within the budget, statuses.
+#include <doctest/doctest.h>
+
+#if defined(REMAT_TEST_HAVE_LPSOLVE) || defined(REMAT_TEST_HAVE_CBC)
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <utility>
+#include <remat/policy/checkmate.hpp>
+#include <remat/policy/rotor_floating.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/sim/graph_simulate.hpp>
+#include <string>
+#include <vector>
+
+#include "support/graph_brute_force.hpp"
+
+#if defined(REMAT_TEST_HAVE_LPSOLVE)
+#include <remat/milp/lpsolve.hpp>
+#endif
+#if defined(REMAT_TEST_HAVE_CBC)
+#include <remat/milp/cbc.hpp>
+using default_backend = remat::milp::cbc;
+#else
+using default_backend = remat::milp::lpsolve;
+#endif
+
+using namespace remat;
+
+namespace {
+
+forward_op op(std::string name, std::vector<std::string> in, double tf, double tb, bytes out,
+              bytes ph, std::vector<std::string> reads, bytes of = 0, bytes ob = 0) {
+  forward_op o;
+  o.name = std::move(name);
+  o.inputs = std::move(in);
+  o.forward_time = tf;
+  o.backward_time = tb;
+  o.output_bytes = out;
+  o.phantom_bytes = ph;
+  o.backward_reads = std::move(reads);
+  o.forward_overhead_bytes = of;
+  o.backward_overhead_bytes = ob;
+  return o;
+}
+
+graph make(forward_dag f) {
+  auto g = build_graph(f);
+  REQUIRE(g.ok());
+  return g.value();
+}
+
+graph chain3() {
+  return make({"chain3", 2,
+               {op("a", {"input"}, 2, 3, 4, 1, {"input"}), op("b", {"a"}, 1, 2, 3, 2, {"a", "output"}, 1),
+                op("l", {"b"}, 1, 1, 1, 0, {"b"})}});
+}
+graph diamond() {
+  return make({"diamond", 2,
+               {op("a", {"input"}, 1, 2, 4, 1, {"input"}), op("b", {"a"}, 2, 2, 3, 1, {"a"}),
+                op("c", {"a"}, 3, 1, 2, 2, {"a", "output"}), op("d", {"b", "c"}, 1, 2, 3, 0, {"b", "c"}),
+                op("l", {"d"}, 1, 1, 1, 0, {"d"})}});
+}
+graph residual() {
+  return make({"residual", 3,
+               {op("x", {"input"}, 1, 1, 3, 0, {"input"}), op("f1", {"x"}, 2, 3, 4, 2, {"x"}, 1, 1),
+                op("f2", {"f1"}, 2, 2, 4, 1, {"f1"}), op("add", {"x", "f2"}, 1, 1, 3, 0, {}),
+                op("l", {"add"}, 1, 1, 1, 0, {"add"})}});
+}
+
+bytes store_all_peak(const graph& g) {
+  graph_schedule s{store_all_program(g), g.ideal_time(), 0};
+  return sim::simulate(g, s).peak;
+}
+
+template <class P>
+void check_valid(const graph& g, bytes budget, const graph_schedule& s) {
+  const auto r = sim::simulate(g, s, {.budget = budget});
+  CHECK_MESSAGE(r.valid, (r.first_violation ? r.first_violation->message : ""));
+  CHECK(r.peak <= budget);
+  CHECK(std::abs(r.makespan - s.predicted_time) < 1e-9);
+}
+
+/// Exhaustive search in Checkmate's stage model, memoised across the backends' test cases.
+double brute(const graph& g, bytes b) {
+  static std::map<std::pair<std::string, bytes>, double> memo;
+  const auto key = std::pair{g.name, b};
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  return memo[key] = test::graph_brute_force(g, b, true, true);
+}
+
+/// The tiny DAGs with budgets to try: from the smallest feasible one (found by exhaustive search
+/// and checked below) upwards, the first being infeasible; store-all's peak is covered by the
+/// next test case (exhaustive search is slowest at large budgets). Budgets where lp_solve
+/// takes seconds (residual at 19 bytes: about 35 s) are left out of the list.
+struct tiny_case {
+  graph g;
+  std::vector<bytes> budgets;
+};
+std::vector<tiny_case> tiny_cases() {
+  return {{chain3(), {16, 17, 18, 19}}, {diamond(), {17, 18, 19}},
+          {residual(), {15, 16, 17, 18, 21}}};
+}
+
+template <class Backend>
+void against_brute_force() {
+  const checkmate<Backend> cm{};
+  for (const auto& [g, budgets] : tiny_cases()) {
+    CAPTURE(g.name);
+    CHECK(budgets.back() <= store_all_peak(g));
+    CHECK_FALSE(std::isfinite(brute(g, budgets.front())));
+    for (bytes b : budgets) {
+      CAPTURE(b);
+      const double opt = brute(g, b);
+      const auto r = cm.solve(g, b);
+      if (!std::isfinite(opt)) {
+        CHECK(r.code() == status::infeasible);
+        continue;
+      }
+      REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.err().message));
+      check_valid<Backend>(g, b, r.value());
+      CHECK(r.value().predicted_time == doctest::Approx(opt));
+    }
+  }
+}
+
+}  // namespace
+
+#if defined(REMAT_TEST_HAVE_CBC)
+TEST_CASE("checkmate (cbc) equals exhaustive search on tiny DAGs") {
+  against_brute_force<milp::cbc>();
+}
+#endif
+#if defined(REMAT_TEST_HAVE_LPSOLVE)
+TEST_CASE("checkmate (lp_solve) equals exhaustive search on tiny DAGs") {
+  against_brute_force<milp::lpsolve>();
+}
+#endif
+
+TEST_CASE("checkmate: store-all budget gives the ideal time") {
+  for (const graph& g : {chain3(), diamond(), residual()}) {
+    const auto r = checkmate<default_backend>{}.solve(g, store_all_peak(g));
+    REQUIRE(r.ok());
+    CHECK(r.value().predicted_time == doctest::Approx(g.ideal_time()));
+  }
+}
+
+TEST_CASE("checkmate is never worse than rotor_floating on chains") {
+  std::vector<chain> chains;
+  {
+    chain c{"c1", 2, {}};
+    c.stages = {{"s1", 2, 3, 4, 6, 0, 0}, {"s2", 1, 2, 3, 5, 1, 0}, {"s3", 3, 1, 5, 6, 0, 1},
+                {"loss", 1, 1, 1, 1, 0, 0}};
+    chains.push_back(c);
+    chain d{"c2", 3, {}};
+    d.stages = {{"s1", 1, 1, 2, 4, 0, 0}, {"s2", 2, 3, 6, 6, 0, 0}, {"s3", 1, 2, 2, 3, 0, 0},
+                {"s4", 2, 1, 4, 5, 1, 1}, {"loss", 1, 1, 1, 1, 0, 0}};
+    chains.push_back(d);
+  }
+  const checkmate<default_backend> cm{};
+  const rotor_floating rf{.slots = 0};
+  for (const chain& c : chains) {
+    const auto gr = build_graph(c);
+    REQUIRE(gr.ok());
+    const graph& g = gr.value();
+    const bytes hi = store_all_peak(g);
+    const bytes lo = rotor_floating::minimum_budget(c);
+    for (bytes b = lo; b <= hi; ++b) {
+      CAPTURE(c.name);
+      CAPTURE(b);
+      const auto r = rf.solve(c, b);
+      const auto m = cm.solve(g, b);
+      if (!r.ok()) continue;
+      REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.err().message));
+      check_valid<default_backend>(g, b, m.value());
+      CHECK(m.value().predicted_time <= r.value().predicted_time + 1e-9);
+    }
+  }
+}
+
+TEST_CASE("checkmate: statuses") {
+  const graph g = diamond();
+  SUBCASE("infeasible budget") {
+    const auto r = checkmate<default_backend>{}.solve(g, g.initial_bytes());
+    CHECK(r.code() == status::infeasible);
+  }
+  SUBCASE("budget_too_small with find_minimum gives the minimum") {
+    checkmate<default_backend> cm{};
+    cm.find_minimum = true;
+    const auto r = cm.solve(g, g.initial_bytes());
+    REQUIRE(r.code() == status::budget_too_small);
+    REQUIRE(r.err().minimum_budget.has_value());
+    const bytes mn = *r.err().minimum_budget;
+    CHECK(std::isfinite(test::graph_brute_force(g, mn, true, true)));
+    CHECK_FALSE(std::isfinite(test::graph_brute_force(g, mn - 1, true, true)));
+    CHECK(cm.solve(g, mn).ok());
+  }
+  SUBCASE("time limit") {
+    checkmate<default_backend> cm{};
+    cm.time_limit = 1e-9;
+    const auto r = cm.solve(g, store_all_peak(g));
+    CHECK_MESSAGE((r.code() == status::time_limit || r.ok()), (r.ok() ? "" : r.err().message));
+    if (r.ok()) check_valid<default_backend>(g, store_all_peak(g), r.value());
+  }
+  SUBCASE("detailed: optimal flag") {
+    const auto r = checkmate<default_backend>{}.solve_detailed(g, store_all_peak(g));
+    REQUIRE(r.ok());
+    CHECK(r.value().optimal);
+  }
+  SUBCASE("progress is called") {
+    int calls = 0;
+    checkmate<default_backend> cm{};
+    cm.progress = [&](const milp::progress_report&) { ++calls; };
+    const auto r = cm.solve(g, store_all_peak(g));
+    CHECK_MESSAGE(r.ok(), (r.ok() ? "" : r.err().message));
+    CHECK(calls > 0);
+  }
+}
+
+#endif
