@@ -14,7 +14,9 @@
 //   del[t][i][k]          i is freed right after step (t,k), k related to i (never if protected)
 //   U[t][k]               memory after step (t,k) and its frees (continuous)
 // Constraints (the spec's (2.3)-(2.19) with its fixes, and ours):
-//   * alive(t,i,k) = P[t][i] + creates up to k - frees up to k, in [0, 1]; a producer that runs
+//   * alive(t,i,k) = P[t][i] + creates up to k - frees up to k, in [0, 1], and in [0, 1] before
+//     step k's frees too (else a step could allocate what is alive and free it at once: the
+//     plan would count one copy where the program holds none after the free); a producer that runs
 //     leaves its output alive right after it (before its frees); a consumer needs its input
 //     alive before its own step's frees, and every contribution (kept in S or recomputed earlier
 //     in the stage, (2.8)); a phantom is made only by the normal variant;
@@ -117,12 +119,22 @@ struct checkmate {
                    "checkmate: the MILP backend " + std::string(Backend::name) +
                        " is not available in this build",
                    {}};
-    auto r = solve_once(g, budget, time_limit, false);
+    const bytes floor = lower_bound(g);
+    if (budget < floor && !find_minimum)
+      return error{status::infeasible,
+                   "checkmate: no schedule of graph '" + g.name + "' fits in " +
+                       std::to_string(budget) + " bytes: some compute node needs at least " +
+                       std::to_string(floor) +
+                       " bytes (the graph inputs, its own inputs and outputs, its overhead); set "
+                       "find_minimum to get the smallest budget that fits",
+                   {}};
+    auto r = budget < floor ? result<checkmate_solution>(error{status::infeasible, "", {}})
+                            : solve_once(g, budget, time_limit, false);
     if (r || r.code() != status::infeasible || !find_minimum) return r;
     // Bisection between the infeasible budget and store-all's peak (always feasible).
     graph_schedule sa{store_all_program(g), g.ideal_time(), 0};
     bytes hi = sim::simulate(g, sa, {.budget = std::numeric_limits<bytes>::max()}).peak;
-    bytes lo = budget;  // infeasible
+    bytes lo = std::max(budget, floor - 1);  // infeasible
     if (hi <= lo) return r;
     while (hi - lo > 1) {
       const bytes mid = lo + (hi - lo) / 2;
@@ -144,6 +156,32 @@ struct checkmate {
     std::vector<std::vector<milp::variable>> R, F;  // [t][k]; F empty where none
     std::vector<std::vector<std::vector<std::pair<int, milp::variable>>>> del;  // [t][i] -> (k,v)
   };
+
+  /// A budget below which no schedule exists: for each compute node, the graph inputs plus its
+  /// own inputs and outputs plus its overhead (a forward's cheaper variant).
+  static bytes lower_bound(const graph& g) {
+    bytes best = g.initial_bytes();
+    for (int c = 0; c < g.compute_count(); ++c) {
+      std::vector<int> ds;
+      for (int d = 0; d < g.data_count(); ++d)
+        if (g.is_source(d)) ds.push_back(d);
+      auto need = [&](bool fast) {
+        std::vector<int> all = ds;
+        for (int d : g.inputs(c)) all.push_back(d);
+        for (int d : g.outputs(c))
+          if (!fast || g.data(d).kind != data_kind::phantom) all.push_back(d);
+        std::sort(all.begin(), all.end());
+        all.erase(std::unique(all.begin(), all.end()), all.end());
+        bytes m = fast ? g.compute(c).fast_overhead : g.compute(c).overhead;
+        for (int d : all) m += g.data(d).size;
+        return m;
+      };
+      bytes m = need(false);
+      if (g.compute(c).kind == compute_kind::forward) m = std::min(m, need(true));
+      best = std::max(best, m);
+    }
+    return best;
+  }
 
   static bytes gcd_unit(const graph& g) {
     bytes u = 0;
@@ -268,6 +306,7 @@ struct checkmate {
           const linear_expr d = find(D, k);
           alive += c;
           const linear_expr before_free = alive;
+          m.add(before_free <= 1);  // no allocation of what is alive (a free comes after it)
           alive -= d;
           m.add(alive >= 0);
           m.add(alive <= 1);
