@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/io_checks.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -18,6 +20,8 @@ using namespace remat;
 using nlohmann::json;
 
 namespace {
+
+using remat::testing::says;
 
 std::filesystem::path graphs_dir() {
 #ifdef REMAT_EXAMPLES_DIR
@@ -49,24 +53,7 @@ result<forward_dag> edited(Edit edit) {
   return io::forward_dag_from_json(j);
 }
 
-template <class T>
-bool says(const result<T>& r, std::initializer_list<std::string_view> parts) {
-  if (r.ok() || r.code() != status::invalid_problem) {
-    MESSAGE("expected invalid_problem, got " << (r.ok() ? std::string("ok") : r.message()));
-    return false;
-  }
-  for (auto p : parts)
-    if (r.message().find(p) == std::string::npos) {
-      MESSAGE("message '" << r.message() << "' lacks '" << p << "'");
-      return false;
-    }
-  return true;
-}
-
-std::filesystem::path scratch(const std::string& name) {
-  static const std::string tag = std::to_string(std::random_device{}());
-  return std::filesystem::temp_directory_path() / ("remat_test_graph_json_" + tag + "_" + name);
-}
+std::filesystem::path scratch(const std::string& name) { return testing::scratch("remat_test_graph_json_", name); }
 
 }  // namespace
 

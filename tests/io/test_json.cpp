@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "support/io_checks.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -12,6 +14,8 @@ using namespace remat;
 using nlohmann::json;
 
 namespace {
+
+using remat::testing::says;
 
 chain small_chain() {
   chain c{"small", 8, {}};
@@ -41,21 +45,7 @@ result<chain> edited(Edit edit) {
   return io::chain_from_json(j);
 }
 
-bool says(const result<chain>& r, std::initializer_list<std::string_view> parts) {
-  if (r.ok() || r.code() != status::invalid_problem) return false;
-  for (auto p : parts)
-    if (r.message().find(p) == std::string::npos) {
-      MESSAGE("message '" << r.message() << "' lacks '" << p << "'");
-      return false;
-    }
-  return true;
-}
-
-/// A file name in the temporary directory, unique to this process (builds may run side by side).
-std::filesystem::path scratch(const std::string& name) {
-  static const std::string tag = std::to_string(std::random_device{}());
-  return std::filesystem::temp_directory_path() / ("remat_test_json_" + tag + "_" + name);
-}
+std::filesystem::path scratch(const std::string& name) { return testing::scratch("remat_test_json_", name); }
 
 }  // namespace
 
