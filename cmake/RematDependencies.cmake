@@ -18,14 +18,32 @@ if(PkgConfig_FOUND)
   endif()
 endif()
 
-include(CheckLanguage)
-check_language(CUDA)
+# CUDA (remat::cuda, style-anchors §9.9): AUTO uses it when nvcc and the toolkit are found, OFF
+# never, ON fails the configuration without them. A GPU is never needed to configure or build.
+set(REMAT_ENABLE_CUDA AUTO CACHE STRING "Build remat's CUDA backend, tests and examples (AUTO, ON, OFF)")
+set_property(CACHE REMAT_ENABLE_CUDA PROPERTY STRINGS AUTO ON OFF)
 set(REMAT_HAVE_CUDA OFF)
-if(CMAKE_CUDA_COMPILER)
-  find_package(CUDAToolkit QUIET)
-  if(CUDAToolkit_FOUND)
-    set(REMAT_HAVE_CUDA ON)
+if(NOT REMAT_ENABLE_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    find_package(CUDAToolkit QUIET)
+    if(CUDAToolkit_FOUND)
+      set(REMAT_HAVE_CUDA ON)
+    endif()
   endif()
+  if(REMAT_ENABLE_CUDA STREQUAL "ON" AND NOT REMAT_HAVE_CUDA)
+    message(FATAL_ERROR "remat: REMAT_ENABLE_CUDA=ON but no CUDA compiler or toolkit was found "
+                        "(set CMAKE_CUDA_COMPILER, or use REMAT_ENABLE_CUDA=AUTO)")
+  endif()
+endif()
+if(REMAT_HAVE_CUDA)
+  # Never `native`: configuring would fail on a machine without a GPU. Ampere and Hopper by
+  # default (sm_80 also embeds PTX, which newer GPUs JIT); a user's own list wins.
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  endif()
+  enable_language(CUDA)
 endif()
 
 find_package(doctest QUIET)
