@@ -21,6 +21,7 @@
 // Optional: S random_state() const and void set_random_state(const S&): the executor restores
 // the state before every recomputation, so that random layers (dropout) recompute exactly.
 
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <memory>
@@ -60,6 +61,43 @@ concept Backend = requires(B& b, const B& cb, bytes n) {
   b.reset_high_water();
   b.set_activity(std::string());
 };
+
+/// Optional: a backend whose work runs asynchronously (the CUDA backend's streams) times it
+/// itself. mark_time() records a point in its work, seconds_between(from, to) the time between
+/// two (waiting for `to`). The executor and the profiler use it instead of the wall clock.
+template <class B>
+concept TimingBackend = requires(B& b, const B& cb) {
+  b.mark_time();
+  { cb.seconds_between(b.mark_time(), b.mark_time()) } -> std::convertible_to<seconds>;
+};
+
+/// Optional: a backend told where a run begins and ends (the executor calls begin_run() before
+/// the first instruction and end_run() after the last, or after a failure), for instance to
+/// record the run's allocations and replay a static placement of them (exec/placement.hpp).
+template <class B>
+concept RunAwareBackend = requires(B& b) {
+  b.begin_run();
+  b.end_run();
+};
+
+namespace detail {
+/// Starts timing work on b: a TimingBackend's mark, or the wall clock.
+template <class B>
+auto start_timer(B& b) {
+  if constexpr (TimingBackend<B>)
+    return b.mark_time();
+  else
+    return std::chrono::steady_clock::now();
+}
+/// Seconds since `start` (from start_timer on the same backend).
+template <class B, class M>
+seconds stop_timer(B& b, const M& start) {
+  if constexpr (TimingBackend<B>)
+    return b.seconds_between(start, b.mark_time());
+  else
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace detail
 
 // --- layers ------------------------------------------------------------------------------------
 

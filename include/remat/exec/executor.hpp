@@ -16,6 +16,11 @@
 // forward of a run and restores it before every recomputation, so recomputed activations are
 // bitwise the ones of the first pass, and the gradients bitwise those of plain training.
 //
+// Times are the wall clock's, or, for a TimingBackend (the CUDA backend), the backend's own marks
+// (events recorded between the instructions, read once the run has ended, so the host never
+// waits in between). A RunAwareBackend is told where the run begins and ends (begin_run,
+// end_run), e.g. to record it and replay a static placement (exec/placement.hpp).
+//
 // Failures come back as status::execution_error (a layer threw, returned a tensor larger than
 // the chain it was planned with, or an allocation went past the backend's budget) or
 // invalid_problem (a schedule the simulator rejects, a model that does not match the chain).
@@ -242,17 +247,43 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
     }
   };
 
+  // A RunAwareBackend hears of the end of the run however it ends.
+  struct run_scope {
+    B& b;
+    bool begun = false;
+    void begin() {
+      if constexpr (RunAwareBackend<B>) b.begin_run();
+      begun = true;
+    }
+    ~run_scope() {
+      if constexpr (RunAwareBackend<B>)
+        if (begun) b.end_run();
+    }
+  } scope{backend_};
+  // A TimingBackend's marks, one before the run and one after each instruction.
+  using mark_t = decltype(detail::start_timer(backend_));
+  std::vector<mark_t> marks;
+  if constexpr (TimingBackend<B>) marks.reserve(s.ops.size() + 1);
+
   const auto t_start = clock::now();
   std::size_t i = 0;
   try {
+    scope.begin();
+    if constexpr (TimingBackend<B>) marks.push_back(backend_.mark_time());
     for (; i < s.ops.size(); ++i) {
       backend_.reset_high_water();
-      const auto t0 = clock::now();
+      [[maybe_unused]] const auto t0 = clock::now();
       run_op(s.ops[i]);
-      out.op_times.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+      if constexpr (TimingBackend<B>)
+        marks.push_back(backend_.mark_time());
+      else
+        out.op_times.push_back(std::chrono::duration<double>(clock::now() - t0).count());
       out.op_peaks.push_back(backend_.high_water() - baseline);
       peak = std::max(peak, out.op_peaks.back());
     }
+    if constexpr (TimingBackend<B>)
+      for (std::size_t j = 0; j + 1 < marks.size(); ++j)
+        out.op_times.push_back(backend_.seconds_between(marks[j], marks[j + 1]));
   } catch (const out_of_budget& e) {
     restore_rng(false);
     return error{status::execution_error,
@@ -268,7 +299,8 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
     return error{status::execution_error,
                  "executor: op " + std::to_string(i) + " (" + backend_.activity() + ") threw: " + e.what(), {}};
   }
-  const seconds elapsed = std::chrono::duration<double>(clock::now() - t_start).count();
+  seconds elapsed = std::chrono::duration<double>(clock::now() - t_start).count();
+  if constexpr (TimingBackend<B>) elapsed = backend_.seconds_between(marks.front(), marks.back());
   restore_rng(true);
   backend_.set_activity("an allocation");
   return run_result<T>{std::move(*st.grad), peak, elapsed, std::move(out.op_peaks), std::move(out.op_times),

@@ -14,6 +14,7 @@
 //                                  op's result, the largest seen
 //   forward_save_overhead          the same for forward_save (F^all), whose temporaries often
 //                                  end up in the context
+// Times are the wall clock's, or the backend's own (events on a GPU stream) for a TimingBackend.
 // Layers with random state are restored to it afterwards; parameter gradients accumulated by
 // the profiling backwards are cleared when the layer offers zero_grad().
 
@@ -53,13 +54,11 @@ result<chain> profile(Model& model, const T& sample_input, B& backend, profile_o
   static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
                 "returning its size in bytes) and must be movable");
   static_assert(Backend<B>, "remat: profile(): the backend must satisfy remat::exec::Backend");
-  using clock = std::chrono::steady_clock;
   using mt = model_traits<Model>;
   const int n = static_cast<int>(mt::size(model));
   if (n == 0) return error{status::invalid_problem, "profile: the model has no layer", {}};
   if (opt.repetitions < 1 || opt.warmup < 0)
     return error{status::invalid_problem, "profile: repetitions must be >= 1 and warmup >= 0", {}};
-  auto since = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
 
   chain c{opt.name, tensor_traits<T>::size(sample_input), {}};
   std::optional<T> current;  // the input of the stage being profiled, past stage 1
@@ -103,16 +102,16 @@ result<chain> profile(Model& model, const T& sample_input, B& backend, profile_o
           const bytes before = backend.in_use();
           backend.reset_high_water();
           C ctx{};
-          auto t0 = clock::now();
+          const auto t_fwd = detail::start_timer(backend);
           T y = traits::forward_save(layer, x, ctx, backend);
-          if (timed) tf.push_back(since(t0));
+          if (timed) tf.push_back(detail::stop_timer(backend, t_fwd));
           const bytes saved = tensor_traits<T>::size(y) + traits::context_bytes(ctx);
           st.saved_bytes = std::max(st.saved_bytes, saved);
           st.forward_save_overhead_bytes =
               std::max(st.forward_save_overhead_bytes.value_or(0), backend.high_water() - before - saved);
           const bytes held = backend.in_use();
           backend.reset_high_water();
-          t0 = clock::now();
+          const auto t_bwd = detail::start_timer(backend);
           std::optional<T> dx;
           if (l == n) {
             if constexpr (HasLossBackward<layer_t, T, B>)
@@ -125,7 +124,7 @@ result<chain> profile(Model& model, const T& sample_input, B& backend, profile_o
             else
               throw detail::execution_failure("only the last stage may be a loss");
           }
-          if (timed) tb.push_back(since(t0));
+          if (timed) tb.push_back(detail::stop_timer(backend, t_bwd));
           st.backward_overhead_bytes = std::max(st.backward_overhead_bytes,
                                                 backend.high_water() - held - tensor_traits<T>::size(*dx));
         }

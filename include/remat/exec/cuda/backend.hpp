@@ -5,7 +5,8 @@
 //   hard limit: an allocation that does not fit throws out_of_budget (as host_backend does),
 //   naming the activity, and saying when fragmentation rather than the total refused it. The
 //   pool reports its high-water mark (requested bytes), its extent (the highest end offset) and
-//   its worst fragmentation.
+//   its worst fragmentation. It can also replay a static placement of a recorded run
+//   (record_next_run, plan_placement: exec/placement.hpp), so a run's peak is the planned one.
 // - Three streams: the compute stream (stream(): the user's layers launch their kernels and
 //   cuBLAS calls on it), a device-to-host and a host-to-device copy stream. A copy starts after
 //   the work already queued on the compute stream (an event orders it), and returns a transfer
@@ -39,6 +40,7 @@
 #include <remat/exec/cuda/error.hpp>
 #include <remat/exec/detail/arena.hpp>
 #include <remat/exec/host_backend.hpp>
+#include <remat/exec/placement.hpp>
 
 namespace remat::exec::cuda {
 
@@ -208,36 +210,57 @@ class backend {
   [[nodiscard]] device_buffer allocate(bytes n) {
     if (n < 0) throw std::invalid_argument(activity_ + ": negative allocation of " + std::to_string(n) + " bytes");
     if (n == 0) return {};
-    if (n > budget_ - pool_.in_use()) throw out_of_budget(activity_, n, pool_.in_use(), budget_);
-    const auto off = pool_.allocate(n);
+    if (n > budget_ - in_use()) throw out_of_budget(activity_, n, in_use(), budget_);
+    const auto off = pool_.allocate(n, activity_);
     if (!off) {
-      const auto s = pool_.now();
+      const auto s = pool_.arena().now();
       throw out_of_budget(activity_ + " (the pool is fragmented: " + format_bytes(s.free_total) +
                               " free, the largest block " + format_bytes(s.largest_free) + ")",
-                          n, pool_.in_use(), budget_);
+                          n, in_use(), budget_);
     }
     return device_buffer(this, static_cast<char*>(base_) + *off, n, *off);
   }
   [[nodiscard]] bytes budget() const noexcept { return budget_; }
-  [[nodiscard]] bytes in_use() const noexcept { return pool_.in_use(); }
-  [[nodiscard]] bytes high_water() const noexcept { return pool_.high_water(); }
-  void reset_high_water() noexcept { pool_.reset_high_water(); }
+  [[nodiscard]] bytes in_use() const noexcept { return pool_.arena().in_use(); }
+  [[nodiscard]] bytes high_water() const noexcept { return pool_.arena().high_water(); }
+  void reset_high_water() noexcept { pool_.arena().reset_high_water(); }
   void set_activity(std::string what) { activity_ = std::move(what); }
   [[nodiscard]] const std::string& activity() const noexcept { return activity_; }
 
   // --- the pool ---------------------------------------------------------------------------------
 
   /// Bytes of live blocks with their alignment padding.
-  [[nodiscard]] bytes reserved() const noexcept { return pool_.reserved(); }
+  [[nodiscard]] bytes reserved() const noexcept { return pool_.arena().reserved(); }
   /// The highest end offset of a live block since the last reset_high_water(): the part of the
   /// budget the run really touched (high_water() plus what fragmentation and padding cost).
-  [[nodiscard]] bytes extent_high_water() const noexcept { return pool_.end_high_water(); }
+  [[nodiscard]] bytes extent_high_water() const noexcept { return pool_.arena().end_high_water(); }
   /// The worst fragmentation since the last reset_high_water().
   [[nodiscard]] detail::fragmentation_snapshot worst_fragmentation() const noexcept {
-    return pool_.worst_fragmentation();
+    return pool_.arena().worst_fragmentation();
   }
-  [[nodiscard]] const detail::arena& pool() const noexcept { return pool_; }
+  [[nodiscard]] const detail::arena& pool() const noexcept { return pool_.arena(); }
   [[nodiscard]] void* pool_base() const noexcept { return base_; }
+
+  // --- static placement (exec/placement.hpp) ----------------------------------------------------
+
+  /// The next executor run is recorded (its allocations, sizes and lifetimes).
+  void record_next_run() { pool_.record_next_run(); }
+  /// Places the recorded run's buffers; every later run allocates at the planned offsets, so its
+  /// extent_high_water() is the report's placed_peak. Fails when the placement exceeds the budget.
+  result<placement_report> plan_placement() { return pool_.plan_placement(); }
+  /// Back to best fit.
+  void drop_placement() noexcept { pool_.drop_placement(); }
+  [[nodiscard]] bool placing() const noexcept { return pool_.placing(); }
+  /// The highest end offset in the pool during the last executor run: the memory it touched
+  /// (its high-water mark plus padding and fragmentation); the placed_peak under a placement.
+  [[nodiscard]] bytes run_extent() const noexcept { return pool_.run_extent(); }
+  /// The last run's worst fragmentation (free bytes outside the largest free block).
+  [[nodiscard]] detail::fragmentation_snapshot run_worst_fragmentation() const noexcept {
+    return pool_.run_worst_fragmentation();
+  }
+  /// RunAwareBackend: the executor calls these around a run.
+  void begin_run() { pool_.begin_run(); }
+  void end_run() noexcept { pool_.end_run(); }
 
   // --- streams, copies, events ------------------------------------------------------------------
 
@@ -347,7 +370,10 @@ class backend {
     return transfer(std::move(done), n);
   }
   void deallocate(memory_kind k, bytes offset) noexcept {
-    (k == memory_kind::device ? pool_ : host_pool_).deallocate(offset);
+    if (k == memory_kind::device)
+      pool_.deallocate(offset);
+    else
+      host_pool_.deallocate(offset);
   }
   void destroy() noexcept {
     // Queued work may still use the memory: let it finish first.
@@ -365,7 +391,7 @@ class backend {
 
   bytes budget_;
   options opt_;
-  detail::arena pool_;
+  placed_arena pool_;
   detail::arena host_pool_;
   void* base_ = nullptr;
   void* host_base_ = nullptr;
