@@ -1,0 +1,452 @@
+#pragma once
+// graph_executor<Backend, Model>: runs a graph schedule (schedule/graph_schedule.hpp) over a DAG
+// of the user's layers (DESIGN.md §6), with the semantics of the graph simulator
+// (sim/graph_simulate.hpp, rockmate-spec §1.3-1.4), and nothing else alive:
+//   compute(fwd o)       y = forward_save(x..., ctx): stores o's output and its context (the
+//                        phantom "phantom o")
+//   fast_forward(fwd o)  y = forward(x...): stores o's output, no context
+//   compute(loss)        the loss op's output gradient, the constant 1: nothing is allocated
+//   compute(bwd o)       backward(x..., y, ctx, dy, dx...): o's contribution to the gradient of
+//                        each input, created by the first contribution, accumulated in place by
+//                        the next ones (graph_concepts.hpp)
+//   free(d)              releases the tensor (or context) of data node d
+// The model must be the one the graph was built from: build_graph(profile_graph(model, ...)), or
+// any forward DAG with the model's ops, inputs and backward reads. The executor checks this up
+// front (node names, kinds and edges; the costs are free), and maps op o to "fwd o", "bwd o",
+// data nodes "o", "grad o", "phantom o"; the graph input is data node 0, its gradient node 1.
+//
+// Bitwise equality with plain training. Activations are recomputed from the same inputs and
+// random state (replayed as the chain executor does), so they are the same bits; a gradient is
+// the sum of its contributions, each the same bits, added in place by the layers with one
+// rounding per contribution. The sum then depends only on the order in which contributions are
+// added, and that order is the one the schedule runs the backwards in. The decision, so that the
+// guarantee holds for every schedule the executor accepts:
+//   * the reference order is store-all's (store_all_program): compute nodes in index order, so
+//     contributions to a gradient in increasing compute index (for a built graph, the readers'
+//     backwards in reverse topological order);
+//   * with one or two contributions any order gives the same bits: c1 + c2 == c2 + c1 exactly;
+//   * with three or more, ((c1 + c2) + c3) can differ from ((c1 + c3) + c2) in the last bit, so
+//     the executor accepts a schedule only if, for every gradient with 3+ producers, its first two
+//     contributions are store-all's first two (in either order) and every later one comes in
+//     store-all's position; any other order is rejected up front (status::invalid_problem), naming
+//     the instruction, the gradient and the order expected. checkmate's schedules and
+//     store-all's pass: checkmate's stage t ends with the first run of compute node t, so first
+//     runs are in index order;
+//   * a backward runs at most once: layers accumulate parameter gradients, so a second run would
+//     add them twice; a schedule that recomputes a backward is rejected up front too.
+//
+// Failures come back as status::invalid_problem (a schedule the simulator rejects, one rejected
+// by the rules above, a model that does not match the graph) before anything runs, or
+// status::execution_error (a layer threw, returned a tensor larger than planned, left a gradient
+// empty, or an allocation went past the backend's budget), naming the instruction and the node.
+// After a failure the layers' random states are as before the run and the parameters are
+// untouched (parameter gradients may hold a partial accumulation: zero them).
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/executor.hpp>
+#include <remat/exec/graph_concepts.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/graph_schedule.hpp>
+#include <remat/sim/graph_simulate.hpp>
+
+namespace remat::exec {
+
+/// What one run of a graph schedule measured.
+template <class T>
+struct graph_run_result {
+  T input_gradient;               ///< the gradient of the graph input
+  bytes measured_peak = 0;        ///< the run's peak in the backend, the input included
+  seconds elapsed = 0;            ///< wall-clock time of the run
+  std::vector<bytes> op_peaks;    ///< per instruction: peak while it ran (same basis)
+  std::vector<seconds> op_times;  ///< per instruction: wall-clock time
+  std::vector<int> forwards;      ///< forward calls (both variants) per op, in the model's order
+};
+
+namespace detail {
+
+using ::remat::detail::compute_label;
+using ::remat::detail::compute_list;
+using ::remat::detail::data_label;
+using ::remat::detail::graph_input_name;
+using ::remat::detail::own_output_name;
+
+/// The backward reads of every op of a DAG model, from its layers.
+template <class Model>
+std::vector<backward_reads> reads_of(Model& m) {
+  using mt = model_traits<std::remove_cvref_t<decltype(m.layers)>>;
+  std::vector<backward_reads> r;
+  for (std::size_t i = 0; i < mt::size(m.layers); ++i)
+    mt::visit(m.layers, i, [&](auto& layer) {
+      r.push_back(graph_layer_traits<std::remove_reference_t<decltype(layer)>>::reads(layer));
+    });
+  return r;
+}
+
+/// The forward DAG of a model without costs, checked: the errors name the op.
+template <class Model>
+result<forward_dag> skeleton(Model& m, std::string name) {
+  using mt = model_traits<std::remove_cvref_t<decltype(m.layers)>>;
+  const std::string where = "DAG model '" + name + "': ";
+  auto bad = [&](std::string msg) { return error{status::invalid_problem, where + msg, {}}; };
+  if (mt::size(m.layers) != m.ops.size())
+    return bad("it has " + std::to_string(mt::size(m.layers)) + " layers but " +
+               std::to_string(m.ops.size()) + " ops; op i runs layer i");
+  const std::vector<backward_reads> reads = reads_of(m);
+  forward_dag f{std::move(name), 0, {}};
+  for (std::size_t i = 0; i < m.ops.size(); ++i) {
+    const dag_op& op = m.ops[i];
+    std::unordered_set<std::string> seen;
+    for (const auto& in : op.inputs)
+      if (!seen.insert(in).second)
+        return bad("op '" + op.name + "' (ops[" + std::to_string(i) + "]) reads '" + in +
+                   "' twice; list each tensor once (a layer that uses a tensor twice reads it once)");
+    forward_op fo;
+    fo.name = op.name;
+    fo.inputs = op.inputs;
+    if (reads[i].inputs) fo.backward_reads = op.inputs;
+    if (reads[i].output) fo.backward_reads.emplace_back(own_output_name);
+    f.ops.push_back(std::move(fo));
+  }
+  if (auto v = validate(f); !v) return v.err();
+  return f;
+}
+
+/// Empty when g has the nodes and edges of ref (names, kinds, protection, pairs; not the costs),
+/// else the first difference.
+inline std::string structure_difference(const graph& g, const graph& ref) {
+  if (g.compute_count() != ref.compute_count() || g.data_count() != ref.data_count())
+    return "the graph has " + std::to_string(g.compute_count()) + " compute and " +
+           std::to_string(g.data_count()) + " data nodes, the model's " +
+           std::to_string(ref.compute_count()) + " and " + std::to_string(ref.data_count());
+  auto same = [](std::span<const int> a, std::span<const int> b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  };
+  for (int d = 0; d < g.data_count(); ++d) {
+    const auto &a = g.data(d), &b = ref.data(d);
+    if (a.name != b.name || a.kind != b.kind || a.is_protected != b.is_protected ||
+        g.gradient_of(d) != ref.gradient_of(d))
+      return "data node " + data_label(g, d) + " is " + data_label(ref, d) + " (a " +
+             std::string(to_string(b.kind)) + ") in the model's graph";
+  }
+  for (int c = 0; c < g.compute_count(); ++c) {
+    const auto &a = g.compute(c), &b = ref.compute(c);
+    if (a.name != b.name || a.kind != b.kind || g.backward_of(c) != ref.backward_of(c))
+      return "compute node " + compute_label(g, c) + " is " + compute_label(ref, c) +
+             " in the model's graph";
+    if (!same(g.inputs(c), ref.inputs(c)) || !same(g.outputs(c), ref.outputs(c)))
+      return "compute node " + compute_label(g, c) +
+             " reads or writes other data nodes than in the model's graph (its inputs, or which "
+             "of them its backward reads, differ)";
+  }
+  return {};
+}
+
+/// Where an op's nodes are in the graph.
+struct op_nodes {
+  int fwd = -1, bwd = -1, act = -1, grad = -1, phantom = -1;
+  std::vector<int> in;       ///< data nodes of its inputs, in the op's order
+  std::vector<int> in_grad;  ///< their gradients
+};
+
+/// The training graph of a model's structure (no costs) and where each op's nodes are in it.
+struct model_nodes {
+  graph g;
+  std::vector<op_nodes> ops;  ///< in the model's order
+};
+
+template <class Model>
+result<model_nodes> model_graph(Model& m, std::string name) {
+  auto sk = skeleton(m, std::move(name));
+  if (!sk) return sk.err();
+  auto built = build_graph(*sk);
+  if (!built) return built.err();
+  model_nodes out{std::move(*built), std::vector<op_nodes>(m.ops.size())};
+  const graph& g = out.g;
+  const training_layout lay{g.loss()};
+  std::unordered_map<std::string, int> position;  // op name -> its forward's index
+  for (const auto& op : m.ops) position.emplace(op.name, g.find_compute("fwd " + op.name));
+  for (std::size_t i = 0; i < out.ops.size(); ++i) {
+    auto& n = out.ops[i];
+    const int p = position.at(m.ops[i].name);
+    n = {lay.forward(p), lay.backward(p), lay.activation(p), lay.gradient(p), lay.phantom(p), {}, {}};
+    for (const auto& in : m.ops[i].inputs) {
+      const bool graph_input = in == graph_input_name;
+      n.in.push_back(graph_input ? lay.input : lay.activation(position.at(in)));
+      n.in_grad.push_back(graph_input ? lay.input_gradient : lay.gradient(position.at(in)));
+    }
+  }
+  return out;
+}
+
+/// The schedule rules of the header comment beyond the simulator's: each backward at most once,
+/// contributions to a gradient with 3+ producers in store-all's order. Empty if it passes.
+inline std::string sum_order_violation(const graph& g, const graph_schedule& s) {
+  std::vector<int> backward_runs(static_cast<std::size_t>(g.compute_count()), 0);
+  std::vector<std::vector<int>> summed(static_cast<std::size_t>(g.data_count()));
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const graph_instruction& ins = s.ops[i];
+    const std::string at = "instruction " + std::to_string(i) + " (" + to_string(ins) + ")";
+    if (ins.kind == graph_op_kind::free) {
+      summed[static_cast<std::size_t>(ins.node)].clear();
+      continue;
+    }
+    const int c = ins.node;
+    if (g.compute(c).kind != compute_kind::backward) continue;
+    if (backward_runs[static_cast<std::size_t>(c)]++ > 0)
+      return at + ": " + compute_label(g, c) +
+             " runs a second time; the executor runs each backward once (layers accumulate "
+             "parameter gradients, a second run would add them twice)";
+    for (int d : g.outputs(c)) {
+      std::vector<int> order(g.producers(d).begin(), g.producers(d).end());
+      std::sort(order.begin(), order.end());  // store-all's order: compute index
+      auto& done = summed[static_cast<std::size_t>(d)];
+      done.push_back(c);
+      const std::size_t k = done.size();
+      const bool ok = order.size() < 3 || (k == 1 && (c == order[0] || c == order[1])) ||
+                      (k == 2 && std::is_permutation(done.begin(), done.end(), order.begin())) ||
+                      (k > 2 && c == order[k - 1]);
+      if (!ok)
+        return at + ": " + compute_label(g, c) + " would add its contribution to " +
+               data_label(g, d) + " out of store-all's order (" + compute_list(g, order) +
+               ", the first two in either order); with 3 or more contributions the sum's last "
+               "bits depend on the order, so run these backwards in the graph's order";
+    }
+  }
+  return {};
+}
+
+}  // namespace detail
+
+template <class B, class Model>
+class graph_executor {
+  static_assert(Backend<B>, "remat: graph_executor<Backend, Model>: Backend must satisfy remat::exec::Backend");
+
+ public:
+  graph_executor(Model& model, const graph& g, B& backend) : model_(model), graph_(g), backend_(backend) {}
+
+  /// Runs the schedule on `input` (the graph input, which the run consumes). Returns the input
+  /// gradient and the measurements, or why the run failed.
+  template <class T>
+  result<graph_run_result<T>> run(const graph_schedule& s, T input);
+
+ private:
+  /// The ops' nodes, or why the model and the graph do not match.
+  result<std::vector<detail::op_nodes>> map_nodes() const;
+
+  Model& model_;
+  const graph& graph_;
+  B& backend_;
+};
+
+template <class B, class Model>
+result<std::vector<detail::op_nodes>> graph_executor<B, Model>::map_nodes() const {
+  auto ref = detail::model_graph(model_, graph_.name);
+  if (!ref) return ref.err();
+  if (auto diff = detail::structure_difference(graph_, ref->g); !diff.empty())
+    return error{status::invalid_problem,
+                 "graph_executor: graph '" + graph_.name + "' was not built from this model: " + diff +
+                     "; plan with build_graph(profile_graph(model, ...))",
+                 {}};
+  return std::move(ref->ops);  // same nodes, same indices
+}
+
+template <class B, class Model>
+template <class T>
+result<graph_run_result<T>> graph_executor<B, Model>::run(const graph_schedule& s, T input) {
+  static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
+                "returning its size in bytes) and must be movable");
+  using clock = std::chrono::steady_clock;
+  using mt = model_traits<std::remove_cvref_t<decltype(model_.layers)>>;
+  auto invalid = [](std::string m) { return error{status::invalid_problem, std::move(m), {}}; };
+  auto mapped = map_nodes();
+  if (!mapped) return mapped.err();
+  const std::vector<detail::op_nodes>& nodes = *mapped;
+  if (const auto rep = sim::simulate(graph_, s, {.record_timeline = false}); !rep.valid)
+    return invalid("graph_executor: the schedule is not valid for graph '" + graph_.name +
+                   "': " + rep.first_violation->message);
+  if (auto why = detail::sum_order_violation(graph_, s); !why.empty())
+    return invalid("graph_executor: graph '" + graph_.name + "', " + why);
+  const bytes input_bytes = graph_.data(training_layout::input).size;
+  if (tensor_traits<T>::size(input) > input_bytes)
+    return error{status::execution_error,
+                 "graph_executor: the input has " + format_bytes(tensor_traits<T>::size(input)) +
+                     ", more than the graph input's " + format_bytes(input_bytes) + " it was planned with",
+                 {}};
+
+  const auto n_ops = nodes.size();
+  const auto nd = static_cast<std::size_t>(graph_.data_count());
+  auto k = [](int i) { return static_cast<std::size_t>(i); };
+  std::vector<int> op_of(static_cast<std::size_t>(graph_.compute_count()), -1);  // fwd and bwd -> op
+  for (std::size_t i = 0; i < n_ops; ++i) op_of[k(nodes[i].fwd)] = op_of[k(nodes[i].bwd)] = static_cast<int>(i);
+  const int loss_op = static_cast<int>(n_ops) - 1;
+  const std::vector<backward_reads> reads = detail::reads_of(model_);
+
+  std::vector<std::optional<T>> tensors(nd);                    // activations and gradients
+  std::vector<std::unique_ptr<detail::box_base>> contexts(nd);  // phantoms
+  std::vector<std::unique_ptr<detail::box_base>> rng_before(n_ops), rng_after(n_ops);
+  struct {
+    std::vector<bytes> op_peaks;
+    std::vector<seconds> op_times;
+    std::vector<int> forwards;
+  } out;
+  out.forwards.assign(n_ops, 0);
+  out.op_peaks.reserve(s.ops.size());
+  out.op_times.reserve(s.ops.size());
+  // The run's memory is measured from here, with the input counted.
+  const bytes baseline = backend_.in_use() - tensor_traits<T>::size(input);
+  tensors[k(training_layout::input)] = std::move(input);
+  backend_.reset_high_water();
+  bytes peak = backend_.high_water() - baseline;
+
+  auto planned = [&](int d, bytes got, const std::string& at, const std::string& what) {
+    if (got > graph_.data(d).size)
+      throw detail::execution_failure(at + ": " + what + " of " + format_bytes(got) + " for " +
+                                      detail::data_label(graph_, d) + ", more than the " +
+                                      format_bytes(graph_.data(d).size) +
+                                      " it was planned with; profile the model again");
+  };
+
+  auto run_compute = [&](const graph_instruction& ins, const std::string& at) {
+    const int c = ins.node;
+    if (graph_.compute(c).kind == compute_kind::loss) return;  // dy = 1: nothing to store
+    const auto i = k(op_of[k(c)]);
+    const detail::op_nodes& on = nodes[i];
+    mt::visit(model_.layers, i, [&](auto& layer) {
+      using layer_t = std::remove_reference_t<decltype(layer)>;
+      using traits = graph_layer_traits<layer_t>;
+      static_assert(check_graph_layer<layer_t, T, B>());
+      using C = typename traits::context;
+      const std::string who = at + ", " + detail::compute_label(graph_, c);
+      backend_.set_activity(who);
+      std::vector<const T*> x;
+      const bool is_forward = c == on.fwd;
+      for (int d : on.in) x.push_back(is_forward || reads[i].inputs ? &*tensors[k(d)] : nullptr);
+      if (is_forward) {
+        if constexpr (HasRandomState<layer_t>) {
+          auto& target = detail::deref(layer);
+          if (!rng_before[i])
+            rng_before[i] = detail::boxed(target.random_state());
+          else
+            target.set_random_state(detail::unbox<detail::random_state_t<layer_t>>(rng_before[i]));
+        }
+        ++out.forwards[i];
+        if (ins.fast) {
+          T y = traits::forward(layer, std::span<const T* const>(x), backend_);
+          planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
+          tensors[k(on.act)] = std::move(y);
+        } else {
+          auto ctx = std::make_unique<detail::box<C>>();
+          T y = traits::forward_save(layer, std::span<const T* const>(x), ctx->value, backend_);
+          planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
+          planned(on.phantom, traits::context_bytes(ctx->value), who, "kept a context");
+          tensors[k(on.act)] = std::move(y);
+          contexts[k(on.phantom)] = std::move(ctx);
+        }
+        if constexpr (HasRandomState<layer_t>)
+          if (!rng_after[i]) rng_after[i] = detail::boxed(detail::deref(layer).random_state());
+        return;
+      }
+      const T* y = reads[i].output ? &*tensors[k(on.act)] : nullptr;
+      const C& ctx = detail::unbox<C>(contexts[k(on.phantom)]);
+      std::vector<std::optional<T>> dx(on.in.size());
+      for (std::size_t j = 0; j < dx.size(); ++j) dx[j] = std::move(tensors[k(on.in_grad[j])]);
+      if (static_cast<int>(i) == loss_op) {
+        if constexpr (HasGraphLossBackward<layer_t, T, B>)
+          traits::loss_backward(layer, std::span<const T* const>(x), y, ctx, std::span<std::optional<T>>(dx), backend_);
+        else
+          throw detail::execution_failure(who + " is the loss (the last op), but its layer has no loss backward "
+                                          "(without the output gradient dy)");
+      } else {
+        if constexpr (HasGraphBackward<layer_t, T, B>)
+          traits::backward(layer, std::span<const T* const>(x), y, ctx, *tensors[k(on.grad)],
+                           std::span<std::optional<T>>(dx), backend_);
+        else
+          throw detail::execution_failure(who + " is not the last op, but its layer only has a loss backward "
+                                          "(without the output gradient dy)");
+      }
+      for (std::size_t j = 0; j < dx.size(); ++j) {
+        const int d = on.in_grad[j];
+        if (!dx[j])
+          throw detail::execution_failure(who + " left the gradient of its input " + std::to_string(j) + ", " +
+                                          detail::data_label(graph_, d) + ", empty; a backward creates or adds "
+                                          "to the gradient of every input");
+        planned(d, tensor_traits<T>::size(*dx[j]), who, "made a gradient");
+        tensors[k(d)] = std::move(dx[j]);
+      }
+    });
+  };
+
+  auto free_data = [&](int d) {
+    tensors[k(d)].reset();
+    contexts[k(d)].reset();
+  };
+
+  auto restore_rng = [&](bool success) {
+    for (std::size_t i = 0; i < n_ops; ++i) {
+      const auto& saved = success ? rng_after[i] : rng_before[i];
+      if (!saved) continue;
+      mt::visit(model_.layers, i, [&](auto& layer) {
+        using layer_t = std::remove_reference_t<decltype(layer)>;
+        if constexpr (HasRandomState<layer_t>)
+          detail::deref(layer).set_random_state(detail::unbox<detail::random_state_t<layer_t>>(saved));
+      });
+    }
+  };
+
+  const auto t_start = clock::now();
+  std::size_t i = 0;
+  std::string at;
+  try {
+    for (; i < s.ops.size(); ++i) {
+      const graph_instruction& ins = s.ops[i];
+      at = "instruction " + std::to_string(i) + " (" + to_string(ins) + ")";
+      backend_.reset_high_water();
+      const auto t0 = clock::now();
+      if (ins.kind == graph_op_kind::free)
+        free_data(ins.node);
+      else
+        run_compute(ins, at);
+      out.op_times.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+      out.op_peaks.push_back(backend_.high_water() - baseline);
+      peak = std::max(peak, out.op_peaks.back());
+    }
+  } catch (const out_of_budget& e) {
+    restore_rng(false);
+    backend_.set_activity("an allocation");
+    return error{status::execution_error,
+                 "graph_executor: " + std::string(e.what()) + "; the schedule predicted a peak of " +
+                     format_bytes(s.predicted_peak) + " (allocations outside the profile, or a budget below the plan's)",
+                 {}};
+  } catch (const detail::execution_failure& e) {
+    restore_rng(false);
+    backend_.set_activity("an allocation");
+    return error{status::execution_error, std::string("graph_executor: ") + e.what(), {}};
+  } catch (const std::exception& e) {
+    restore_rng(false);
+    const std::string what = backend_.activity();
+    backend_.set_activity("an allocation");
+    return error{status::execution_error, "graph_executor: " + what + " threw: " + e.what(), {}};
+  }
+  const seconds elapsed = std::chrono::duration<double>(clock::now() - t_start).count();
+  restore_rng(true);
+  backend_.set_activity("an allocation");
+  return graph_run_result<T>{std::move(*tensors[k(training_layout::input_gradient)]), peak, elapsed,
+                             std::move(out.op_peaks), std::move(out.op_times), std::move(out.forwards)};
+}
+
+}  // namespace remat::exec

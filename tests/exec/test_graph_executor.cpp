@@ -1,0 +1,473 @@
+// The graph executor on toy DAGs (a diamond, a residual net, a node with 3 consumers) whose layers
+// allocate exactly: store-all, hand-written schedules with recomputation and fast-forwards, and
+// checkmate's at several budgets give bitwise the gradients of store-all, with a measured peak
+// equal to the graph simulator's op by op; failures come back as statuses.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <remat/exec/graph_executor.hpp>
+#include <remat/exec/graph_profiler.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/schedule/graph_schedule.hpp>
+#include <remat/sim/graph_simulate.hpp>
+
+#include "toy_graph_layers.hpp"
+
+#if defined(REMAT_TEST_HAVE_CBC)
+#include <remat/milp/cbc.hpp>
+#include <remat/policy/checkmate.hpp>
+using milp_backend = remat::milp::cbc;
+#elif defined(REMAT_TEST_HAVE_LPSOLVE)
+#include <remat/milp/lpsolve.hpp>
+#include <remat/policy/checkmate.hpp>
+using milp_backend = remat::milp::lpsolve;
+#endif
+
+using namespace remat;
+using remat::exec::host_backend;
+
+namespace {
+
+using model = exec::dag_model<std::vector<toy::node>>;
+constexpr int input_floats = 6;
+
+struct op_spec {
+  std::string name;
+  std::vector<std::string> inputs;
+  bool sum = false;
+};
+
+/// A toy DAG model; sizes, contexts and temporaries vary per op with the seed; the last op is
+/// the loss. A sum node's inputs are as wide as its output.
+model make_model(const std::vector<op_spec>& spec, unsigned seed, bool noisy) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> size(2, 24), small(0, 9);
+  model m;
+  std::vector<int> width;
+  auto width_of = [&](const std::string& in) {
+    if (in == "input") return input_floats;
+    for (std::size_t j = 0; j < m.ops.size(); ++j)
+      if (m.ops[j].name == in) return width[j];
+    return 0;
+  };
+  for (std::size_t i = 0; i < spec.size(); ++i) {
+    toy::node n;
+    n.n_out = size(rng);
+    n.extra = small(rng);
+    n.tmp_f = small(rng);
+    n.tmp_b = small(rng);
+    n.w = 0.3f + 0.1f * static_cast<float>(i % 5);
+    n.noisy = noisy && i % 2 == 1;
+    n.rng.seed(seed * 31 + static_cast<unsigned>(i));
+    n.label = spec[i].name;
+    n.sum = spec[i].sum;
+    n.is_loss = i + 1 == spec.size();
+    for (const auto& in : spec[i].inputs) n.widths.push_back(width_of(in));
+    if (n.sum) n.n_out = *std::max_element(n.widths.begin(), n.widths.end());
+    width.push_back(n.is_loss ? 1 : n.n_out);
+    m.layers.push_back(std::move(n));
+    m.ops.push_back({spec[i].name, spec[i].inputs});
+  }
+  return m;
+}
+
+const std::vector<op_spec> diamond = {
+    {"a", {"input"}}, {"b", {"a"}}, {"c", {"a"}}, {"d", {"b", "c"}}, {"loss", {"d"}}};
+const std::vector<op_spec> residual = {{"x", {"input"}},       {"f1", {"x"}},  {"f2", {"f1"}},
+                                       {"add", {"x", "f2"}, true}, {"f3", {"add"}},
+                                       {"add2", {"add", "f3"}, true}, {"loss", {"add2"}}};
+/// "a" has three readers (q, k, v): its gradient sums 3 contributions; the input has two.
+const std::vector<op_spec> three = {{"a", {"input"}},          {"q", {"a"}},
+                                    {"k", {"a"}},              {"v", {"a"}},
+                                    {"mix", {"q", "k", "v"}},  {"add", {"mix", "input"}, true},
+                                    {"loss", {"add"}}};
+
+toy::tensor make_input(host_backend& b) {
+  auto x = toy::tensor::make(b, input_floats);
+  for (int i = 0; i < input_floats; ++i) x[i] = 0.15f * static_cast<float>(i % 5) - 0.3f;
+  return x;
+}
+
+graph profiled_graph(const std::vector<op_spec>& spec, unsigned seed, bool noisy) {
+  host_backend b;
+  model m = make_model(spec, seed, noisy);
+  auto f = exec::profile_graph(m, make_input(b), b, {.repetitions = 1, .warmup = 0, .name = "toy"});
+  REQUIRE_MESSAGE(f.ok(), f.message());
+  auto g = build_graph(*f);
+  REQUIRE_MESSAGE(g.ok(), g.message());
+  return *g;
+}
+
+struct outcome {
+  std::vector<float> input_grad, param_grads;
+  exec::graph_run_result<toy::tensor> run;
+};
+
+/// Runs s on a fresh model in a backend limited to the budget.
+result<outcome> execute(const std::vector<op_spec>& spec, unsigned seed, bool noisy, const graph& g,
+                        const graph_schedule& s, bytes budget = unlimited_bytes) {
+  model m = make_model(spec, seed, noisy);
+  host_backend b(budget);
+  exec::graph_executor ex(m, g, b);
+  auto r = ex.run(s, make_input(b));
+  if (!r) return r.err();
+  outcome o;
+  for (int i = 0; i < r->input_gradient.n; ++i) o.input_grad.push_back(r->input_gradient[i]);
+  for (const auto& n : m.layers) o.param_grads.push_back(n.gw);
+  // The forwards each op ran are the schedule's; each backward ran once; nothing is left.
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    const int fwd = g.find_compute("fwd " + m.ops[i].name);
+    const auto runs = std::count_if(s.ops.begin(), s.ops.end(), [&](const graph_instruction& ins) {
+      return ins.kind == graph_op_kind::compute && ins.node == fwd;
+    });
+    CHECK(m.layers[i].forward_calls == runs);
+    CHECK(r->forwards[i] == runs);
+    CHECK(m.layers[i].backward_calls == 1);
+  }
+  CHECK(b.in_use() == r->input_gradient.bytes());
+  o.run = std::move(*r);
+  return o;
+}
+
+graph_schedule store_all_of(const graph& g) { return {store_all_program(g), g.ideal_time(), 0}; }
+
+/// Runs the compute nodes in `order` (an entry -1 - d frees data node d there), freeing each data
+/// node after its last reader in it.
+graph_schedule program_in_order(const graph& g, const std::vector<int>& order) {
+  std::vector<int> last(static_cast<std::size_t>(g.data_count()), -1);
+  for (std::size_t p = 0; p < order.size(); ++p)
+    if (order[p] >= 0)
+      for (int d : g.inputs(order[p])) last[static_cast<std::size_t>(d)] = static_cast<int>(p);
+  graph_schedule s;
+  for (std::size_t p = 0; p < order.size(); ++p) {
+    if (order[p] < 0) {
+      s.ops.push_back(graph_instruction::free(-1 - order[p]));
+      continue;
+    }
+    s.ops.push_back(graph_instruction::compute(order[p]));
+    for (int d = 0; d < g.data_count(); ++d)
+      if (last[static_cast<std::size_t>(d)] == static_cast<int>(p) && !g.data(d).is_protected)
+        s.ops.push_back(graph_instruction::free(d));
+  }
+  return s;
+}
+
+/// Maximal recomputation: a fast-forward pass that frees each activation once its forward readers
+/// ran (every `keep`-th op's output kept), then for each backward, its forward recomputed in
+/// normal mode from recomputed (fast-forwarded) ancestors, and everything freed again.
+graph_schedule recompute_all(const graph& g, int keep) {
+  const training_layout lay{g.loss()};
+  const int n = g.loss();
+  graph_schedule s;
+  std::vector<char> alive(static_cast<std::size_t>(g.data_count()), 0);
+  alive[0] = 1;
+  auto at = [&](int d) -> char& { return alive[static_cast<std::size_t>(d)]; };
+  auto run = [&](int c, bool fast) {
+    s.ops.push_back(fast ? graph_instruction::fast_forward(c) : graph_instruction::compute(c));
+    for (int d : g.outputs(c))
+      if (!fast || g.data(d).kind != data_kind::phantom) at(d) = 1;
+  };
+  auto drop = [&](int d) {
+    if (!at(d) || g.data(d).is_protected) return;
+    s.ops.push_back(graph_instruction::free(d));
+    at(d) = 0;
+  };
+  auto kept = [&](int p) { return keep > 0 && p % keep == 0; };
+  std::vector<int> readers_left(static_cast<std::size_t>(g.data_count()), 0);
+  for (int p = 0; p < n; ++p)
+    for (int d : g.inputs(lay.forward(p))) ++readers_left[static_cast<std::size_t>(d)];
+  for (int p = 0; p < n; ++p) {
+    run(lay.forward(p), true);
+    for (int d : g.inputs(lay.forward(p)))
+      if (--readers_left[static_cast<std::size_t>(d)] == 0 && d != lay.activation(n - 1) &&
+          !kept((d - 2) / 3))
+        drop(d);
+  }
+  run(lay.loss(), false);
+  drop(lay.activation(n - 1));
+  std::function<void(int)> materialize = [&](int d) {
+    if (at(d)) return;
+    const int f = g.producers(d)[0];
+    for (int in : g.inputs(f)) materialize(in);
+    run(f, true);
+  };
+  for (int p = n - 1; p >= 0; --p) {
+    const int f = lay.forward(p);
+    for (int in : g.inputs(f)) materialize(in);
+    drop(lay.activation(p));
+    run(f, false);
+    for (int in : g.inputs(lay.backward(p))) materialize(in);
+    run(lay.backward(p), false);
+    drop(lay.gradient(p));
+    drop(lay.phantom(p));
+    for (int q = 0; q < n; ++q)
+      if (!kept(q) || q >= p) drop(lay.activation(q));
+  }
+  for (int q = 0; q < n; ++q) drop(lay.activation(q));
+  return s;
+}
+
+/// Gradients equal store-all's bit for bit; peak within the budget and equal to the simulator's
+/// op by op.
+void check_schedule(const std::vector<op_spec>& spec, unsigned seed, bool noisy, const graph& g,
+                    const graph_schedule& s, bytes budget, const outcome& reference) {
+  INFO(to_string(g, s));
+  const auto sim = sim::simulate(g, s, {.budget = budget});
+  REQUIRE_MESSAGE(sim.valid, (sim.first_violation ? sim.first_violation->message : ""));
+  const auto got = execute(spec, seed, noisy, g, s, budget);
+  REQUIRE_MESSAGE(got.ok(), got.message());
+  CHECK(got->input_grad == reference.input_grad);
+  CHECK(got->param_grads == reference.param_grads);
+  CHECK(got->run.measured_peak <= budget);
+  CHECK(got->run.measured_peak == sim.peak);
+  REQUIRE(got->run.op_peaks.size() == sim.timeline.size());
+  for (std::size_t i = 0; i < sim.timeline.size(); ++i) {
+    INFO("instruction ", i, ": ", to_string(g, s.ops[i]));
+    CHECK(got->run.op_peaks[i] == sim.timeline[i].peak);
+  }
+}
+
+struct toy_case {
+  const char* name;
+  const std::vector<op_spec>* spec;
+};
+const toy_case cases[] = {{"diamond", &diamond}, {"residual", &residual}, {"three consumers", &three}};
+
+}  // namespace
+
+TEST_CASE("graph_executor: store-all and recomputing schedules give store-all's gradients bit for bit") {
+  for (const auto& tc : cases)
+    for (unsigned seed = 1; seed <= 3; ++seed) {
+      const bool noisy = seed != 2;
+      INFO(tc.name, " seed ", seed);
+      const graph g = profiled_graph(*tc.spec, seed, noisy);
+      const graph_schedule sa = store_all_of(g);
+      const bytes peak = sim::simulate(g, sa).peak;
+      const auto reference = execute(*tc.spec, seed, noisy, g, sa, peak);
+      REQUIRE_MESSAGE(reference.ok(), reference.message());
+      check_schedule(*tc.spec, seed, noisy, g, sa, peak, *reference);
+      for (int keep : {0, 2, 3}) {
+        const graph_schedule s = recompute_all(g, keep);
+        CHECK(std::any_of(s.ops.begin(), s.ops.end(), [](const auto& i) { return i.fast; }));
+        check_schedule(*tc.spec, seed, noisy, g, s, sim::simulate(g, s).peak, *reference);
+      }
+    }
+}
+
+TEST_CASE("graph_executor: a 3-contribution gradient is summed in store-all's order or refused") {
+  const graph g = profiled_graph(three, 4, false);
+  const auto sa = store_all_of(g);
+  const auto reference = execute(three, 4, false, g, sa);
+  REQUIRE(reference.ok());
+  const int q = g.find_compute("bwd q"), k = g.find_compute("bwd k"), v = g.find_compute("bwd v");
+  REQUIRE((v < k && k < q));  // store-all: bwd v, bwd k, bwd q
+  auto order_with = [&](std::vector<int> bwd) {
+    std::vector<int> order;
+    for (int c = 0; c < g.compute_count(); ++c)
+      if (c != q && c != k && c != v) order.push_back(c);
+    const auto at = std::find(order.begin(), order.end(), g.find_compute("bwd a"));
+    order.insert(at, bwd.begin(), bwd.end());
+    return program_in_order(g, order);
+  };
+  // The first two in either order: the same bits.
+  const auto swapped = order_with({k, v, q});
+  check_schedule(three, 4, false, g, swapped, unlimited_bytes, *reference);
+  // The third before the second: refused before anything runs.
+  for (const auto& bwd : {std::vector{v, q, k}, std::vector{q, k, v}}) {
+    const auto s = order_with(bwd);
+    REQUIRE(sim::simulate(g, s).valid);
+    model m = make_model(three, 4, false);
+    host_backend b;
+    exec::graph_executor ex(m, g, b);
+    auto r = ex.run(s, make_input(b));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.code() == status::invalid_problem);
+    CHECK(r.message().find("'grad a'") != std::string::npos);
+    CHECK(r.message().find("store-all's order") != std::string::npos);
+    CHECK(r.message().find("instruction ") != std::string::npos);
+    for (const auto& n : m.layers) CHECK(n.forward_calls == 0);
+    CHECK(b.in_use() == 0);
+  }
+}
+
+TEST_CASE("graph_executor: a backward run twice is refused (parameter gradients would double)") {
+  const graph g = profiled_graph(three, 5, false);
+  // bwd v, bwd k, bwd q, then free grad a and run the three again: the simulator accepts it.
+  std::vector<int> order;
+  for (int c = 0; c < g.compute_count(); ++c) {
+    order.push_back(c);
+    if (c == g.find_compute("bwd q"))
+      order.insert(order.end(), {-1 - g.find_data("grad a"), g.find_compute("bwd v"),
+                                 g.find_compute("bwd k"), g.find_compute("bwd q")});
+  }
+  const graph_schedule s2 = program_in_order(g, order);
+  const auto rep = sim::simulate(g, s2);
+  REQUIRE_MESSAGE(rep.valid, (rep.first_violation ? rep.first_violation->message : ""));
+  model m = make_model(three, 5, false);
+  host_backend b;
+  exec::graph_executor ex(m, g, b);
+  auto r = ex.run(s2, make_input(b));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.code() == status::invalid_problem);
+  CHECK(r.message().find("runs a second time") != std::string::npos);
+  CHECK(r.message().find("'bwd v'") != std::string::npos);
+}
+
+#if defined(REMAT_TEST_HAVE_CBC) || defined(REMAT_TEST_HAVE_LPSOLVE)
+TEST_CASE("graph_executor: checkmate's schedules from low budgets to store-all's peak") {
+  int runs = 0;
+  for (const auto& tc : cases) {
+    const unsigned seed = 7;
+    INFO(tc.name);
+    const graph g = profiled_graph(*tc.spec, seed, true);
+    const graph_schedule sa = store_all_of(g);
+    const bytes peak = sim::simulate(g, sa).peak;
+    const auto reference = execute(*tc.spec, seed, true, g, sa);
+    REQUIRE(reference.ok());
+    // From the peak of maximal recomputation (a feasible budget; finding the exact minimum
+    // takes a bisection of MILPs) to store-all's.
+    const bytes lo = sim::simulate(g, recompute_all(g, 0)).peak;
+    for (int step = 0; step <= 3; ++step) {
+      const bytes budget = lo + (peak - lo) * step / 3;
+      INFO("budget ", budget, " (recompute-all ", lo, ", store-all ", peak, ")");
+      const auto s = checkmate<milp_backend>{}.solve(g, budget);
+      REQUIRE_MESSAGE(s.ok(), s.message());
+      check_schedule(*tc.spec, seed, true, g, *s, budget, *reference);
+      ++runs;
+    }
+  }
+  CHECK(runs == 12);
+}
+#endif
+
+TEST_CASE("graph_profiler: exact sizes, overheads and backward reads") {
+  host_backend b;
+  model m = make_model(three, 9, true);
+  const auto rng = m.layers[1].random_state();
+  auto f = exec::profile_graph(m, make_input(b), b, {.repetitions = 3, .warmup = 1, .name = "three"});
+  REQUIRE_MESSAGE(f.ok(), f.message());
+  CHECK(f->name == "three");
+  CHECK(f->input_bytes == 4 * input_floats);
+  REQUIRE(f->ops.size() == three.size());
+  for (std::size_t i = 0; i < three.size(); ++i) {
+    const auto& n = m.layers[i];
+    const auto& op = f->ops[i];
+    INFO(op.name);
+    CHECK(op.name == three[i].name);
+    CHECK(op.inputs == three[i].inputs);
+    CHECK(op.output_bytes == 4 * (n.is_loss ? 1 : n.n_out));
+    CHECK(op.phantom_bytes == 4 * n.extra);
+    CHECK(op.forward_overhead_bytes == 4 * n.tmp_f);
+    CHECK(op.forward_save_overhead_bytes == 4 * n.tmp_f);
+    CHECK(op.backward_overhead_bytes == 4 * n.tmp_b);  // in place: the same when accumulating
+    CHECK(n.gw == 0.0f);
+  }
+  CHECK(f->ops[5].backward_reads.empty());  // the sum reads nothing
+  CHECK(f->ops[4].backward_reads == std::vector<std::string>{"q", "k", "v", "output"});
+  CHECK(f->ops[6].backward_reads == std::vector<std::string>{"add"});
+  CHECK(m.layers[1].random_state() == rng);
+  CHECK(b.in_use() == 0);
+}
+
+TEST_CASE("graph_executor: a layer that throws, outgrows its profile or forgets a gradient") {
+  const graph g = profiled_graph(residual, 3, true);
+  const auto s = recompute_all(g, 0);
+  SUBCASE("throws: the instruction and node are named, random states are as before") {
+    model m = make_model(residual, 3, true);
+    auto& bad = m.layers[2];
+    const auto rng_before = bad.random_state();
+    bad.throw_at_forward = 1;  // its recomputation
+    host_backend b;
+    exec::graph_executor ex(m, g, b);
+    auto r = ex.run(s, make_input(b));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.code() == status::execution_error);
+    CHECK(r.message().find("'fwd f2'") != std::string::npos);
+    CHECK(r.message().find("instruction ") != std::string::npos);
+    CHECK(r.message().find("injected failure") != std::string::npos);
+    CHECK(bad.random_state() == rng_before);
+    CHECK(b.in_use() == 0);
+  }
+  SUBCASE("outgrows") {
+    model m = make_model(residual, 3, true);
+    m.layers[1].grow_by = 2;
+    host_backend b;
+    exec::graph_executor ex(m, g, b);
+    auto r = ex.run(s, make_input(b));
+    CHECK(r.code() == status::execution_error);
+    CHECK(r.message().find("'fwd f1'") != std::string::npos);
+    CHECK(r.message().find("profile the model again") != std::string::npos);
+  }
+  SUBCASE("forgets a gradient") {
+    model m = make_model(residual, 3, true);
+    m.layers[2].leave_empty = true;  // f2: the only reader of f1, its gradient starts empty
+    host_backend b;
+    exec::graph_executor ex(m, g, b);
+    auto r = ex.run(s, make_input(b));
+    CHECK(r.code() == status::execution_error);
+    CHECK(r.message().find("'bwd f2'") != std::string::npos);
+    CHECK(r.message().find("empty") != std::string::npos);
+  }
+  SUBCASE("out of budget: the allocation that does not fit is named") {
+    model m = make_model(residual, 3, true);
+    const bytes peak = sim::simulate(g, s).peak;
+    host_backend b(peak - 1);
+    exec::graph_executor ex(m, g, b);
+    auto r = ex.run(s, make_input(b));
+    CHECK(r.code() == status::execution_error);
+    CHECK(r.message().find("would exceed the budget of") != std::string::npos);
+    CHECK(r.message().find("instruction ") != std::string::npos);
+    CHECK(b.in_use() == 0);
+  }
+}
+
+TEST_CASE("graph_executor: schedules and models that do not match the graph are refused up front") {
+  const graph g = profiled_graph(diamond, 2, false);
+  host_backend b;
+  SUBCASE("a schedule the simulator rejects") {
+    model m = make_model(diamond, 2, false);
+    exec::graph_executor ex(m, g, b);
+    graph_schedule broken{{graph_instruction::compute(g.find_compute("fwd b"))}, 0, 0};
+    auto r = ex.run(broken, make_input(b));
+    CHECK(r.code() == status::invalid_problem);
+    CHECK(r.message().find("not valid") != std::string::npos);
+    CHECK(r.message().find("'fwd b'") != std::string::npos);
+  }
+  SUBCASE("a model with other edges") {
+    auto other = diamond;
+    other[3].inputs = {"c", "b"};
+    model m = make_model(other, 2, false);
+    exec::graph_executor ex(m, g, b);
+    auto r = ex.run(store_all_of(g), make_input(b));
+    CHECK(r.code() == status::invalid_problem);
+    CHECK(r.message().find("was not built from this model") != std::string::npos);
+  }
+  SUBCASE("fewer layers than ops") {
+    model m = make_model(diamond, 2, false);
+    m.layers.pop_back();
+    exec::graph_executor ex(m, g, b);
+    auto r = ex.run(store_all_of(g), make_input(b));
+    CHECK(r.code() == status::invalid_problem);
+    CHECK(r.message().find("4 layers but 5 ops") != std::string::npos);
+  }
+  SUBCASE("an op reading a tensor twice") {
+    model m = make_model(diamond, 2, false);
+    m.ops[3].inputs = {"b", "b"};
+    exec::graph_executor ex(m, g, b);
+    auto r = ex.run(store_all_of(g), make_input(b));
+    CHECK(r.code() == status::invalid_problem);
+    CHECK(r.message().find("reads 'b' twice") != std::string::npos);
+  }
+  SUBCASE("an input larger than planned") {
+    model m = make_model(diamond, 2, false);
+    exec::graph_executor ex(m, g, b);
+    auto r = ex.run(store_all_of(g), toy::tensor::make(b, input_floats + 1));
+    CHECK(r.code() == status::execution_error);
+  }
+  CHECK(b.in_use() == 0);
+}
