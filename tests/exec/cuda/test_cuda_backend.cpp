@@ -109,7 +109,8 @@ TEST_CASE("cuda.backend: copies start after the compute stream's work, and the c
   auto [h, t] = b.offload(d);
   t.wait_host();
   for (int i = 0; i < n; ++i) REQUIRE(h.as<float>()[i] == 7.0f);
-  // A prefetch overwrites d with 7s while ... the compute stream, told to wait, then adds 1.
+  // A kernel writes -1s, then a copy to the device (queued after it) writes the 7s back; the
+  // compute stream, told to wait for the copy, adds 1: 8 everywhere, never 0 or -1.
   toy_cuda::slow_fill(d.as<float>(), n, -1.0f, 1000, b.stream());
   auto t2 = b.copy_to_device(h, d);
   b.wait(t2);

@@ -72,6 +72,10 @@ struct layer {
 
 constexpr int width = 4096;
 constexpr int stages = 10;
+/// Room in the pool past the plan's budget for what the plan does not count: alignment padding
+/// (the loss output's 4 bytes take a 256-byte block) and best fit's fragmentation. The measured
+/// peak (requested bytes) is still checked against the plan's budget.
+constexpr bytes slack = 64 * 1024;
 
 /// Parameters and their gradients come from a separate unbudgeted-enough backend, so the
 /// budgeted one holds only what the schedule counts.
@@ -120,7 +124,7 @@ TEST_CASE("cuda.executor: chain schedules on the CUDA backend give store-all's g
   const bytes all = store_all{}.solve(*c, unlimited_bytes)->predicted_peak;
   std::vector<float> reference;
   {
-    cuda::backend b(all);
+    cuda::backend b(all + slack);
     auto m = make_model(params);
     exec::executor ex(m, *c, b);
     const auto r = ex.run(*store_all{}.solve(*c, all), make_input(b));
@@ -132,13 +136,14 @@ TEST_CASE("cuda.executor: chain schedules on the CUDA backend give store-all's g
     for (const auto& s : {rotor{}.solve(*c, budget), revolve{}.solve(*c, budget)}) {
       if (!s) continue;
       INFO("budget ", budget, ": ", to_string(*s));
-      cuda::backend b(budget);
+      cuda::backend b(budget + slack);
       auto m = make_model(params);
       exec::executor ex(m, *c, b);
       const auto r = ex.run(*s, make_input(b));
       REQUIRE_MESSAGE(r.ok(), r.message());
       CHECK(gradients(r->input_gradient, m, b) == reference);
       CHECK(r->measured_peak <= budget);
+      CHECK(b.run_extent() <= budget + slack);
       CHECK(r->measured_peak == sim::simulate(*c, *s).peak);
       CHECK(r->elapsed > 0.0);
     }
@@ -154,8 +159,7 @@ TEST_CASE("cuda.executor: a recorded run's placement is replayed; the pool exten
   const bytes lo = rotor::minimum_budget(*c);
   const auto s = rotor{}.solve(*c, lo);
   REQUIRE(s.ok());
-  // Padding: each block is rounded to 256 bytes; the sizes here are multiples of it but the loss.
-  cuda::backend b(lo + 64_KiB);
+  cuda::backend b(lo + slack);
   b.record_next_run();
   std::vector<float> first;
   {
@@ -168,6 +172,7 @@ TEST_CASE("cuda.executor: a recorded run's placement is replayed; the pool exten
   const auto report = b.plan_placement();
   REQUIRE_MESSAGE(report.ok(), report.message());
   CHECK(report->placed_peak <= report->recorded_extent);
+  CHECK(report->placed_peak <= lo + slack);
   for (int rep = 0; rep < 2; ++rep) {
     auto m = make_model(params);
     exec::executor ex(m, *c, b);
