@@ -19,9 +19,9 @@
 #include <string>
 
 #if defined(__CUDACC__)
-#  define REMAT_GPT_HD __host__ __device__ inline
+#define REMAT_GPT_HD __host__ __device__ inline
 #else
-#  define REMAT_GPT_HD inline
+#define REMAT_GPT_HD inline
 #endif
 
 namespace gpt::math {
@@ -32,7 +32,9 @@ inline constexpr float gelu_k = 0.7978845608028654f;  // sqrt(2 / pi)
 inline constexpr float gelu_c = 0.044715f;
 
 /// 0.5 v (1 + tanh(k (v + c v^3)))
-REMAT_GPT_HD float gelu(float v) { return 0.5f * v * (1.0f + tanhf(gelu_k * (v + gelu_c * v * v * v))); }
+REMAT_GPT_HD float gelu(float v) {
+  return 0.5f * v * (1.0f + tanhf(gelu_k * (v + gelu_c * v * v * v)));
+}
 /// d gelu / dv
 REMAT_GPT_HD float gelu_grad(float v) {
   const float t = tanhf(gelu_k * (v + gelu_c * v * v * v));
@@ -55,7 +57,8 @@ struct maximum {
   REMAT_GPT_HD float operator()(float a, float b) const { return a < b ? b : a; }
 };
 
-// --- partials shared by the row operations ----------------------------------------------------------
+// --- partials shared by the row operations
+// ----------------------------------------------------------
 
 /// max over x[j], j < n, j = lane (mod lanes); -inf when the lane has no element.
 REMAT_GPT_HD float max_partial(const float* x, int n, int lane, int lanes) {
@@ -76,13 +79,14 @@ REMAT_GPT_HD float exp_sum_partial(const float* x, int n, float m, int lane, int
   return s;
 }
 
-// --- causal softmax ---------------------------------------------------------------------------------
-// Row t of an attention matrix has n = T scores, of which the first `valid` = t + 1 are live (a
-// query sees itself and the past); the others get probability 0.
+// --- causal softmax
+// --------------------------------------------------------------------------------- Row t of an
+// attention matrix has n = T scores, of which the first `valid` = t + 1 are live (a query sees
+// itself and the past); the others get probability 0.
 
 /// p[j] = exp(s[j] - m) / sum for j < valid, 0 beyond; p may be s (in place).
-REMAT_GPT_HD void softmax_write(const float* s, float* p, int n, int valid, float m, float sum, int lane,
-                                int lanes) {
+REMAT_GPT_HD void softmax_write(const float* s, float* p, int n, int valid, float m, float sum,
+                                int lane, int lanes) {
   const float inv = 1.0f / sum;
   for (int j = lane; j < n; j += lanes) p[j] = j < valid ? expf(s[j] - m) * inv : 0.0f;
 }
@@ -94,14 +98,15 @@ REMAT_GPT_HD float dot_partial(const float* p, const float* dp, int n, int lane,
 }
 /// ds[j] = p[j] (dp[j] - dot) for j < valid, 0 beyond (d softmax / d s contracted with dp);
 /// ds may be dp (in place).
-REMAT_GPT_HD void softmax_backward_write(const float* p, const float* dp, float* ds, int n, int valid, float dot,
-                                         int lane, int lanes) {
+REMAT_GPT_HD void softmax_backward_write(const float* p, const float* dp, float* ds, int n,
+                                         int valid, float dot, int lane, int lanes) {
   for (int j = lane; j < n; j += lanes) ds[j] = j < valid ? p[j] * (dp[j] - dot) : 0.0f;
 }
 
-// --- layer norm ---------------------------------------------------------------------------------------
-// u = (x - mean) rstd * g + b with mean and var over the row (two passes: the centred sum of
-// squares is more accurate than E[x^2] - mean^2), rstd = 1 / sqrt(var + eps).
+// --- layer norm
+// --------------------------------------------------------------------------------------- u = (x -
+// mean) rstd * g + b with mean and var over the row (two passes: the centred sum of squares is more
+// accurate than E[x^2] - mean^2), rstd = 1 / sqrt(var + eps).
 
 /// sum of (x[j] - mean)^2, j = lane (mod lanes).
 REMAT_GPT_HD float centered_square_partial(const float* x, int n, float mean, int lane, int lanes) {
@@ -115,8 +120,8 @@ REMAT_GPT_HD float centered_square_partial(const float* x, int n, float mean, in
 REMAT_GPT_HD float layer_norm_rstd(float centered_square_sum, int n, float eps) {
   return 1.0f / sqrtf(centered_square_sum / static_cast<float>(n) + eps);
 }
-REMAT_GPT_HD void layer_norm_write(const float* x, const float* g, const float* b, float* u, int n, float mean,
-                                   float rstd, int lane, int lanes) {
+REMAT_GPT_HD void layer_norm_write(const float* x, const float* g, const float* b, float* u, int n,
+                                   float mean, float rstd, int lane, int lanes) {
   for (int j = lane; j < n; j += lanes) u[j] = (x[j] - mean) * rstd * g[j] + b[j];
 }
 
@@ -125,8 +130,9 @@ struct sum_pair {
   float dxhat = 0.0f;       ///< sum of dxhat
   float dxhat_xhat = 0.0f;  ///< sum of dxhat * xhat
 };
-REMAT_GPT_HD sum_pair layer_norm_backward_partial(const float* x, const float* du, const float* g, int n, float mean,
-                                                  float rstd, int lane, int lanes) {
+REMAT_GPT_HD sum_pair layer_norm_backward_partial(const float* x, const float* du, const float* g,
+                                                  int n, float mean, float rstd, int lane,
+                                                  int lanes) {
   sum_pair s;
   for (int j = lane; j < n; j += lanes) {
     const float dxhat = du[j] * g[j];
@@ -137,9 +143,9 @@ REMAT_GPT_HD sum_pair layer_norm_backward_partial(const float* x, const float* d
 }
 /// dx[j] = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) (+ residual[j] when given: the
 /// gradient that flows around the layer norm in a residual block). dx may be du or residual.
-REMAT_GPT_HD void layer_norm_backward_write(const float* x, const float* du, const float* g, const float* residual,
-                                            float* dx, int n, float mean, float rstd, sum_pair sums, int lane,
-                                            int lanes) {
+REMAT_GPT_HD void layer_norm_backward_write(const float* x, const float* du, const float* g,
+                                            const float* residual, float* dx, int n, float mean,
+                                            float rstd, sum_pair sums, int lane, int lanes) {
   const float inv_n = 1.0f / static_cast<float>(n);
   const float a = sums.dxhat * inv_n, c = sums.dxhat_xhat * inv_n;
   for (int j = lane; j < n; j += lanes) {
@@ -149,30 +155,37 @@ REMAT_GPT_HD void layer_norm_backward_write(const float* x, const float* du, con
   }
 }
 
-// --- cross-entropy -----------------------------------------------------------------------------------
-// loss = lse - logits[target] with lse = log sum exp(logits) (computed as m + log sum exp(l - m),
-// m the row's max, so that nothing overflows).
+// --- cross-entropy
+// ----------------------------------------------------------------------------------- loss = lse -
+// logits[target] with lse = log sum exp(logits) (computed as m + log sum exp(l - m), m the row's
+// max, so that nothing overflows).
 
 REMAT_GPT_HD float log_sum_exp(float m, float exp_sum) { return m + logf(exp_sum); }
-REMAT_GPT_HD float cross_entropy(const float* logits, int target, float lse) { return lse - logits[target]; }
+REMAT_GPT_HD float cross_entropy(const float* logits, int target, float lse) {
+  return lse - logits[target];
+}
 /// d[j] = (softmax(logits)[j] - [j == target]) * scale (scale = 1 / rows for a mean loss); d may
 /// be logits (in place).
-REMAT_GPT_HD void cross_entropy_backward_write(const float* logits, float* d, int n, int target, float lse,
-                                               float scale, int lane, int lanes) {
-  for (int j = lane; j < n; j += lanes) d[j] = (expf(logits[j] - lse) - (j == target ? 1.0f : 0.0f)) * scale;
+REMAT_GPT_HD void cross_entropy_backward_write(const float* logits, float* d, int n, int target,
+                                               float lse, float scale, int lane, int lanes) {
+  for (int j = lane; j < n; j += lanes)
+    d[j] = (expf(logits[j] - lse) - (j == target ? 1.0f : 0.0f)) * scale;
 }
 
-// --- column reductions (parameter gradients) --------------------------------------------------------
+// --- column reductions (parameter gradients)
+// --------------------------------------------------------
 
 /// sum over rows r = lane (mod lanes) of m[r][col] (row-major, `cols` columns).
-REMAT_GPT_HD float column_sum_partial(const float* m, int rows, int cols, int col, int lane, int lanes) {
+REMAT_GPT_HD float column_sum_partial(const float* m, int rows, int cols, int col, int lane,
+                                      int lanes) {
   float s = 0.0f;
   for (int r = lane; r < rows; r += lanes) s += m[static_cast<std::int64_t>(r) * cols + col];
   return s;
 }
 /// The layer norm gain's gradient: sum over rows of du[r][col] xhat[r][col].
-REMAT_GPT_HD float layer_norm_gain_partial(const float* x, const float* du, const float* mean, const float* rstd,
-                                           int rows, int cols, int col, int lane, int lanes) {
+REMAT_GPT_HD float layer_norm_gain_partial(const float* x, const float* du, const float* mean,
+                                           const float* rstd, int rows, int cols, int col, int lane,
+                                           int lanes) {
   float s = 0.0f;
   for (int r = lane; r < rows; r += lanes) {
     const std::int64_t k = static_cast<std::int64_t>(r) * cols + col;
@@ -183,13 +196,15 @@ REMAT_GPT_HD float layer_norm_gain_partial(const float* x, const float* du, cons
 
 /// The token embedding's gradient for one column: dw[tokens[i]][col] += dy[i][col] for i in
 /// order. A token may repeat, so this runs in one thread per column rather than with atomics.
-REMAT_GPT_HD void embedding_backward_column(const std::int32_t* tokens, const float* dy, float* dw, int n, int width,
-                                            int col) {
+REMAT_GPT_HD void embedding_backward_column(const std::int32_t* tokens, const float* dy, float* dw,
+                                            int n, int width, int col) {
   for (int i = 0; i < n; ++i)
-    dw[static_cast<std::int64_t>(tokens[i]) * width + col] += dy[static_cast<std::int64_t>(i) * width + col];
+    dw[static_cast<std::int64_t>(tokens[i]) * width + col] +=
+        dy[static_cast<std::int64_t>(i) * width + col];
 }
 
-// --- whole rows on the host, phase by phase as a block of `lanes` threads runs them -----------------
+// --- whole rows on the host, phase by phase as a block of `lanes` threads runs them
+// -----------------
 
 namespace detail {
 inline constexpr int max_lanes = 1024;
@@ -200,7 +215,8 @@ inline constexpr int max_lanes = 1024;
 template <class Partial, class Op>
 inline float combine(int lanes, Partial partial, Op op) {
   if (lanes < 1 || lanes > detail::max_lanes || (lanes & (lanes - 1)) != 0)
-    throw std::invalid_argument("gpt::math: lanes must be a power of two in [1, 1024], got " + std::to_string(lanes));
+    throw std::invalid_argument("gpt::math: lanes must be a power of two in [1, 1024], got " +
+                                std::to_string(lanes));
   float v[detail::max_lanes]{};
   for (int l = 0; l < lanes; ++l) v[l] = partial(l);
   tree_reduce(v, lanes, op);
@@ -209,40 +225,58 @@ inline float combine(int lanes, Partial partial, Op op) {
 
 /// The causal softmax of a row, as the kernel computes it with `lanes` threads (a power of two).
 inline void softmax_row(const float* s, float* p, int n, int valid, int lanes) {
-  const float m = combine(lanes, [&](int l) { return max_partial(s, valid, l, lanes); }, maximum{});
-  const float sum = combine(lanes, [&](int l) { return exp_sum_partial(s, valid, m, l, lanes); }, plus{});
+  const float m = combine(
+      lanes, [&](int l) { return max_partial(s, valid, l, lanes); }, maximum{});
+  const float sum = combine(
+      lanes, [&](int l) { return exp_sum_partial(s, valid, m, l, lanes); }, plus{});
   for (int l = 0; l < lanes; ++l) softmax_write(s, p, n, valid, m, sum, l, lanes);
 }
-inline void softmax_backward_row(const float* p, const float* dp, float* ds, int n, int valid, int lanes) {
-  const float dot = combine(lanes, [&](int l) { return dot_partial(p, dp, valid, l, lanes); }, plus{});
+inline void softmax_backward_row(const float* p, const float* dp, float* ds, int n, int valid,
+                                 int lanes) {
+  const float dot = combine(
+      lanes, [&](int l) { return dot_partial(p, dp, valid, l, lanes); }, plus{});
   for (int l = 0; l < lanes; ++l) softmax_backward_write(p, dp, ds, n, valid, dot, l, lanes);
 }
 /// Layer norm of a row; returns mean and rstd (what the forward saves for the backward).
 struct row_stats {
   float mean = 0.0f, rstd = 0.0f;
 };
-inline row_stats layer_norm_row(const float* x, const float* g, const float* b, float* u, int n, float eps,
-                                int lanes) {
-  const float mean = combine(lanes, [&](int l) { return sum_partial(x, n, l, lanes); }, plus{}) / static_cast<float>(n);
-  const float var = combine(lanes, [&](int l) { return centered_square_partial(x, n, mean, l, lanes); }, plus{});
+inline row_stats layer_norm_row(const float* x, const float* g, const float* b, float* u, int n,
+                                float eps, int lanes) {
+  const float mean = combine(
+                         lanes, [&](int l) { return sum_partial(x, n, l, lanes); }, plus{}) /
+                     static_cast<float>(n);
+  const float var = combine(
+      lanes, [&](int l) { return centered_square_partial(x, n, mean, l, lanes); }, plus{});
   const float rstd = layer_norm_rstd(var, n, eps);
   for (int l = 0; l < lanes; ++l) layer_norm_write(x, g, b, u, n, mean, rstd, l, lanes);
   return {mean, rstd};
 }
-inline void layer_norm_backward_row(const float* x, const float* du, const float* g, const float* residual, float* dx,
-                                    int n, row_stats st, int lanes) {
+inline void layer_norm_backward_row(const float* x, const float* du, const float* g,
+                                    const float* residual, float* dx, int n, row_stats st,
+                                    int lanes) {
   sum_pair s;
-  s.dxhat = combine(lanes, [&](int l) { return layer_norm_backward_partial(x, du, g, n, st.mean, st.rstd, l, lanes).dxhat; },
-                    plus{});
-  s.dxhat_xhat = combine(
-      lanes, [&](int l) { return layer_norm_backward_partial(x, du, g, n, st.mean, st.rstd, l, lanes).dxhat_xhat; },
+  s.dxhat = combine(
+      lanes,
+      [&](int l) {
+        return layer_norm_backward_partial(x, du, g, n, st.mean, st.rstd, l, lanes).dxhat;
+      },
       plus{});
-  for (int l = 0; l < lanes; ++l) layer_norm_backward_write(x, du, g, residual, dx, n, st.mean, st.rstd, s, l, lanes);
+  s.dxhat_xhat = combine(
+      lanes,
+      [&](int l) {
+        return layer_norm_backward_partial(x, du, g, n, st.mean, st.rstd, l, lanes).dxhat_xhat;
+      },
+      plus{});
+  for (int l = 0; l < lanes; ++l)
+    layer_norm_backward_write(x, du, g, residual, dx, n, st.mean, st.rstd, s, l, lanes);
 }
 /// Cross-entropy of a row of logits against `target`; returns the loss and stores lse.
 inline float cross_entropy_row(const float* logits, int n, int target, float* lse, int lanes) {
-  const float m = combine(lanes, [&](int l) { return max_partial(logits, n, l, lanes); }, maximum{});
-  const float sum = combine(lanes, [&](int l) { return exp_sum_partial(logits, n, m, l, lanes); }, plus{});
+  const float m = combine(
+      lanes, [&](int l) { return max_partial(logits, n, l, lanes); }, maximum{});
+  const float sum = combine(
+      lanes, [&](int l) { return exp_sum_partial(logits, n, m, l, lanes); }, plus{});
   *lse = log_sum_exp(m, sum);
   return cross_entropy(logits, target, *lse);
 }

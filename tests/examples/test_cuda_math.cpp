@@ -8,10 +8,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cuda/gpt_math.hpp>
 #include <functional>
 #include <vector>
-
-#include <cuda/gpt_math.hpp>
 
 namespace {
 
@@ -46,14 +45,17 @@ std::vector<double> numeric_gradient(const std::function<double(const std::vecto
 
 std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
-double gelu_ref(double v) { return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v))); }
+double gelu_ref(double v) {
+  return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+}
 
 std::vector<double> softmax_ref(const std::vector<double>& s, int valid) {
   std::vector<double> p(s.size(), 0.0);
   double mx = -INFINITY, sum = 0;
   for (int j = 0; j < valid; ++j) mx = std::max(mx, s[static_cast<std::size_t>(j)]);
   for (int j = 0; j < valid; ++j) sum += std::exp(s[static_cast<std::size_t>(j)] - mx);
-  for (int j = 0; j < valid; ++j) p[static_cast<std::size_t>(j)] = std::exp(s[static_cast<std::size_t>(j)] - mx) / sum;
+  for (int j = 0; j < valid; ++j)
+    p[static_cast<std::size_t>(j)] = std::exp(s[static_cast<std::size_t>(j)] - mx) / sum;
   return p;
 }
 
@@ -66,7 +68,8 @@ std::vector<double> layer_norm_ref(const std::vector<double>& x, const std::vect
   for (double v : x) var += (v - mean) * (v - mean);
   var /= n;
   std::vector<double> u(x.size());
-  for (std::size_t j = 0; j < x.size(); ++j) u[j] = (x[j] - mean) / std::sqrt(var + eps) * g[j] + b[j];
+  for (std::size_t j = 0; j < x.size(); ++j)
+    u[j] = (x[j] - mean) / std::sqrt(var + eps) * g[j] + b[j];
   return u;
 }
 
@@ -90,7 +93,7 @@ TEST_CASE("examples.cuda_math.gelu_matches_the_formula_and_its_derivative") {
   }
   CHECK(m::gelu(0.0f) == 0.0f);
   CHECK(m::gelu_grad(0.0f) == 0.5f);
-  CHECK(m::gelu(10.0f) == doctest::Approx(10.0f));   // identity far right
+  CHECK(m::gelu(10.0f) == doctest::Approx(10.0f));  // identity far right
   CHECK(m::gelu(-10.0f) == doctest::Approx(0.0f));  // zero far left
 }
 
@@ -178,10 +181,13 @@ TEST_CASE("examples.cuda_math.layer_norm_row_forward_and_backward") {
     CAPTURE(lanes);
     std::vector<float> u(static_cast<std::size_t>(n)), dx(static_cast<std::size_t>(n)),
         dx_res(static_cast<std::size_t>(n));
-    const m::row_stats st = m::layer_norm_row(x.data(), g.data(), b.data(), u.data(), n, eps, lanes);
-    for (std::size_t j = 0; j < u.size(); ++j) CHECK(u[j] == doctest::Approx(ref[j]).epsilon(1e-5).scale(1e-3));
+    const m::row_stats st =
+        m::layer_norm_row(x.data(), g.data(), b.data(), u.data(), n, eps, lanes);
+    for (std::size_t j = 0; j < u.size(); ++j)
+      CHECK(u[j] == doctest::Approx(ref[j]).epsilon(1e-5).scale(1e-3));
     m::layer_norm_backward_row(x.data(), w.data(), g.data(), nullptr, dx.data(), n, st, lanes);
-    m::layer_norm_backward_row(x.data(), w.data(), g.data(), residual.data(), dx_res.data(), n, st, lanes);
+    m::layer_norm_backward_row(x.data(), w.data(), g.data(), residual.data(), dx_res.data(), n, st,
+                               lanes);
     for (std::size_t j = 0; j < dx.size(); ++j) {
       CHECK(dx[j] == doctest::Approx(expected[j]).epsilon(1e-4).scale(1e-2));
       CHECK(dx_res[j] == doctest::Approx(expected[j] + residual[j]).epsilon(1e-4).scale(1e-2));
@@ -197,7 +203,8 @@ TEST_CASE("examples.cuda_math.layer_norm_parameter_gradients") {
   const std::vector<float> g(cols, 1.0f), b(cols, 0.0f);
   std::vector<float> u(static_cast<std::size_t>(rows * cols)), mean(rows), rstd(rows);
   for (int r = 0; r < rows; ++r) {
-    const auto st = m::layer_norm_row(x.data() + r * cols, g.data(), b.data(), u.data() + r * cols, cols, eps, 4);
+    const auto st = m::layer_norm_row(x.data() + r * cols, g.data(), b.data(), u.data() + r * cols,
+                                      cols, eps, 4);
     mean[static_cast<std::size_t>(r)] = st.mean;
     rstd[static_cast<std::size_t>(r)] = st.rstd;
   }
@@ -213,11 +220,13 @@ TEST_CASE("examples.cuda_math.layer_norm_parameter_gradients") {
       const float got_gain = m::combine(
           lanes,
           [&](int l) {
-            return m::layer_norm_gain_partial(x.data(), du.data(), mean.data(), rstd.data(), rows, cols, c, l, lanes);
+            return m::layer_norm_gain_partial(x.data(), du.data(), mean.data(), rstd.data(), rows,
+                                              cols, c, l, lanes);
           },
           m::plus{});
       const float got_bias = m::combine(
-          lanes, [&](int l) { return m::column_sum_partial(du.data(), rows, cols, c, l, lanes); }, m::plus{});
+          lanes, [&](int l) { return m::column_sum_partial(du.data(), rows, cols, c, l, lanes); },
+          m::plus{});
       CHECK(got_gain == doctest::Approx(gain).epsilon(1e-5).scale(1e-3));
       CHECK(got_bias == doctest::Approx(bias).epsilon(1e-6).scale(1e-3));
     }
@@ -227,8 +236,8 @@ TEST_CASE("examples.cuda_math.cross_entropy_row_and_its_gradient") {
   const int n = 41, target = 13;
   const auto logits = values(n, 12, 5.0f);
   const double expected_loss = cross_entropy_ref(widen(logits), target);
-  const auto expected = numeric_gradient([&](const std::vector<double>& l) { return cross_entropy_ref(l, target); },
-                                         widen(logits));
+  const auto expected = numeric_gradient(
+      [&](const std::vector<double>& l) { return cross_entropy_ref(l, target); }, widen(logits));
   for (int lanes : lane_counts) {
     CAPTURE(lanes);
     float lse = 0;
@@ -237,7 +246,8 @@ TEST_CASE("examples.cuda_math.cross_entropy_row_and_its_gradient") {
     CHECK(loss > 0.0f);
     const float scale = 0.25f;  // a mean over 4 rows
     std::vector<float> d(static_cast<std::size_t>(n));
-    for (int l = 0; l < lanes; ++l) m::cross_entropy_backward_write(logits.data(), d.data(), n, target, lse, scale, l, lanes);
+    for (int l = 0; l < lanes; ++l)
+      m::cross_entropy_backward_write(logits.data(), d.data(), n, target, lse, scale, l, lanes);
     double total = 0;
     for (std::size_t j = 0; j < d.size(); ++j) {
       CHECK(d[j] == doctest::Approx(scale * expected[j]).epsilon(1e-4).scale(1e-3));
@@ -260,7 +270,8 @@ TEST_CASE("examples.cuda_math.embedding_backward_accumulates_repeated_tokens") {
   const std::int32_t tokens[n] = {2, 0, 2, 3, 2, 0};
   const auto dy = values(n * width, 13);
   std::vector<float> dw(static_cast<std::size_t>(vocab * width), 1.0f);  // accumulates onto 1
-  for (int c = 0; c < width; ++c) m::embedding_backward_column(tokens, dy.data(), dw.data(), n, width, c);
+  for (int c = 0; c < width; ++c)
+    m::embedding_backward_column(tokens, dy.data(), dw.data(), n, width, c);
   for (int v = 0; v < vocab; ++v)
     for (int c = 0; c < width; ++c) {
       float expected = 1.0f;  // the same order as the kernel: i ascending
