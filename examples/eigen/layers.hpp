@@ -18,6 +18,13 @@
 // - Deterministic: single-threaded Eigen; no randomness but dropout's own engine, whose state
 //   the executor saves and restores (random_state / set_random_state) before recomputing.
 //
+// Every layer is also an op of a DAG model (remat::exec::dag_model, <remat/exec/graph_concepts.hpp>):
+// the base offers the multi-input members the graph executor calls (forward(span), backward with
+// gradient slots). A single-input layer runs its chain hooks on x[0] and hands its input gradient
+// to accumulate(), which makes it the gradient or adds it element by element; backward_reads()
+// says which of x and y its backward uses (so a graph need not keep the others). Multi-input
+// layers (add, attention) override the do_*_n hooks.
+//
 // Parameters and gradients are ordinary Eigen matrices owned by the layer: they live outside
 // the activation budget (the chain model counts activations only; weights are subtracted
 // from the device memory beforehand).
@@ -37,6 +44,7 @@
 #include <vector>
 
 #include <remat/core/units.hpp>
+#include <remat/exec/graph_concepts.hpp>
 #include <remat/exec/host_backend.hpp>
 
 #include <eigen/tensor.hpp>
@@ -127,8 +135,67 @@ class layer {
   [[nodiscard]] virtual rng_state random_state() const { return std::nullopt; }
   virtual void set_random_state(const rng_state&) {}
 
+  // --- as an op of a DAG model (the graph executor finds these through the base class) -----
+  using inputs = std::span<const tensor* const>;
+  using input_gradients = std::span<std::optional<tensor>>;
+  /// y = f(x[0], x[1], ...), keeping nothing.
+  [[nodiscard]] tensor forward(inputs x, backend& b) { return do_forward_n(x, b); }
+  /// The same y, keeping in ctx (cleared first) what backward needs.
+  [[nodiscard]] tensor forward_save(inputs x, context& ctx, backend& b) {
+    ctx.clear();
+    return do_forward_save_n(x, ctx, b);
+  }
+  /// Creates or adds to dx[j], the gradient of input j (see accumulate); accumulates the
+  /// parameter gradients. x[j] and y are null where backward_reads() says they are not read.
+  void backward(inputs x, const tensor* y, const context& ctx, const tensor& dy, input_gradients dx,
+                backend& b) {
+    if (y != nullptr && (dy.rows() != y->rows() || dy.cols() != y->cols()))
+      throw std::invalid_argument(where() + "dy is " + shape(dy) + ", y is " + shape(*y));
+    do_backward_n(x, y, ctx, &dy, dx, b);
+  }
+  /// The loss's backward: the gradient of the loss output is the constant 1.
+  void backward(inputs x, const tensor* y, const context& ctx, input_gradients dx, backend& b) {
+    do_backward_n(x, y, ctx, nullptr, dx, b);
+  }
+  /// What the backward reads besides the context and dy (default: every input and y).
+  [[nodiscard]] virtual remat::exec::backward_reads backward_reads() const { return {}; }
+
  protected:
   explicit layer(std::string name) : name_(std::move(name)) {}
+
+  /// A single-input layer in a DAG: its chain hooks on x[0].
+  virtual tensor do_forward_n(inputs x, backend& b) { return do_forward(only(x), b); }
+  virtual tensor do_forward_save_n(inputs x, context& ctx, backend& b) {
+    return do_forward_save(only(x), ctx, b);
+  }
+  virtual void do_backward_n(inputs x, const tensor* y, const context& ctx, const tensor* dy,
+                             input_gradients dx, backend& b) {
+    if (x.size() != 1 || dx.size() != 1)
+      throw std::invalid_argument(where() + "takes one input, got " + std::to_string(x.size()));
+    static const tensor unread;  // what the backward does not read: an empty 0 x 0 tensor
+    const tensor& x0 = x[0] != nullptr ? *x[0] : unread;
+    const tensor& yy = y != nullptr ? *y : unread;
+    accumulate(dx[0], dy != nullptr ? do_backward(x0, yy, ctx, *dy, b)
+                                    : do_loss_backward(x0, yy, ctx, b));
+  }
+  /// Hands a contribution c to the gradient of an input: c becomes the gradient when there is
+  /// none yet, else it is added element by element (dx = dx + c, one rounding each: two
+  /// contributions give the same bits in either order) and c, a temporary, is freed.
+  static void accumulate(std::optional<tensor>& dx, tensor c) {
+    if (!dx) {
+      dx = std::move(c);
+      return;
+    }
+    if (dx->rows() != c.rows() || dx->cols() != c.cols())
+      throw std::invalid_argument("eg::layer: a gradient contribution of " + shape(c) +
+                                  " for a gradient of " + shape(*dx));
+    dx->mat() += c.mat();
+  }
+  [[nodiscard]] const tensor& only(inputs x) const {
+    if (x.size() != 1 || x[0] == nullptr)
+      throw std::invalid_argument(where() + "takes one input, got " + std::to_string(x.size()));
+    return *x[0];
+  }
 
   virtual tensor do_forward(const tensor& x, backend& b) = 0;
   virtual tensor do_forward_save(const tensor& x, context& ctx, backend& b) = 0;
@@ -243,6 +310,8 @@ inline void layer_norm_backward(const tensor& du_t, const tensor& xhat_t, const 
 /// its backward needs x (kept by the executor) and W.
 class linear final : public layer {
  public:
+  /// In a DAG: its backward reads x.
+  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
   linear(index in, index out, std::uint64_t seed, std::string name = "linear")
       : layer(std::move(name)) {
     add_parameter("weight", in, out);
@@ -279,6 +348,8 @@ class linear final : public layer {
 /// max(x, 0). Saves nothing: the backward masks dy by y > 0.
 class relu final : public layer {
  public:
+  /// In a DAG: its backward reads y.
+  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, true}; }
   explicit relu(std::string name = "relu") : layer(std::move(name)) {}
 
  protected:
@@ -297,6 +368,8 @@ class relu final : public layer {
 /// GELU (tanh approximation). Saves nothing: the backward recomputes the derivative from x.
 class gelu final : public layer {
  public:
+  /// In a DAG: its backward reads x.
+  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
   explicit gelu(std::string name = "gelu") : layer(std::move(name)) {}
 
  protected:
@@ -327,6 +400,8 @@ class gelu final : public layer {
 /// Saves xhat (rows x width) and 1/std (rows x 1).
 class layer_norm final : public layer {
  public:
+  /// In a DAG: its backward reads its context only.
+  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, false}; }
   explicit layer_norm(index width, float eps = 1e-5f, std::string name = "layer_norm")
       : layer(std::move(name)), eps_(eps) {
     add_parameter("gain", 1, width);
@@ -373,6 +448,8 @@ class layer_norm final : public layer {
 /// Saves the scaled mask (rows x cols: 0 or 1/(1-p)).
 class dropout final : public layer {
  public:
+  /// In a DAG: its backward reads its context only.
+  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, false}; }
   dropout(float p, std::uint64_t seed, std::string name = "dropout")
       : layer(std::move(name)),
         p_(p),
@@ -436,6 +513,8 @@ class dropout final : public layer {
 /// u = LN(x) (rows x width), h = u W1 + b1 (rows x hidden), g = gelu(h) (rows x hidden).
 class residual_mlp final : public layer {
  public:
+  /// In a DAG: its backward reads its context only.
+  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, false}; }
   residual_mlp(index width, index hidden, std::uint64_t seed, std::string name = "residual_mlp",
                float eps = 1e-5f)
       : layer(std::move(name)), eps_(eps) {
@@ -522,6 +601,121 @@ class residual_mlp final : public layer {
   float eps_;
 };
 
+// --- multi-input layers (DAG models only) -------------------------------------------------------
+
+/// A base for layers that only make sense with several inputs: the chain hooks refuse to run.
+class multi_input_layer : public layer {
+ protected:
+  using layer::layer;
+  tensor do_forward(const tensor&, backend&) override { throw single_input(); }
+  tensor do_forward_save(const tensor&, context&, backend&) override { throw single_input(); }
+  void expect_inputs(inputs x, input_gradients dx, std::size_t n, bool reads_inputs) const {
+    if (x.size() != n || (!dx.empty() && dx.size() != n))
+      throw std::invalid_argument(where() + "takes " + std::to_string(n) + " inputs, got " +
+                                  std::to_string(x.size()));
+    if (reads_inputs)
+      for (const tensor* t : x)
+        if (t == nullptr) throw std::invalid_argument(where() + "an input is missing");
+  }
+
+ private:
+  [[nodiscard]] std::invalid_argument single_input() const {
+    return std::invalid_argument(where() + "has several inputs: it runs as an op of a DAG model "
+                                           "(remat::exec::graph_executor), not as a chain stage");
+  }
+};
+
+/// Residual add: y = x0 + x1 (same shapes). Saves nothing, its backward reads nothing: each
+/// input's gradient is dy, created as a copy or added in place (no temporary).
+class add final : public multi_input_layer {
+ public:
+  explicit add(std::string name = "add") : multi_input_layer(std::move(name)) {}
+  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, false}; }
+
+ protected:
+  tensor do_forward_n(inputs x, backend& b) override {
+    expect_inputs(x, {}, 2, true);
+    if (x[0]->rows() != x[1]->rows() || x[0]->cols() != x[1]->cols())
+      throw std::invalid_argument(where() + "adds " + shape(*x[0]) + " and " + shape(*x[1]));
+    return tensor::from(b, x[0]->mat() + x[1]->mat());
+  }
+  tensor do_forward_save_n(inputs x, context&, backend& b) override { return do_forward_n(x, b); }
+  void do_backward_n(inputs x, const tensor*, const context&, const tensor* dy, input_gradients dx,
+                     backend& b) override {
+    expect_inputs(x, dx, 2, false);
+    if (dy == nullptr) throw std::logic_error(where() + "is not a loss: its backward needs dy");
+    for (auto& g : dx) {
+      if (g)
+        g->mat() += dy->mat();
+      else
+        g = dy->clone(b);
+    }
+  }
+};
+
+/// Single-head scaled dot-product attention over the rows (the batch as a sequence of
+/// positions): y = softmax(q k^T / sqrt(d)) v, with q, k, v (rows x d) its three inputs, in
+/// this order, and the softmax row-wise. Saves P = softmax(...) (rows x rows); its backward reads
+/// q, k and v. Forward temporary: S = P before the softmax (rows x rows), computed in place.
+/// Backward: dP = dy v^T, dS = P * (dP - rowsum(dP * P)) (elementwise), dq = dS k / sqrt(d),
+/// dk = dS^T q / sqrt(d), dv = P^T dy; each computed whole, then handed to accumulate().
+class attention final : public multi_input_layer {
+ public:
+  explicit attention(std::string name = "attention") : multi_input_layer(std::move(name)) {}
+  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+
+ protected:
+  tensor do_forward_n(inputs x, backend& b) override { return run(x, nullptr, b); }
+  tensor do_forward_save_n(inputs x, context& ctx, backend& b) override { return run(x, &ctx, b); }
+  void do_backward_n(inputs x, const tensor*, const context& ctx, const tensor* dy, input_gradients dx,
+                     backend& b) override {
+    expect_inputs(x, dx, 3, true);
+    expect_saved(ctx, 1);
+    if (dy == nullptr) throw std::logic_error(where() + "is not a loss: its backward needs dy");
+    const tensor &q = *x[0], &k = *x[1], &v = *x[2], &p = ctx.saved[0];
+    const float scale = 1.0f / std::sqrt(static_cast<float>(q.cols()));
+    tensor ds = tensor::uninitialized(b, p.rows(), p.cols());
+    ds.mat().noalias() = dy->mat() * v.mat().transpose();  // dP
+    for (index r = 0; r < p.rows(); ++r) {
+      float dot = 0.0f;
+      for (index c = 0; c < p.cols(); ++c) dot += ds.mat()(r, c) * p.mat()(r, c);
+      for (index c = 0; c < p.cols(); ++c) ds.mat()(r, c) = p.mat()(r, c) * (ds.mat()(r, c) - dot);
+    }
+    tensor dq = tensor::uninitialized(b, q.rows(), q.cols());
+    dq.mat().noalias() = scale * (ds.mat() * k.mat());
+    accumulate(dx[0], std::move(dq));
+    tensor dk = tensor::uninitialized(b, k.rows(), k.cols());
+    dk.mat().noalias() = scale * (ds.mat().transpose() * q.mat());
+    accumulate(dx[1], std::move(dk));
+    tensor dv = tensor::uninitialized(b, v.rows(), v.cols());
+    dv.mat().noalias() = p.mat().transpose() * dy->mat();
+    accumulate(dx[2], std::move(dv));
+  }
+
+ private:
+  // One code path for forward and forward_save: the same operations give the same bits.
+  tensor run(inputs x, context* ctx, backend& b) {
+    expect_inputs(x, {}, 3, true);
+    const tensor &q = *x[0], &k = *x[1], &v = *x[2];
+    if (k.cols() != q.cols() || k.rows() != v.rows())
+      throw std::invalid_argument(where() + "q " + shape(q) + ", k " + shape(k) + ", v " +
+                                  shape(v) + " do not fit");
+    const float scale = 1.0f / std::sqrt(static_cast<float>(q.cols()));
+    tensor p = tensor::uninitialized(b, q.rows(), k.rows());
+    p.mat().noalias() = scale * (q.mat() * k.mat().transpose());
+    for (index r = 0; r < p.rows(); ++r) {
+      const float m = p.mat().row(r).maxCoeff();
+      float sum = 0.0f;
+      for (index c = 0; c < p.cols(); ++c) sum += p.mat()(r, c) = std::exp(p.mat()(r, c) - m);
+      for (index c = 0; c < p.cols(); ++c) p.mat()(r, c) /= sum;
+    }
+    tensor y = tensor::uninitialized(b, q.rows(), v.cols());
+    y.mat().noalias() = p.mat() * v.mat();
+    if (ctx != nullptr) ctx->saved.push_back(std::move(p));
+    return y;
+  }
+};
+
 // --- loss ----------------------------------------------------------------------------------------
 
 /// Mean squared error against a fixed synthetic target (batch x features, uniform in [-1, 1)
@@ -529,6 +723,8 @@ class residual_mlp final : public layer {
 /// last_value() is the loss of the latest forward. Saves nothing (its backward needs x).
 class mse_loss final : public layer {
  public:
+  /// In a DAG: its backward reads x.
+  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
   mse_loss(index batch, index features, std::uint64_t seed, std::string name = "mse_loss")
       : layer(std::move(name)), target_(batch, features) {
     fill_synthetic(target_, derive_seed(seed, 0));

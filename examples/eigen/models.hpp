@@ -9,10 +9,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <remat/exec/graph_concepts.hpp>
 #include <remat/exec/host_backend.hpp>
 
 #include <eigen/layers.hpp>
@@ -146,6 +150,119 @@ inline float backprop(model& m, const tensor& x, backend& b) {
     ctxs[i].clear();
     dy = std::move(dx);
   }
+  return loss;
+}
+
+// --- DAG models ------------------------------------------------------------------------------------
+// A DAG model is the layers plus, per layer, its op: a name and the tensors it reads ("input" or
+// other ops' names). The builders list the ops in a topological order, so that plain training
+// (backprop below) sums gradient contributions in the order of the graph's store-all program.
+
+using dag = remat::exec::dag_model<model>;
+
+/// Appends a layer and its op; returns the op's name.
+inline std::string add_op(dag& d, std::unique_ptr<layer> l, std::vector<std::string> inputs) {
+  std::string name = l->name();
+  d.layers.push_back(std::move(l));
+  d.ops.push_back({name, std::move(inputs)});
+  return name;
+}
+
+/// A residual net: depth x [fc<i>a = linear(width, hidden), act<i> = gelu, fc<i>b =
+/// linear(hidden, width), res<i> = add(previous, fc<i>b)], then a linear head and mse_loss
+/// against a batch x width target. Each res<i> (and the input) is read twice.
+[[nodiscard]] inline dag make_residual_dag(int depth, index width, index hidden, index batch,
+                                           std::uint64_t seed) {
+  if (depth < 1 || width <= 0 || hidden <= 0 || batch <= 0)
+    throw std::invalid_argument(
+        "eg::make_residual_dag: needs depth >= 1, width > 0, hidden > 0 and batch > 0");
+  dag d;
+  std::uint64_t part = 0;
+  std::string prev = "input";
+  for (int i = 1; i <= depth; ++i) {
+    const std::string k = std::to_string(i);
+    const auto a = add_op(d, std::make_unique<linear>(width, hidden, derive_seed(seed, part++), "fc" + k + "a"), {prev});
+    const auto g = add_op(d, std::make_unique<gelu>("act" + k), {a});
+    const auto b = add_op(d, std::make_unique<linear>(hidden, width, derive_seed(seed, part++), "fc" + k + "b"), {g});
+    prev = add_op(d, std::make_unique<add>("res" + k), {prev, b});
+  }
+  const auto h = add_op(d, std::make_unique<linear>(width, width, derive_seed(seed, part++), "head"), {prev});
+  add_op(d, std::make_unique<mse_loss>(batch, width, derive_seed(seed, part++), "loss"), {h});
+  return d;
+}
+
+/// One transformer-like block over a batch x width input (the rows as positions): ln1, then
+/// q, k, v = linear(width, width) of it (ln1 has three readers), attn = attention(q, k, v),
+/// proj = linear(width, width), res1 = add(proj, input); ln2, fc1 = linear(width, hidden), gelu,
+/// fc2 = linear(hidden, width), res2 = add(fc2, res1); mse_loss against a batch x width target.
+[[nodiscard]] inline dag make_attention_dag(index width, index hidden, index batch, std::uint64_t seed) {
+  if (width <= 0 || hidden <= 0 || batch <= 0)
+    throw std::invalid_argument("eg::make_attention_dag: needs width > 0, hidden > 0 and batch > 0");
+  dag d;
+  std::uint64_t part = 0;
+  auto lin = [&](index in, index out, std::string name) {
+    return std::make_unique<linear>(in, out, derive_seed(seed, part++), std::move(name));
+  };
+  const auto ln1 = add_op(d, std::make_unique<layer_norm>(width, 1e-5f, "ln1"), {"input"});
+  const auto q = add_op(d, lin(width, width, "q"), {ln1});
+  const auto k = add_op(d, lin(width, width, "k"), {ln1});
+  const auto v = add_op(d, lin(width, width, "v"), {ln1});
+  const auto at = add_op(d, std::make_unique<attention>("attn"), {q, k, v});
+  const auto proj = add_op(d, lin(width, width, "proj"), {at});
+  const auto res1 = add_op(d, std::make_unique<add>("res1"), {proj, "input"});
+  const auto ln2 = add_op(d, std::make_unique<layer_norm>(width, 1e-5f, "ln2"), {res1});
+  const auto fc1 = add_op(d, lin(width, hidden, "fc1"), {ln2});
+  const auto g = add_op(d, std::make_unique<gelu>("gelu"), {fc1});
+  const auto fc2 = add_op(d, lin(hidden, width, "fc2"), {g});
+  const auto res2 = add_op(d, std::make_unique<add>("res2"), {fc2, res1});
+  add_op(d, std::make_unique<mse_loss>(batch, width, derive_seed(seed, part++), "loss"), {res2});
+  return d;
+}
+
+/// Plain training of a DAG model listed in a topological order: forward_save of every op in
+/// the listing order, then every backward in reverse, each adding its contributions to its
+/// inputs' gradients (created by the first); outputs and contexts freed once their backward is
+/// done, gradients once read. Accumulates the parameter gradients, returns the loss; the input
+/// gradient goes to *input_grad when given.
+inline float backprop(dag& d, const tensor& x, backend& b, std::optional<tensor>* input_grad = nullptr) {
+  const std::size_t n = d.ops.size();
+  if (n == 0 || d.layers.size() != n || !d.layers.back()->is_loss())
+    throw std::invalid_argument("eg::backprop: one layer per op, the last a loss");
+  std::unordered_map<std::string, std::size_t> position;
+  for (std::size_t i = 0; i < n; ++i) position.emplace(d.ops[i].name, i);
+  constexpr std::size_t graph_input = static_cast<std::size_t>(-1);
+  auto source = [&](const std::string& in) { return in == "input" ? graph_input : position.at(in); };
+  std::vector<tensor> ys(n);
+  std::vector<context> ctxs(n);
+  std::vector<std::optional<tensor>> grads(n);
+  std::optional<tensor> dx_input;
+  auto value = [&](std::size_t j) -> const tensor* { return j == graph_input ? &x : &ys[j]; };
+  auto grad = [&](std::size_t j) -> std::optional<tensor>& { return j == graph_input ? dx_input : grads[j]; };
+  for (std::size_t i = 0; i < n; ++i) {
+    std::vector<const tensor*> xs;
+    for (const auto& in : d.ops[i].inputs) xs.push_back(value(source(in)));
+    ys[i] = d.layers[i]->forward_save(xs, ctxs[i], b);
+  }
+  const float loss = ys[n - 1].mat()(0, 0);
+  for (std::size_t i = n; i-- > 0;) {
+    const auto reads = d.layers[i]->backward_reads();
+    std::vector<const tensor*> xs;
+    std::vector<std::optional<tensor>> dx;
+    for (const auto& in : d.ops[i].inputs) {
+      xs.push_back(reads.inputs ? value(source(in)) : nullptr);
+      dx.push_back(std::move(grad(source(in))));
+    }
+    const tensor* y = reads.output ? &ys[i] : nullptr;
+    if (i + 1 == n)
+      d.layers[i]->backward(xs, y, ctxs[i], dx, b);
+    else
+      d.layers[i]->backward(xs, y, ctxs[i], *grads[i], dx, b);
+    for (std::size_t j = 0; j < dx.size(); ++j) grad(source(d.ops[i].inputs[j])) = std::move(dx[j]);
+    ys[i].release();
+    ctxs[i].clear();
+    grads[i].reset();
+  }
+  if (input_grad != nullptr) *input_grad = std::move(dx_input);
   return loss;
 }
 

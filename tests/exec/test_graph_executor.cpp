@@ -18,15 +18,7 @@
 
 #include "toy_graph_layers.hpp"
 
-#if defined(REMAT_TEST_HAVE_CBC)
-#include <remat/milp/cbc.hpp>
-#include <remat/policy/checkmate.hpp>
-using milp_backend = remat::milp::cbc;
-#elif defined(REMAT_TEST_HAVE_LPSOLVE)
-#include <remat/milp/lpsolve.hpp>
-#include <remat/policy/checkmate.hpp>
-using milp_backend = remat::milp::lpsolve;
-#endif
+#include "checkmate_backend.hpp"
 
 using namespace remat;
 using remat::exec::host_backend;
@@ -318,7 +310,7 @@ TEST_CASE("graph_executor: a backward run twice is refused (parameter gradients 
   CHECK(r.message().find("'bwd v'") != std::string::npos);
 }
 
-#if defined(REMAT_TEST_HAVE_CBC) || defined(REMAT_TEST_HAVE_LPSOLVE)
+#if defined(REMAT_TEST_HAVE_MILP)
 TEST_CASE("graph_executor: checkmate's schedules from low budgets to store-all's peak") {
   int runs = 0;
   for (const auto& tc : cases) {

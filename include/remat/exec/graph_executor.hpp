@@ -29,11 +29,12 @@
 //     the executor accepts a schedule only if, for every gradient with 3+ producers, its first two
 //     contributions are store-all's first two (in either order) and every later one comes in
 //     store-all's position; any other order is rejected up front (status::invalid_problem), naming
-//     the instruction, the gradient and the order expected. checkmate's schedules and
-//     store-all's pass: checkmate's stage t ends with the first run of compute node t, so first
-//     runs are in index order;
+//     the instruction, the gradient and the order expected. Store-all's schedules pass, and
+//     checkmate's whenever they run each backward once: its stage t ends with the first run of
+//     compute node t, so first runs are in index order;
 //   * a backward runs at most once: layers accumulate parameter gradients, so a second run would
-//     add them twice; a schedule that recomputes a backward is rejected up front too.
+//     add them twice; a schedule that recomputes a backward is rejected up front too (checkmate's
+//     MILP allows recomputing a backward, and does so at some tight budgets).
 //
 // Failures come back as status::invalid_problem (a schedule the simulator rejects, one rejected
 // by the rules above, a model that does not match the graph) before anything runs, or

@@ -1,0 +1,193 @@
+// The Eigen example layers as ops of DAG models: the multi-input layers (add, attention) against
+// finite differences, and the residual net and the attention block under the graph executor
+// (profiled, planned by checkmate when a MILP backend is built in), bit for bit equal to plain
+// training (eg::backprop on the DAG).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <remat/exec/graph_executor.hpp>
+#include <remat/exec/graph_profiler.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/sim/graph_simulate.hpp>
+
+#include <eigen/models.hpp>
+
+#include "exec/checkmate_backend.hpp"
+
+using namespace remat;
+using remat::exec::host_backend;
+
+static_assert(exec::check_graph_layer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>());
+static_assert(exec::GraphLayer<eg::attention, eg::tensor, host_backend>);
+static_assert(exec::Layer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>);  // still a chain layer
+
+namespace {
+
+/// <f(x...), dy> by central differences against the backward, for every element of every
+/// input; then the backward again on the filled gradients, which must add the same
+/// contribution in place (dx + c, bit for bit).
+void check_multi_input(eg::layer& l, std::vector<eg::tensor>& xs, std::uint64_t seed, float h = 2e-3f) {
+  host_backend b;
+  std::vector<const eg::tensor*> px;
+  for (const auto& t : xs) px.push_back(&t);
+  eg::context ctx;
+  const eg::tensor y = l.forward_save(px, ctx, b);
+  const eg::tensor dy = eg::make_input(b, y.rows(), y.cols(), seed);
+  const auto reads = l.backward_reads();
+  std::vector<const eg::tensor*> rx = reads.inputs ? px : std::vector<const eg::tensor*>(px.size(), nullptr);
+  std::vector<std::optional<eg::tensor>> dx(xs.size());
+  l.backward(rx, reads.output ? &y : nullptr, ctx, dy, dx, b);
+  auto f = [&] {
+    const eg::tensor out = l.forward(px, b);
+    double s = 0;
+    for (eg::index i = 0; i < out.size(); ++i)
+      s += static_cast<double>(out.data()[i]) * static_cast<double>(dy.data()[i]);
+    return s;
+  };
+  for (std::size_t j = 0; j < xs.size(); ++j) {
+    REQUIRE(dx[j].has_value());
+    REQUIRE(dx[j]->rows() == xs[j].rows());
+    REQUIRE(dx[j]->cols() == xs[j].cols());
+    for (eg::index i = 0; i < xs[j].size(); ++i) {
+      float& v = xs[j].data()[i];
+      const float v0 = v;
+      v = v0 + h;
+      const double up = f();
+      v = v0 - h;
+      const double down = f();
+      v = v0;
+      const double numeric = (up - down) / (2.0 * static_cast<double>(h));
+      const double analytic = dx[j]->data()[i];
+      INFO(l.name(), " dx", j, "[", i, "]: numeric ", numeric, ", analytic ", analytic);
+      CHECK(std::abs(numeric - analytic) <= 2e-3 + 2e-2 * std::max(std::abs(numeric), std::abs(analytic)));
+    }
+  }
+  std::vector<eg::tensor> once;
+  for (const auto& g : dx) once.push_back(g->clone(b));
+  l.backward(rx, reads.output ? &y : nullptr, ctx, dy, dx, b);
+  for (std::size_t j = 0; j < xs.size(); ++j) {
+    const eg::tensor twice = eg::tensor::from(b, once[j].mat() + once[j].mat());
+    CHECK(eg::bitwise_equal(*dx[j], twice));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("eg::add and eg::attention: gradients against finite differences, accumulation in place") {
+  host_backend b;
+  SUBCASE("add") {
+    eg::add l("add");
+    std::vector<eg::tensor> xs;
+    xs.push_back(eg::make_input(b, 3, 4, 1));
+    xs.push_back(eg::make_input(b, 3, 4, 2));
+    check_multi_input(l, xs, 3);
+    CHECK_THROWS_AS((void)l.forward(xs[0], b), std::invalid_argument);  // not a chain stage
+  }
+  SUBCASE("attention") {
+    eg::attention l("attn");
+    std::vector<eg::tensor> xs;
+    for (std::uint64_t s = 1; s <= 3; ++s) xs.push_back(eg::make_input(b, 4, 3, 10 + s));
+    check_multi_input(l, xs, 5);
+  }
+}
+
+namespace {
+
+/// Profiles the DAG model, checks store-all against eg::backprop (an independent plain
+/// training), then runs every schedule given (plus store-all's) and compares bit for bit.
+void check_dag(const std::function<eg::dag()>& build, eg::index batch, eg::index width,
+               const std::function<std::vector<graph_schedule>(const graph&)>& schedules) {
+  host_backend pb;
+  eg::dag pm = build();
+  auto f = exec::profile_graph(pm, eg::make_input(pb, batch, width, 5), pb,
+                               {.repetitions = 1, .warmup = 0, .name = "eg dag"});
+  REQUIRE_MESSAGE(f.ok(), f.message());
+  auto built = build_graph(*f);
+  REQUIRE_MESSAGE(built.ok(), built.message());
+  const graph& g = *built;
+
+  eg::dag ref_model = build();
+  host_backend rb;
+  std::optional<eg::tensor> ref_dx;
+  eg::zero_grad(ref_model.layers);
+  const float ref_loss = eg::backprop(ref_model, eg::make_input(rb, batch, width, 5), rb, &ref_dx);
+  REQUIRE(ref_dx.has_value());
+  const auto ref_grads = eg::flat_gradients(ref_model.layers);
+
+  std::vector<graph_schedule> all{{store_all_program(g), g.ideal_time(), 0}};
+  for (auto& s : schedules(g)) all.push_back(std::move(s));
+  int executed = 0;
+  for (const auto& s : all) {
+    const auto sim = sim::simulate(g, s);
+    REQUIRE_MESSAGE(sim.valid, (sim.first_violation ? sim.first_violation->message : ""));
+    INFO(to_string(g, s));
+    eg::dag m = build();
+    eg::zero_grad(m.layers);
+    host_backend b(sim.peak);
+    exec::graph_executor ex(m, g, b);
+    auto r = ex.run(s, eg::make_input(b, batch, width, 5));
+    // checkmate may recompute a backward (its MILP allows it); the executor refuses those.
+    std::vector<int> runs(static_cast<std::size_t>(g.compute_count()), 0);
+    for (const auto& ins : s.ops)
+      if (ins.kind == graph_op_kind::compute) ++runs[static_cast<std::size_t>(ins.node)];
+    bool rerun = false;
+    for (int c = 0; c < g.compute_count(); ++c)
+      rerun = rerun || (g.compute(c).kind == compute_kind::backward && runs[static_cast<std::size_t>(c)] > 1);
+    if (rerun) {
+      CHECK(r.code() == status::invalid_problem);
+      CHECK(r.message().find("runs a second time") != std::string::npos);
+      continue;
+    }
+    ++executed;
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    CHECK(eg::flat_gradients(m.layers) == ref_grads);
+    CHECK(eg::bitwise_equal(r->input_gradient, *ref_dx));
+    CHECK(dynamic_cast<const eg::mse_loss&>(*m.layers.back()).last_value() == ref_loss);
+    // Within the budget; op by op at most the simulator's peak (the profile takes the larger
+    // backward overhead of creating and of accumulating a gradient, and linear accumulates
+    // through a temporary), and equal wherever no gradient is accumulated into.
+    CHECK(r->measured_peak <= sim.peak);
+    REQUIRE(r->op_peaks.size() == sim.timeline.size());
+    for (std::size_t i = 0; i < sim.timeline.size(); ++i) {
+      INFO(to_string(g, s.ops[i]));
+      CHECK(r->op_peaks[i] <= sim.timeline[i].peak);
+      if (s.ops[i].kind == graph_op_kind::free || g.compute(s.ops[i].node).kind != compute_kind::backward)
+        CHECK(r->op_peaks[i] == sim.timeline[i].peak);
+    }
+  }
+  CHECK(executed >= 2);  // store-all and at least one plan with recomputation
+}
+
+std::vector<graph_schedule> planned(const graph& g) {
+  std::vector<graph_schedule> out;
+#if defined(REMAT_TEST_HAVE_MILP)
+  const bytes peak = sim::simulate(g, {store_all_program(g), 0, 0}).peak;
+  const checkmate<milp_backend> cm{.time_limit = 60};
+  for (double frac : {0.6, 0.8}) {
+    auto s = cm.solve(g, static_cast<bytes>(static_cast<double>(peak) * frac));
+    if (s) out.push_back(std::move(*s));
+  }
+  CHECK(!out.empty());
+#else
+  (void)g;
+#endif
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("eg DAG models under the graph executor: plain training's gradients bit for bit") {
+  SUBCASE("residual net") {
+    check_dag([] { return eg::make_residual_dag(2, 8, 16, 6, 3); }, 6, 8, planned);
+  }
+  SUBCASE("attention block") {
+    check_dag([] { return eg::make_attention_dag(8, 16, 6, 4); }, 6, 8, planned);
+  }
+}
