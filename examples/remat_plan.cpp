@@ -1,17 +1,22 @@
-// remat-plan: plan a chain's training within a memory budget from the command line.
+// remat-plan: plan a chain's or a graph's training within a memory budget from the command line.
 //
 //   remat-plan --chain examples/chains/resnet_like.json --budget 1GiB --policy rotor [--json]
+//   remat-plan --graph examples/graphs/residual_net.json --budget 4MiB --policy checkmate
+//              --solver cbc --time-limit 60 [--relax] [--json]
 //
-// It loads a chain profile (JSON, docs/json-format.md), runs one policy, re-simulates the
-// schedule with remat::sim::simulate (the referee: the printed makespan and peak are the
-// simulator's, not the policy's claim), and prints a summary or one JSON object.
+// It loads a chain profile or a forward DAG (JSON, docs/json-format.md), runs one policy,
+// re-simulates the schedule with remat::sim::simulate (the referee: the printed makespan and peak
+// are the simulator's, not the policy's claim), and prints a summary or one JSON object. Graph
+// policies (store_all, checkmate) also plan a chain, through the chain's training graph.
 // Exit status: 0 planned, 1 planning failed (reason on stderr), 2 usage error.
 
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -33,35 +38,59 @@
 #endif
 
 #include <nlohmann/json.hpp>
+#include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
 #include <remat/remat.hpp>
+#if defined(REMAT_PLAN_HAVE_CBC) || defined(REMAT_PLAN_HAVE_LPSOLVE)
+#include <remat/policy/checkmate.hpp>
+#endif
+#ifdef REMAT_PLAN_HAVE_CBC
+#include <remat/milp/cbc.hpp>
+#endif
+#ifdef REMAT_PLAN_HAVE_LPSOLVE
+#include <remat/milp/lpsolve.hpp>
+#endif
 
 namespace {
 
 constexpr std::string_view usage_text =
-    R"(usage: remat-plan --chain FILE --budget BYTES --policy NAME [options]
+    R"(usage: remat-plan (--chain FILE | --graph FILE) --budget BYTES --policy NAME [options]
 
-Plans a chain's training (a JSON profile, see docs/json-format.md) within a memory
-budget, re-simulates the schedule, and prints the plan.
+Plans a chain's or a graph's training (a JSON chain profile or forward DAG, see
+docs/json-format.md) within a memory budget, re-simulates the schedule, and prints
+the plan.
 
 required:
-  --chain FILE          the chain profile (JSON)
+  --chain FILE          the chain profile (JSON), or
+  --graph FILE          the forward DAG (JSON) of a network that is not a chain
   --budget BYTES        memory budget for the activations: plain bytes, or a number
                         with a suffix KiB, MiB, GiB, TiB (also K, M, G, T), e.g.
                         6GiB, 512MiB, 1.5GiB
-  --policy NAME         store_all | periodic | revolve | rotor | rotor_floating
+  --policy NAME         chains: store_all | periodic | revolve | rotor | rotor_floating
+                        | checkmate; graphs: store_all | checkmate (graph policies
+                        plan a chain through its training graph)
 
 policy knobs (each for the policies named):
   --slots N             rotor, rotor_floating: memory slots of the DP (default 500,
                         0 = one per byte, exact)
   --segments K          periodic: number of segments (default 0 = the best that fits)
   --snapshots C         revolve: free snapshot slots (default -1 = the best that fits)
-  --time-limit SECONDS  rotor, rotor_floating: wall-clock limit of the solve
+  --time-limit SECONDS  rotor, rotor_floating, checkmate: wall-clock limit of the
+                        solve; checkmate returns the best schedule found by then
+                        (not proven optimal) or fails if it found none
+  --solver NAME         checkmate: the MILP solver, cbc | lpsolve (default: cbc when
+                        this build has it, else lpsolve)
+  --find-minimum        checkmate: when no schedule fits, find the smallest budget
+                        that has one (several MILP solves)
+  --relax               checkmate: solve the LP relaxation and round it (Checkmate's
+                        two-phase rounding) instead of the exact MILP; for large
+                        graphs, not optimal
 
 output:
   --json                print one JSON object instead of the summary
   --progress            report the solve's progress on stderr (default: only when
-                        stderr is a terminal)
+                        stderr is a terminal); checkmate reports its incumbent
+                        and bound
   -h, --help            print this help and exit
 
 Options also take the form --option=VALUE.
@@ -69,13 +98,32 @@ exit status: 0 planned; 1 planning failed (budget too small, time limit, invalid
 chain, ...; the reason is on stderr); 2 usage error.
 )";
 
-constexpr std::array<std::string_view, 5> policy_names = {"store_all", "periodic", "revolve",
-                                                          "rotor", "rotor_floating"};
+constexpr std::array<std::string_view, 6> policy_names = {
+    "store_all", "periodic", "revolve", "rotor", "rotor_floating", "checkmate"};
+
+/// Policies that plan training graphs (and chains through their graph).
+bool is_graph_policy(std::string_view p) { return p == "store_all" || p == "checkmate"; }
+
+/// The MILP solvers this build has, in order of preference.
+std::vector<std::string_view> solvers_built() {
+  std::vector<std::string_view> v;
+#ifdef REMAT_PLAN_HAVE_CBC
+  v.push_back("cbc");
+#endif
+#ifdef REMAT_PLAN_HAVE_LPSOLVE
+  v.push_back("lpsolve");
+#endif
+  return v;
+}
 
 enum exit_code : int { exit_ok = 0, exit_failed = 1, exit_usage = 2 };
 
 struct options {
   std::string chain_path;
+  std::string graph_path;
+  std::string solver;  ///< checkmate: the MILP solver (filled with the default)
+  bool relax = false;
+  bool find_minimum = false;
   std::string budget_text;
   remat::bytes budget = 0;
   std::string policy;
@@ -197,6 +245,14 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       o.progress = true;
       continue;
     }
+    if (arg == "--relax") {
+      o.relax = true;
+      continue;
+    }
+    if (arg == "--find-minimum") {
+      o.find_minimum = true;
+      continue;
+    }
     if (arg.size() < 3 || arg.substr(0, 2) != "--")
       return usage_error{"unexpected argument '" + std::string(arg) +
                          "'; every argument is an option (run 'remat-plan --help')"};
@@ -206,8 +262,9 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       name = arg.substr(0, eq);
       value = arg.substr(eq + 1);
     }
-    static constexpr std::array<std::string_view, 7> valued = {
-        "--chain", "--budget", "--policy", "--slots", "--segments", "--snapshots", "--time-limit"};
+    static constexpr std::array<std::string_view, 9> valued = {
+        "--chain",     "--graph",      "--budget", "--policy", "--slots",
+        "--segments", "--snapshots", "--time-limit", "--solver"};
     if (std::find(valued.begin(), valued.end(), name) == valued.end())
       return usage_error{"unknown option '" + std::string(name) +
                          "' (run 'remat-plan --help' for the options)"};
@@ -223,6 +280,13 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     if (name == "--chain") {
       if (v.empty()) return usage_error{"--chain needs a file name"};
       o.chain_path = v;
+    } else if (name == "--graph") {
+      if (v.empty()) return usage_error{"--graph needs a file name"};
+      o.graph_path = v;
+    } else if (name == "--solver") {
+      if (v != "cbc" && v != "lpsolve")
+        return usage_error{"unknown solver '" + v + "'; the solvers are cbc and lpsolve"};
+      o.solver = v;
     } else if (name == "--budget") {
       std::string why;
       const auto b = parse_budget(v, why);
@@ -254,11 +318,19 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     }
   }
   if (o.help) return o;
-  if (o.chain_path.empty()) return usage_error{"missing --chain FILE (the chain profile, JSON)"};
+  if (o.chain_path.empty() && o.graph_path.empty())
+    return usage_error{
+        "missing --chain FILE (a chain profile, JSON) or --graph FILE (a forward DAG, JSON)"};
+  if (!o.chain_path.empty() && !o.graph_path.empty())
+    return usage_error{"give --chain or --graph, not both"};
   if (o.budget_text.empty()) return usage_error{"missing --budget BYTES (e.g. 6GiB)"};
   if (o.policy.empty())
     return usage_error{"missing --policy NAME; the policies are " + all_policies()};
+  if (!o.graph_path.empty() && !is_graph_policy(o.policy))
+    return usage_error{o.policy + " plans chains only; for --graph use --policy checkmate or " +
+                       "store_all"};
   const bool dp = o.policy == "rotor" || o.policy == "rotor_floating";
+  const bool milp = o.policy == "checkmate";
   auto only = [&](bool given, bool applies, std::string_view opt,
                   std::string_view who) -> std::optional<usage_error> {
     if (given && !applies)
@@ -267,10 +339,25 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     return std::nullopt;
   };
   for (auto e : {only(o.slots.has_value(), dp, "--slots", "rotor and rotor_floating"),
-                 only(o.time_limit.has_value(), dp, "--time-limit", "rotor and rotor_floating"),
+                 only(o.time_limit.has_value(), dp || milp, "--time-limit",
+                      "rotor, rotor_floating and checkmate"),
+                 only(!o.solver.empty(), milp, "--solver", "checkmate"),
+                 only(o.relax, milp, "--relax", "checkmate"),
+                 only(o.find_minimum, milp, "--find-minimum", "checkmate"),
                  only(o.segments.has_value(), o.policy == "periodic", "--segments", "periodic"),
                  only(o.snapshots.has_value(), o.policy == "revolve", "--snapshots", "revolve")})
     if (e) return *e;
+  if (milp) {
+    const auto built = solvers_built();
+    if (built.empty())
+      return usage_error{
+          "checkmate needs a MILP solver and this remat-plan was built without one (install "
+          "coinor-libcbc-dev or liblpsolve55-dev and rebuild)"};
+    if (o.solver.empty()) o.solver = built.front();
+    if (std::find(built.begin(), built.end(), o.solver) == built.end())
+      return usage_error{"this remat-plan was built without " + o.solver + "; use --solver " +
+                         std::string(built.front())};
+  }
   return o;
 }
 
@@ -342,17 +429,116 @@ remat::result<remat::schedule> plan(const options& o, const remat::chain& c,
   return p.solve(c, o.budget);
 }
 
+/// What the CLI reports about a solve besides the schedule.
+struct solve_info {
+  /// The policy proved that no schedule in its search space is faster (checkmate: the MILP's
+  /// proof; rotor and rotor_floating: the exact DP, --slots 0), or the makespan equals
+  /// store-all's, a lower bound for every schedule.
+  bool optimal = false;
+  double solve_seconds = 0;
+  std::optional<double> bound;  ///< checkmate: the solver's bound on the makespan
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+#if defined(REMAT_PLAN_HAVE_CBC) || defined(REMAT_PLAN_HAVE_LPSOLVE)
+/// Progress of a MILP solve on stderr: incumbent, bound and gap, a self-overwriting line on a
+/// terminal, a line every few seconds otherwise.
+class milp_reporter {
+ public:
+  explicit milp_reporter(bool terminal) : terminal_(terminal) {}
+  void operator()(const remat::milp::progress_report& p) {
+    if (!terminal_ && printed_ && p.elapsed - last_ < 5.0) return;
+    char line[160];
+    if (p.has_incumbent()) {
+      const double gap = p.incumbent > 0 ? 100.0 * (p.incumbent - p.bound) / p.incumbent : 0.0;
+      std::snprintf(line, sizeof line,
+                    "remat-plan: checkmate %.1f s: best %.6g s, bound %.6g s (gap %.1f%%)",
+                    p.elapsed, p.incumbent, p.bound, gap);
+    } else {
+      if (std::isfinite(p.bound))
+        std::snprintf(line, sizeof line,
+                      "remat-plan: checkmate %.1f s: no schedule yet, bound %.6g s", p.elapsed,
+                      p.bound);
+      else
+        std::snprintf(line, sizeof line, "remat-plan: checkmate %.1f s: no schedule yet",
+                      p.elapsed);
+    }
+    if (terminal_) {
+      width_ = std::max(width_, static_cast<int>(std::strlen(line)));
+      std::fprintf(stderr, "\r%-*s", width_, line);
+    } else {
+      std::fprintf(stderr, "%s\n", line);
+    }
+    std::fflush(stderr);
+    printed_ = true;
+    last_ = p.elapsed;
+  }
+  void done() const {
+    if (terminal_ && printed_) std::fprintf(stderr, "\r%*s\r", width_, "");
+  }
+
+ private:
+  bool terminal_;
+  bool printed_ = false;
+  double last_ = 0;
+  int width_ = 0;
+};
+
+template <class Backend>
+remat::result<remat::graph_schedule> plan_checkmate(const options& o, const remat::graph& g,
+                                                    solve_info& info, bool show_progress) {
+  remat::checkmate<Backend> p;
+  if constexpr (requires { p.relax; }) p.relax = o.relax;  // TEMP until relax lands
+  if (o.time_limit) p.time_limit = *o.time_limit;
+  p.find_minimum = o.find_minimum;
+  milp_reporter reporter(REMAT_PLAN_ISATTY(2) != 0);
+  if (show_progress)
+    p.progress = [&reporter](const remat::milp::progress_report& r) { reporter(r); };
+  auto r = p.solve_detailed(g, o.budget);
+  reporter.done();
+  if (!r) return r.err();
+  info.optimal = r->optimal;
+  info.bound = r->bound;
+  return std::move(r->schedule);
+}
+#endif
+
+/// A graph policy on a graph; info.solve_seconds is filled by the caller.
+remat::result<remat::graph_schedule> plan_graph(const options& o, const remat::graph& g,
+                                                solve_info& info, bool show_progress) {
+  if (o.policy == "store_all") {
+    auto r = remat::store_all{}.solve(g, o.budget);
+    info.optimal = r.ok();  // its makespan is the ideal time, a lower bound
+    return r;
+  }
+#ifdef REMAT_PLAN_HAVE_CBC
+  if (o.solver == "cbc") return plan_checkmate<remat::milp::cbc>(o, g, info, show_progress);
+#endif
+#ifdef REMAT_PLAN_HAVE_LPSOLVE
+  if (o.solver == "lpsolve") return plan_checkmate<remat::milp::lpsolve>(o, g, info, show_progress);
+#endif
+  (void)show_progress;
+  return remat::error{remat::status::solver_error,
+                      "checkmate: the solver '" + o.solver + "' is not in this build", {}};
+}
+
 /// Prints a failure (stderr always; stdout one JSON object with --json) and returns 1.
 int fail(const options& o, const remat::chain* c, const remat::error& e) {
   std::cerr << "remat-plan: " << e.message << '\n';
   if (e.code == remat::status::budget_too_small && e.minimum_budget)
     std::cerr << "remat-plan: the minimum budget for " << o.policy << " is "
               << format_bytes(*e.minimum_budget) << "\n";
+  if (e.code == remat::status::infeasible && o.policy == "checkmate" && !o.find_minimum)
+    std::cerr << "remat-plan: add --find-minimum to find the smallest budget that fits\n";
   if (o.json) {
     nlohmann::ordered_json j;
     j["status"] = std::string(remat::to_string(e.code));
     j["policy"] = o.policy;
     if (c) j["chain"] = c->name;
+    if (!o.graph_path.empty()) j["graph"] = o.graph_path;
     j["budget_bytes"] = o.budget;
     j["message"] = e.message;
     if (e.code == remat::status::budget_too_small && e.minimum_budget)
@@ -362,22 +548,141 @@ int fail(const options& o, const remat::chain* c, const remat::error& e) {
   return exit_failed;
 }
 
-/// Writes the ops on lines of at most ~96 columns, indented.
-void print_ops(const remat::schedule& s) {
+/// Writes the ops on lines of at most ~96 columns, indented, separated by `sep`.
+void print_ops(const std::vector<std::string>& ops, std::string_view sep = " ") {
   std::string line = "  ";
-  for (const auto& i : s.ops) {
-    const std::string op = remat::to_string(i);
-    if (line.size() + op.size() + 1 > 96) {
+  for (const auto& op : ops) {
+    if (line.size() > 2 && line.size() + op.size() + sep.size() > 96) {
       std::cout << line << '\n';
       line = "  ";
     }
-    if (line.size() > 2) line += ' ';
+    if (line.size() > 2) line += sep;
     line += op;
   }
   if (line.size() > 2) std::cout << line << '\n';
 }
 
+std::string format_overhead(double time, double ideal) {
+  char buf[64];
+  if (ideal > 0)
+    std::snprintf(buf, sizeof buf, "%+.1f%%", 100.0 * (time - ideal) / ideal);
+  else
+    std::snprintf(buf, sizeof buf, "n/a");
+  return buf;
+}
+
+/// What --json prints for a plan that succeeded.
+struct plan_report {
+  std::optional<std::string> chain, graph;  ///< names, of what was planned
+  double makespan = 0;
+  remat::bytes peak = 0;
+  double store_all_time = 0;
+  remat::bytes store_all_peak = 0;
+  solve_info info;
+  nlohmann::json schedule;
+};
+
+int print_json(const options& o, const plan_report& p) {
+  nlohmann::ordered_json j;
+  j["status"] = "ok";
+  j["policy"] = o.policy;
+  if (o.policy == "checkmate") {
+    j["solver"] = o.solver;
+    j["relaxed"] = o.relax;
+  }
+  if (p.chain) j["chain"] = *p.chain;
+  if (p.graph) j["graph"] = *p.graph;
+  j["budget_bytes"] = o.budget;
+  j["makespan"] = p.makespan;
+  j["peak_bytes"] = p.peak;
+  j["store_all_time"] = p.store_all_time;
+  j["store_all_peak_bytes"] = p.store_all_peak;
+  j["optimal"] = p.info.optimal;
+  j["solve_seconds"] = p.info.solve_seconds;
+  if (p.info.bound && std::isfinite(*p.info.bound)) j["bound"] = *p.info.bound;
+  j["schedule"] = p.schedule;
+  std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+  return exit_ok;
+}
+
+std::string describe_optimality(const solve_info& info) {
+  std::string s = info.optimal ? "proven optimal" : "not proven optimal";
+  if (!info.optimal && info.bound && std::isfinite(*info.bound))
+    s += " (lower bound " + format_seconds(*info.bound) + ")";
+  return s + ", solved in " + format_seconds(info.solve_seconds);
+}
+
+/// A graph policy on the graph of --graph, or on the chain of --chain through its graph.
+int run_graph(const options& o) {
+  std::optional<remat::chain> c;
+  remat::result<remat::graph> loaded = remat::error{remat::status::invalid_problem, "", {}};
+  if (!o.graph_path.empty()) {
+    loaded = remat::io::load_graph(o.graph_path);
+  } else {
+    auto lc = remat::io::load_chain(o.chain_path);
+    if (!lc) return fail(o, nullptr, lc.err());
+    c = std::move(*lc);
+    loaded = remat::build_graph(*c);
+  }
+  if (!loaded) return fail(o, c ? &*c : nullptr, loaded.err());
+  const remat::graph& g = *loaded;
+
+  const bool show_progress = o.progress || REMAT_PLAN_ISATTY(2);
+  solve_info info;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto planned = plan_graph(o, g, info, show_progress);
+  info.solve_seconds = seconds_since(t0);
+  if (!planned) return fail(o, c ? &*c : nullptr, planned.err());
+  const remat::graph_schedule& s = *planned;
+
+  const auto r = remat::sim::simulate(g, s, {.budget = o.budget});
+  if (!r.valid)
+    return fail(o, c ? &*c : nullptr,
+                remat::error{remat::status::solver_error,
+                             o.policy +
+                                 " returned a schedule the simulator rejects (a bug in remat; "
+                                 "please report it with the graph): " +
+                                 r.first_violation->message,
+                             {}});
+  const remat::graph_schedule store_all{remat::store_all_program(g), g.ideal_time(), 0};
+  const remat::bytes store_all_peak =
+      remat::sim::simulate(g, store_all, {.budget = remat::unlimited_bytes}).peak;
+  const double ideal = g.ideal_time();
+
+  if (o.json)
+    return print_json(o, {c ? std::optional(c->name) : std::nullopt, g.name, r.makespan, r.peak, ideal,
+                          store_all_peak, info, remat::io::to_json(s)});
+  std::string label = o.policy;
+  if (o.policy == "checkmate") {
+    label += " (" + o.solver + (o.relax ? ", LP relaxation + rounding" : ", exact MILP");
+    if (o.time_limit) label += ", time limit " + format_seconds(*o.time_limit);
+    label += ")";
+  }
+  if (c)
+    std::cout << "chain     " << c->name << " (" << c->length()
+              << " stages), planned as its training graph\n";
+  std::cout << "graph     " << g.name << " (" << g.compute_count() << " compute nodes, "
+            << g.data_count() << " data nodes)\n"
+            << "policy    " << label << '\n'
+            << "budget    " << format_bytes(o.budget) << '\n'
+            << "makespan  " << format_seconds(r.makespan) << " predicted, "
+            << format_overhead(r.makespan, ideal) << " over store-all (" << format_seconds(ideal)
+            << ")\n"
+            << "          " << describe_optimality(info) << '\n'
+            << "peak      " << format_bytes(r.peak) << " simulated; store-all needs "
+            << format_bytes(store_all_peak) << '\n'
+            << "schedule  " << s.ops.size()
+            << " ops: run a node (\"[ff]\": a forward without what its backward needs),\n"
+            << "          or free a data node\n";
+  std::vector<std::string> ops;
+  ops.reserve(s.ops.size());
+  for (const auto& i : s.ops) ops.push_back(remat::to_string(g, i));
+  print_ops(ops, "; ");
+  return exit_ok;
+}
+
 int run(const options& o) {
+  if (o.policy == "checkmate" || !o.graph_path.empty()) return run_graph(o);
   auto loaded = remat::io::load_chain(o.chain_path);
   if (!loaded) return fail(o, nullptr, loaded.err());
   const remat::chain& c = *loaded;
@@ -387,7 +692,10 @@ int run(const options& o) {
   progress_reporter reporter(o.policy, REMAT_PLAN_ISATTY(2) != 0);
   std::function<void(double)> progress;
   if (show_progress) progress = [&reporter](double f) { reporter(f); };
+  const auto t0 = std::chrono::steady_clock::now();
   auto planned = plan(o, c, progress);
+  solve_info info;
+  info.solve_seconds = seconds_since(t0);
   reporter.done(planned.ok());
   if (!planned) return fail(o, &c, planned.err());
   const remat::schedule& s = *planned;
@@ -409,38 +717,29 @@ int run(const options& o) {
       remat::sim::simulate(c, remat::schedule{store_all_ops, 0, 0}, {.record_timeline = false})
           .peak;
   const double ideal = c.ideal_time();
+  info.optimal = r.makespan <= ideal ||
+                 (dp && o.slots && *o.slots == 0 && planned->predicted_time == r.makespan);
 
-  if (o.json) {
-    nlohmann::ordered_json j;
-    j["status"] = "ok";
-    j["policy"] = o.policy;
-    j["chain"] = c.name;
-    j["budget_bytes"] = o.budget;
-    j["makespan"] = r.makespan;
-    j["peak_bytes"] = r.peak;
-    j["store_all_time"] = ideal;
-    j["store_all_peak_bytes"] = store_all_peak;
-    j["schedule"] = remat::io::to_json(s);
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-    return exit_ok;
-  }
-  char overhead[64];
-  if (ideal > 0)
-    std::snprintf(overhead, sizeof overhead, "%+.1f%%", 100.0 * (s.predicted_time - ideal) / ideal);
-  else
-    std::snprintf(overhead, sizeof overhead, "n/a");
+  if (o.json)
+    return print_json(o, {c.name, std::nullopt, r.makespan, r.peak, ideal, store_all_peak, info,
+                          remat::io::to_json(s)});
+  const std::string overhead = format_overhead(s.predicted_time, ideal);
   std::cout << "chain     " << c.name << " (" << c.length() << " stages, input "
             << format_size(c.input_bytes) << ")\n"
             << "policy    " << policy_label(o) << '\n'
             << "budget    " << format_bytes(o.budget) << '\n'
             << "makespan  " << format_seconds(s.predicted_time) << " predicted, " << overhead
             << " over store-all (" << format_seconds(ideal) << ")\n"
+            << "          " << describe_optimality(info) << '\n'
             << "peak      " << format_bytes(r.peak) << " simulated; store-all needs "
             << format_bytes(store_all_peak) << '\n'
             << "schedule  " << s.ops.size()
             << " ops; F<l>_none keeps only stage l's output, F<l>_ck also its input,\n"
             << "          F<l>_all also all that the backward B<l> needs\n";
-  print_ops(s);
+  std::vector<std::string> ops;
+  ops.reserve(s.ops.size());
+  for (const auto& i : s.ops) ops.push_back(remat::to_string(i));
+  print_ops(ops);
   return exit_ok;
 }
 
@@ -451,7 +750,8 @@ int main(int argc, char** argv) {
   if (const auto* u = std::get_if<usage_error>(&parsed)) {
     std::cerr
         << "remat-plan: " << u->reason << "\n"
-        << "usage: remat-plan --chain FILE --budget BYTES --policy NAME [options]; see --help\n";
+        << "usage: remat-plan (--chain FILE | --graph FILE) --budget BYTES --policy NAME "
+           "[options]; see --help\n";
     return exit_usage;
   }
   const options& o = std::get<options>(parsed);

@@ -176,3 +176,30 @@ TEST_CASE("load_graph: files that cannot be read") {
              {"graph file '", "op 1 ('x') at ops[0]", "missing field \"forward_time\""}));
   std::filesystem::remove(path);
 }
+
+TEST_CASE("graph schedules: JSON round trip and malformed input") {
+  const auto g = io::load_graph(graphs_dir() / "residual_net.json");
+  REQUIRE(g.ok());
+  graph_schedule s{store_all_program(*g), 0, 0};
+  // A fast-forward too, so that every instruction form goes through.
+  s.ops.insert(s.ops.begin(), {graph_instruction::fast_forward(0), graph_instruction::free(1)});
+  const auto j = io::to_json(s);
+  REQUIRE(j.is_array());
+  CHECK(j[0] == "C0_ff");
+  CHECK(j[1] == "D1");
+  const auto back = io::graph_schedule_from_json(j);
+  REQUIRE(back.ok());
+  CHECK(back->ops == s.ops);
+  const auto wrapped = io::graph_schedule_from_json(nlohmann::json{{"schedule", j}});
+  REQUIRE(wrapped.ok());
+  CHECK(wrapped->ops == s.ops);
+
+  using nlohmann::json;
+  CHECK(says(io::graph_schedule_from_json(json::object()), {"no \"schedule\" field"}));
+  CHECK(says(io::graph_schedule_from_json(json{{"schedule", 3}}), {"must be an array"}));
+  CHECK(says(io::graph_schedule_from_json(json::array({"C0", "F1_all"})),
+             {"schedule[1]", "F1_all", "not an instruction", "C<c>_ff"}));
+  CHECK(says(io::graph_schedule_from_json(json::array({"C0", 7})), {"schedule[1]", "an integer (7)"}));
+  CHECK(says(io::graph_schedule_from_json(json::array({"D-1"})), {"schedule[0]"}));
+  CHECK(says(io::graph_schedule_from_json(json::array({"C2_fast"})), {"schedule[0]"}));
+}

@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #endif
 
+#include "support/io_checks.hpp"
+#include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
 #include <remat/remat.hpp>
 
@@ -239,3 +241,230 @@ TEST_CASE("remat-plan: budget suffixes") {
 }
 
 #endif
+
+// --- graphs and checkmate ---------------------------------------------------------------------
+
+namespace {
+
+std::string graph_file(const std::string& name) {
+  return (std::filesystem::path(REMAT_EXAMPLES_DIR) / "graphs" / name).string();
+}
+
+/// The MILP solvers remat-plan was built with (tests/CMakeLists.txt passes what the build found).
+std::vector<std::string> plan_solvers() {
+  std::vector<std::string> v;
+#ifdef REMAT_TEST_PLAN_HAVE_CBC
+  v.emplace_back("cbc");
+#endif
+#ifdef REMAT_TEST_PLAN_HAVE_LPSOLVE
+  v.emplace_back("lpsolve");
+#endif
+  return v;
+}
+
+/// A 4-stage chain written to a scratch file, small enough for an exact MILP in well under a
+/// second with either solver.
+std::string small_chain_file() {
+  const auto path = remat::testing::scratch("remat_plan_test_", "small_chain.json");
+  std::ofstream(path) << R"({"name": "small", "input_bytes": 300, "stages": [
+    {"name": "a", "forward_time": 1.0, "backward_time": 2.0, "output_bytes": 400,
+     "saved_bytes": 900, "forward_overhead_bytes": 0, "backward_overhead_bytes": 100},
+    {"name": "b", "forward_time": 3.0, "backward_time": 5.0, "output_bytes": 200,
+     "saved_bytes": 500, "forward_overhead_bytes": 50, "backward_overhead_bytes": 0},
+    {"name": "c", "forward_time": 2.0, "backward_time": 3.0, "output_bytes": 600,
+     "saved_bytes": 700, "forward_overhead_bytes": 0, "backward_overhead_bytes": 200},
+    {"name": "loss", "forward_time": 0.5, "backward_time": 0.5, "output_bytes": 4,
+     "saved_bytes": 604, "forward_overhead_bytes": 0, "backward_overhead_bytes": 0}]})";
+  return path.string();
+}
+
+/// Checks a successful graph plan printed with --json against the graph simulator.
+void check_graph_plan(const json& r, const graph& g, bytes budget) {
+  CHECK(r["status"] == "ok");
+  CHECK(r["budget_bytes"].get<bytes>() == budget);
+  CHECK(r["peak_bytes"].get<bytes>() <= budget);
+  CHECK(r["makespan"].get<double>() >= g.ideal_time() * (1 - 1e-12));
+  REQUIRE(r["optimal"].is_boolean());
+  REQUIRE(r["solve_seconds"].is_number());
+  CHECK(r["solve_seconds"].get<double>() >= 0);
+  auto s = io::graph_schedule_from_json(r);
+  REQUIRE(s.ok());
+  const auto rep = sim::simulate(g, *s, {.budget = budget});
+  CHECK(rep.valid);
+  CHECK(rep.peak == r["peak_bytes"].get<bytes>());
+  CHECK(rep.makespan == doctest::Approx(r["makespan"].get<double>()));
+}
+
+}  // namespace
+
+TEST_CASE("remat-plan --graph: store_all and checkmate plan the example graphs") {
+  // Budgets that need recomputation yet fit: the attention block's minimum is 95% of its peak.
+  for (const auto& [name, fraction] :
+       std::vector<std::pair<std::string, double>>{{"residual_net.json", 0.9},
+                                                   {"attention_block.json", 0.97}}) {
+    CAPTURE(name);
+    auto g = io::load_graph(graph_file(name));
+    REQUIRE(g.ok());
+    const graph_schedule sa{store_all_program(*g), g->ideal_time(), 0};
+    const bytes peak = sim::simulate(*g, sa, {.budget = unlimited_bytes}).peak;
+
+    const outcome all = run_plan({"--graph", graph_file(name), "--budget", std::to_string(peak),
+                                  "--policy", "store_all", "--json"});
+    CAPTURE(all.err);
+    REQUIRE(all.exit_code == 0);
+    const json ra = json::parse(all.out, nullptr, false);
+    REQUIRE(ra.is_object());
+    check_graph_plan(ra, *g, peak);
+    CHECK(ra["optimal"] == true);  // the ideal time is a lower bound
+    CHECK(ra["store_all_peak_bytes"].get<bytes>() == peak);
+
+    const outcome short_all = run_plan({"--graph", graph_file(name), "--budget",
+                                        std::to_string(peak - 1), "--policy", "store_all"});
+    CHECK(short_all.exit_code == 1);
+    CHECK(has(short_all.err, std::to_string(peak)));
+
+    for (const auto& solver : plan_solvers()) {
+      CAPTURE(solver);
+      const auto budget = static_cast<bytes>(static_cast<double>(peak) * fraction);
+      // CBC solves these in about two seconds; lp_solve takes minutes, so it gets a short limit
+      // and may stop with a schedule or with none.
+      const bool cbc = solver == "cbc";
+      const outcome o = run_plan({"--graph", graph_file(name), "--budget", std::to_string(budget),
+                                  "--policy", "checkmate", "--solver", solver, "--time-limit",
+                                  cbc ? "30" : "1", "--json"});
+      CAPTURE(o.err);
+      const json r = json::parse(o.out, nullptr, false);
+      REQUIRE(r.is_object());
+      if (!cbc && o.exit_code == 1) {
+        CHECK(r["status"] == "time_limit");
+        continue;
+      }
+      REQUIRE(o.exit_code == 0);
+      if (cbc) CHECK(r["optimal"] == true);
+      check_graph_plan(r, *g, budget);
+      CHECK(r["solver"] == solver);
+      CHECK(r["relaxed"] == false);
+      CHECK(r["graph"] == g->name);
+      if (r["optimal"] == true && r.contains("bound"))
+        CHECK(r["bound"].get<double>() <= r["makespan"].get<double>() * (1 + 1e-6));
+    }
+  }
+}
+
+TEST_CASE("remat-plan: checkmate on a chain plans its graph, never slower than rotor_floating") {
+  const std::string file = small_chain_file();
+  auto c = io::load_chain(file);
+  REQUIRE(c.ok());
+  auto g = build_graph(*c);
+  REQUIRE(g.ok());
+  const bytes low = rotor_floating::minimum_budget(*c);
+  const bytes high = sim::simulate(*c, schedule{store_all::program(*c), 0, 0}, {}).peak;
+  for (const auto& solver : plan_solvers()) {
+    for (bytes budget : {low, (low + high) / 2, high}) {
+      CAPTURE(solver);
+      CAPTURE(budget);
+      const outcome dp = run_plan({"--chain", file, "--budget", std::to_string(budget), "--policy",
+                                   "rotor_floating", "--slots", "0", "--json"});
+      REQUIRE(dp.exit_code == 0);
+      const json rd = json::parse(dp.out, nullptr, false);
+      CHECK(rd["optimal"] == true);  // the exact DP
+      const outcome o = run_plan({"--chain", file, "--budget", std::to_string(budget), "--policy",
+                                  "checkmate", "--solver", solver, "--json"});
+      CAPTURE(o.err);
+      REQUIRE(o.exit_code == 0);
+      const json r = json::parse(o.out, nullptr, false);
+      REQUIRE(r.is_object());
+      CHECK(r["chain"] == "small");
+      check_graph_plan(r, *g, budget);
+      CHECK(r["optimal"] == true);
+      CHECK(r["makespan"].get<double>() <= rd["makespan"].get<double>() + 1e-9);
+    }
+  }
+}
+
+TEST_CASE("remat-plan: checkmate below the minimum, with and without --find-minimum") {
+  // lp_solve proves the bisection's infeasible budgets slowly (48 s here): CBC only.
+  for (const auto& solver : plan_solvers()) {
+    if (solver != "cbc") continue;
+    CAPTURE(solver);
+    const std::string file = small_chain_file();
+    const outcome plain = run_plan({"--chain", file, "--budget", "700", "--policy", "checkmate",
+                                    "--solver", solver, "--json"});
+    CHECK(plain.exit_code == 1);
+    CHECK(has(plain.err, "--find-minimum"));
+    const json rp = json::parse(plain.out, nullptr, false);
+    REQUIRE(rp.is_object());
+    CHECK(rp["status"] == "infeasible");
+
+    const outcome o = run_plan({"--chain", file, "--budget", "700", "--policy", "checkmate",
+                                "--solver", solver, "--find-minimum", "--json"});
+    CAPTURE(o.err);
+    CHECK(o.exit_code == 1);
+    const json r = json::parse(o.out, nullptr, false);
+    REQUIRE(r.is_object());
+    CHECK(r["status"] == "budget_too_small");
+    const bytes minimum = r["minimum_budget_bytes"].get<bytes>();
+    CHECK(minimum > 700);
+    const outcome at = run_plan({"--chain", file, "--budget", std::to_string(minimum), "--policy",
+                                 "checkmate", "--solver", solver, "--json"});
+    CHECK(at.exit_code == 0);
+    const outcome below = run_plan({"--chain", file, "--budget", std::to_string(minimum - 1),
+                                    "--policy", "checkmate", "--solver", solver, "--json"});
+    CHECK(below.exit_code == 1);
+  }
+}
+
+TEST_CASE("remat-plan: checkmate's time limit and progress") {
+  for (const auto& solver : plan_solvers()) {
+    CAPTURE(solver);
+    // The GPT-like chain's graph (31 compute nodes) is not proven optimal within a second by
+    // either solver here; the limit must stop the solve near it either way.
+    const outcome o =
+        run_plan({"--chain", chain_file("gpt_like.json"), "--budget", "10GiB", "--policy",
+                  "checkmate", "--solver", solver, "--time-limit", "1", "--progress", "--json"});
+    CAPTURE(o.err);
+    const json r = json::parse(o.out, nullptr, false);
+    REQUIRE(r.is_object());
+    if (o.exit_code == 0) {
+      CHECK(r["status"] == "ok");
+      CHECK(r["peak_bytes"].get<bytes>() <= (bytes{10} << 30));
+    } else {
+      CHECK(r["status"] == "time_limit");
+    }
+    if (r.contains("solve_seconds")) CHECK(r["solve_seconds"].get<double>() < 5.0);
+    CHECK(has(o.err, "remat-plan: checkmate"));
+  }
+}
+
+TEST_CASE("remat-plan: graph usage errors exit 2") {
+  const std::string c = chain_file("resnet_like.json");
+  const std::string g = graph_file("residual_net.json");
+  struct usage_case {
+    std::vector<std::string> args;
+    std::string reason;
+  };
+  const usage_case cases[] = {
+      {{"--graph", g, "--budget", "1GiB", "--policy", "rotor"}, "plans chains only"},
+      {{"--graph", g, "--chain", c, "--budget", "1GiB", "--policy", "checkmate"}, "not both"},
+      {{"--graph", g, "--budget", "1GiB", "--policy", "checkmate", "--solver", "gurobi"},
+       "unknown solver 'gurobi'"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--solver", "cbc"},
+       "--solver applies to checkmate only"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--relax"},
+       "--relax applies to checkmate only"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "revolve", "--find-minimum"},
+       "--find-minimum applies to checkmate only"},
+      {{"--graph", "", "--budget", "1GiB", "--policy", "checkmate"}, "--graph needs a file name"},
+  };
+  for (const auto& uc : cases) {
+    CAPTURE(uc.reason);
+    const outcome o = run_plan(uc.args);
+    CHECK(o.exit_code == 2);
+    CHECK(has(o.err, uc.reason));
+    CHECK(o.out.empty());
+  }
+  const outcome missing = run_plan({"--graph", graph_file("no_such_graph.json"), "--budget",
+                                    "1GiB", "--policy", "store_all", "--json"});
+  CHECK(missing.exit_code == 1);
+  CHECK(has(missing.err, "no_such_graph.json"));
+}
