@@ -8,6 +8,11 @@
 // overhead against store-all, and whether every step's loss and parameter gradients equal
 // those of plain training bit for bit.
 //
+// Then a DAG model (an attention block: layer norm, q/k/v projections, attention, residual adds,
+// an MLP; examples/eigen/models.hpp), profiled into a forward DAG (profile_graph), planned by
+// checkmate (CBC when built in, else lp_solve; without either this part says it is skipped) at
+// budgets from the smallest feasible to the store-all peak, and trained by the graph executor.
+//
 //   remat-demo [--model residual|mlp] [--depth N] [--width W] [--hidden H] [--batch B]
 //              [--steps K] [--dropout P] [--budgets K] [--json]
 
@@ -18,11 +23,26 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <remat/remat.hpp>
 
 #include <eigen/models.hpp>
+
+#if defined(REMAT_DEMO_HAVE_CBC)
+#include <remat/milp/cbc.hpp>
+using demo_milp = remat::milp::cbc;
+#elif defined(REMAT_DEMO_HAVE_LPSOLVE)
+#include <remat/milp/lpsolve.hpp>
+using demo_milp = remat::milp::lpsolve;
+#endif
+#if defined(REMAT_DEMO_HAVE_CBC) || defined(REMAT_DEMO_HAVE_LPSOLVE)
+#define REMAT_DEMO_HAVE_MILP 1
+#include <remat/policy/checkmate.hpp>
+#endif
+#include <remat/exec/graph_executor.hpp>
+#include <remat/exec/graph_profiler.hpp>
 
 namespace {
 
@@ -94,16 +114,21 @@ struct step_record {
   std::vector<float> grads;
 };
 
-std::vector<step_record> plain_training(const options& o) {
-  eg::model m = build(o);
+eg::model& layers_of(eg::model& m) { return m; }
+eg::model& layers_of(eg::dag& d) { return d.layers; }
+
+/// Plain training of a model from `make` (a chain or a DAG model).
+template <class Make>
+std::vector<step_record> plain_training(const options& o, Make make) {
+  auto m = make();
   remat::exec::host_backend b;
   std::vector<step_record> out;
   for (int k = 0; k < o.steps; ++k) {
-    eg::zero_grad(m);
+    eg::zero_grad(layers_of(m));
     const eg::tensor x = eg::make_input(b, o.batch, o.width, seed + 1 + static_cast<std::uint64_t>(k));
     const float loss = eg::backprop(m, x, b);
-    out.push_back({loss, eg::flat_gradients(m)});
-    eg::sgd_step(m, 1e-3f);
+    out.push_back({loss, eg::flat_gradients(layers_of(m))});
+    eg::sgd_step(layers_of(m), 1e-3f);
   }
   return out;
 }
@@ -117,16 +142,23 @@ struct row {
   bool match = false;
 };
 
-/// Trains o.steps steps of the schedule inside a backend limited to the budget.
-row train(const options& o, const remat::chain& c, const remat::schedule& s, std::string policy,
+/// Trains o.steps steps of the schedule inside a backend limited to the budget: an executor
+/// for a chain schedule, a graph executor for a graph schedule, over a model from `make`.
+template <class Make, class Problem, class Schedule>
+row train(const options& o, Make make, const Problem& problem, const Schedule& s, std::string policy,
           remat::bytes budget, const std::vector<step_record>& reference) {
   row r{std::move(policy), budget, "ok", s.predicted_peak, 0, s.predicted_time, 0, true};
-  eg::model m = build(o);
+  auto m = make();
   remat::exec::host_backend b(budget);
-  remat::exec::executor ex(m, c, b);
+  auto ex = [&] {
+    if constexpr (std::is_same_v<Problem, remat::chain>)
+      return remat::exec::executor(m, problem, b);
+    else
+      return remat::exec::graph_executor(m, problem, b);
+  }();
   std::vector<double> times;
   for (int k = 0; k < o.steps; ++k) {
-    eg::zero_grad(m);
+    eg::zero_grad(layers_of(m));
     auto run = ex.run(s, eg::make_input(b, o.batch, o.width, seed + 1 + static_cast<std::uint64_t>(k)));
     if (!run) {
       r.status = std::string(remat::to_string(run.code())) + ": " + run.message();
@@ -134,11 +166,12 @@ row train(const options& o, const remat::chain& c, const remat::schedule& s, std
       return r;
     }
     const auto& ref = reference[static_cast<std::size_t>(k)];
-    const auto* loss = dynamic_cast<const eg::mse_loss*>(m.back().get());
-    r.match = r.match && loss != nullptr && loss->last_value() == ref.loss && eg::flat_gradients(m) == ref.grads;
+    const auto* loss = dynamic_cast<const eg::mse_loss*>(layers_of(m).back().get());
+    r.match = r.match && loss != nullptr && loss->last_value() == ref.loss &&
+              eg::flat_gradients(layers_of(m)) == ref.grads;
     r.measured_peak = std::max(r.measured_peak, run->measured_peak);
     times.push_back(run->elapsed);
-    eg::sgd_step(m, 1e-3f);
+    eg::sgd_step(layers_of(m), 1e-3f);
   }
   std::sort(times.begin(), times.end());
   r.measured = times[times.size() / 2];
@@ -160,7 +193,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const remat::chain& c = *profiled;
-  const auto reference = plain_training(o);
+  const auto make = [&] { return build(o); };
+  const auto reference = plain_training(o, make);
   const remat::bytes peak = remat::store_all{}.solve(c, remat::unlimited_bytes)->predicted_peak;
   const remat::bytes lo = remat::rotor::minimum_budget(c);
   const bool floating = c.length() <= 24;
@@ -172,7 +206,7 @@ int main(int argc, char** argv) {
       rows.push_back({std::string(policy.name), budget, std::string(remat::to_string(s.code())), 0, 0, 0, 0, false});
       return;
     }
-    rows.push_back(train(o, c, *s, std::string(policy.name), budget, reference));
+    rows.push_back(train(o, make, c, *s, std::string(policy.name), budget, reference));
   };
   add(remat::store_all{}, peak);
   const double store_all_time = rows.front().measured;
@@ -183,6 +217,44 @@ int main(int argc, char** argv) {
     add(remat::rotor{}, budget);
     if (floating) add(remat::rotor_floating{}, budget);
   }
+
+  // A DAG model: profiled into a forward DAG, planned by checkmate, run by the graph executor.
+  const std::size_t graph_first_row = rows.size();
+  double graph_store_all_time = 0;
+  remat::bytes graph_peak = 0, graph_lo = 0;
+  std::size_t graph_ops = 0;
+#if defined(REMAT_DEMO_HAVE_MILP)
+  {
+    // Its MLP is 2 x width wide, so that attention and the MLP weigh alike in memory.
+    const auto make_dag = [&] { return eg::make_attention_dag(o.width, 2 * o.width, o.batch, seed); };
+    eg::dag probe_dag = make_dag();
+    graph_ops = probe_dag.ops.size();
+    auto f = remat::exec::profile_graph(probe_dag, eg::make_input(profiling, o.batch, o.width, seed), profiling,
+                                        {.repetitions = 3, .warmup = 1, .name = "attention block"});
+    auto g = f ? remat::build_graph(*f) : remat::result<remat::graph>(f.err());
+    if (!g) {
+      std::fprintf(stderr, "remat-demo: %s\n", g.message().c_str());
+      return 1;
+    }
+    const auto dag_reference = plain_training(o, make_dag);
+    remat::graph_schedule sa{remat::store_all_program(*g), g->ideal_time(), 0};
+    graph_peak = sa.predicted_peak = remat::sim::simulate(*g, sa).peak;
+    rows.push_back(train(o, make_dag, *g, sa, "graph store_all", graph_peak, dag_reference));
+    graph_store_all_time = rows.back().measured;
+    const remat::checkmate<demo_milp> cm{.time_limit = 10};
+    const std::string name = "checkmate-" + std::string(demo_milp::name);
+    // Budgets from 60% of the store-all peak up (the exact minimum would take a bisection of MILPs).
+    graph_lo = graph_peak * 3 / 5;
+    for (int i = 0; i < o.budgets; ++i) {
+      const remat::bytes budget = graph_lo + (graph_peak - graph_lo) * i / (o.budgets - 1);
+      auto s = cm.solve(*g, budget);
+      if (!s)
+        rows.push_back({name, budget, std::string(remat::to_string(s.code())), 0, 0, 0, 0, false});
+      else
+        rows.push_back(train(o, make_dag, *g, *s, name, budget, dag_reference));
+    }
+  }
+#endif
 
   if (o.json) {
     std::printf("[");
@@ -209,16 +281,28 @@ int main(int argc, char** argv) {
                 mib(lo));
     std::printf("%-15s %10s %12s %12s %11s %11s %9s  %s\n", "policy", "budget MiB", "planned MiB", "measured MiB",
                 "predicted s", "measured s", "overhead", "gradients");
-    for (const row& r : rows) {
+    double baseline = store_all_time;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const row& r = rows[i];
+      if (i == graph_first_row) {
+        baseline = graph_store_all_time;
+        std::printf("\nattention block (a DAG: q/k/v read one layer norm, two residual adds), %d ops; store-all "
+                    "peak %.2f MiB; checkmate from %.2f MiB\n",
+                    static_cast<int>(graph_ops), mib(graph_peak), mib(graph_lo));
+      }
       if (r.status != "ok") {
         std::printf("%-15s %10.2f  %s\n", r.policy.c_str(), mib(r.budget), r.status.c_str());
         continue;
       }
       std::printf("%-15s %10.2f %12.2f %12.2f %11.4f %11.4f %+8.1f%%  %s\n", r.policy.c_str(), mib(r.budget),
                   mib(r.planned_peak), mib(r.measured_peak), r.predicted, r.measured,
-                  100.0 * (r.measured / store_all_time - 1.0), r.match ? "bitwise equal" : "DIFFER");
+                  100.0 * (r.measured / baseline - 1.0), r.match ? "bitwise equal" : "DIFFER");
     }
   }
+#if !defined(REMAT_DEMO_HAVE_MILP)
+  if (!o.json)
+    std::printf("\nattention block planned by checkmate: skipped (remat-demo was built without CBC or lp_solve)\n");
+#endif
   bool all_match = true;
   for (const row& r : rows) all_match = all_match && (r.status != "ok" || r.match);
   return all_match ? 0 : 1;
