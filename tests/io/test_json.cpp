@@ -274,6 +274,24 @@ TEST_CASE("json: malformed schedules are rejected with the position") {
   CHECK(bad(json{{"schedule", 1}}, {"schedule is an integer"}));
 }
 
+TEST_CASE("json: schedules with transfers round-trip, and bad transfers name the position") {
+  const json literal = json::parse(R"(["F1_ck", "O0", "F2_all", "B2", "W0", "P0", "W0", "F1_all", "B1"])");
+  auto s = io::schedule_from_json(literal);
+  REQUIRE(s.ok());
+  CHECK(s->ops[1] == instruction::offload(0));
+  CHECK(s->ops[5] == instruction::prefetch(0));
+  CHECK(s->ops[6] == instruction::wait(0));
+  CHECK(io::to_json(*s) == literal);
+  const chain c{"two", 8, {{"s1", 1, 1, 8, 12, 0, 0}, {"loss", 1, 1, 4, 4, 0, 0}}};
+  CHECK(sim::simulate(c, *s).valid);
+  for (const char* bad : {R"(["O-1"])", R"(["O1_ck"])", R"(["W"])"}) {
+    auto r = io::schedule_from_json(json::parse(bad));
+    CHECK_FALSE(r.ok());
+    CHECK(r.message().find("schedule[0]") != std::string::npos);
+    CHECK(r.message().find("\"O<k>\"") != std::string::npos);
+  }
+}
+
 #ifdef REMAT_EXAMPLES_DIR
 TEST_CASE("json: the example chains load, validate and look like their networks") {
   const std::filesystem::path dir = std::filesystem::path(REMAT_EXAMPLES_DIR) / "chains";

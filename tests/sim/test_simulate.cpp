@@ -26,14 +26,9 @@ chain example_chain() {
 }
 
 schedule parse(const std::string& text) {
-  schedule s;
-  std::istringstream in(text);
-  for (std::string w; in >> w;) {
-    const auto i = parse_instruction(w);
-    REQUIRE_MESSAGE(i.has_value(), "bad instruction in test data: " << w);
-    s.ops.push_back(*i);
-  }
-  return s;
+  const auto s = parse_schedule(text);
+  REQUIRE_MESSAGE(s.has_value(), "bad instruction in test data: " << text);
+  return *s;
 }
 
 // (2.1) single pass (Chen et al.), (2.2) Revolve with F^all before each B, (2.3) F^all in the

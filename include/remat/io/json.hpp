@@ -11,8 +11,9 @@
 // both names are optional; every other field is required. The last stage is the loss. Unknown
 // fields are rejected with their name, so that a typo ("ouput_bytes") is not silently ignored.
 //
-// Schedule format: an array of instruction strings, ["F1_ck", "F2_none", "F3_all", "B3", ...]
-// (the text form of schedule.hpp). schedule_from_json also accepts an object holding such an
+// Schedule format: an array of instruction strings, ["F1_ck", "O0", "F2_none", "F3_all", "B3",
+// ...] (the text form of schedule.hpp, transfers O<k>, P<k>, W<k> included).
+// schedule_from_json also accepts an object holding such an
 // array under "schedule" (what `remat-plan --json` prints); its other fields are ignored.
 //
 // Nothing here throws on bad input: every failure comes back as status::invalid_problem with a
@@ -379,7 +380,7 @@ inline nlohmann::json to_json(const chain& c) {
   return {{"name", c.name}, {"input_bytes", c.input_bytes}, {"stages", std::move(stages)}};
 }
 
-/// The schedule's program as an array of instruction strings ("F1_ck", "F2_none", "B2", ...).
+/// The schedule's program as an array of instruction strings ("F1_ck", "O0", "B2", ...).
 /// predicted_time and predicted_peak are not written: they belong to the policy's report.
 inline nlohmann::json to_json(const schedule& s) {
   nlohmann::json ops = nlohmann::json::array();
@@ -407,22 +408,21 @@ inline result<schedule> schedule_from_json(const nlohmann::json& j) {
       return invalid(where + " is " + detail::describe(*arr) +
                      "; it must be an array of instructions such as [\"F1_ck\", \"F2_none\", "
                      "\"F2_all\", \"B2\"]");
+    static constexpr const char* forms =
+        "\"F<l>_none\", \"F<l>_ck\", \"F<l>_all\" or \"B<l>\" with a stage number l >= 1, or "
+        "\"O<k>\", \"P<k>\", \"W<k>\" (offload, prefetch, wait for the activation a_k) with k >= 0";
     schedule s;
     s.ops.reserve(arr->size());
     for (std::size_t i = 0; i < arr->size(); ++i) {
       const auto& v = (*arr)[i];
       const std::string at = where + "[" + std::to_string(i) + "]";
       if (!v.is_string())
-        return invalid(
-            at + " is " + detail::describe(v) +
-            "; each instruction is a string: \"F<l>_none\", \"F<l>_ck\", \"F<l>_all\" or "
-            "\"B<l>\" with a stage number l >= 1");
+        return invalid(at + " is " + detail::describe(v) + "; each instruction is a string: " + forms);
       const auto& text = v.get_ref<const std::string&>();
       const auto ins = parse_instruction(text);
       if (!ins)
-        return invalid(at + " is " + detail::describe(v) +
-                       ", not an instruction; write \"F<l>_none\", \"F<l>_ck\", \"F<l>_all\" or "
-                       "\"B<l>\" with a stage number l >= 1, e.g. \"F3_ck\" or \"B3\"");
+        return invalid(at + " is " + detail::describe(v) + ", not an instruction; write " + forms +
+                       ", e.g. \"F3_ck\", \"B3\" or \"O2\"");
       s.ops.push_back(*ins);
     }
     return s;

@@ -66,10 +66,14 @@ inline bytes peak_of(const chain& c, const std::vector<instruction>& ops) {
   return sim::simulate(c, schedule{ops, 0, 0}, {.record_timeline = false}).peak;
 }
 
-/// Sum of the op durations of a program.
+/// Sum of the compute op durations of a program (the policies emit no transfers; a program
+/// with some is timed by the simulator, whose lanes overlap them with compute).
 inline seconds time_of(const chain& c, const std::vector<instruction>& ops) {
   seconds t = 0;
-  for (const auto& i : ops) t += i.kind == op_kind::forward ? c.uf(i.index) : c.ub(i.index);
+  for (const auto& i : ops) {
+    if (i.kind == op_kind::forward) t += c.uf(i.index);
+    if (i.kind == op_kind::backward) t += c.ub(i.index);
+  }
   return t;
 }
 
