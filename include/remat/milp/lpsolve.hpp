@@ -30,13 +30,12 @@
 #include <cmath>
 #include <cstddef>
 #include <memory>
-#include <string>
-#include <string_view>
-#include <vector>
-
 #include <remat/core/result.hpp>
 #include <remat/milp/detail/backend.hpp>
 #include <remat/milp/model.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace remat::milp {
 
@@ -279,6 +278,25 @@ inline result<solution> run(const model& m, const options& o) {
       have_start && cs.root_seen &&
       cs.root_bound >= start_obj - 1e-9 * std::max(1.0, std::abs(start_obj));
   solution s;
+  if (start_stands && code == ACCURACYERROR && !root_reaches_start && !cs.timed_out &&
+      clock.elapsed() < o.time_limit) {
+    // Unproven only because the cutoff troubled lp_solve's root LP (seen on Checkmate's MILPs
+    // fed their own optimum): solve again without the cutoff in the time left, and keep the
+    // better of the two.
+    options again = o;
+    again.warm_start = std::nullopt;
+    if (std::isfinite(o.time_limit)) again.time_limit = o.time_limit - clock.elapsed();
+    auto r = run(m, again);
+    if (r && r->is_optimal()) {
+      if (f.sign * r->objective >=
+          f.sign * m.objective_value(start) - 1e-9 * std::max(1.0, std::abs(start_obj)))
+        r->values = start;  // the start is as good: return it, as proven
+      r->objective = m.objective_value(r->values);
+      r->seconds = clock.elapsed();
+      r->message = said + "; solved again without the warm start's cutoff: " + r->message;
+      return r;
+    }
+  }
   if (start_stands) {
     const bool proven =
         code == OPTIMAL || code == PRESOLVED || code == INFEASIBLE || root_reaches_start;
