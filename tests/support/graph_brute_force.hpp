@@ -3,15 +3,18 @@
 // alive, which contributions each gradient holds, which compute nodes have run, whether the
 // loss ran), with compute / fast-forward / free moves. The rules are written out here from
 // rockmate-spec §1.3-1.4, independently of sim::simulate, so that the two check each other.
-// For tiny graphs only (a few forward ops): the state space is exponential.
+// For tiny graphs only (a few forward ops): the state space is exponential. The search is A*
+// with the time of the compute nodes that have not run yet (each runs at least once, at its
+// cheaper variant) as the estimate: it never overestimates and drops by at most a move's cost,
+// so the first goal reached is optimal, as with plain Dijkstra, after fewer states.
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <unordered_map>
 #include <queue>
 #include <remat/problem/graph.hpp>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace remat::test {
@@ -21,8 +24,7 @@ namespace remat::test {
 /// of the compute nodes 0..t, each at most once and in index order, and ends with the first run
 /// of node t. Without it, any order.
 inline double graph_brute_force(const graph& g, bytes budget, bool fast_forward = true,
-                                bool in_order = false,
-                                std::vector<std::string>* path = nullptr) {
+                                bool in_order = false, std::vector<std::string>* path = nullptr) {
   const int I = g.data_count(), C = g.compute_count();
   // State string: per data, 1 char alive + one char per producer (contributed); per compute,
   // ran.
@@ -34,7 +36,9 @@ inline double graph_brute_force(const graph& g, bytes budget, bool fast_forward 
   std::string start(static_cast<std::size_t>(ran0 + C + 1), '0');
   // Last char: 1 + the last node run in the current stage (in_order only).
   auto Last = [&](std::string& s) -> char& { return s[static_cast<std::size_t>(ran0 + C)]; };
-  auto A = [&](std::string& s, int i) -> char& { return s[static_cast<std::size_t>(off[static_cast<std::size_t>(i)])]; };
+  auto A = [&](std::string& s, int i) -> char& {
+    return s[static_cast<std::size_t>(off[static_cast<std::size_t>(i)])];
+  };
   auto Dn = [&](std::string& s, int i, std::size_t p) -> char& {
     return s[static_cast<std::size_t>(off[static_cast<std::size_t>(i)]) + 1 + p];
   };
@@ -48,16 +52,30 @@ inline double graph_brute_force(const graph& g, bytes budget, bool fast_forward 
   for (int i = 0; i < I; ++i)
     if (g.producers(i).empty()) A(start, i) = '1';
   if (mem(start) > budget) return std::numeric_limits<double>::infinity();
+  std::vector<double> cheapest(static_cast<std::size_t>(C));
+  for (int c = 0; c < C; ++c) {
+    const auto& n = g.compute(c);
+    cheapest[static_cast<std::size_t>(c)] =
+        fast_forward && n.kind == compute_kind::forward ? std::min(n.time, n.fast_time) : n.time;
+  }
+  auto estimate = [&](std::string& s) {
+    double h = 0;
+    for (int c = 0; c < C; ++c)
+      if (Ran(s, c) != '1') h += cheapest[static_cast<std::size_t>(c)];
+    return h;
+  };
   using item = std::pair<double, std::string>;
   std::priority_queue<item, std::vector<item>, std::greater<>> q;
   std::unordered_map<std::string, double> best;
-  std::unordered_map<std::string, std::pair<std::string, std::string>> parent;  // state -> (prev, move)
+  std::unordered_map<std::string, std::pair<std::string, std::string>>
+      parent;  // state -> (prev, move)
   best[start] = 0;
-  q.push({0, start});
+  q.push({estimate(start), start});
   while (!q.empty()) {
-    auto [d, s] = q.top();
+    auto [f, s] = q.top();
     q.pop();
-    if (best[s] < d) continue;
+    const double d = best[s];
+    if (d + estimate(s) < f) continue;  // a stale entry: s was reached cheaper since
     bool goal = true;
     for (int c = 0; c < C && goal; ++c) goal = Ran(s, c) == '1';
     for (int i = 0; i < I && goal; ++i)
@@ -65,7 +83,8 @@ inline double graph_brute_force(const graph& g, bytes budget, bool fast_forward 
     if (goal) {
       if (path) {
         path->clear();
-        for (std::string at = s; at != start; at = parent[at].first) path->push_back(parent[at].second);
+        for (std::string at = s; at != start; at = parent[at].first)
+          path->push_back(parent[at].second);
         std::reverse(path->begin(), path->end());
       }
       return d;
@@ -75,7 +94,8 @@ inline double graph_brute_force(const graph& g, bytes budget, bool fast_forward 
       if (it == best.end() || nd < it->second) {
         best[n] = nd;
         if (path) parent[n] = {s, std::move(move)};
-        q.push({nd, n});
+        std::string key = n;
+        q.push({nd + estimate(key), std::move(key)});
       }
     };
     // Frees.
@@ -121,7 +141,8 @@ inline double graph_brute_force(const graph& g, bytes budget, bool fast_forward 
         if (mem(s) + created + (fast ? node.fast_overhead : node.overhead) > budget) continue;
         if (in_order) Last(n) = c == first_new ? '0' : static_cast<char>('0' + c + 1);
         Ran(n, c) = '1';
-        push(n, d + (fast ? node.fast_time : node.time), "C" + std::to_string(c) + (fast ? "_ff" : ""));
+        push(n, d + (fast ? node.fast_time : node.time),
+             "C" + std::to_string(c) + (fast ? "_ff" : ""));
       }
     }
   }

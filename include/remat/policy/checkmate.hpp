@@ -1,7 +1,11 @@
 #pragma once
 // checkmate: the RK-Checkmate MILP over a training graph (rockmate-spec §3), solved by a MILP
 // backend (remat::milp::lpsolve or remat::milp::cbc; this header includes neither, so it needs
-// no solver library until a backend is named).
+// no solver library until a backend is named), exactly or through Checkmate's LP relaxation with
+// two-phase rounding (Jain et al., "Checkmate: Breaking the Memory Wall with Optimal Tensor
+// Rematerialization", MLSys 2020, §5: solve the LP, round the storage matrix S with several
+// deterministic thresholds and randomized roundings, then take the cheapest recomputation R that
+// the rounded S allows).
 //
 // Stages t = 0..T-1 over the compute nodes in topological order (0-based here); stage t ends
 // with the first run of c_t; inside a stage, step k = "maybe run c_k, then maybe free data".
@@ -52,35 +56,78 @@
 // it is proven optimal is in solve_detailed()'s `optimal` (graph_schedule, plain data owned by
 // the schedule layer, carries no solver status).
 //
-// No LP relaxation + rounding (Checkmate's approximation) here: the policy solves the MILP.
+// Warm start (`warm_start`, or `auto_warm_start`): a schedule is translated into values of every
+// MILP variable by replaying it stage by stage (a compute node's first run opens its stage;
+// recomputations belong to the stage of the next first run and must come in index order; a free
+// is attached to the last step related to the data before it, the only place the MILP can put
+// it, which frees no later than the program does). The backend gets the values as
+// milp::options::warm_start: CBC takes it as its first incumbent (setMIPStart), lp_solve as a
+// cutoff that it must beat (it has no MIP start). A warm start that the simulator rejects, that
+// exceeds the budget, or that runs nodes out of the stage order is an invalid_problem error that
+// says why. `auto_warm_start` builds the warm start itself from cheap storage patterns (see
+// heuristic_keeps) with the phase-2 derivation below, and uses the best one that fits.
+//
+// LP relaxation (`relax`), Checkmate's two-phase rounding adapted to this model. Decisions where
+// our model differs from Checkmate's, where it has one S per node:
+//   * What is rounded: P[t][i] (data i alive at the start of stage t), our storage matrix, for
+//     every data but the sources and protected data (always kept). P, not S: S tracks the
+//     contributions of multi-producer gradients; phase 2 treats such a gradient as a whole
+//     (kept: it holds every contribution made so far; not alive when needed: all its producers
+//     run again in the stage). Gradients are rounded too: the exact optimum of a residual block
+//     frees a gradient and recomputes backwards to get it back (see tests/policy), which a
+//     rounding that always keeps gradients cannot reach.
+//   * Phase 2 (the cheapest R given the rounded P), stage by stage, from c_t down to c_0: c_t
+//     runs; a node that runs needs each input that is not alive at the start of the stage, so
+//     its producers run earlier in the stage; data kept into stage t+1 that is not alive is
+//     produced in stage t. A storage plan that needs the loss again, or a contribution already
+//     summed into a gradient, is dropped. A forward runs normally when its phantom is needed
+//     (by its backward in this stage, or kept for a later stage), as a fast-forward otherwise
+//     (fast_forward on).
+//   * Frees: as early as the stage allows (after the last step of the stage that reads or makes
+//     the data, or at the start of the stage when none does). The MILP could place them later
+//     only, so the rounded schedule is a schedule of the same stage model: never faster than
+//     the exact optimum.
+//   * The budget: the rounded schedules are replayed in the simulator and the fastest within the
+//     budget wins. When none fits, the LP is solved again at a smaller budget (90%, 80%, ... of
+//     it, Checkmate's "budget allowance"), down to the lower bound, while time remains; the
+//     cheap storage patterns of auto_warm_start join the candidates too. If nothing fits, the
+//     result says what was tried and the smallest peak reached (status::infeasible, although a
+//     schedule may exist: the exact solve decides).
+//   * `optimal` is false for relaxed solutions; `bound` is the LP's optimum at the budget (a lower
+//     bound on the exact optimum).
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <numeric>
 #include <optional>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
+#include <random>
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/milp/model.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/graph_schedule.hpp>
 #include <remat/sim/graph_simulate.hpp>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace remat {
 
 /// What solve_detailed returns besides the schedule.
 struct checkmate_solution {
   graph_schedule schedule;
-  bool optimal = false;  ///< proven optimal (within relative_gap); false when the limit stopped it
-  double bound = 0;      ///< the solver's best bound on the makespan (seconds)
+  /// Proven optimal (within relative_gap); false when the limit stopped it, and for relax.
+  bool optimal = false;
+  /// The best bound on the makespan (seconds): the solver's, or the LP relaxation's for relax.
+  double bound = 0;
   double solve_seconds = 0;
 };
 
@@ -88,7 +135,8 @@ template <milp::MilpBackend Backend>
 struct checkmate {
   static constexpr std::string_view name = "checkmate";
 
-  /// Wall-clock limit of each MILP solve, seconds; not finite = none.
+  /// Wall-clock limit of each MILP solve (of the whole relaxation and rounding with relax),
+  /// seconds; not finite = none.
   double time_limit = std::numeric_limits<double>::infinity();
   /// Stop when the gap between the best schedule and the bound is at most this (relative).
   double relative_gap = 0;
@@ -97,69 +145,28 @@ struct checkmate {
   /// On an infeasible budget, find the minimum by bisection (several MILP solves).
   bool find_minimum = false;
   /// Forwarded to the backend: {incumbent, bound, elapsed} during the solve (seconds of makespan).
+  /// With relax: once after each LP and its roundings.
   std::function<void(const milp::progress_report&)> progress = {};
   /// Solver threads (CBC from 2 on).
   int threads = 1;
+  /// Solve the LP relaxation and round it (Checkmate's two-phase rounding): fast on large
+  /// graphs, not optimal.
+  bool relax = false;
+  /// With relax: randomized roundings per LP, besides the deterministic thresholds.
+  int rounding_samples = 16;
+  /// With relax: the seed of the randomized roundings (the result is deterministic for a seed).
+  std::uint64_t seed = 1;
+  /// A schedule to start the exact solve from (a heuristic's: store-all's program when it fits,
+  /// a chain policy's through to_graph_schedule). It must be valid within the budget.
+  std::optional<graph_schedule> warm_start = std::nullopt;
+  /// Without warm_start: start the exact solve from the best of a few cheap schedules that fit.
+  bool auto_warm_start = true;
   Backend backend = {};
 
-  [[nodiscard]] result<graph_schedule> solve(const graph& g, bytes budget) const {
-    auto r = solve_detailed(g, budget);
-    if (!r) return r.err();
-    return std::move(r.value().schedule);
-  }
-
-  [[nodiscard]] result<checkmate_solution> solve_detailed(const graph& g, bytes budget) const {
-    if (auto v = validate(g); !v) return v.err();
-    if (budget < 0)
-      return error{status::invalid_problem,
-                   "checkmate: the budget is negative (" + std::to_string(budget) + " bytes)",
-                   {}};
-    if (!Backend::available())
-      return error{status::solver_error,
-                   "checkmate: the MILP backend " + std::string(Backend::name) +
-                       " is not available in this build",
-                   {}};
-    const bytes floor = lower_bound(g);
-    if (budget < floor && !find_minimum)
-      return error{status::infeasible,
-                   "checkmate: no schedule of graph '" + g.name + "' fits in " +
-                       std::to_string(budget) + " bytes: some compute node needs at least " +
-                       std::to_string(floor) +
-                       " bytes (the graph inputs, its own inputs and outputs, its overhead); set "
-                       "find_minimum to get the smallest budget that fits",
-                   {}};
-    auto r = budget < floor ? result<checkmate_solution>(error{status::infeasible, "", {}})
-                            : solve_once(g, budget, time_limit, false);
-    if (r || r.code() != status::infeasible || !find_minimum) return r;
-    // Bisection between the infeasible budget and store-all's peak (always feasible).
-    graph_schedule sa{store_all_program(g), g.ideal_time(), 0};
-    bytes hi = sim::simulate(g, sa, {.budget = std::numeric_limits<bytes>::max()}).peak;
-    bytes lo = std::max(budget, floor - 1);  // infeasible
-    if (hi <= lo) return r;
-    while (hi - lo > 1) {
-      const bytes mid = lo + (hi - lo) / 2;
-      auto m = solve_once(g, mid, time_limit, true);
-      if (m) hi = mid;
-      else if (m.code() == status::infeasible) lo = mid;
-      else return r;  // cannot tell: keep the plain answer
-    }
-    return error{status::budget_too_small,
-                 "checkmate: no schedule fits in " + std::to_string(budget) +
-                     " bytes; the smallest budget with a schedule is " + std::to_string(hi) +
-                     " bytes",
-                 hi};
-  }
-
- private:
-  struct built {
-    milp::model m;
-    std::vector<std::vector<milp::variable>> R, F;  // [t][k]; F empty where none
-    std::vector<std::vector<std::vector<std::pair<int, milp::variable>>>> del;  // [t][i] -> (k,v)
-  };
-
   /// A budget below which no schedule exists: for each compute node, the graph inputs plus its
-  /// own inputs and outputs plus its overhead (a forward's cheaper variant).
-  static bytes lower_bound(const graph& g) {
+  /// own inputs and outputs plus its overhead (a forward's cheaper variant). Budgets below it are
+  /// answered at once (infeasible).
+  [[nodiscard]] static bytes lower_bound(const graph& g) {
     bytes best = g.initial_bytes();
     for (int c = 0; c < g.compute_count(); ++c) {
       std::vector<int> ds;
@@ -183,6 +190,99 @@ struct checkmate {
     return best;
   }
 
+  [[nodiscard]] result<graph_schedule> solve(const graph& g, bytes budget) const {
+    auto r = solve_detailed(g, budget);
+    if (!r) return r.err();
+    return std::move(r.value().schedule);
+  }
+
+  [[nodiscard]] result<checkmate_solution> solve_detailed(const graph& g, bytes budget) const {
+    if (auto v = validate(g); !v) return v.err();
+    if (budget < 0)
+      return error{status::invalid_problem,
+                   "checkmate: the budget is negative (" + std::to_string(budget) + " bytes)",
+                   {}};
+    if (!Backend::available())
+      return error{status::solver_error,
+                   "checkmate: the MILP backend " + std::string(Backend::name) +
+                       " is not available in this build",
+                   {}};
+    if (relax && rounding_samples < 0)
+      return error{
+          status::invalid_problem,
+          "checkmate: rounding_samples must be >= 0, not " + std::to_string(rounding_samples),
+          {}};
+    if (warm_start) {
+      const auto rep = sim::simulate(g, *warm_start, {.budget = budget, .record_timeline = false});
+      if (!rep.valid && !(rep.first_violation &&
+                          rep.first_violation->kind == sim::graph_violation_kind::over_budget))
+        return error{status::invalid_problem,
+                     "checkmate: the warm start is not a valid schedule of graph '" + g.name +
+                         "': " + rep.first_violation->message,
+                     {}};
+      if (rep.peak > budget)
+        return error{status::invalid_problem,
+                     "checkmate: the warm start peaks at " + std::to_string(rep.peak) +
+                         " bytes, above the budget of " + std::to_string(budget) +
+                         " bytes; give a schedule that fits, or none",
+                     {}};
+    }
+    const bytes floor = lower_bound(g);
+    if (budget < floor && !find_minimum)
+      return error{status::infeasible,
+                   "checkmate: no schedule of graph '" + g.name + "' fits in " +
+                       std::to_string(budget) + " bytes: some compute node needs at least " +
+                       std::to_string(floor) +
+                       " bytes (the graph inputs, its own inputs and outputs, its overhead); set "
+                       "find_minimum to get the smallest budget that fits",
+                   {}};
+    bool proven = true;  // an infeasible answer is a proof (not so when no rounding fits)
+    auto r = budget < floor ? result<checkmate_solution>(error{status::infeasible, "", {}})
+             : relax        ? solve_relaxed(g, budget, proven)
+                            : solve_once(g, budget, time_limit, false, warm_start);
+    if (r || r.code() != status::infeasible || !find_minimum || !proven) return r;
+    // Bisection between the infeasible budget and store-all's peak (always feasible).
+    graph_schedule sa{store_all_program(g), g.ideal_time(), 0};
+    bytes hi = sim::simulate(g, sa, {.budget = std::numeric_limits<bytes>::max()}).peak;
+    bytes lo = std::max(budget, floor - 1);  // infeasible
+    if (hi <= lo) return r;
+    while (hi - lo > 1) {
+      const bytes mid = lo + (hi - lo) / 2;
+      auto m = solve_once(g, mid, time_limit, true, std::nullopt);
+      if (m)
+        hi = mid;
+      else if (m.code() == status::infeasible)
+        lo = mid;
+      else
+        return r;  // cannot tell: keep the plain answer
+    }
+    return error{status::budget_too_small,
+                 "checkmate: no schedule fits in " + std::to_string(budget) +
+                     " bytes; the smallest budget with a schedule is " + std::to_string(hi) +
+                     " bytes",
+                 hi};
+  }
+
+ private:
+  using steps = std::vector<std::pair<int, milp::variable>>;  // (step k, variable)
+  using keep_matrix = std::vector<std::vector<char>>;         // [t][i], t = 0..T
+
+  struct built {
+    milp::model m;
+    bytes unit = 1;
+    std::vector<std::vector<milp::variable>> R, F;               // [t][k]; F empty where none
+    std::vector<std::vector<milp::linear_expr>> P;               // [t][i]: a variable or a constant
+    std::vector<std::vector<std::vector<milp::linear_expr>>> S;  // [t][i][producer position]
+    std::vector<std::vector<steps>> cre, del;                    // [t][i]
+    std::vector<std::vector<milp::variable>> U;                  // [t][k]
+  };
+
+  static const milp::variable* at_step(const steps& v, int k) {
+    for (const auto& [kk, x] : v)
+      if (kk == k) return &x;
+    return nullptr;
+  }
+
   static bytes gcd_unit(const graph& g) {
     bytes u = 0;
     for (const auto& d : g.data_nodes()) u = std::gcd(u, d.size);
@@ -190,19 +290,19 @@ struct checkmate {
     return u > 0 ? u : 1;
   }
 
-  [[nodiscard]] result<checkmate_solution> solve_once(const graph& g, bytes budget, double limit,
-                                                      bool feasibility) const {
+  /// The MILP at this budget; without objective when only feasibility matters.
+  [[nodiscard]] built build(const graph& g, bytes budget, bool feasibility) const {
     const int T = g.compute_count();
     const int I = g.data_count();
     const int loss = g.loss();
     const bytes unit = gcd_unit(g);
     const double cap = static_cast<double>(budget / unit);
     auto sz = [&](int i) { return static_cast<double>(g.data(i).size / unit); };
-    auto ix = [](int v) { return static_cast<std::size_t>(v); };
     using milp::linear_expr;
     using milp::variable;
 
     built b;
+    b.unit = unit;
     milp::model& m = b.m;
     const bool ff = fast_forward;
     auto is_fwd = [&](int k) { return g.compute(k).kind == compute_kind::forward; };
@@ -214,8 +314,10 @@ struct checkmate {
         variable r = m.add_binary();
         if (k == loss && t != loss) m.set_bounds(r, 0, 0);
         b.R[ix(t)].push_back(r);
-        if (ff && is_fwd(k)) b.F[ix(t)].push_back(m.add_binary());
-        else b.F[ix(t)].push_back(variable{});
+        if (ff && is_fwd(k))
+          b.F[ix(t)].push_back(m.add_binary());
+        else
+          b.F[ix(t)].push_back(variable{});
       }
     }
     auto has_f = [&](int t, int k) { return ff && is_fwd(k) && t >= k; };
@@ -244,34 +346,40 @@ struct checkmate {
       v.erase(std::unique(v.begin(), v.end()), v.end());
     }
     // P[t][i] as expressions (constants for sources and before the first producer).
-    std::vector<std::vector<linear_expr>> P(ix(T), std::vector<linear_expr>(ix(I)));
+    auto& P = b.P;
+    P.assign(ix(T), std::vector<linear_expr>(ix(I)));
     for (int t = 0; t < T; ++t)
       for (int i = 0; i < I; ++i) {
-        if (g.is_source(i)) P[ix(t)][ix(i)] = linear_expr(1.0);
+        if (g.is_source(i))
+          P[ix(t)][ix(i)] = linear_expr(1.0);
         else {
           const int first = *std::min_element(g.producers(i).begin(), g.producers(i).end());
           if (t > first) P[ix(t)][ix(i)] = m.add_binary();
         }
       }
-    // S[t][i][pos] for producer pos of i (0 when t <= producer).
-    std::vector<std::vector<std::vector<linear_expr>>> S(ix(T));
+    // S[t][i][pos] for producer pos of i (0 when t <= producer). With one producer, the
+    // contribution is there exactly when the data is alive: S is P (no variables, no transitions).
+    auto& S = b.S;
+    S.assign(ix(T), {});
     for (int t = 0; t < T; ++t) {
       S[ix(t)].resize(ix(I));
       for (int i = 0; i < I; ++i) {
         const auto pr = g.producers(i);
         S[ix(t)][ix(i)].resize(pr.size());
         for (std::size_t p = 0; p < pr.size(); ++p)
-          if (t > pr[p]) S[ix(t)][ix(i)][p] = m.add_binary();
+          if (pr.size() == 1)
+            S[ix(t)][ix(i)][p] = P[ix(t)][ix(i)];
+          else if (t > pr[p])
+            S[ix(t)][ix(i)][p] = m.add_binary();
       }
     }
     // create[t][i][k] (k producer <= t), del[t][i][k] (k related <= t, not protected).
-    std::vector<std::vector<std::vector<std::pair<int, variable>>>> cre(
-        ix(T), std::vector<std::vector<std::pair<int, variable>>>(ix(I)));
-    b.del.assign(ix(T), std::vector<std::vector<std::pair<int, variable>>>(ix(I)));
-    auto find = [](const std::vector<std::pair<int, variable>>& v, int k) -> linear_expr {
-      for (const auto& [kk, x] : v)
-        if (kk == k) return x;
-      return {};
+    auto& cre = b.cre;
+    cre.assign(ix(T), std::vector<steps>(ix(I)));
+    b.del.assign(ix(T), std::vector<steps>(ix(I)));
+    auto find = [](const steps& v, int k) -> linear_expr {
+      const variable* x = at_step(v, k);
+      return x ? linear_expr(*x) : linear_expr();
     };
     for (int t = 0; t < T; ++t)
       for (int i = 0; i < I; ++i) {
@@ -308,12 +416,12 @@ struct checkmate {
           const linear_expr before_free = alive;
           m.add(before_free <= 1);  // no allocation of what is alive (a free comes after it)
           alive -= d;
-          m.add(alive >= 0);
-          m.add(alive <= 1);
+          m.add(alive >= 0);  // (alive <= 1 follows from before_free <= 1)
           const bool producer = std::find(pr.begin(), pr.end(), k) != pr.end();
           if (producer) {
             m.add(before_free >= prodrun(t, k, i));
-            const auto p = static_cast<std::size_t>(std::find(pr.begin(), pr.end(), k) - pr.begin());
+            const auto p =
+                static_cast<std::size_t>(std::find(pr.begin(), pr.end(), k) - pr.begin());
             if (multi)  // never sum a contribution twice
               m.add(prodrun(t, k, i) + S[ix(t)][ix(i)][p] <= 1 + freed_before);
           } else {  // consumer
@@ -331,7 +439,7 @@ struct checkmate {
         }
         if (t + 1 < T) {
           if (!g.is_source(i)) m.add(P[ix(t + 1)][ix(i)] == alive);
-          for (std::size_t p = 0; p < pr.size(); ++p) {
+          for (std::size_t p = 0; p < pr.size() && multi; ++p) {
             const int k = pr[p];
             if (k > t) continue;
             const linear_expr s1 = S[ix(t + 1)][ix(i)][p];
@@ -358,6 +466,7 @@ struct checkmate {
       }
 
     // Memory.
+    b.U.assign(ix(T), {});
     for (int t = 0; t < T; ++t) {
       linear_expr prev;
       for (int i = 0; i < I; ++i) prev += sz(i) * P[ix(t)][ix(i)];
@@ -374,6 +483,7 @@ struct checkmate {
         m.add(prev + made + tmp <= cap);
         variable u = m.add_continuous(0, milp::infinity);
         m.add(linear_expr(u) == prev + made - gone);
+        b.U[ix(t)].push_back(u);
         prev = u;
       }
     }
@@ -387,38 +497,40 @@ struct checkmate {
           if (has_f(t, k)) obj += g.compute(k).fast_time * linear_expr(b.F[ix(t)][ix(k)]);
         }
     m.minimize(obj);
+    return b;
+  }
 
-    milp::options o;
-    o.time_limit = limit;
-    o.relative_gap = relative_gap;
-    o.threads = threads;
-    if (!feasibility) o.progress = progress;
-    auto sol = backend.solve(m, o);
-    if (!sol) {
-      error e = sol.err();
-      if (e.code == status::infeasible)
-        e.message = "checkmate: no schedule of graph '" + g.name + "' fits in " +
-                    std::to_string(budget) + " bytes (" + e.message +
-                    "); set find_minimum to get the smallest budget that fits";
-      else
-        e.message = "checkmate: " + e.message;
-      return e;
+  static std::size_t ix(int v) { return static_cast<std::size_t>(v); }
+
+  /// What a replay tracks: which data is alive, and which contributions each holds.
+  struct memory_state {
+    std::vector<char> alive;
+    std::vector<std::vector<char>> done;  // [i][producer position]
+    /// At the start: the sources alive, nothing else.
+    static memory_state initial(const graph& g) {
+      memory_state m{std::vector<char>(ix(g.data_count()), 0), {}};
+      m.done.resize(ix(g.data_count()));
+      for (int i = 0; i < g.data_count(); ++i) {
+        m.done[ix(i)].assign(g.producers(i).size(), 0);
+        if (g.is_source(i)) m.alive[ix(i)] = 1;
+      }
+      return m;
     }
-    const milp::solution& s = sol.value();
-    auto on = [&](variable v) { return v.index != variable::none && s[v] > 0.5; };
+  };
 
-    // Algorithm 4, replaying the state to free an alive output before its recompute.
+  /// Algorithm 4 over an integral solution, replaying the state to free an alive output before
+  /// its recompute.
+  [[nodiscard]] result<graph_schedule> extract(const graph& g, const built& b,
+                                               const milp::solution& s) const {
+    const int T = g.compute_count();
+    const int I = g.data_count();
+    auto on = [&](milp::variable v) { return v.index != milp::variable::none && s[v] > 0.5; };
     graph_schedule out;
-    std::vector<char> alive(ix(I), 0);
-    std::vector<std::vector<char>> done(ix(I));
-    for (int i = 0; i < I; ++i) {
-      done[ix(i)].assign(g.producers(i).size(), 0);
-      if (g.is_source(i)) alive[ix(i)] = 1;
-    }
+    auto [alive, done] = memory_state::initial(g);
     for (int t = 0; t < T; ++t)
       for (int k = 0; k <= t; ++k) {
         const bool normal = on(b.R[ix(t)][ix(k)]);
-        const bool fast = !normal && has_f(t, k) && on(b.F[ix(t)][ix(k)]);
+        const bool fast = !normal && on(b.F[ix(t)][ix(k)]);
         if (!normal && !fast) continue;
         for (int i : g.outputs(k)) {
           if (fast && g.data(i).kind == data_kind::phantom) continue;
@@ -437,7 +549,8 @@ struct checkmate {
           alive[ix(i)] = 1;
           done[ix(i)][p] = 1;
         }
-        out.ops.push_back(fast ? graph_instruction::fast_forward(k) : graph_instruction::compute(k));
+        out.ops.push_back(fast ? graph_instruction::fast_forward(k)
+                               : graph_instruction::compute(k));
         out.predicted_time += fast ? g.compute(k).fast_time : g.compute(k).time;
         for (int i = 0; i < I; ++i)
           for (const auto& [kk, x] : b.del[ix(t)][ix(i)])
@@ -447,8 +560,122 @@ struct checkmate {
               std::fill(done[ix(i)].begin(), done[ix(i)].end(), 0);
             }
       }
+    return out;
+  }
 
-    const auto rep = sim::simulate(g, out, {.budget = budget});
+  /// The MILP's values for a schedule (see "Warm start" above); invalid_problem when the
+  /// schedule does not follow the stage model.
+  [[nodiscard]] result<std::vector<double>> start_values(const graph& g, const built& b,
+                                                         const graph_schedule& s) const {
+    const int T = g.compute_count();
+    const int I = g.data_count();
+    auto bad = [&](const std::string& why) {
+      return error{status::invalid_problem,
+                   "checkmate: the warm start does not fit Checkmate's stage model: " + why +
+                       " (stage t runs some of c_0..c_t, each once and in index order, and ends "
+                       "with the first run of c_t)",
+                   {}};
+    };
+    auto cname = [&](int c) { return "'" + g.compute(c).name + "' (c" + std::to_string(c) + ")"; };
+    // mode[t][k]: 0 idle, 1 normal, 2 fast; frees[t][k]: data freed after step (t,k).
+    std::vector<std::vector<char>> mode(ix(T));
+    std::vector<std::vector<std::vector<int>>> frees(ix(T));
+    for (int t = 0; t < T; ++t) {
+      mode[ix(t)].assign(ix(t + 1), 0);
+      frees[ix(t)].resize(ix(t + 1));
+    }
+    std::vector<std::pair<int, int>> last_rel(ix(I), {-1, -1});  // (t, k)
+    int next = 0;     // the first compute node not run yet: the current stage
+    int last_k = -1;  // the last step run in the current stage
+    for (const auto& ins : s.ops) {
+      if (ins.kind == graph_op_kind::free) {
+        const auto [t, k] = last_rel[ix(ins.node)];
+        if (t < 0)
+          return bad("data " + std::to_string(ins.node) +
+                     " is freed before any step that reads or makes it");
+        frees[ix(t)][ix(k)].push_back(ins.node);
+        continue;
+      }
+      const int k = ins.node;
+      if (next >= T) return bad(cname(k) + " runs after the last stage");
+      const int t = next;
+      if (k > t) return bad(cname(k) + " runs for the first time before " + cname(t));
+      if (k <= last_k)
+        return bad(cname(k) + " runs in stage " + std::to_string(t) + " after " + cname(last_k));
+      mode[ix(t)][ix(k)] = ins.fast ? 2 : 1;
+      for (int i : g.inputs(k)) last_rel[ix(i)] = {t, k};
+      for (int i : g.outputs(k)) last_rel[ix(i)] = {t, k};
+      last_k = k;
+      if (k == t) {
+        ++next;
+        last_k = -1;
+      }
+    }
+    if (next < T) return bad(cname(next) + " never runs");
+
+    std::vector<double> x(b.m.num_variables(), 0.0);
+    auto set = [&](const milp::linear_expr& e, double v) -> bool {
+      if (e.terms.empty()) return std::abs(e.constant - v) < 0.5;
+      x[e.terms.front().index] = v;
+      return true;
+    };
+    auto [alive, done] = memory_state::initial(g);
+    const auto unit = static_cast<double>(b.unit);
+    for (int t = 0; t < T; ++t) {
+      double mem = 0;
+      for (int i = 0; i < I; ++i) {
+        if (!set(b.P[ix(t)][ix(i)], alive[ix(i)]))
+          return bad("data " + std::to_string(i) + " is alive where the model cannot hold it");
+        for (std::size_t p = 0; p < done[ix(i)].size(); ++p)
+          set(b.S[ix(t)][ix(i)][p], done[ix(i)][p]);
+        if (alive[ix(i)]) mem += static_cast<double>(g.data(i).size) / unit;
+      }
+      for (int k = 0; k <= t; ++k) {
+        const char md = mode[ix(t)][ix(k)];
+        if (md == 1) x[b.R[ix(t)][ix(k)].index] = 1;
+        if (md == 2) {
+          if (b.F[ix(t)][ix(k)].index == milp::variable::none)
+            return bad(cname(k) + " runs as a fast-forward but fast_forward is off");
+          x[b.F[ix(t)][ix(k)].index] = 1;
+        }
+        if (md != 0)
+          for (int i : g.outputs(k)) {
+            if (md == 2 && g.data(i).kind == data_kind::phantom) continue;
+            const auto pr = g.producers(i);
+            const auto p =
+                static_cast<std::size_t>(std::find(pr.begin(), pr.end(), k) - pr.begin());
+            if (!alive[ix(i)]) {
+              if (const auto* c = at_step(b.cre[ix(t)][ix(i)], k)) x[c->index] = 1;
+              alive[ix(i)] = 1;
+              mem += static_cast<double>(g.data(i).size) / unit;
+            }
+            done[ix(i)][p] = 1;
+          }
+        for (int i : frees[ix(t)][ix(k)]) {
+          const auto* d = at_step(b.del[ix(t)][ix(i)], k);
+          if (d == nullptr || !alive[ix(i)])
+            return bad("data " + std::to_string(i) + " is freed where the model cannot free it");
+          x[d->index] = 1;
+          alive[ix(i)] = 0;
+          std::fill(done[ix(i)].begin(), done[ix(i)].end(), 0);
+          mem -= static_cast<double>(g.data(i).size) / unit;
+        }
+        x[b.U[ix(t)][ix(k)].index] = mem;
+      }
+    }
+    if (b.m.max_violation(x) > 1e-6) {
+      for (std::size_t c = 0; c < b.m.num_constraints(); ++c)
+        if (b.m.constraints()[c].violation(x) > 1e-6)
+          return bad("it breaks the MILP's constraint #" + std::to_string(c));
+      return bad("a variable is out of its bounds");
+    }
+    return x;
+  }
+
+  /// Replays a schedule: with the budget, its peak and makespan set, or solver_error.
+  [[nodiscard]] static result<graph_schedule> checked(const graph& g, bytes budget,
+                                                      graph_schedule out) {
+    const auto rep = sim::simulate(g, out, {.budget = budget, .record_timeline = false});
     if (!rep.valid)
       return error{status::solver_error,
                    "checkmate: the schedule built from the MILP solution is rejected by the "
@@ -458,13 +685,324 @@ struct checkmate {
     const double tol = 1e-9 * std::max(1.0, std::abs(rep.makespan));
     if (std::abs(rep.makespan - out.predicted_time) > tol)
       return error{status::solver_error,
-                   "checkmate: the schedule's simulated makespan differs from the plan", {}};
+                   "checkmate: the schedule's simulated makespan differs from the plan",
+                   {}};
     out.predicted_peak = rep.peak;
+    return out;
+  }
+
+  [[nodiscard]] result<checkmate_solution> solve_once(
+      const graph& g, bytes budget, double limit, bool feasibility,
+      const std::optional<graph_schedule>& start) const {
+    const built b = build(g, budget, feasibility);
+    milp::options o;
+    o.time_limit = limit;
+    o.relative_gap = relative_gap;
+    o.threads = threads;
+    if (!feasibility) o.progress = progress;
+    if (start) {
+      auto x = start_values(g, b, *start);
+      if (!x) return x.err();
+      o.warm_start = std::move(x.value());
+    } else if (auto_warm_start && !feasibility) {
+      if (auto h = best_heuristic(g, budget))
+        if (auto x = start_values(g, b, *h)) o.warm_start = std::move(x.value());
+    }
+    auto sol = backend.solve(b.m, o);
+    if (!sol) {
+      error e = sol.err();
+      if (e.code == status::infeasible)
+        e.message = "checkmate: no schedule of graph '" + g.name + "' fits in " +
+                    std::to_string(budget) + " bytes (" + e.message +
+                    "); set find_minimum to get the smallest budget that fits";
+      else
+        e.message = "checkmate: " + e.message;
+      return e;
+    }
+    const milp::solution& s = sol.value();
+    auto out = extract(g, b, s);
+    if (!out) return out.err();
+    auto ok = checked(g, budget, std::move(out.value()));
+    if (!ok) return ok.err();
     checkmate_solution res;
-    res.schedule = std::move(out);
+    res.schedule = std::move(ok.value());
     res.optimal = s.is_optimal();
     res.bound = s.bound;
     res.solve_seconds = s.seconds;
+    return res;
+  }
+
+  // --- phase 2 and the storage patterns ---------------------------------------------------------
+
+  /// Whether P[t][i] is a rounding decision: all data but the sources and protected data.
+  static bool rounded(const graph& g, int i) { return !g.is_source(i) && !g.data(i).is_protected; }
+
+  /// Data i kept over its life: from its first producer's stage to its last reader's.
+  static void keep_over_life(const graph& g, keep_matrix& keep, int i) {
+    const auto pr = g.producers(i);
+    const auto co = g.consumers(i);
+    const int first = *std::min_element(pr.begin(), pr.end());
+    const int last = co.empty() ? g.compute_count() : *std::max_element(co.begin(), co.end());
+    for (int t = first + 1; t <= last; ++t) keep[ix(t)][ix(i)] = 1;
+  }
+
+  /// A storage matrix with what is not rounded: the sources always, protected data from its
+  /// first producer on.
+  static keep_matrix base_keep(const graph& g) {
+    const int T = g.compute_count();
+    const int I = g.data_count();
+    keep_matrix keep(ix(T + 1), std::vector<char>(ix(I), 0));
+    for (int i = 0; i < I; ++i) {
+      if (rounded(g, i)) continue;
+      if (g.is_source(i)) {
+        for (auto& row : keep) row[ix(i)] = 1;
+        continue;
+      }
+      const auto pr = g.producers(i);
+      const int first = *std::min_element(pr.begin(), pr.end());
+      for (int t = first + 1; t <= T; ++t) keep[ix(t)][ix(i)] = 1;
+    }
+    return keep;
+  }
+
+  /// Phase 2: the cheapest schedule of the stage model that keeps data i alive at the start of
+  /// stage t exactly when keep[t][i] (see "LP relaxation" above); nullopt when the storage
+  /// needs what no schedule does: the loss again, a protected output again, a contribution to
+  /// a gradient that is already summed in.
+  [[nodiscard]] std::optional<graph_schedule> derive(const graph& g,
+                                                     const keep_matrix& keep) const {
+    const int T = g.compute_count();
+    const int I = g.data_count();
+    graph_schedule out;
+    auto [alive, done] = memory_state::initial(g);
+    std::vector<char> need(ix(I)), mode;  // mode: 0 idle, 1 normal, 2 fast
+    std::vector<int> last(ix(I));
+    for (int t = 0; t < T; ++t) {
+      const auto& keep_next = keep[ix(t + 1)];
+      std::fill(need.begin(), need.end(), 0);
+      for (int i = 0; i < I; ++i)
+        if (keep_next[ix(i)] && !alive[ix(i)]) need[ix(i)] = 1;
+      mode.assign(ix(t + 1), 0);
+      for (int k = t; k >= 0; --k) {
+        bool runs = k == t, phantom = false;
+        for (int i : g.outputs(k))
+          if (need[ix(i)]) {
+            runs = true;
+            phantom = phantom || g.data(i).kind == data_kind::phantom;
+          }
+        if (!runs) continue;
+        const bool fwd = g.compute(k).kind == compute_kind::forward;
+        if (k < t && g.compute(k).kind == compute_kind::loss) return std::nullopt;
+        mode[ix(k)] = fwd && fast_forward && !phantom ? 2 : 1;
+        for (int i : g.inputs(k))
+          if (!alive[ix(i)]) need[ix(i)] = 1;
+      }
+      // The last step of the stage related to each data.
+      std::fill(last.begin(), last.end(), -1);
+      for (int k = 0; k <= t; ++k) {
+        if (!mode[ix(k)]) continue;
+        for (int i : g.inputs(k)) last[ix(i)] = k;
+        for (int i : g.outputs(k))
+          if (mode[ix(k)] == 1 || g.data(i).kind != data_kind::phantom) last[ix(i)] = k;
+      }
+      auto release = [&](int i) {
+        out.ops.push_back(graph_instruction::free(i));
+        alive[ix(i)] = 0;
+        std::fill(done[ix(i)].begin(), done[ix(i)].end(), 0);
+      };
+      auto droppable = [&](int i) {
+        return alive[ix(i)] && !keep_next[ix(i)] && !g.data(i).is_protected;
+      };
+      for (int i = 0; i < I; ++i)
+        if (droppable(i) && last[ix(i)] < 0) release(i);
+      for (int k = 0; k <= t; ++k) {
+        if (!mode[ix(k)]) continue;
+        const bool fast = mode[ix(k)] == 2;
+        for (int i : g.outputs(k)) {
+          if (fast && g.data(i).kind == data_kind::phantom) continue;
+          const auto pr = g.producers(i);
+          const auto p = static_cast<std::size_t>(std::find(pr.begin(), pr.end(), k) - pr.begin());
+          if (alive[ix(i)] && done[ix(i)][p]) {
+            if (pr.size() > 1 || g.data(i).is_protected) return std::nullopt;
+            release(i);  // recomputed: allocated again at once
+          }
+          alive[ix(i)] = 1;
+          done[ix(i)][p] = 1;
+        }
+        out.ops.push_back(fast ? graph_instruction::fast_forward(k)
+                               : graph_instruction::compute(k));
+        out.predicted_time += fast ? g.compute(k).fast_time : g.compute(k).time;
+        for (int i : g.inputs(k))
+          if (droppable(i) && last[ix(i)] == k) release(i);
+        for (int i : g.outputs(k))
+          if (droppable(i) && last[ix(i)] == k) release(i);
+      }
+    }
+    return out;
+  }
+
+  /// Cheap storage patterns, all derived by phase 2, all keeping the gradients over their life:
+  /// keep every forward's data over its life (store-all), or the activations only, or the data
+  /// of every s-th forward (s = 2..), with or without its phantom, or nothing.
+  [[nodiscard]] static std::vector<keep_matrix> heuristic_keeps(const graph& g) {
+    const int T = g.compute_count();
+    const int I = g.data_count();
+    std::vector<int> fwd_rank(ix(T), -1);
+    int n = 0;
+    for (int k = 0; k < T; ++k)
+      if (g.compute(k).kind == compute_kind::forward) fwd_rank[ix(k)] = n++;
+    const keep_matrix base = base_keep(g);
+    std::vector<keep_matrix> out;
+    auto made_by_forward = [&](int i) {
+      return g.compute(g.producers(i).front()).kind == compute_kind::forward;
+    };
+    auto pattern = [&](auto chosen) {
+      keep_matrix keep = base;
+      for (int i = 0; i < I; ++i)
+        if (rounded(g, i) && (!made_by_forward(i) || chosen(i))) keep_over_life(g, keep, i);
+      out.push_back(std::move(keep));
+    };
+    auto is_phantom = [&](int i) { return g.data(i).kind == data_kind::phantom; };
+    auto rank = [&](int i) { return fwd_rank[ix(g.producers(i).front())]; };
+    pattern([](int) { return true; });
+    pattern([&](int i) { return !is_phantom(i); });
+    for (int s = 2; s <= std::max(2, n); ++s) {
+      pattern([&](int i) { return rank(i) % s == s - 1; });
+      pattern([&](int i) { return rank(i) % s == s - 1 && !is_phantom(i); });
+    }
+    pattern([](int) { return false; });
+    return out;
+  }
+
+  /// The fastest schedule from heuristic_keeps that fits the budget.
+  [[nodiscard]] std::optional<graph_schedule> best_heuristic(const graph& g, bytes budget) const {
+    std::optional<graph_schedule> best;
+    for (const auto& keep : heuristic_keeps(g)) {
+      auto s = derive(g, keep);
+      if (!s || (best && s->predicted_time >= best->predicted_time)) continue;
+      auto c = checked(g, budget, std::move(*s));
+      if (c) best = std::move(c.value());
+    }
+    return best;
+  }
+
+  // --- LP relaxation and rounding
+  // -----------------------------------------------------------------
+
+  [[nodiscard]] result<checkmate_solution> solve_relaxed(const graph& g, bytes budget,
+                                                         bool& proven) const {
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
+    const int T = g.compute_count();
+    const int I = g.data_count();
+    const bytes floor = lower_bound(g);
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> coin(0.0, 1.0);
+    std::set<keep_matrix> tried;
+    std::optional<graph_schedule> best;
+    bytes smallest_peak = std::numeric_limits<bytes>::max();
+    double lp_bound = std::numeric_limits<double>::quiet_NaN();
+    int candidates = 0;
+    std::string budgets_tried;
+
+    auto consider = [&](const keep_matrix& keep) {
+      if (!tried.insert(keep).second) return;
+      ++candidates;
+      auto s = derive(g, keep);
+      if (!s) return;
+      const auto rep = sim::simulate(g, *s, {.budget = budget, .record_timeline = false});
+      smallest_peak = std::min(smallest_peak, rep.peak);
+      if (!rep.valid || (best && s->predicted_time >= best->predicted_time)) return;
+      s->predicted_peak = rep.peak;
+      best = std::move(*s);
+    };
+    auto report = [&] {
+      if (!progress) return;
+      milp::progress_report r;
+      if (best) r.incumbent = best->predicted_time;
+      if (std::isfinite(lp_bound)) r.bound = lp_bound;
+      r.elapsed = elapsed();
+      progress(r);
+    };
+    for (const auto& keep : heuristic_keeps(g)) consider(keep);
+
+    // Checkmate's allowance: the LP at the budget, then at 90%, 80%, ... of it while no rounding
+    // fits (a tighter LP keeps less, so its roundings peak lower).
+    for (int step = 0; step <= 9; ++step) {
+      const bytes b = step == 0 ? budget : budget - budget / 10 * step;
+      if (step > 0 && (best || b < floor)) break;
+      const double left = time_limit - elapsed();
+      if (!(left > 0)) break;
+      const built bm = build(g, b, false);
+      milp::options o;
+      o.time_limit = left;
+      o.threads = threads;
+      auto sol = backend.solve(bm.m.relax(), o);
+      if (!sol) {
+        if (step == 0 && sol.code() == status::infeasible)
+          return error{status::infeasible,
+                       "checkmate: no schedule of graph '" + g.name + "' fits in " +
+                           std::to_string(budget) +
+                           " bytes: even the LP relaxation is "
+                           "infeasible; set find_minimum to get the smallest budget that fits",
+                       {}};
+        if (step == 0 && sol.code() == status::time_limit)
+          return error{status::time_limit,
+                       "checkmate: the LP relaxation was not solved within the time limit (" +
+                           sol.err().message + "); raise time_limit",
+                       {}};
+        break;
+      }
+      const milp::solution& lp = sol.value();
+      if (step == 0) lp_bound = lp.objective;
+      budgets_tried += (budgets_tried.empty() ? "" : ", ") + std::to_string(b);
+      // Phase 1: round P, deterministic thresholds then randomized.
+      auto rounding = [&](auto take) {
+        keep_matrix keep = base_keep(g);
+        for (int t = 0; t < T; ++t)
+          for (int i = 0; i < I; ++i) {
+            const auto& e = bm.P[ix(t)][ix(i)];
+            if (!rounded(g, i) || e.terms.empty()) continue;
+            keep[ix(t)][ix(i)] = take(lp.values[e.terms.front().index]) ? 1 : 0;
+          }
+        return keep;
+      };
+      // Each rounding twice: as rounded, and with the gradients kept over their life (the
+      // rounding of a gradient often costs more recomputation than it saves memory).
+      auto both = [&](keep_matrix keep) {
+        consider(keep);
+        for (int i = 0; i < I; ++i)
+          if (rounded(g, i) && g.compute(g.producers(i).front()).kind != compute_kind::forward)
+            keep_over_life(g, keep, i);
+        consider(keep);
+      };
+      for (double th : {0.999, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.001})
+        both(rounding([&](double v) { return v >= th; }));
+      for (int r = 0; r < rounding_samples; ++r)
+        both(rounding([&](double v) { return coin(rng) < v; }));
+      report();
+    }
+    if (!best) {
+      proven = false;
+      std::string msg = "checkmate: no rounding of the LP relaxation fits graph '" + g.name +
+                        "' in " + std::to_string(budget) + " bytes; tried " +
+                        std::to_string(candidates) + " storage plans (thresholds, " +
+                        std::to_string(rounding_samples) +
+                        " randomized roundings per LP, cheap patterns) from the LP at " +
+                        (budgets_tried.empty() ? std::string("no budget (time limit)")
+                                               : budgets_tried + " bytes");
+      if (smallest_peak != std::numeric_limits<bytes>::max())
+        msg += "; the smallest peak reached is " + std::to_string(smallest_peak) + " bytes";
+      msg += ". A schedule may still exist: solve exactly (relax = false), or raise the budget";
+      return error{elapsed() >= time_limit ? status::time_limit : status::infeasible, msg, {}};
+    }
+    checkmate_solution res;
+    res.schedule = std::move(*best);
+    res.optimal = false;
+    res.bound = std::isfinite(lp_bound) ? std::min(lp_bound, res.schedule.predicted_time)
+                                        : -std::numeric_limits<double>::infinity();
+    res.solve_seconds = elapsed();
     return res;
   }
 };
