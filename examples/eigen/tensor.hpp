@@ -3,7 +3,8 @@
 // write their own. A row-major float matrix (batch x features) whose storage is a
 // remat::exec::host_backend::buffer, so that every tensor is counted by the backend (its
 // budget and high-water mark). It meets remat::exec::Tensor through the members the default
-// tensor_traits look for: it is movable and has `bytes() const`.
+// tensor_traits look for: it is movable and has `bytes() const`; and TransferableTensor
+// (offload, prefetch) through `storage()`.
 //
 // Values are viewed through Eigen::Map (mat()); the map is declared aligned because the
 // backend aligns every allocation to host_backend::alignment (64 bytes), which is at least
@@ -98,6 +99,10 @@ class tensor {
   [[nodiscard]] const float* data() const noexcept { return buf_.as<float>(); }
   [[nodiscard]] map mat() noexcept { return map(data(), rows_, cols_); }
   [[nodiscard]] const_map mat() const noexcept { return const_map(data(), rows_, cols_); }
+
+  /// The buffer holding the data: the executor offloads and prefetches it (the tensor keeps
+  /// its shape meanwhile).
+  [[nodiscard]] backend::buffer& storage() noexcept { return buf_; }
 
   /// Frees the memory now; the tensor becomes 0 x 0.
   void release() noexcept {

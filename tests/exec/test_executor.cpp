@@ -18,24 +18,7 @@ namespace {
 using model = std::vector<toy::stage>;
 
 /// A toy model: n stages, the last a loss; sizes, context and temporaries vary per stage.
-model make_model(int n, unsigned seed, bool noisy) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> size(1, 40), small(0, 12);
-  model m(static_cast<std::size_t>(n));
-  for (int l = 0; l < n; ++l) {
-    auto& s = m[static_cast<std::size_t>(l)];
-    s.n_out = size(rng);
-    s.extra = small(rng);
-    s.tmp_f = small(rng);
-    s.tmp_b = small(rng);
-    s.w = 0.3f + 0.1f * static_cast<float>(l % 5);
-    s.noisy = noisy && l % 2 == 1;
-    s.rng.seed(seed * 31 + static_cast<unsigned>(l));
-    s.label = "t" + std::to_string(l + 1);
-  }
-  m.back().is_loss = true;
-  return m;
-}
+model make_model(int n, unsigned seed, bool noisy) { return toy::make_chain_model(n, seed, noisy); }
 
 toy::tensor make_input(host_backend& b, int n) {
   auto x = toy::tensor::make(b, n);

@@ -22,6 +22,8 @@ struct tensor {
   static tensor make(host_backend& b, int n) { return {b.allocate(remat::bytes{4} * n), n}; }
   [[nodiscard]] float* data() const { return buf.as<float>(); }
   [[nodiscard]] remat::bytes bytes() const { return buf.size(); }
+  /// The buffer holding the data, for offload and prefetch.
+  host_backend::buffer& storage() { return buf; }
   float& operator[](int i) const { return data()[i]; }
 };
 
@@ -101,6 +103,27 @@ struct stage {
     return dx;
   }
 };
+
+/// A model of n stages, the last a loss; sizes, context and temporaries vary with the seed,
+/// and every other stage is noisy when `noisy`.
+inline std::vector<stage> make_chain_model(int n, unsigned seed, bool noisy) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> size(1, 40), small(0, 12);
+  std::vector<stage> m(static_cast<std::size_t>(n));
+  for (int l = 0; l < n; ++l) {
+    auto& s = m[static_cast<std::size_t>(l)];
+    s.n_out = size(rng);
+    s.extra = small(rng);
+    s.tmp_f = small(rng);
+    s.tmp_b = small(rng);
+    s.w = 0.3f + 0.1f * static_cast<float>(l % 5);
+    s.noisy = noisy && l % 2 == 1;
+    s.rng.seed(seed * 31 + static_cast<unsigned>(l));
+    s.label = "t" + std::to_string(l + 1);
+  }
+  m.back().is_loss = true;
+  return m;
+}
 
 /// L = sum x^2 / 2; dL/dx = x.
 struct loss {

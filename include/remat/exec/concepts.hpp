@@ -20,6 +20,12 @@
 // Every tensor and temporary a layer creates is allocated through b, so that it is counted.
 // Optional: S random_state() const and void set_random_state(const S&): the executor restores
 // the state before every recomputation, so that random layers (dropout) recompute exactly.
+//
+// Offload, prefetch and wait (schedule.hpp) need a TransferBackend and a TransferableTensor:
+// the tensor names the backend buffer that holds its data (tensor_traits<T>::storage(t),
+// default: a `storage()` member returning it by reference); the executor moves that buffer to
+// the host and back through the backend, and empties it (assigns a default buffer) in between,
+// so the tensor object itself (its shape) stays where it is.
 
 #include <chrono>
 #include <concepts>
@@ -43,6 +49,12 @@ struct tensor_traits {
   {
     return static_cast<bytes>(t.bytes());
   }
+  /// The backend buffer holding the data (for transfers).
+  static decltype(auto) storage(T& t)
+    requires requires { t.storage(); }
+  {
+    return t.storage();
+  }
 };
 
 template <class T>
@@ -60,6 +72,41 @@ concept Backend = requires(B& b, const B& cb, bytes n) {
   { cb.budget() } -> std::convertible_to<bytes>;
   b.reset_high_water();
   b.set_activity(std::string());
+};
+
+/// The buffer type of a backend (what allocate returns).
+template <class B>
+using buffer_t = std::remove_cvref_t<decltype(std::declval<B&>().allocate(bytes{}))>;
+
+namespace detail {
+/// What offload returns: the host copy and the transfer in flight.
+template <class B>
+using offload_result_t = decltype(std::declval<B&>().offload(std::declval<const buffer_t<B>&>()));
+}  // namespace detail
+
+/// Optional: a backend that moves buffers to the host and back, asynchronously or not.
+///   offload(const buffer&) -> pair<host copy H, transfer X>   the copy starts after the work
+///                                                              queued so far
+///   prefetch(const H&) -> pair<buffer, X>                      counted against the budget now
+///   wait(const X&)                                             later work waits for the copy
+///   X: ready() (never blocks), wait_host() (blocks the host until the copy is done)
+/// A buffer being copied must stay alive until its transfer is ready (or waited).
+template <class B>
+concept TransferBackend = Backend<B> && requires { typename detail::offload_result_t<B>; } &&
+    requires(B& b, detail::offload_result_t<B>& o) {
+  { o.second.ready() } -> std::convertible_to<bool>;
+  o.second.wait_host();
+  b.wait(o.second);
+  { b.prefetch(o.first).first } -> std::convertible_to<buffer_t<B>>;
+  { b.prefetch(o.first).second } -> std::convertible_to<std::remove_cvref_t<decltype(o.second)>>;
+};
+
+/// A tensor whose data the executor can move: tensor_traits<T>::storage(t) is the buffer of
+/// backend B holding it, which can be emptied (assigned a default one) and refilled.
+template <class T, class B>
+concept TransferableTensor = Tensor<T> && std::default_initializable<buffer_t<B>> &&
+    std::is_move_assignable_v<buffer_t<B>> && requires(T& t) {
+  { tensor_traits<T>::storage(t) } -> std::same_as<buffer_t<B>&>;
 };
 
 /// Optional: a backend whose work runs asynchronously (the CUDA backend's streams) times it

@@ -12,6 +12,19 @@
 // is the run's real peak: the memory the simulator predicts, up to what the model leaves out
 // (allocations a layer makes around the backend, such as a library's internal scratch).
 //
+// Transfers (a TransferBackend and a TransferableTensor, exec/concepts.hpp; the semantics of
+// sim/simulate.hpp):
+//   O_k     the buffer of a_k goes to the host through backend.offload; its device memory is
+//           released as soon as the copy is ready (at once on host_backend, whose copies are
+//           synchronous), at the latest at W_k
+//   P_k     backend.prefetch: a new device buffer, counted from now, refilled from the host copy
+//   W_k     backend.wait: later work waits for the copy; the host copy of a prefetch is released
+//           once the copy is ready (at the latest when the run ends)
+// On host_backend the measured per-op memory is the simulator's with an infinite bandwidth; on
+// an asynchronous backend an offload frees its memory when its copy is seen done, which can be
+// later than the simulator's model of the link says (the pool's budget still holds: an
+// allocation that does not fit is an execution_error).
+//
 // Layers with randomness replay it: the executor saves a stage's random state before its first
 // forward of a run and restores it before every recomputation, so recomputed activations are
 // bitwise the ones of the first pass, and the gradients bitwise those of plain training.
@@ -35,6 +48,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <remat/core/result.hpp>
@@ -70,6 +84,17 @@ template <class V>
 V& unbox(const std::unique_ptr<box_base>& p) {
   return static_cast<box<V>*>(p.get())->value;
 }
+/// The host copy and transfer types of a TransferBackend (std::monostate for the others).
+template <class B, bool = TransferBackend<B>>
+struct transfer_types {
+  using host = std::monostate;
+  using handle = std::monostate;
+};
+template <class B>
+struct transfer_types<B, true> {
+  using host = std::remove_cvref_t<decltype(std::declval<offload_result_t<B>&>().first)>;
+  using handle = std::remove_cvref_t<decltype(std::declval<offload_result_t<B>&>().second)>;
+};
 template <class V>
 std::unique_ptr<box_base> boxed(V v) {
   auto b = std::make_unique<box<V>>();
@@ -116,15 +141,26 @@ class executor {
 template <class B, class Model>
 template <class T>
 struct executor<B, Model>::state {
+  using host_t = typename detail::transfer_types<B>::host;
+  using handle_t = typename detail::transfer_types<B>::handle;
   explicit state(int n)
       : plain(static_cast<std::size_t>(n + 1)), full_y(static_cast<std::size_t>(n + 1)),
         full_ctx(static_cast<std::size_t>(n + 1)), rng_before(static_cast<std::size_t>(n + 1)),
-        rng_after(static_cast<std::size_t>(n + 1)) {}
+        rng_after(static_cast<std::size_t>(n + 1)), host_copy(static_cast<std::size_t>(n + 1)),
+        moving(static_cast<std::size_t>(n + 1)), offloading(static_cast<std::size_t>(n + 1), 0),
+        leaving(static_cast<std::size_t>(n + 1), 0) {}
   std::vector<std::optional<T>> plain;                          // a_k
   std::vector<std::optional<T>> full_y;                         // abar_k: the output ...
   std::vector<std::unique_ptr<detail::box_base>> full_ctx;      // ... and the context
   std::optional<T> grad;                                        // the current delta
   std::vector<std::unique_ptr<detail::box_base>> rng_before, rng_after;
+  // Transfers: a_k's host copy, its transfer in flight (offload or prefetch, until W_k), whether
+  // that is an offload, whether the offload's device buffer is still held, and prefetches
+  // waited for whose host copy is released once the copy is ready.
+  std::vector<std::optional<host_t>> host_copy;
+  std::vector<std::optional<handle_t>> moving;
+  std::vector<char> offloading, leaving;
+  std::vector<std::pair<host_t, handle_t>> retiring;
 };
 
 template <class B, class Model>
@@ -142,6 +178,17 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
   if (const auto rep = sim::simulate(chain_, s, {.record_timeline = false}); !rep.valid)
     return invalid("executor: the schedule is not valid for chain '" + chain_.name +
                    "': " + rep.first_violation->message);
+  constexpr bool can_transfer = TransferBackend<B> && TransferableTensor<T, B>;
+  if constexpr (!can_transfer) {
+    for (std::size_t j = 0; j < s.ops.size(); ++j)
+      if (!s.ops[j].is_compute())
+        return invalid("executor: op " + std::to_string(j) + " (" + to_string(s.ops[j]) + ") moves an activation, but " +
+                       (TransferBackend<B> ? std::string("the tensor type does not name its backend buffer: give it a "
+                                                         "`storage()` member returning the buffer by reference, or "
+                                                         "specialise tensor_traits<T>::storage")
+                                           : std::string("the backend has no offload/prefetch/wait (it is not a "
+                                                         "remat::exec::TransferBackend)")));
+  }
   if (tensor_traits<T>::size(input) > chain_.a(0))
     return error{status::execution_error,
                  "executor: the input has " + format_bytes(tensor_traits<T>::size(input)) +
@@ -164,7 +211,56 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
   bytes peak = backend_.high_water() - baseline;
   auto k = [](int i) { return static_cast<std::size_t>(i); };
 
+  // Releases what finished copies no longer need: the device buffers of offloads, the host
+  // copies of waited prefetches (`all`: every one, waiting for the copies; after the run).
+  [[maybe_unused]] auto retire = [&](bool all) {
+    if constexpr (can_transfer) {
+      for (int j = 0; j <= n; ++j) {
+        auto& x = st.moving[k(j)];
+        if (st.leaving[k(j)] && (all || x->ready())) {
+          if (all) x->wait_host();
+          tensor_traits<T>::storage(*st.plain[k(j)]) = buffer_t<B>{};
+          st.leaving[k(j)] = 0;
+        }
+      }
+      std::erase_if(st.retiring, [&](auto& r) {
+        if (all) r.second.wait_host();
+        return all || r.second.ready();
+      });
+    }
+  };
+  [[maybe_unused]] auto run_transfer = [&](const instruction& ins) {
+    if constexpr (can_transfer) {
+      const auto j = k(ins.index);
+      backend_.set_activity(to_string(ins) + " of a_" + std::to_string(ins.index));
+      auto& storage = tensor_traits<T>::storage(*st.plain[j]);
+      if (ins.kind == op_kind::offload) {
+        auto [h, x] = backend_.offload(storage);
+        st.host_copy[j] = std::move(h);
+        st.moving[j] = std::move(x);
+        st.offloading[j] = 1;
+        st.leaving[j] = 1;
+      } else if (ins.kind == op_kind::prefetch) {
+        auto [d, x] = backend_.prefetch(*st.host_copy[j]);
+        storage = std::move(d);
+        st.moving[j] = std::move(x);
+      } else {
+        backend_.wait(*st.moving[j]);
+        if (st.offloading[j]) {  // the offload is done for the compute lane: its buffer can go
+          storage = buffer_t<B>{};
+          st.offloading[j] = st.leaving[j] = 0;
+        } else {  // the prefetch: its host copy goes once the copy is ready
+          st.retiring.emplace_back(std::move(*st.host_copy[j]), std::move(*st.moving[j]));
+          st.host_copy[j].reset();
+        }
+        st.moving[j].reset();
+      }
+      retire(false);
+    }
+  };
+
   auto run_op = [&](const instruction& ins) {
+    if (!ins.is_compute()) return run_transfer(ins);
     const int l = ins.index;
     mt::visit(model_, k(l - 1), [&](auto& layer) {
       using layer_t = std::remove_reference_t<decltype(layer)>;
@@ -260,6 +356,16 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
         if (begun) b.end_run();
     }
   } scope{backend_};
+  // Copies in flight end before the buffers they use are freed, however the run ends.
+  struct drain_scope {
+    decltype(retire)& f;
+    ~drain_scope() {
+      try {
+        f(true);
+      } catch (...) {  // a failing device: the backend reports it on its next call
+      }
+    }
+  } drain{retire};
   // A TimingBackend's marks, one before the run and one after each instruction.
   using mark_t = decltype(detail::start_timer(backend_));
   std::vector<mark_t> marks;
@@ -273,6 +379,7 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
     for (; i < s.ops.size(); ++i) {
       backend_.reset_high_water();
       [[maybe_unused]] const auto t0 = clock::now();
+      retire(false);
       run_op(s.ops[i]);
       if constexpr (TimingBackend<B>)
         marks.push_back(backend_.mark_time());

@@ -6,9 +6,16 @@
 // An allocation past the budget throws out_of_budget, naming what was running (the executor
 // sets the activity, e.g. "F3_all of stage 3 ('fc2')") and the bytes; the executor turns it
 // into a result with status::execution_error. Nothing aborts.
+//
+// Transfers (TransferBackend, exec/concepts.hpp): the budgeted store stands for the device; an
+// unbudgeted host store holds offloaded tensors (host_in_use, host_high_water). Copies are
+// synchronous: offload and prefetch return a transfer that is already complete, so the
+// executor frees an offloaded tensor's budgeted memory at once, as the simulator does with an
+// infinite bandwidth (its default).
 
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -43,13 +50,14 @@ class host_backend {
   class buffer {
    public:
     buffer() = default;
-    buffer(buffer&& o) noexcept : owner_(std::exchange(o.owner_, nullptr)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+    buffer(buffer&& o) noexcept : owner_(std::exchange(o.owner_, nullptr)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), host_(o.host_) {}
     buffer& operator=(buffer&& o) noexcept {
       if (this != &o) {
         release();
         owner_ = std::exchange(o.owner_, nullptr);
         data_ = std::exchange(o.data_, nullptr);
         size_ = std::exchange(o.size_, 0);
+        host_ = o.host_;
       }
       return *this;
     }
@@ -62,9 +70,11 @@ class host_backend {
     [[nodiscard]] T* as() const noexcept { return static_cast<T*>(data_); }
     [[nodiscard]] bytes size() const noexcept { return size_; }
     [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+    /// True for memory of the host store (host_allocate, offload), false for the budgeted one.
+    [[nodiscard]] bool on_host() const noexcept { return host_; }
     /// Frees the memory now (the buffer becomes empty).
     void release() noexcept {
-      if (owner_ != nullptr) owner_->deallocate(data_, size_);
+      if (owner_ != nullptr) owner_->deallocate(data_, size_, host_);
       owner_ = nullptr;
       data_ = nullptr;
       size_ = 0;
@@ -72,9 +82,23 @@ class host_backend {
 
    private:
     friend class host_backend;
-    buffer(host_backend* owner, void* data, bytes size) : owner_(owner), data_(data), size_(size) {}
+    buffer(host_backend* owner, void* data, bytes size, bool host) : owner_(owner), data_(data), size_(size), host_(host) {}
     host_backend* owner_ = nullptr;
     void* data_ = nullptr;
+    bytes size_ = 0;
+    bool host_ = false;
+  };
+
+  /// A copy between the stores. host_backend copies synchronously: it is complete at once.
+  class transfer {
+   public:
+    [[nodiscard]] bool ready() const noexcept { return true; }
+    void wait_host() const noexcept {}
+    [[nodiscard]] bytes size() const noexcept { return size_; }
+
+   private:
+    friend class host_backend;
+    explicit transfer(bytes size) : size_(size) {}
     bytes size_ = 0;
   };
 
@@ -89,15 +113,35 @@ class host_backend {
   [[nodiscard]] buffer allocate(bytes n) {
     if (n < 0) throw std::invalid_argument(activity_ + ": negative allocation of " + std::to_string(n) + " bytes");
     if (n > budget_ - in_use_) throw out_of_budget(activity_, n, in_use_, budget_);
-    if (n == 0) return buffer(this, nullptr, 0);
-    const auto rounded = (static_cast<std::size_t>(n) + alignment - 1) / alignment * alignment;
-    void* p = std::aligned_alloc(alignment, rounded);
-    if (p == nullptr) throw std::bad_alloc();
-    in_use_ += n;
-    if (in_use_ > high_water_) high_water_ = in_use_;
-    ++allocations_;
-    return buffer(this, p, n);
+    if (n > 0) ++allocations_;
+    return take(n, false, in_use_, high_water_);
   }
+
+  // --- transfers (TransferBackend) --------------------------------------------------------------
+
+  /// n bytes of the unbudgeted host store.
+  [[nodiscard]] buffer host_allocate(bytes n) {
+    if (n < 0) throw std::invalid_argument(activity_ + ": negative host allocation of " + std::to_string(n) + " bytes");
+    return take(n, true, host_in_use_, host_high_water_);
+  }
+  /// A host copy of a buffer of the budgeted store, made now.
+  [[nodiscard]] std::pair<buffer, transfer> offload(const buffer& src) {
+    if (src.on_host()) throw std::invalid_argument(activity_ + ": offload of a buffer that is already on the host");
+    buffer h = host_allocate(src.size());
+    copy(h, src);
+    return {std::move(h), transfer(src.size())};
+  }
+  /// A copy of a host buffer in the budgeted store (counted from now), made now.
+  [[nodiscard]] std::pair<buffer, transfer> prefetch(const buffer& src) {
+    if (!src.on_host()) throw std::invalid_argument(activity_ + ": prefetch of a buffer that is not on the host");
+    buffer d = allocate(src.size());
+    copy(d, src);
+    return {std::move(d), transfer(src.size())};
+  }
+  /// Nothing to wait for: copies are synchronous.
+  void wait(const transfer&) const noexcept {}
+  [[nodiscard]] bytes host_in_use() const noexcept { return host_in_use_; }
+  [[nodiscard]] bytes host_high_water() const noexcept { return host_high_water_; }
 
   [[nodiscard]] bytes budget() const noexcept { return budget_; }
   void set_budget(bytes b) noexcept { budget_ = b; }
@@ -112,13 +156,28 @@ class host_backend {
   [[nodiscard]] const std::string& activity() const noexcept { return activity_; }
 
  private:
-  void deallocate(void* p, bytes n) noexcept {
+  /// n bytes from the system, counted in `used` and `high`.
+  buffer take(bytes n, bool host, bytes& used, bytes& high) {
+    if (n == 0) return buffer(this, nullptr, 0, host);
+    const auto rounded = (static_cast<std::size_t>(n) + alignment - 1) / alignment * alignment;
+    void* p = std::aligned_alloc(alignment, rounded);
+    if (p == nullptr) throw std::bad_alloc();
+    used += n;
+    if (used > high) high = used;
+    return buffer(this, p, n, host);
+  }
+  static void copy(buffer& dst, const buffer& src) noexcept {
+    if (src.size() > 0) std::memcpy(dst.data(), src.data(), static_cast<std::size_t>(src.size()));
+  }
+  void deallocate(void* p, bytes n, bool host) noexcept {
     std::free(p);
-    in_use_ -= n;
+    (host ? host_in_use_ : in_use_) -= n;
   }
   bytes budget_;
   bytes in_use_ = 0;
   bytes high_water_ = 0;
+  bytes host_in_use_ = 0;
+  bytes host_high_water_ = 0;
   long allocations_ = 0;
   std::string activity_ = "an allocation";
 };

@@ -1,0 +1,298 @@
+// The executor's offload, prefetch and wait on host_backend (exec/executor.hpp): hand-written
+// offloading schedules on toy layers and on an Eigen model give bitwise the gradients of plain
+// training, the measured memory equals the simulator's op by op, round trips are exact, and a
+// schedule with transfers is refused where the backend or the tensor cannot move data.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <remat/remat.hpp>
+
+#include <eigen/models.hpp>
+
+#include "toy_layers.hpp"
+
+using namespace remat;
+using remat::exec::host_backend;
+
+static_assert(exec::TransferBackend<host_backend>);
+static_assert(exec::TransferableTensor<toy::tensor, host_backend>);
+static_assert(exec::TransferableTensor<eg::tensor, host_backend>);
+
+namespace {
+
+/// `s` with every plain activation a kept input (of F_ck, F_all or B) offloaded right after
+/// the op that keeps it, and brought back (W, P, W) just before the next op that reads it.
+schedule with_offloads(const schedule& s, int n) {
+  enum form { none, plain, full };
+  std::vector<form> held(static_cast<std::size_t>(n + 1), none);
+  std::vector<char> away(static_cast<std::size_t>(n + 1), 0);
+  held[0] = plain;
+  schedule out;
+  auto at = [](int k) { return static_cast<std::size_t>(k); };
+  auto bring_back = [&](int k) {
+    if (!away[at(k)]) return;
+    out.ops.insert(out.ops.end(), {instruction::wait(k), instruction::prefetch(k), instruction::wait(k)});
+    away[at(k)] = 0;
+  };
+  for (const instruction& ins : s.ops) {
+    const int l = ins.index;
+    bring_back(l - 1);
+    out.ops.push_back(ins);
+    if (ins.kind == op_kind::forward) {
+      held[at(l)] = ins.mode == forward_mode::save_all ? full : plain;
+      if (ins.mode == forward_mode::no_save) held[at(l - 1)] = none;
+    } else {
+      held[at(l)] = none;
+      if (held[at(l - 1)] == plain) held[at(l - 1)] = none;
+    }
+    if (held[at(l - 1)] == plain) {
+      out.ops.push_back(instruction::offload(l - 1));
+      away[at(l - 1)] = 1;
+    }
+  }
+  return out;
+}
+
+int transfers_in(const schedule& s) {
+  int t = 0;
+  for (const auto& i : s.ops) t += i.is_compute() ? 0 : 1;
+  return t;
+}
+
+using toy_model = std::vector<toy::stage>;
+
+toy_model make_toy(int n, unsigned seed) { return toy::make_chain_model(n, seed, true); }
+
+toy::tensor toy_input(host_backend& b) {
+  auto x = toy::tensor::make(b, 12);
+  for (int i = 0; i < 12; ++i) x[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("offload: host_backend round trips are bitwise exact and counted in the right store") {
+  host_backend b(1000);
+  auto d = b.allocate(400);
+  for (int i = 0; i < 100; ++i) d.as<float>()[i] = std::ldexp(1.0f + static_cast<float>(i), -i);
+  d.as<float>()[7] = -0.0f;
+  std::vector<char> before(400);
+  std::memcpy(before.data(), d.data(), 400);
+  auto [h, out] = b.offload(d);
+  CHECK(out.ready());
+  CHECK(h.on_host());
+  CHECK(h.size() == 400);
+  CHECK(b.host_in_use() == 400);
+  CHECK(b.in_use() == 400);  // the device copy is the caller's to release
+  d.release();
+  CHECK(b.in_use() == 0);
+  auto [back, in] = b.prefetch(h);
+  CHECK(in.ready());
+  CHECK_FALSE(back.on_host());
+  CHECK(b.in_use() == 400);
+  CHECK(std::memcmp(back.data(), before.data(), 400) == 0);
+  h.release();
+  CHECK(b.host_in_use() == 0);
+  CHECK(b.host_high_water() == 400);
+  // The host store is unbudgeted; the budgeted one is not.
+  auto big = b.host_allocate(5000);
+  CHECK(big.size() == 5000);
+  b.set_activity("P7 of a_7");
+  auto [hb, x] = b.offload(back);
+  CHECK_THROWS_WITH_AS((void)b.prefetch(back), "P7 of a_7: prefetch of a buffer that is not on the host",
+                       std::invalid_argument);
+  CHECK_THROWS_AS((void)b.offload(hb), std::invalid_argument);
+  const auto hold = b.allocate(600);
+  CHECK_THROWS_AS((void)b.prefetch(hb), exec::out_of_budget);  // 400 more than the 1000 budget
+}
+
+TEST_CASE("offload: toy chains under offloading schedules: bitwise gradients, the simulator's memory") {
+  int runs = 0;
+  for (unsigned seed = 1; seed <= 5; ++seed) {
+    const int n = 3 + static_cast<int>(seed % 4);
+    host_backend pb;
+    toy_model pm = make_toy(n, seed);
+    auto profiled = exec::profile(pm, toy_input(pb), pb, {.repetitions = 1, .warmup = 0});
+    REQUIRE_MESSAGE(profiled.ok(), profiled.message());
+    const chain& c = *profiled;
+    auto run = [&](const schedule& s, host_backend& b, toy_model& m) {
+      exec::executor ex(m, c, b);
+      return ex.run(s, toy_input(b));
+    };
+    auto grads = [](const toy_model& m, const toy::tensor& dx) {
+      std::vector<float> g;
+      for (const auto& st : m) g.push_back(st.gw);
+      for (int i = 0; i < dx.n; ++i) g.push_back(dx[i]);
+      return g;
+    };
+    toy_model rm = make_toy(n, seed);
+    host_backend rb;
+    const auto ref = run(*store_all{}.solve(c, unlimited_bytes), rb, rm);
+    REQUIRE(ref.ok());
+    const auto want = grads(rm, ref->input_gradient);
+
+    const bytes peak = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
+    const bytes lo = rotor::minimum_budget(c);
+    for (int step = 0; step <= 2; ++step) {
+      const auto planned = rotor{.slots = 0}.solve(c, lo + (peak - lo) * step / 2);
+      REQUIRE(planned.ok());
+      const schedule s = with_offloads(*planned, n);
+      INFO("seed ", seed, ": ", to_string(s));
+      REQUIRE(transfers_in(s) > 0);
+      const auto sim = sim::simulate(c, s);
+      REQUIRE_MESSAGE(sim.valid, sim.first_violation->message);
+      CHECK(sim.peak <= planned->predicted_peak);  // offloading never raises the peak
+      toy_model m = make_toy(n, seed);
+      host_backend b(sim.peak);  // exactly the simulated peak
+      const auto r = run(s, b, m);
+      REQUIRE_MESSAGE(r.ok(), r.message());
+      CHECK(grads(m, r->input_gradient) == want);
+      CHECK(r->measured_peak == sim.peak);
+      REQUIRE(r->op_peaks.size() == sim.timeline.size());
+      for (std::size_t i = 0; i < sim.timeline.size(); ++i) {
+        INFO("op ", i, " ", to_string(s.ops[i]));
+        CHECK(r->op_peaks[i] == sim.timeline[i].peak);
+      }
+      CHECK(b.in_use() == r->input_gradient.bytes());
+      CHECK(b.host_in_use() == 0);  // every host copy released
+      CHECK(b.host_high_water() > 0);
+      ++runs;
+    }
+  }
+  CHECK(runs == 15);
+}
+
+TEST_CASE("offload: an Eigen MLP with its input and checkpoints on the host") {
+  constexpr eg::index batch = 4, width = 16;
+  auto build = [] { return eg::make_mlp(3, width, batch, 11, 0.25f); };
+  host_backend pb;
+  eg::model pm = build();
+  auto profiled = exec::profile(pm, eg::make_input(pb, batch, width, 5), pb, {.repetitions = 1, .warmup = 0});
+  REQUIRE_MESSAGE(profiled.ok(), profiled.message());
+  const chain& c = *profiled;
+  const int n = c.length();
+
+  // Plain training: the reference.
+  host_backend rb;
+  eg::model rm = build();
+  eg::zero_grad(rm);
+  (void)eg::backprop(rm, eg::make_input(rb, batch, width, 5), rb);
+  const auto want = eg::flat_gradients(rm);
+
+  const bytes peak = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
+  const bytes lo = rotor::minimum_budget(c);
+  for (const bytes budget : {lo, (lo + peak) / 2, peak}) {
+    const auto planned = rotor{.slots = 0}.solve(c, budget);
+    REQUIRE(planned.ok());
+    const schedule s = with_offloads(*planned, n);
+    INFO(to_string(s));
+    REQUIRE(transfers_in(s) > 0);
+    const auto sim = sim::simulate(c, s);
+    REQUIRE_MESSAGE(sim.valid, sim.first_violation->message);
+    eg::model m = build();
+    eg::zero_grad(m);
+    host_backend b(sim.peak);
+    exec::executor ex(m, c, b);
+    const auto r = ex.run(s, eg::make_input(b, batch, width, 5));
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    CHECK(eg::flat_gradients(m) == want);
+    CHECK(r->measured_peak == sim.peak);
+    REQUIRE(r->op_peaks.size() == sim.timeline.size());
+    for (std::size_t i = 0; i < sim.timeline.size(); ++i) CHECK(r->op_peaks[i] == sim.timeline[i].peak);
+    CHECK(b.host_in_use() == 0);
+  }
+}
+
+namespace {
+
+/// A backend without transfers (only the Backend concept), and a tensor on it.
+struct plain_backend {
+  host_backend inner;
+  host_backend::buffer allocate(bytes n) { return inner.allocate(n); }
+  [[nodiscard]] bytes in_use() const { return inner.in_use(); }
+  [[nodiscard]] bytes high_water() const { return inner.high_water(); }
+  [[nodiscard]] bytes budget() const { return inner.budget(); }
+  void reset_high_water() { inner.reset_high_water(); }
+  void set_activity(std::string s) { inner.set_activity(std::move(s)); }
+  [[nodiscard]] const std::string& activity() const { return inner.activity(); }
+};
+static_assert(!exec::TransferBackend<plain_backend>);
+
+/// A tensor that does not name its buffer.
+struct sealed {
+  host_backend::buffer buf;
+  [[nodiscard]] remat::bytes bytes() const { return buf.size(); }
+};
+static_assert(!exec::TransferableTensor<sealed, host_backend>);
+
+/// y = x (a copy); the loss's backward returns x. Works with any backend of host buffers.
+struct copy_layer {
+  struct context {
+    [[nodiscard]] remat::bytes bytes() const { return 0; }
+  };
+  template <class T, class B>
+  T forward(const T& x, B& b) {
+    T y{b.allocate(x.bytes())};
+    if (x.bytes() > 0) std::memcpy(y.buf.data(), x.buf.data(), static_cast<std::size_t>(x.bytes()));
+    return y;
+  }
+  template <class T, class B>
+  T forward_save(const T& x, context&, B& b) {
+    return forward(x, b);
+  }
+  template <class T, class B>
+  T backward(const T& x, const T&, const context&, const T&, B& b) {
+    return forward(x, b);
+  }
+  template <class T, class B>
+  T backward(const T& x, const T&, const context&, B& b) {
+    return forward(x, b);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("offload: a schedule with transfers where data cannot move is an invalid_problem") {
+  const chain c{"copy", 8, {{"c1", 1, 1, 8, 8, 0, 0}, {"loss", 1, 1, 8, 8, 0, 0}}};
+  std::vector<copy_layer> m(2);
+  schedule with;
+  for (const char* t : {"F1_ck", "O0", "F2_all", "B2", "W0", "P0", "W0", "F1_all", "B1"})
+    with.ops.push_back(*parse_instruction(t));
+  REQUIRE(sim::simulate(c, with).valid);
+  const schedule without = *store_all{}.solve(c, unlimited_bytes);
+  {
+    plain_backend b;
+    exec::executor ex(m, c, b);
+    const auto r = ex.run(with, toy::tensor{b.allocate(8), 2});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.code() == status::invalid_problem);
+    CHECK(r.message().find("op 1 (O0) moves an activation, but the backend has no offload/prefetch/wait") !=
+          std::string::npos);
+    CHECK(ex.run(without, toy::tensor{b.allocate(8), 2}).ok());  // the rest still runs
+  }
+  {
+    host_backend b;
+    exec::executor ex(m, c, b);
+    const auto r = ex.run(with, sealed{b.allocate(8)});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.code() == status::invalid_problem);
+    CHECK(r.message().find("the tensor type does not name its backend buffer") != std::string::npos);
+    CHECK(ex.run(without, sealed{b.allocate(8)}).ok());
+  }
+  {
+    // The simulator's violations come back as before, transfers included.
+    host_backend b;
+    exec::executor ex(m, c, b);
+    schedule bad = with;
+    bad.ops.erase(bad.ops.begin() + 4);  // no W0 before P0
+    const auto r = ex.run(bad, toy::tensor{b.allocate(8), 2});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.code() == status::invalid_problem);
+    CHECK(r.message().find("P0: the offload of a_0 (O0 at op 1) was not waited for") != std::string::npos);
+  }
+}
