@@ -14,6 +14,7 @@
 
 #include <eigen/models.hpp>
 
+#include "test_offload_schedules.hpp"
 #include "toy_layers.hpp"
 
 using namespace remat;
@@ -24,45 +25,6 @@ static_assert(exec::TransferableTensor<toy::tensor, host_backend>);
 static_assert(exec::TransferableTensor<eg::tensor, host_backend>);
 
 namespace {
-
-/// `s` with every plain activation a kept input (of F_ck, F_all or B) offloaded right after
-/// the op that keeps it, and brought back (W, P, W) just before the next op that reads it.
-schedule with_offloads(const schedule& s, int n) {
-  enum form { none, plain, full };
-  std::vector<form> held(static_cast<std::size_t>(n + 1), none);
-  std::vector<char> away(static_cast<std::size_t>(n + 1), 0);
-  held[0] = plain;
-  schedule out;
-  auto at = [](int k) { return static_cast<std::size_t>(k); };
-  auto bring_back = [&](int k) {
-    if (!away[at(k)]) return;
-    out.ops.insert(out.ops.end(), {instruction::wait(k), instruction::prefetch(k), instruction::wait(k)});
-    away[at(k)] = 0;
-  };
-  for (const instruction& ins : s.ops) {
-    const int l = ins.index;
-    bring_back(l - 1);
-    out.ops.push_back(ins);
-    if (ins.kind == op_kind::forward) {
-      held[at(l)] = ins.mode == forward_mode::save_all ? full : plain;
-      if (ins.mode == forward_mode::no_save) held[at(l - 1)] = none;
-    } else {
-      held[at(l)] = none;
-      if (held[at(l - 1)] == plain) held[at(l - 1)] = none;
-    }
-    if (held[at(l - 1)] == plain) {
-      out.ops.push_back(instruction::offload(l - 1));
-      away[at(l - 1)] = 1;
-    }
-  }
-  return out;
-}
-
-int transfers_in(const schedule& s) {
-  int t = 0;
-  for (const auto& i : s.ops) t += i.is_compute() ? 0 : 1;
-  return t;
-}
 
 using toy_model = std::vector<toy::stage>;
 
@@ -141,9 +103,9 @@ TEST_CASE("offload: toy chains under offloading schedules: bitwise gradients, th
     for (int step = 0; step <= 2; ++step) {
       const auto planned = rotor{.slots = 0}.solve(c, lo + (peak - lo) * step / 2);
       REQUIRE(planned.ok());
-      const schedule s = with_offloads(*planned, n);
+      const schedule s = offload_test::with_offloads(*planned, n);
       INFO("seed ", seed, ": ", to_string(s));
-      REQUIRE(transfers_in(s) > 0);
+      REQUIRE(offload_test::transfers_in(s) > 0);
       const auto sim = sim::simulate(c, s);
       REQUIRE_MESSAGE(sim.valid, sim.first_violation->message);
       CHECK(sim.peak <= planned->predicted_peak);  // offloading never raises the peak
@@ -189,9 +151,9 @@ TEST_CASE("offload: an Eigen MLP with its input and checkpoints on the host") {
   for (const bytes budget : {lo, (lo + peak) / 2, peak}) {
     const auto planned = rotor{.slots = 0}.solve(c, budget);
     REQUIRE(planned.ok());
-    const schedule s = with_offloads(*planned, n);
+    const schedule s = offload_test::with_offloads(*planned, n);
     INFO(to_string(s));
-    REQUIRE(transfers_in(s) > 0);
+    REQUIRE(offload_test::transfers_in(s) > 0);
     const auto sim = sim::simulate(c, s);
     REQUIRE_MESSAGE(sim.valid, sim.first_violation->message);
     eg::model m = build();

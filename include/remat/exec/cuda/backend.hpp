@@ -11,7 +11,9 @@
 //   cuBLAS calls on it), a device-to-host and a host-to-device copy stream. A copy starts after
 //   the work already queued on the compute stream (an event orders it), and returns a transfer
 //   whose event the compute stream can wait on (wait()); nothing blocks the host.
-// - A pinned host pool (cudaMallocHost, options::host_pool bytes) for offloaded tensors.
+// - A pinned host pool (cudaMallocHost, options::host_pool bytes) for offloaded tensors. With
+//   offload, prefetch, wait and transfer's ready/wait_host it is a TransferBackend
+//   (exec/concepts.hpp): the executor runs a schedule's O/P/W on the copy streams.
 // - Timing: mark_time() records an event on the compute stream, seconds_between() reads two;
 //   the executor and the profiler use them (TimingBackend) instead of the wall clock, so they
 //   time the GPU work, not the launches.
