@@ -16,12 +16,15 @@
 #include <remat/schedule/graph_schedule.hpp>
 #include <remat/sim/graph_simulate.hpp>
 
+#include "graph_schedules.hpp"
 #include "toy_graph_layers.hpp"
 
 #include "checkmate_backend.hpp"
 
 using namespace remat;
 using remat::exec::host_backend;
+using toy::program_in_order;
+using toy::recompute_all;
 
 namespace {
 
@@ -127,82 +130,6 @@ result<outcome> execute(const std::vector<op_spec>& spec, unsigned seed, bool no
 }
 
 graph_schedule store_all_of(const graph& g) { return {store_all_program(g), g.ideal_time(), 0}; }
-
-/// Runs the compute nodes in `order` (an entry -1 - d frees data node d there), freeing each data
-/// node after its last reader in it.
-graph_schedule program_in_order(const graph& g, const std::vector<int>& order) {
-  std::vector<int> last(static_cast<std::size_t>(g.data_count()), -1);
-  for (std::size_t p = 0; p < order.size(); ++p)
-    if (order[p] >= 0)
-      for (int d : g.inputs(order[p])) last[static_cast<std::size_t>(d)] = static_cast<int>(p);
-  graph_schedule s;
-  for (std::size_t p = 0; p < order.size(); ++p) {
-    if (order[p] < 0) {
-      s.ops.push_back(graph_instruction::free(-1 - order[p]));
-      continue;
-    }
-    s.ops.push_back(graph_instruction::compute(order[p]));
-    for (int d = 0; d < g.data_count(); ++d)
-      if (last[static_cast<std::size_t>(d)] == static_cast<int>(p) && !g.data(d).is_protected)
-        s.ops.push_back(graph_instruction::free(d));
-  }
-  return s;
-}
-
-/// Maximal recomputation: a fast-forward pass that frees each activation once its forward readers
-/// ran (every `keep`-th op's output kept), then for each backward, its forward recomputed in
-/// normal mode from recomputed (fast-forwarded) ancestors, and everything freed again.
-graph_schedule recompute_all(const graph& g, int keep) {
-  const training_layout lay{g.loss()};
-  const int n = g.loss();
-  graph_schedule s;
-  std::vector<char> alive(static_cast<std::size_t>(g.data_count()), 0);
-  alive[0] = 1;
-  auto at = [&](int d) -> char& { return alive[static_cast<std::size_t>(d)]; };
-  auto run = [&](int c, bool fast) {
-    s.ops.push_back(fast ? graph_instruction::fast_forward(c) : graph_instruction::compute(c));
-    for (int d : g.outputs(c))
-      if (!fast || g.data(d).kind != data_kind::phantom) at(d) = 1;
-  };
-  auto drop = [&](int d) {
-    if (!at(d) || g.data(d).is_protected) return;
-    s.ops.push_back(graph_instruction::free(d));
-    at(d) = 0;
-  };
-  auto kept = [&](int p) { return keep > 0 && p % keep == 0; };
-  std::vector<int> readers_left(static_cast<std::size_t>(g.data_count()), 0);
-  for (int p = 0; p < n; ++p)
-    for (int d : g.inputs(lay.forward(p))) ++readers_left[static_cast<std::size_t>(d)];
-  for (int p = 0; p < n; ++p) {
-    run(lay.forward(p), true);
-    for (int d : g.inputs(lay.forward(p)))
-      if (--readers_left[static_cast<std::size_t>(d)] == 0 && d != lay.activation(n - 1) &&
-          !kept((d - 2) / 3))
-        drop(d);
-  }
-  run(lay.loss(), false);
-  drop(lay.activation(n - 1));
-  std::function<void(int)> materialize = [&](int d) {
-    if (at(d)) return;
-    const int f = g.producers(d)[0];
-    for (int in : g.inputs(f)) materialize(in);
-    run(f, true);
-  };
-  for (int p = n - 1; p >= 0; --p) {
-    const int f = lay.forward(p);
-    for (int in : g.inputs(f)) materialize(in);
-    drop(lay.activation(p));
-    run(f, false);
-    for (int in : g.inputs(lay.backward(p))) materialize(in);
-    run(lay.backward(p), false);
-    drop(lay.gradient(p));
-    drop(lay.phantom(p));
-    for (int q = 0; q < n; ++q)
-      if (!kept(q) || q >= p) drop(lay.activation(q));
-  }
-  for (int q = 0; q < n; ++q) drop(lay.activation(q));
-  return s;
-}
 
 /// Gradients equal store-all's bit for bit; peak within the budget and equal to the simulator's
 /// op by op.
@@ -462,4 +389,85 @@ TEST_CASE("graph_executor: schedules and models that do not match the graph are 
     CHECK(r.code() == status::execution_error);
   }
   CHECK(b.in_use() == 0);
+}
+
+namespace {
+
+/// A host backend with the optional hooks of the CUDA backend: a clock that advances a quarter
+/// of a second per mark (so times can only come from the marks), and a record of the run's
+/// begin and end (what was in use then).
+class hooked_backend : public host_backend {
+ public:
+  using host_backend::host_backend;
+  int mark_time() { return marks++; }
+  [[nodiscard]] seconds seconds_between(int from, int to) const { return 0.25 * (to - from); }
+  void begin_run() {
+    ++begins;
+    in_use_at_begin = in_use();
+  }
+  void end_run() {
+    ++ends;
+    in_use_at_end = in_use();
+  }
+  int marks = 0, begins = 0, ends = 0;
+  bytes in_use_at_begin = -1, in_use_at_end = -1;
+};
+static_assert(exec::TimingBackend<hooked_backend>);
+static_assert(exec::RunAwareBackend<hooked_backend>);
+
+}  // namespace
+
+TEST_CASE("graph_executor and profile_graph: a backend's timing marks and run hooks") {
+  hooked_backend probe;
+  model pm = make_model(diamond, 6, true);
+  const auto f = exec::profile_graph(pm, make_input(probe), probe, {.repetitions = 3, .warmup = 1});
+  REQUIRE_MESSAGE(f.ok(), f.message());
+  for (const auto& op : f->ops) {
+    CHECK(op.forward_time == 0.25);  // one mark before, one after: the backend's clock
+    CHECK(op.backward_time == 0.25);
+  }
+  CHECK(probe.begins == 0);  // profiling is not a run
+  const auto g = build_graph(*f);
+  REQUIRE_MESSAGE(g.ok(), g.message());
+  const auto s = recompute_all(*g, 2);
+
+  SUBCASE("a run: marks around every instruction, begin and end around the run") {
+    model m = make_model(diamond, 6, true);
+    hooked_backend b;
+    exec::graph_executor ex(m, *g, b);
+    const auto r = ex.run(s, make_input(b));
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    CHECK(b.marks == static_cast<int>(s.ops.size()) + 1);
+    REQUIRE(r->op_times.size() == s.ops.size());
+    for (const seconds t : r->op_times) CHECK(t == 0.25);
+    CHECK(r->elapsed == 0.25 * static_cast<double>(s.ops.size()));
+    CHECK(b.begins == 1);
+    CHECK(b.ends == 1);
+    CHECK(b.in_use_at_begin == 4 * input_floats);  // the input is there before the run begins
+    CHECK(b.in_use_at_end == 4 * input_floats + r->input_gradient.bytes());  // the input is freed after
+    CHECK(b.in_use() == r->input_gradient.bytes());
+  }
+  SUBCASE("a failed run ends too, before its leftovers are freed") {
+    model m = make_model(diamond, 6, true);
+    m.layers[2].throw_at_forward = 0;
+    hooked_backend b;
+    exec::graph_executor ex(m, *g, b);
+    const auto r = ex.run(s, make_input(b));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.code() == status::execution_error);
+    CHECK(b.begins == 1);
+    CHECK(b.ends == 1);
+    CHECK(b.in_use_at_end > 0);
+    CHECK(b.in_use() == 0);
+  }
+  SUBCASE("a schedule refused up front is no run") {
+    model m = make_model(diamond, 6, true);
+    hooked_backend b;
+    exec::graph_executor ex(m, *g, b);
+    const graph_schedule broken{{graph_instruction::compute(g->find_compute("fwd b"))}, 0, 0};
+    CHECK(ex.run(broken, make_input(b)).code() == status::invalid_problem);
+    CHECK(b.begins == 0);
+    CHECK(b.ends == 0);
+    CHECK(b.marks == 0);
+  }
 }

@@ -36,6 +36,12 @@
 //     add them twice; a schedule that recomputes a backward is rejected up front too (checkmate's
 //     MILP allows recomputing a backward, and does so at some tight budgets).
 //
+// Times and the backend's hooks are the chain executor's (executor.hpp): the wall clock, or for a
+// TimingBackend (the CUDA backend) its own marks, recorded between the instructions and read once
+// the run has ended; a RunAwareBackend is told where the run begins and ends (begin_run, end_run,
+// also after a failure), so a run can be recorded and its static placement replayed
+// (exec/placement.hpp). The input, allocated before the run, is a fixed buffer of the placement.
+//
 // Failures come back as status::invalid_problem (a schedule the simulator rejects, one rejected
 // by the rules above, a model that does not match the graph) before anything runs, or
 // status::execution_error (a layer threw, returned a tensor larger than planned, left a gradient
@@ -72,9 +78,9 @@ template <class T>
 struct graph_run_result {
   T input_gradient;               ///< the gradient of the graph input
   bytes measured_peak = 0;        ///< the run's peak in the backend, the input included
-  seconds elapsed = 0;            ///< wall-clock time of the run
+  seconds elapsed = 0;            ///< time of the run (wall clock, or a TimingBackend's)
   std::vector<bytes> op_peaks;    ///< per instruction: peak while it ran (same basis)
-  std::vector<seconds> op_times;  ///< per instruction: wall-clock time
+  std::vector<seconds> op_times;  ///< per instruction: its time (same clock)
   std::vector<int> forwards;      ///< forward calls (both variants) per op, in the model's order
 };
 
@@ -409,23 +415,51 @@ result<graph_run_result<T>> graph_executor<B, Model>::run(const graph_schedule& 
     }
   };
 
+  // A RunAwareBackend hears of the end of the run however it ends (before the tensors left in
+  // `tensors` are freed: they are the run's results or leftovers of a failure, not its buffers).
+  struct run_scope {
+    B& b;
+    bool begun = false;
+    void begin() {
+      if constexpr (RunAwareBackend<B>) b.begin_run();
+      begun = true;
+    }
+    ~run_scope() {
+      if constexpr (RunAwareBackend<B>)
+        if (begun) b.end_run();
+    }
+  } scope{backend_};
+  // A TimingBackend's marks, one before the run and one after each instruction, read once the
+  // run has ended (the host does not wait in between).
+  using mark_t = decltype(detail::start_timer(backend_));
+  std::vector<mark_t> marks;
+  if constexpr (TimingBackend<B>) marks.reserve(s.ops.size() + 1);
+
   const auto t_start = clock::now();
   std::size_t i = 0;
   std::string at;
   try {
+    scope.begin();
+    if constexpr (TimingBackend<B>) marks.push_back(backend_.mark_time());
     for (; i < s.ops.size(); ++i) {
       const graph_instruction& ins = s.ops[i];
       at = "instruction " + std::to_string(i) + " (" + to_string(ins) + ")";
       backend_.reset_high_water();
-      const auto t0 = clock::now();
+      [[maybe_unused]] const auto t0 = clock::now();
       if (ins.kind == graph_op_kind::free)
         free_data(ins.node);
       else
         run_compute(ins, at);
-      out.op_times.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+      if constexpr (TimingBackend<B>)
+        marks.push_back(backend_.mark_time());
+      else
+        out.op_times.push_back(std::chrono::duration<double>(clock::now() - t0).count());
       out.op_peaks.push_back(backend_.high_water() - baseline);
       peak = std::max(peak, out.op_peaks.back());
     }
+    if constexpr (TimingBackend<B>)
+      for (std::size_t j = 0; j + 1 < marks.size(); ++j)
+        out.op_times.push_back(backend_.seconds_between(marks[j], marks[j + 1]));
   } catch (const out_of_budget& e) {
     restore_rng(false);
     backend_.set_activity("an allocation");
@@ -443,7 +477,8 @@ result<graph_run_result<T>> graph_executor<B, Model>::run(const graph_schedule& 
     backend_.set_activity("an allocation");
     return error{status::execution_error, "graph_executor: " + what + " threw: " + e.what(), {}};
   }
-  const seconds elapsed = std::chrono::duration<double>(clock::now() - t_start).count();
+  seconds elapsed = std::chrono::duration<double>(clock::now() - t_start).count();
+  if constexpr (TimingBackend<B>) elapsed = backend_.seconds_between(marks.front(), marks.back());
   restore_rng(true);
   backend_.set_activity("an allocation");
   return graph_run_result<T>{std::move(*tensors[k(training_layout::input_gradient)]), peak, elapsed,

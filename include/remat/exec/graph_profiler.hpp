@@ -21,11 +21,11 @@
 //                                  into it (above what was in use plus the gradients it made).
 //                                  A layer that accumulates in place has the same overhead in
 //                                  both, and the graph simulator predicts its peak exactly.
-// Layers with random state are restored to it afterwards; parameter gradients accumulated by the
-// profiling backwards are cleared when the layer offers zero_grad().
+// Times are the wall clock's, or the backend's own (events on a GPU stream) for a TimingBackend,
+// as profile() takes them. Layers with random state are restored to it afterwards; parameter
+// gradients accumulated by the profiling backwards are cleared when the layer offers zero_grad().
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <exception>
 #include <optional>
@@ -46,7 +46,6 @@ result<forward_dag> profile_graph(Model& model, const T& sample_input, B& backen
   static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
                 "returning its size in bytes) and must be movable");
   static_assert(Backend<B>, "remat: profile_graph(): the backend must satisfy remat::exec::Backend");
-  using clock = std::chrono::steady_clock;
   using mt = model_traits<std::remove_cvref_t<decltype(model.layers)>>;
   if (opt.repetitions < 1 || opt.warmup < 0)
     return error{status::invalid_problem, "profile_graph: repetitions must be >= 1 and warmup >= 0", {}};
@@ -62,7 +61,6 @@ result<forward_dag> profile_graph(Model& model, const T& sample_input, B& backen
     f.ops.back().name = op.name;
     f.ops.back().inputs = op.inputs;
   }
-  auto since = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
   auto k = [](int i) { return static_cast<std::size_t>(i); };
 
   std::vector<std::size_t> order(nodes.size());  // the ops by their forward's index
@@ -139,18 +137,18 @@ result<forward_dag> profile_graph(Model& model, const T& sample_input, B& backen
           const bytes before = backend.in_use();
           backend.reset_high_water();
           C ctx{};
-          auto t0 = clock::now();
+          const auto t_fwd = detail::start_timer(backend);
           T y = traits::forward_save(layer, xs, ctx, backend);
-          if (timed) tf.push_back(since(t0));
+          if (timed) tf.push_back(detail::stop_timer(backend, t_fwd));
           fo.phantom_bytes = std::max(fo.phantom_bytes, traits::context_bytes(ctx));
           save_overhead = std::max(save_overhead, backend.high_water() - before - tensor_traits<T>::size(y) -
                                                       traits::context_bytes(ctx));
           std::vector<std::optional<T>> dx(x.size());
           bytes held = backend.in_use();
           backend.reset_high_water();
-          t0 = clock::now();
+          const auto t_bwd = detail::start_timer(backend);
           bytes made = backward(y, ctx, dx);
-          if (timed) tb.push_back(since(t0));
+          if (timed) tb.push_back(detail::stop_timer(backend, t_bwd));
           bwd_overhead = std::max(bwd_overhead, backend.high_water() - held - made);
           if (!shared) continue;
           for (std::size_t j = 0; j < dx.size(); ++j)
