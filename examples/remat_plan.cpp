@@ -491,7 +491,7 @@ template <class Backend>
 remat::result<remat::graph_schedule> plan_checkmate(const options& o, const remat::graph& g,
                                                     solve_info& info, bool show_progress) {
   remat::checkmate<Backend> p;
-  if constexpr (requires { p.relax; }) p.relax = o.relax;  // TEMP until relax lands
+  p.relax = o.relax;
   if (o.time_limit) p.time_limit = *o.time_limit;
   p.find_minimum = o.find_minimum;
   milp_reporter reporter(REMAT_PLAN_ISATTY(2) != 0);

@@ -7,7 +7,11 @@
 #include <remat/core/units.hpp>
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/executor.hpp>
+#include <remat/exec/graph_concepts.hpp>
+#include <remat/exec/graph_executor.hpp>
+#include <remat/exec/graph_profiler.hpp>
 #include <remat/exec/host_backend.hpp>
+#include <remat/exec/placement.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/milp/model.hpp>
 #include <remat/policy/concepts.hpp>
