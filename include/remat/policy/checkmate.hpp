@@ -94,7 +94,8 @@
 //     result says what was tried and the smallest peak reached (status::infeasible, although a
 //     schedule may exist: the exact solve decides).
 //   * `optimal` is false for relaxed solutions; `bound` is the LP's optimum at the budget (a lower
-//     bound on the exact optimum).
+//     bound on the exact optimum), -inf when the LP did not finish within time_limit (the
+//     schedule then comes from the cheap patterns; with none that fits, status::time_limit).
 
 #include <algorithm>
 #include <chrono>
@@ -947,7 +948,7 @@ struct checkmate {
                            " bytes: even the LP relaxation is "
                            "infeasible; set find_minimum to get the smallest budget that fits",
                        {}};
-        if (step == 0 && sol.code() == status::time_limit)
+        if (step == 0 && sol.code() == status::time_limit && !best)
           return error{status::time_limit,
                        "checkmate: the LP relaxation was not solved within the time limit (" +
                            sol.err().message + "); raise time_limit",
