@@ -161,7 +161,11 @@ struct checkmate {
   /// a chain policy's through to_graph_schedule). It must be valid within the budget.
   std::optional<graph_schedule> warm_start = std::nullopt;
   /// Without warm_start: start the exact solve from the best of a few cheap schedules that fit.
-  bool auto_warm_start = true;
+  /// Off by default: it is a mixed blessing with CBC. On the 21-node chain of bench_checkmate it
+  /// took the solve from 13.3 s to 10.1 s, but on examples/graphs/residual_net.json at 300 MiB
+  /// the exact solve went from 2.2 s (proven optimal) to past a 100 s limit with a 20% worse
+  /// schedule (CBC seems to stay on the start's branch).
+  bool auto_warm_start = false;
   Backend backend = {};
 
   /// A budget below which no schedule exists: for each compute node, the graph inputs plus its
