@@ -168,15 +168,15 @@ void check_dag(const std::function<eg::dag()>& build, eg::index batch, eg::index
         CHECK(r->op_peaks[i] == sim.timeline[i].peak);
     }
   }
-  // Store-all and, with a MILP backend, the plan (with recomputation; the fixed times make
-  // CBC's plans run every backward once).
+  // Store-all and, with a MILP backend, the plan (with recomputation; with the fixed times, the
+  // plans of CBC and of lp_solve run every backward once).
   CHECK(executed >= (all.size() > 1 ? 2 : 1));
 }
 
 /// checkmate's plan at `fraction` of store-all's peak: one MILP per model keeps the test quick
-/// (with the fixed times, at these fractions each solves in well under a second and runs every
-/// backward once; the time limit is a guard). Below store-all's peak the plan recomputes: some
-/// forward runs more than once.
+/// (with the fixed times, at 80% each solves in under a second with CBC and a few with lp_solve,
+/// where lower budgets take tens of seconds, and runs every backward once; the time limit is a
+/// guard). Below store-all's peak the plan recomputes: some forward runs more than once.
 std::function<std::vector<graph_schedule>(const graph&)> planned_at(double fraction) {
   return [fraction](const graph& g) {
     std::vector<graph_schedule> out;
@@ -203,9 +203,9 @@ std::function<std::vector<graph_schedule>(const graph&)> planned_at(double fract
 
 TEST_CASE("eg DAG models under the graph executor: plain training's gradients bit for bit") {
   SUBCASE("residual net") {
-    check_dag([] { return eg::make_residual_dag(2, 8, 16, 6, 3); }, 6, 8, planned_at(0.6));
+    check_dag([] { return eg::make_residual_dag(2, 8, 16, 6, 3); }, 6, 8, planned_at(0.8));
   }
   SUBCASE("attention block") {
-    check_dag([] { return eg::make_attention_dag(8, 16, 6, 4); }, 6, 8, planned_at(0.75));
+    check_dag([] { return eg::make_attention_dag(8, 16, 6, 4); }, 6, 8, planned_at(0.8));
   }
 }
