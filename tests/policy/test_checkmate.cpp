@@ -267,8 +267,7 @@ void relaxed_against_brute_force() {
     }
   }
   // The rounding is a heuristic, but on these graphs it must not be useless: it reaches the
-  // optimum on chain3 (18, 19), diamond (19) and residual (21). On residual at 17 and 18 the
-  // optimum frees grad x and recomputes two backwards, which no rounding tried here reaches.
+  // optimum on chain3 (18, 19), diamond (19) and residual (21); not on residual at 17 and 18.
   CHECK(solved >= 4);
   CHECK(at_optimum >= 4);
 }

@@ -109,7 +109,9 @@ inline double graph_brute_force(const graph& g, bytes budget, bool fast_forward 
     // Computes.
     for (int c = 0; c < C; ++c) {
       const auto& node = g.compute(c);
-      if (node.kind == compute_kind::loss && Ran(s, c) == '1') continue;
+      if ((node.kind == compute_kind::loss || node.kind == compute_kind::backward) &&
+          Ran(s, c) == '1')
+        continue;
       int first_new = 0;
       while (first_new < C && Ran(s, first_new) == '1') ++first_new;
       if (in_order && (c > first_new || c + 1 <= Last(s) - '0')) continue;

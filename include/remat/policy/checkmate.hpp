@@ -32,7 +32,9 @@
 //     would miss the contributions made before the free): conservative, never needed in
 //     practice;
 //   * P[t+1][i] = alive after the last step related to i in stage t; nothing but protected data
-//     alive at the end; protected data never freed; the loss runs once;
+//     alive at the end; protected data never freed; the loss and every backward run once (a
+//     backward adds to the parameter gradients: a second run would count them twice; rockmate-
+//     spec §1.4 asks it of the loss only, our executors and simulator of every backward);
 //   * U[t][-1] = sum_i M_i P[t][i] (the protected input counted, as the simulator does);
 //     U[t][k] = U[t][k-1] + created - freed; peak of the step U[t][k] + freed + overhead <= budget.
 // Frees are not forced to be as early as possible (Checkmate's hazard constraints): the
@@ -73,9 +75,9 @@
 //     every data but the sources and protected data (always kept). P, not S: S tracks the
 //     contributions of multi-producer gradients; phase 2 treats such a gradient as a whole
 //     (kept: it holds every contribution made so far; not alive when needed: all its producers
-//     run again in the stage). Gradients are rounded too: the exact optimum of a residual block
-//     frees a gradient and recomputes backwards to get it back (see tests/policy), which a
-//     rounding that always keeps gradients cannot reach.
+//     run again in the stage). Gradients are rounded too (a gradient freed early is one that no
+//     later stage needs); since every backward runs once (see the MILP's R bounds), a rounding
+//     that needs a gradient back after freeing it is dropped in phase 2.
 //   * Phase 2 (the cheapest R given the rounded P), stage by stage, from c_t down to c_0: c_t
 //     runs; a node that runs needs each input that is not alive at the start of the stage, so
 //     its producers run earlier in the stage; data kept into stage t+1 that is not alive is
@@ -317,7 +319,10 @@ struct checkmate {
     for (int t = 0; t < T; ++t) {
       for (int k = 0; k <= t; ++k) {
         variable r = m.add_binary();
-        if (k == loss && t != loss) m.set_bounds(r, 0, 0);
+        // The loss and every backward run once: a backward adds to the parameter gradients, so
+        // a second run would count them twice (the graph simulator and executors refuse it).
+        if (k != t && (k == loss || g.compute(k).kind == compute_kind::backward))
+          m.set_bounds(r, 0, 0);
         b.R[ix(t)].push_back(r);
         if (ff && is_fwd(k))
           b.F[ix(t)].push_back(m.add_binary());
@@ -797,7 +802,7 @@ struct checkmate {
           }
         if (!runs) continue;
         const bool fwd = g.compute(k).kind == compute_kind::forward;
-        if (k < t && g.compute(k).kind == compute_kind::loss) return std::nullopt;
+        if (k < t && g.compute(k).kind != compute_kind::forward) return std::nullopt;
         mode[ix(k)] = fwd && fast_forward && !phantom ? 2 : 1;
         for (int i : g.inputs(k))
           if (!alive[ix(i)]) need[ix(i)] = 1;

@@ -44,6 +44,7 @@ enum class graph_violation_kind {
   not_in_memory,        ///< free of a data node that is not alive
   protected_free,       ///< free of a protected data node
   loss_repeated,        ///< the loss run a second time
+  backward_repeated,    ///< a backward run a second time (it would add to the parameter gradients twice)
   over_budget,
   wrong_final_state,  ///< a compute node never ran, or unprotected data is left alive
 };
@@ -164,6 +165,12 @@ inline graph_report simulate(const graph& g, const graph_schedule& s, options op
       if (node.kind == compute_kind::loss && at(runs, c) > 0) {
         fail(graph_violation_kind::loss_repeated, i,
              what + ": the loss runs exactly once, and it already ran");
+        return r;
+      }
+      if (node.kind == compute_kind::backward && at(runs, c) > 0) {
+        fail(graph_violation_kind::backward_repeated, i,
+             what + ": a backward runs exactly once (a second run would add to the parameter "
+                    "gradients again), and it already ran");
         return r;
       }
       for (int d : g.inputs(c)) {
