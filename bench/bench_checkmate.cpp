@@ -101,7 +101,16 @@ void run(benchmark::State& state, const remat::graph& g, bool relax, bool warm =
   const auto all = remat::sim::simulate(g, sa);
   const bytes floor = remat::checkmate<Backend>::lower_bound(g);
   const bytes half = all.peak / 2;
-  const bytes budget = std::max(half, floor);
+  bytes budget = std::max(half, floor);
+  if (budget > half) {
+    // 50% is below the per-node floor, and the floor itself may have no schedule (every backward
+    // runs once): the smallest budget that has one, found once outside the timing.
+    remat::checkmate<Backend> probe{};
+    probe.time_limit = 60;
+    probe.find_minimum = true;
+    if (auto p = probe.solve_detailed(g, budget); !p && p.err().minimum_budget)
+      budget = *p.err().minimum_budget;
+  }
   remat::checkmate<Backend> cm{};
   cm.time_limit = 60;
   cm.relax = relax;
