@@ -104,6 +104,39 @@ std::unique_ptr<box_base> boxed(V v) {
 template <class L>
 using random_state_t = std::remove_cvref_t<decltype(deref(std::declval<L&>()).random_state())>;
 
+/// Puts back, for each layer i of `model` with a saved state saved[first + i], that random
+/// state (the chain executor keeps stage l's at index l: first = 1; the graph executor op i's
+/// at i: first = 0).
+template <class Model>
+void restore_random_states(Model& model, std::size_t layers,
+                           const std::vector<std::unique_ptr<box_base>>& saved,
+                           std::size_t first) {
+  for (std::size_t i = 0; i < layers; ++i) {
+    const auto& box = saved[first + i];
+    if (!box) continue;
+    model_traits<Model>::visit(model, i, [&](auto& layer) {
+      using layer_t = std::remove_reference_t<decltype(layer)>;
+      if constexpr (HasRandomState<layer_t>)
+        deref(layer).set_random_state(unbox<random_state_t<layer_t>>(box));
+    });
+  }
+}
+
+/// Tells a RunAwareBackend of the end of a run, however the run ends.
+template <class B>
+struct run_scope {
+  B& b;
+  bool begun = false;
+  void begin() {
+    if constexpr (RunAwareBackend<B>) b.begin_run();
+    begun = true;
+  }
+  ~run_scope() {
+    if constexpr (RunAwareBackend<B>)
+      if (begun) b.end_run();
+  }
+};
+
 /// An error the run reports (not a bug): becomes status::execution_error.
 struct execution_failure : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -332,30 +365,11 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
   };
 
   auto restore_rng = [&](bool success) {
-    for (int l = 1; l <= n; ++l) {
-      const auto& saved = success ? st.rng_after[k(l)] : st.rng_before[k(l)];
-      if (!saved) continue;
-      mt::visit(model_, k(l - 1), [&](auto& layer) {
-        using layer_t = std::remove_reference_t<decltype(layer)>;
-        if constexpr (HasRandomState<layer_t>)
-          detail::deref(layer).set_random_state(detail::unbox<detail::random_state_t<layer_t>>(saved));
-      });
-    }
+    detail::restore_random_states(model_, k(n), success ? st.rng_after : st.rng_before, 1);
   };
 
   // A RunAwareBackend hears of the end of the run however it ends.
-  struct run_scope {
-    B& b;
-    bool begun = false;
-    void begin() {
-      if constexpr (RunAwareBackend<B>) b.begin_run();
-      begun = true;
-    }
-    ~run_scope() {
-      if constexpr (RunAwareBackend<B>)
-        if (begun) b.end_run();
-    }
-  } scope{backend_};
+  detail::run_scope<B> scope{backend_};
   // Copies in flight end before the buffers they use are freed, however the run ends.
   struct drain_scope {
     decltype(retire)& f;

@@ -404,31 +404,12 @@ result<graph_run_result<T>> graph_executor<B, Model>::run(const graph_schedule& 
   };
 
   auto restore_rng = [&](bool success) {
-    for (std::size_t i = 0; i < n_ops; ++i) {
-      const auto& saved = success ? rng_after[i] : rng_before[i];
-      if (!saved) continue;
-      mt::visit(model_.layers, i, [&](auto& layer) {
-        using layer_t = std::remove_reference_t<decltype(layer)>;
-        if constexpr (HasRandomState<layer_t>)
-          detail::deref(layer).set_random_state(detail::unbox<detail::random_state_t<layer_t>>(saved));
-      });
-    }
+    detail::restore_random_states(model_.layers, n_ops, success ? rng_after : rng_before, 0);
   };
 
   // A RunAwareBackend hears of the end of the run however it ends (before the tensors left in
   // `tensors` are freed: they are the run's results or leftovers of a failure, not its buffers).
-  struct run_scope {
-    B& b;
-    bool begun = false;
-    void begin() {
-      if constexpr (RunAwareBackend<B>) b.begin_run();
-      begun = true;
-    }
-    ~run_scope() {
-      if constexpr (RunAwareBackend<B>)
-        if (begun) b.end_run();
-    }
-  } scope{backend_};
+  detail::run_scope<B> scope{backend_};
   // A TimingBackend's marks, one before the run and one after each instruction, read once the
   // run has ended (the host does not wait in between).
   using mark_t = decltype(detail::start_timer(backend_));
