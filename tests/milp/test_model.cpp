@@ -270,3 +270,52 @@ TEST_CASE("milp: the progress sink throttles, keeps bound <= incumbent, and keep
   CHECK(sink.stop());
   CHECK_THROWS_WITH_AS(sink.rethrow(), "stop it", std::runtime_error);
 }
+
+TEST_CASE("milp: flatten makes single-variable rows bounds and leaves out implied rows") {
+  model m;
+  const auto x = m.add_integer(0, 10, "x");
+  const auto y = m.add_continuous(0, 8, "y");
+  const auto z = m.add_binary("z");
+  m.add(2 * x <= 7);          // x <= 3 (rounded down: x is integral)
+  m.add(-1 * x <= -1.5);      // x >= 2 (rounded up)
+  m.add(3 * y == 6);          // y == 2
+  m.add(x + y + z <= 100);    // implied by the bounds: at most 3 + 2 + 1
+  m.add(x + y >= 1);          // implied: at least 2 + 2
+  m.add(x - 2 * z >= 1);      // kept: 2 - 2 < 1 is possible
+  m.add(x + x - 2 * x <= 0);  // empty once merged: 0 <= 0 holds
+  m.minimize(x + y + z);
+  const auto f = detail::flatten(m);
+  CHECK(f.lower[x.index] == 2);
+  CHECK(f.upper[x.index] == 3);
+  CHECK(f.lower[y.index] == 2);
+  CHECK(f.upper[y.index] == 2);
+  CHECK(f.lower[z.index] == 0);
+  CHECK(f.upper[z.index] == 1);
+  REQUIRE(f.rows() == 1);
+  CHECK(f.rhs[0] == 1);
+  CHECK(f.dropped_rows == 6);
+  CHECK(f.impossible_row == variable::none);
+  CHECK(f.violated_empty_row == variable::none);
+  // The model itself keeps its bounds and rows.
+  CHECK(m.info(x).upper == 10);
+  CHECK(m.num_constraints() == 7);
+
+  SUBCASE("a row the bounds cannot meet is found") {
+    m.add(x + y + z >= 7, "too much");  // at most 3 + 2 + 1
+    const auto g = detail::flatten(m);
+    CHECK(g.impossible_row == 7);
+  }
+  SUBCASE("single-variable rows that contradict each other") {
+    m.add(x >= 4);  // with x <= 3
+    const auto g = detail::flatten(m);
+    CHECK(g.impossible_row == 7);
+  }
+  SUBCASE("an integer whose single-variable rows leave no integer") {
+    model n;
+    const auto w = n.add_integer(0, 5);
+    n.add(4 * w >= 5);  // w >= 1.25
+    n.add(4 * w <= 7);  // w <= 1.75
+    n.minimize(w);
+    CHECK(detail::flatten(n).impossible_row == 1);
+  }
+}

@@ -41,7 +41,8 @@
 namespace remat::milp {
 
 namespace detail::cbc_impl {
-inline result<solution> run(const model& m, const options& o, bool preprocess);
+inline result<solution> run(const model& m, const options& o, bool preprocess,
+                            const std::vector<std::string>& parameters);
 inline bool available();
 }  // namespace detail::cbc_impl
 
@@ -55,11 +56,15 @@ struct cbc {
   /// where CBC without it (and lp_solve) got all of them right. It speeds up some hard models;
   /// turn it on only for models you have checked it on.
   bool preprocess = false;
+  /// More CBC settings in the form of its command line, passed after ours and before "-solve"
+  /// (so they win), e.g. {"-cuts", "off"} or {"-strongBranching", "0"}. CBC ignores what it does
+  /// not know, with a message at verbosity 1 and up.
+  std::vector<std::string> parameters = {};
 
   /// True when the CBC libraries answer (they are linked in through remat::cbc).
   [[nodiscard]] static bool available() { return detail::cbc_impl::available(); }
   [[nodiscard]] result<solution> solve(const model& m, const options& o = {}) const {
-    return detail::cbc_impl::run(m, o, preprocess);
+    return detail::cbc_impl::run(m, o, preprocess, parameters);
   }
 };
 
@@ -171,7 +176,8 @@ inline solution solve_lp(const model& m, const flat_model& f, OsiClpSolverInterf
   return s;
 }
 
-inline result<solution> run(const model& m, const options& o, bool preprocess) {
+inline result<solution> run(const model& m, const options& o, bool preprocess,
+                            const std::vector<std::string>& parameters) {
   const stopwatch clock;
   if (auto r = check_request(m, o); !r) return r.err();
   const flat_model f = flatten(m);
@@ -249,6 +255,7 @@ inline result<solution> run(const model& m, const options& o, bool preprocess) {
   if (o.relative_gap > 0) argv.insert(argv.end(), {"-ratioGap", gap.c_str()});
   if (o.threads > 1) argv.insert(argv.end(), {"-threads", threads.c_str()});
   if (!preprocess) argv.insert(argv.end(), {"-preprocess", "off"});
+  for (const auto& p : parameters) argv.push_back(p.c_str());
   argv.insert(argv.end(), {"-solve", "-quit"});
   try {
     CbcMain1(static_cast<int>(argv.size()), argv.data(), cbc_model, before_search, data);

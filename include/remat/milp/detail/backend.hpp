@@ -71,6 +71,11 @@ struct flat_model {
   std::vector<double> rhs;
   /// An empty constraint that cannot hold (0 <= -1), by index; the model is then infeasible.
   std::size_t violated_empty_row = variable::none;
+  /// A constraint that the bounds of its variables (with those set by single-variable rows)
+  /// cannot meet, by index; the model is then infeasible.
+  std::size_t impossible_row = variable::none;
+  /// Constraints left out: single-variable rows (made bounds) and rows the bounds imply.
+  std::size_t dropped_rows = 0;
 
   [[nodiscard]] std::size_t rows() const { return rel.size(); }
   [[nodiscard]] std::size_t cols() const { return obj.size(); }
@@ -94,17 +99,62 @@ inline flat_model flatten(const model& m) {
     f.upper.push_back(v.upper);
     f.integer.push_back(v.type != var_type::continuous ? 1 : 0);
   }
+  // A light presolve, so that solvers (node LPs in branch and bound above all) see only the
+  // rows that matter: a single-variable row becomes a bound (rounded inwards for an integer
+  // variable), and a row that the bounds imply whatever the values is left out. Neither changes
+  // the feasible set; the columns stay as they are.
+  const auto& cons = m.constraints();
+  constexpr double eps = 1e-9;
+  auto tol = [](double v) { return eps * (1 + std::abs(v)); };
+  for (std::size_t i = 0; i < cons.size(); ++i) {
+    const constraint& c = cons[i];
+    if (c.lhs.terms.size() != 1) continue;
+    const term t = c.lhs.terms.front();
+    if (t.coef == 0 || !std::isfinite(t.coef) || !std::isfinite(c.rhs)) continue;  // kept as is
+    const double v = c.rhs / t.coef;
+    const bool upper = (c.rel == relation::less_equal) == (t.coef > 0);
+    double& lo = f.lower[t.index];
+    double& hi = f.upper[t.index];
+    if (c.rel == relation::equal || upper) hi = std::min(hi, v);
+    if (c.rel == relation::equal || !upper) lo = std::max(lo, v);
+    if (f.integer[t.index]) {
+      hi = std::floor(hi + tol(hi));
+      lo = std::ceil(lo - tol(lo));
+    }
+    if (lo > hi + tol(hi) && f.impossible_row == variable::none) f.impossible_row = i;
+  }
   std::size_t nnz = 0;
-  for (const auto& c : m.constraints()) nnz += c.lhs.terms.size();
+  for (const auto& c : cons) nnz += c.lhs.terms.size();
   f.col.reserve(nnz);
   f.val.reserve(nnz);
-  for (std::size_t i = 0; i < m.num_constraints(); ++i) {
-    const constraint& c = m.constraints()[i];
+  for (std::size_t i = 0; i < cons.size(); ++i) {
+    const constraint& c = cons[i];
     if (c.lhs.terms.empty()) {  // 0 rel rhs: decided here, so that no solver sees an empty row
       const bool holds = (c.rel == relation::less_equal && 0 <= c.rhs) ||
                          (c.rel == relation::greater_equal && 0 >= c.rhs) ||
                          (c.rel == relation::equal && c.rhs == 0);
       if (!holds && f.violated_empty_row == variable::none) f.violated_empty_row = i;
+      ++f.dropped_rows;
+      continue;
+    }
+    const bool single = c.lhs.terms.size() == 1 && c.lhs.terms.front().coef != 0 &&
+                        std::isfinite(c.lhs.terms.front().coef) && std::isfinite(c.rhs);
+    // The row's least and greatest value over the bounds.
+    double least = 0, most = 0;
+    for (const term& t : c.lhs.terms) {
+      const double a = t.coef * f.lower[t.index], b = t.coef * f.upper[t.index];
+      least += std::isnan(a) || std::isnan(b) ? -infinity : std::min(a, b);
+      most += std::isnan(a) || std::isnan(b) ? infinity : std::max(a, b);
+    }
+    const bool le_holds = most <= c.rhs + tol(c.rhs), ge_holds = least >= c.rhs - tol(c.rhs);
+    const bool implied = single || (c.rel == relation::less_equal && le_holds) ||
+                         (c.rel == relation::greater_equal && ge_holds) ||
+                         (c.rel == relation::equal && le_holds && ge_holds);
+    const bool impossible = (c.rel != relation::greater_equal && least > c.rhs + tol(c.rhs)) ||
+                            (c.rel != relation::less_equal && most < c.rhs - tol(c.rhs));
+    if (impossible && f.impossible_row == variable::none) f.impossible_row = i;
+    if (implied) {
+      ++f.dropped_rows;
       continue;
     }
     for (const term& t : c.lhs.terms) {
@@ -255,6 +305,14 @@ inline std::optional<solution> trivial(const model& m, const flat_model& f,
     s.message = "constraint " + m.constraint_name(f.violated_empty_row) +
                 " has no variables and reads 0 " + std::string(to_string(c.rel)) + " " +
                 std::to_string(c.rhs);
+    return s;
+  }
+  if (f.impossible_row != variable::none) {
+    solution s;
+    s.status = solve_status::infeasible;
+    s.seconds = clock.elapsed();
+    s.message = "constraint " + m.constraint_name(f.impossible_row) +
+                " cannot hold within the bounds of its variables";
     return s;
   }
   if (m.num_variables() == 0)
