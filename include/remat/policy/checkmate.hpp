@@ -44,6 +44,33 @@
 //
 // The objective is sum_{t,k} time_k R[t][k] + fast_time_k F[t][k]: the makespan itself.
 //
+// Reductions. The model above is built smaller, without losing its optimum (each point is
+// forced by the constraints, or keeps at least one optimal solution):
+//   * backwards and the loss run once, in their own stage: no R, create or free at the other
+//     steps of theirs (constants 0); R[t][t] is the constant 1 where c_t has no F;
+//   * a forward runs only while it can help: up to the last stage in which a consumer of one of
+//     its outputs can run (backwards: their stage; forwards: recursively; protected outputs:
+//     always). A later run makes data nobody reads. Likewise, data is not kept past the last
+//     stage in which a consumer of it can run (P is 0 there: freeing it at its last step that
+//     runs holds less memory);
+//   * a forward whose phantoms are all empty and whose fast-forward is no cheaper gets no F (its
+//     normal run does the same for no more); where the fast-forward is no dearer and there is one
+//     phantom, the phantom's create is R itself (a normal run that makes no phantom is a
+//     fast-forward at a cost no lower);
+//   * data related only to nodes that run once (gradients) has its life fixed: allocated at its
+//     first producer's step, freed at its last related node's step (protected: kept); P, S,
+//     create and free are constants;
+//   * with one producer, which precedes its consumers in the order, "no allocation of what is
+//     alive" is only needed at the producer's step and "alive >= 0" not at all (the frees only
+//     lower it, down to P[t+1] >= 0), and "every contribution" is "alive before the step";
+//   * milp's flatten turns single-variable rows into bounds and drops rows the bounds imply.
+// On bench_checkmate's 21-node chain this took the MILP from 4905 rows and 2157 columns to
+// 1447 and 946 (after flatten), with the same LP bound and optimum.
+// Tried and left out (each slower in total over a dozen 20-40-node chains and residual nets,
+// with CBC): the memory rows without U (U substituted), create and free as continuous variables
+// (they are integral once R, F and P are), a "phantom made is kept" symmetry cut, stage-start
+// knapsack rows, branching priorities, CBC's -scaling off / -cuts off / strong-branching settings.
+//
 // The schedule (Algorithm 4): for t, for k <= t: compute (or fast_forward) c_k if it runs, then
 // its frees. The ILP lets c_k run while an output of it is alive (an activation, or a phantom
 // under the normal variant): the schedule frees it just before the recompute (the peak is the
@@ -271,20 +298,27 @@ struct checkmate {
   }
 
  private:
-  using steps = std::vector<std::pair<int, milp::variable>>;  // (step k, variable)
-  using keep_matrix = std::vector<std::vector<char>>;         // [t][i], t = 0..T
+  /// (step k, a variable or the constant 1); a step that is not listed is the constant 0.
+  using steps = std::vector<std::pair<int, milp::linear_expr>>;
+  using keep_matrix = std::vector<std::vector<char>>;  // [t][i], t = 0..T
 
   struct built {
     milp::model m;
     bytes unit = 1;
-    std::vector<std::vector<milp::variable>> R, F;               // [t][k]; F empty where none
+    /// [t][k], k <= t: a variable, or a constant (see "Reductions"); F is 0 where c_k has no
+    /// fast-forward variable.
+    std::vector<std::vector<milp::linear_expr>> R, F;
     std::vector<std::vector<milp::linear_expr>> P;               // [t][i]: a variable or a constant
     std::vector<std::vector<std::vector<milp::linear_expr>>> S;  // [t][i][producer position]
     std::vector<std::vector<steps>> cre, del;                    // [t][i]
     std::vector<std::vector<milp::variable>> U;                  // [t][k]
+    /// [i]: data whose life the model fixes (every node related to it runs once).
+    std::vector<char> fixed;
+    /// [k]: the phantom that a normal run of c_k always makes (R is its create), or -1.
+    std::vector<int> normal_makes;
   };
 
-  static const milp::variable* at_step(const steps& v, int k) {
+  static const milp::linear_expr* at_step(const steps& v, int k) {
     for (const auto& [kk, x] : v)
       if (kk == k) return &x;
     return nullptr;
@@ -297,11 +331,38 @@ struct checkmate {
     return u > 0 ? u : 1;
   }
 
+  /// Backwards and the loss run once, in their own stage.
+  static bool runs_once(const graph& g, int k) {
+    return g.compute(k).kind != compute_kind::forward;
+  }
+
+  /// Whether the model gives forward k a fast-forward variable: not when its phantoms are all
+  /// empty and the fast-forward is no cheaper (time and overhead), since the normal run then does
+  /// the same for no more (both would only double the solutions).
+  [[nodiscard]] bool has_fast(const graph& g, int k) const {
+    const auto& n = g.compute(k);
+    if (!fast_forward || n.kind != compute_kind::forward) return false;
+    bool empty = true;
+    for (int i : g.outputs(k))
+      if (g.data(i).kind == data_kind::phantom && g.data(i).size > 0) empty = false;
+    return !(empty && n.fast_time >= n.time && n.fast_overhead >= n.overhead);
+  }
+
+  /// Data every related node of which runs once (gradients: made by backwards and the loss, read
+  /// by backwards): its life is fixed (see "Reductions").
+  static bool is_fixed(const graph& g, int i) {
+    if (g.is_source(i)) return false;
+    for (int k : g.producers(i))
+      if (!runs_once(g, k)) return false;
+    for (int k : g.consumers(i))
+      if (!runs_once(g, k)) return false;
+    return true;
+  }
+
   /// The MILP at this budget; without objective when only feasibility matters.
   [[nodiscard]] built build(const graph& g, bytes budget, bool feasibility) const {
     const int T = g.compute_count();
     const int I = g.data_count();
-    const int loss = g.loss();
     const bytes unit = gcd_unit(g);
     const double cap = static_cast<double>(budget / unit);
     auto sz = [&](int i) { return static_cast<double>(g.data(i).size / unit); };
@@ -311,61 +372,104 @@ struct checkmate {
     built b;
     b.unit = unit;
     milp::model& m = b.m;
-    const bool ff = fast_forward;
-    auto is_fwd = [&](int k) { return g.compute(k).kind == compute_kind::forward; };
+    // useful[k]: the last stage in which running c_k can help (see "Reductions").
+    std::vector<int> useful(ix(T), T - 1);
+    for (int k = T - 1; k >= 0; --k) {
+      if (runs_once(g, k)) {
+        useful[ix(k)] = k;
+        continue;
+      }
+      int u = -1;
+      for (int i : g.outputs(k)) {
+        if (g.data(i).is_protected) u = T - 1;
+        for (int c : g.consumers(i)) u = std::max(u, useful[ix(c)]);
+      }
+      useful[ix(k)] = std::max(u, k);
+    }
+    auto can_run = [&](int t, int k) { return k == t || (k < t && t <= useful[ix(k)]); };
 
+    // R and F: constants where c_k cannot run (0), and R[t][t] = 1 where c_t has no F.
     b.R.assign(ix(T), {});
     b.F.assign(ix(T), {});
+    std::vector<char> fast(ix(T));
+    b.normal_makes.assign(ix(T), -1);
+    for (int k = 0; k < T; ++k) {
+      fast[ix(k)] = has_fast(g, k) ? 1 : 0;
+      const auto& n = g.compute(k);
+      if (!fast[ix(k)] || n.fast_time > n.time || n.fast_overhead > n.overhead) continue;
+      int phantoms = 0;
+      for (int i : g.outputs(k))
+        if (g.data(i).kind == data_kind::phantom) {
+          ++phantoms;
+          b.normal_makes[ix(k)] = i;
+        }
+      if (phantoms != 1) b.normal_makes[ix(k)] = -1;
+    }
     for (int t = 0; t < T; ++t) {
       for (int k = 0; k <= t; ++k) {
-        variable r = m.add_binary();
-        // The loss and every backward run once: a backward adds to the parameter gradients, so
-        // a second run would count them twice (the graph simulator and executors refuse it).
-        if (k != t && (k == loss || g.compute(k).kind == compute_kind::backward))
-          m.set_bounds(r, 0, 0);
-        b.R[ix(t)].push_back(r);
-        if (ff && is_fwd(k))
-          b.F[ix(t)].push_back(m.add_binary());
-        else
-          b.F[ix(t)].push_back(variable{});
+        linear_expr r, f;
+        if (can_run(t, k)) {
+          if (k == t && !fast[ix(k)])
+            r = linear_expr(1.0);
+          else
+            r = m.add_binary();
+          if (fast[ix(k)]) f = m.add_binary();
+        }
+        b.R[ix(t)].push_back(std::move(r));
+        b.F[ix(t)].push_back(std::move(f));
       }
     }
-    auto has_f = [&](int t, int k) { return ff && is_fwd(k) && t >= k; };
-    auto R = [&](int t, int k) -> linear_expr { return b.R[ix(t)][ix(k)]; };
-    auto run = [&](int t, int k) -> linear_expr {
-      linear_expr e = R(t, k);
-      if (has_f(t, k)) e += b.F[ix(t)][ix(k)];
-      return e;
-    };
+    auto R = [&](int t, int k) -> const linear_expr& { return b.R[ix(t)][ix(k)]; };
+    auto run = [&](int t, int k) -> linear_expr { return R(t, k) + b.F[ix(t)][ix(k)]; };
     auto prodrun = [&](int t, int k, int i) -> linear_expr {
       return g.data(i).kind == data_kind::phantom ? R(t, k) : run(t, k);
     };
     for (int t = 0; t < T; ++t) {
       m.add(run(t, t) == 1);
       for (int k = 0; k < t; ++k)
-        if (has_f(t, k)) m.add(run(t, k) <= 1);
+        if (fast[ix(k)] && can_run(t, k)) m.add(run(t, k) <= 1);
     }
 
     // Per data node: related steps, P, S, create, del.
     std::vector<std::vector<int>> rel(ix(I));
+    b.fixed.assign(ix(I), 0);
+    std::vector<int> first(ix(I), 0), last(ix(I), 0);  // first producer, last related node
     for (int i = 0; i < I; ++i) {
       auto& v = rel[ix(i)];
       for (int k : g.producers(i)) v.push_back(k);
       for (int k : g.consumers(i)) v.push_back(k);
       std::sort(v.begin(), v.end());
       v.erase(std::unique(v.begin(), v.end()), v.end());
+      b.fixed[ix(i)] = is_fixed(g, i) ? 1 : 0;
+      if (!g.is_source(i)) {
+        first[ix(i)] = *std::min_element(g.producers(i).begin(), g.producers(i).end());
+        last[ix(i)] = v.back();
+      }
     }
-    // P[t][i] as expressions (constants for sources and before the first producer).
+    // dead[i]: the last stage in which a consumer of i can run (past it, i is freed).
+    std::vector<int> dead(ix(I), T);
+    for (int i = 0; i < I; ++i) {
+      if (g.data(i).is_protected) continue;
+      int d = -1;
+      for (int c : g.consumers(i)) d = std::max(d, useful[ix(c)]);
+      dead[ix(i)] = d;
+    }
+    // Fixed data: alive from its first producer's step to its last related step, freed there
+    // unless protected.
+    auto fixed_alive = [&](int t, int i) {
+      return t > first[ix(i)] && (g.data(i).is_protected || t <= last[ix(i)]);
+    };
+    // P[t][i] as expressions (constants for sources, fixed data, and before the first producer).
     auto& P = b.P;
     P.assign(ix(T), std::vector<linear_expr>(ix(I)));
     for (int t = 0; t < T; ++t)
       for (int i = 0; i < I; ++i) {
         if (g.is_source(i))
           P[ix(t)][ix(i)] = linear_expr(1.0);
-        else {
-          const int first = *std::min_element(g.producers(i).begin(), g.producers(i).end());
-          if (t > first) P[ix(t)][ix(i)] = m.add_binary();
-        }
+        else if (b.fixed[ix(i)])
+          P[ix(t)][ix(i)] = linear_expr(fixed_alive(t, i) ? 1.0 : 0.0);
+        else if (t > first[ix(i)] && t <= dead[ix(i)])
+          P[ix(t)][ix(i)] = m.add_binary();
       }
     // S[t][i][pos] for producer pos of i (0 when t <= producer). With one producer, the
     // contribution is there exactly when the data is alive: S is P (no variables, no transitions).
@@ -379,30 +483,42 @@ struct checkmate {
         for (std::size_t p = 0; p < pr.size(); ++p)
           if (pr.size() == 1)
             S[ix(t)][ix(i)][p] = P[ix(t)][ix(i)];
+          else if (b.fixed[ix(i)])
+            S[ix(t)][ix(i)][p] = linear_expr(t > pr[p] && fixed_alive(t, i) ? 1.0 : 0.0);
           else if (t > pr[p])
             S[ix(t)][ix(i)][p] = m.add_binary();
       }
     }
-    // create[t][i][k] (k producer <= t), del[t][i][k] (k related <= t, not protected).
+    // create[t][i][k] (k producer <= t), del[t][i][k] (k related <= t, not protected), at the
+    // steps that can run.
     auto& cre = b.cre;
     cre.assign(ix(T), std::vector<steps>(ix(I)));
     b.del.assign(ix(T), std::vector<steps>(ix(I)));
     auto find = [](const steps& v, int k) -> linear_expr {
-      const variable* x = at_step(v, k);
-      return x ? linear_expr(*x) : linear_expr();
+      const linear_expr* x = at_step(v, k);
+      return x ? *x : linear_expr();
     };
     for (int t = 0; t < T; ++t)
       for (int i = 0; i < I; ++i) {
         for (int k : rel[ix(i)]) {
           if (k > t) break;
+          if (!can_run(t, k)) continue;
           const auto pr = g.producers(i);
           const bool producer = std::find(pr.begin(), pr.end(), k) != pr.end();
-          if (producer) {
+          const bool freeable = !g.data(i).is_protected;
+          if (b.fixed[ix(i)]) {  // here k == t
+            if (producer && k == first[ix(i)]) cre[ix(t)][ix(i)].push_back({k, linear_expr(1.0)});
+            if (freeable && k == last[ix(i)]) b.del[ix(t)][ix(i)].push_back({k, linear_expr(1.0)});
+            continue;
+          }
+          if (producer && b.normal_makes[ix(k)] == i) {
+            cre[ix(t)][ix(i)].push_back({k, R(t, k)});  // the normal run is the phantom's making
+          } else if (producer) {
             variable c = m.add_binary();
             m.add(linear_expr(c) <= prodrun(t, k, i));
             cre[ix(t)][ix(i)].push_back({k, c});
           }
-          if (!g.data(i).is_protected) {
+          if (freeable) {
             variable d = m.add_binary();
             m.add(linear_expr(d) <= run(t, k));
             b.del[ix(t)][ix(i)].push_back({k, d});
@@ -420,14 +536,19 @@ struct checkmate {
         linear_expr freed_before;  // frees at steps < k
         for (int k : rel[ix(i)]) {
           if (k > t) break;
+          if (!can_run(t, k)) continue;
           const linear_expr c = find(cre[ix(t)][ix(i)], k);
           const linear_expr d = find(D, k);
           alive += c;
           const linear_expr before_free = alive;
-          m.add(before_free <= 1);  // no allocation of what is alive (a free comes after it)
-          alive -= d;
-          m.add(alive >= 0);  // (alive <= 1 follows from before_free <= 1)
           const bool producer = std::find(pr.begin(), pr.end(), k) != pr.end();
+          // No allocation of what is alive (a free comes after it), and no free of what is not.
+          // With one producer, which comes before the consumers, only the producer's step can
+          // allocate and the frees only lower `alive`: the rows at the other steps follow from
+          // the producer's and from P[t+1] >= 0 (or the end row).
+          if (multi || producer) m.add(before_free <= 1);
+          alive -= d;
+          if (multi) m.add(alive >= 0);  // (alive <= 1 follows from before_free <= 1)
           if (producer) {
             m.add(before_free >= prodrun(t, k, i));
             const auto p =
@@ -436,14 +557,16 @@ struct checkmate {
               m.add(prodrun(t, k, i) + S[ix(t)][ix(i)][p] <= 1 + freed_before);
           } else {  // consumer
             m.add(before_free >= run(t, k));
-            for (std::size_t p = 0; p < pr.size(); ++p) {
+            // Every contribution, kept or made in the stage; with one producer it is the row
+            // above (create <= the producer's run).
+            for (std::size_t p = 0; p < pr.size() && multi; ++p) {
               linear_expr have = S[ix(t)][ix(i)][p];
               if (pr[p] <= t) have += prodrun(t, pr[p], i);
               m.add(run(t, k) <= have);
             }
             if (multi)
               for (const auto& [kk, x] : D)
-                if (kk < k) m.add(linear_expr(x) + run(t, k) <= 1);
+                if (kk < k) m.add(x + run(t, k) <= 1);
           }
           freed_before += d;
         }
@@ -461,10 +584,10 @@ struct checkmate {
             for (const auto& [kk, x] : D) {
               all += x;
               if (kk >= k) {
-                m.add(s1 <= 1 - linear_expr(x));
+                m.add(s1 <= 1 - x);
                 late += x;
               } else {
-                m.add(s1 <= 1 - linear_expr(x) + made);
+                m.add(s1 <= 1 - x + made);
               }
             }
             m.add(s1 >= made - late);
@@ -481,15 +604,18 @@ struct checkmate {
       linear_expr prev;
       for (int i = 0; i < I; ++i) prev += sz(i) * P[ix(t)][ix(i)];
       for (int k = 0; k <= t; ++k) {
+        if (!can_run(t, k)) {  // nothing happens at this step: U is the previous step's
+          b.U[ix(t)].push_back(variable{});
+          continue;
+        }
         linear_expr made, gone;
         for (int i = 0; i < I; ++i) {
           made += sz(i) * find(cre[ix(t)][ix(i)], k);
           gone += sz(i) * find(b.del[ix(t)][ix(i)], k);
         }
         const auto& n = g.compute(k);
-        linear_expr tmp = static_cast<double>(n.overhead / unit) * R(t, k);
-        if (has_f(t, k))
-          tmp += static_cast<double>(n.fast_overhead / unit) * linear_expr(b.F[ix(t)][ix(k)]);
+        const linear_expr tmp = static_cast<double>(n.overhead / unit) * R(t, k) +
+                                static_cast<double>(n.fast_overhead / unit) * b.F[ix(t)][ix(k)];
         m.add(prev + made + tmp <= cap);
         variable u = m.add_continuous(0, milp::infinity);
         m.add(linear_expr(u) == prev + made - gone);
@@ -502,10 +628,8 @@ struct checkmate {
     linear_expr obj;
     if (!feasibility)
       for (int t = 0; t < T; ++t)
-        for (int k = 0; k <= t; ++k) {
-          obj += g.compute(k).time * R(t, k);
-          if (has_f(t, k)) obj += g.compute(k).fast_time * linear_expr(b.F[ix(t)][ix(k)]);
-        }
+        for (int k = 0; k <= t; ++k)
+          obj += g.compute(k).time * R(t, k) + g.compute(k).fast_time * b.F[ix(t)][ix(k)];
     m.minimize(obj);
     return b;
   }
@@ -534,7 +658,7 @@ struct checkmate {
                                                const milp::solution& s) const {
     const int T = g.compute_count();
     const int I = g.data_count();
-    auto on = [&](milp::variable v) { return v.index != milp::variable::none && s[v] > 0.5; };
+    auto on = [&](const milp::linear_expr& e) { return s.value(e) > 0.5; };
     graph_schedule out;
     auto [alive, done] = memory_state::initial(g);
     for (int t = 0; t < T; ++t)
@@ -641,13 +765,17 @@ struct checkmate {
         if (alive[ix(i)]) mem += static_cast<double>(g.data(i).size) / unit;
       }
       for (int k = 0; k <= t; ++k) {
-        const char md = mode[ix(t)][ix(k)];
-        if (md == 1) x[b.R[ix(t)][ix(k)].index] = 1;
-        if (md == 2) {
-          if (b.F[ix(t)][ix(k)].index == milp::variable::none)
+        char md = mode[ix(t)][ix(k)];
+        if (md == 2 && b.F[ix(t)][ix(k)].terms.empty()) {
+          if (!fast_forward)
             return bad(cname(k) + " runs as a fast-forward but fast_forward is off");
-          x[b.F[ix(t)][ix(k)].index] = 1;
+          md = 1;  // no F (see has_fast): the normal run, which also makes its empty phantoms
         }
+        if (md == 1 && b.normal_makes[ix(k)] >= 0 && alive[ix(b.normal_makes[ix(k)])])
+          md = 2;  // makes no phantom: the model's fast-forward (as fast, as small)
+        if (md == 1 && !set(b.R[ix(t)][ix(k)], 1))
+          return bad(cname(k) + " runs again (backwards and the loss run once)");
+        if (md == 2) set(b.F[ix(t)][ix(k)], 1);
         if (md != 0)
           for (int i : g.outputs(k)) {
             if (md == 2 && g.data(i).kind == data_kind::phantom) continue;
@@ -655,7 +783,7 @@ struct checkmate {
             const auto p =
                 static_cast<std::size_t>(std::find(pr.begin(), pr.end(), k) - pr.begin());
             if (!alive[ix(i)]) {
-              if (const auto* c = at_step(b.cre[ix(t)][ix(i)], k)) x[c->index] = 1;
+              if (const auto* c = at_step(b.cre[ix(t)][ix(i)], k)) set(*c, 1);
               alive[ix(i)] = 1;
               mem += static_cast<double>(g.data(i).size) / unit;
             }
@@ -663,14 +791,13 @@ struct checkmate {
           }
         for (int i : frees[ix(t)][ix(k)]) {
           const auto* d = at_step(b.del[ix(t)][ix(i)], k);
-          if (d == nullptr || !alive[ix(i)])
+          if (d == nullptr || !alive[ix(i)] || !set(*d, 1))
             return bad("data " + std::to_string(i) + " is freed where the model cannot free it");
-          x[d->index] = 1;
           alive[ix(i)] = 0;
           std::fill(done[ix(i)].begin(), done[ix(i)].end(), 0);
           mem -= static_cast<double>(g.data(i).size) / unit;
         }
-        x[b.U[ix(t)][ix(k)].index] = mem;
+        if (const auto u = b.U[ix(t)][ix(k)]; u.index != milp::variable::none) x[u.index] = mem;
       }
     }
     if (b.m.max_violation(x) > 1e-6) {
@@ -973,8 +1100,10 @@ struct checkmate {
         for (int t = 0; t < T; ++t)
           for (int i = 0; i < I; ++i) {
             const auto& e = bm.P[ix(t)][ix(i)];
-            if (!rounded(g, i) || e.terms.empty()) continue;
-            keep[ix(t)][ix(i)] = take(lp.values[e.terms.front().index]) ? 1 : 0;
+            if (!rounded(g, i)) continue;
+            keep[ix(t)][ix(i)] = e.terms.empty() ? (e.constant > 0.5 ? 1 : 0)
+                                 : take(lp.values[e.terms.front().index]) ? 1
+                                                                          : 0;
           }
         return keep;
       };
