@@ -12,10 +12,15 @@
 //   overhead   makespan / store-all's makespan - 1 (the price of the budget)
 //   budget     the budget as a fraction of store-all's peak; at_minimum as above
 //   compute_nodes
+// Besides: chain_exact_threads2 (CBC with two threads), and chain_exact_spread /
+// residual_exact_spread (eight graphs of 10 ops drawn with different seeds, one after the other,
+// each at 50% or the smallest budget that has a schedule; counters mean_s, max_s, optimal) for
+// the spread of solve times at one size.
 //   bench/bench_checkmate --benchmark_filter='cbc.*exact'
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <random>
 #include <remat/policy/checkmate.hpp>
@@ -55,9 +60,9 @@ remat::forward_op random_op(std::mt19937_64& rng, std::string name, std::vector<
   return o;
 }
 
-/// A chain of n ops, the last one the loss.
-remat::graph chain_graph(int n) {
-  std::mt19937_64 rng(static_cast<std::uint64_t>(1000 + n));
+/// A chain of n ops, the last one the loss; `seed` draws another one of the same size.
+remat::graph chain_graph(int n, int seed = 0) {
+  std::mt19937_64 rng(static_cast<std::uint64_t>(1000 + n + 7919 * seed));
   remat::forward_dag f{"chain" + std::to_string(n), 2 * MiB, {}};
   std::string prev = "input";
   for (int i = 0; i < n; ++i) {
@@ -71,8 +76,8 @@ remat::graph chain_graph(int n) {
 /// A residual net of n ops: a stem, then blocks x -> f1 -> f2 -> add(x, f2) while they fit, the
 /// ops left over as a plain chain, the last one the loss. The add keeps no phantom and reads
 /// nothing for its backward.
-remat::graph residual_graph(int n) {
-  std::mt19937_64 rng(static_cast<std::uint64_t>(2000 + n));
+remat::graph residual_graph(int n, int seed = 0) {
+  std::mt19937_64 rng(static_cast<std::uint64_t>(2000 + n + 7919 * seed));
   remat::forward_dag f{"residual" + std::to_string(n), 2 * MiB, {}};
   f.ops.push_back(random_op(rng, "stem", {"input"}, {"input"}));
   std::string x = "stem";
@@ -95,29 +100,55 @@ remat::graph residual_graph(int n) {
   return remat::build_graph(f).value();
 }
 
+/// How a benchmark solves: exact or relaxed, with the automatic warm start or not, threads.
+struct how {
+  bool relax = false;
+  bool warm = true;
+  int threads = 1;
+};
+
+/// The budget: 50% of store-all's peak, or the smallest budget with a schedule where that is
+/// below the per-node floor (the floor itself may have none now that every backward runs once),
+/// found outside the timing. Also store-all's peak and makespan.
 template <class Backend>
-void run(benchmark::State& state, const remat::graph& g, bool relax, bool warm = true) {
-  const remat::graph_schedule sa{remat::store_all_program(g), g.ideal_time(), 0};
-  const auto all = remat::sim::simulate(g, sa);
-  const bytes floor = remat::checkmate<Backend>::lower_bound(g);
-  const bytes half = all.peak / 2;
-  bytes budget = std::max(half, floor);
-  if (budget > half) {
-    // 50% is below the per-node floor, and the floor itself may have no schedule (every backward
-    // runs once): the smallest budget that has one, found once outside the timing.
-    remat::checkmate<Backend> probe{};
-    probe.time_limit = 60;
-    probe.find_minimum = true;
-    if (auto p = probe.solve_detailed(g, budget); !p && p.err().minimum_budget)
-      budget = *p.err().minimum_budget;
+struct setting {
+  bytes budget, peak;
+  double ideal;
+  explicit setting(const remat::graph& g) {
+    const remat::graph_schedule sa{remat::store_all_program(g), g.ideal_time(), 0};
+    const auto all = remat::sim::simulate(g, sa);
+    peak = all.peak;
+    ideal = all.makespan;
+    const bytes half = all.peak / 2;
+    budget = std::max(half, remat::checkmate<Backend>::lower_bound(g));
+    if (budget > half) {
+      remat::checkmate<Backend> probe{};
+      probe.time_limit = 60;
+      probe.find_minimum = true;
+      if (auto p = probe.solve_detailed(g, budget); !p && p.err().minimum_budget)
+        budget = *p.err().minimum_budget;
+    }
   }
+  [[nodiscard]] bool at_minimum() const { return budget > peak / 2; }
+};
+
+template <class Backend>
+remat::checkmate<Backend> planner(how h) {
   remat::checkmate<Backend> cm{};
   cm.time_limit = 60;
-  cm.relax = relax;
-  cm.auto_warm_start = warm;
+  cm.relax = h.relax;
+  cm.auto_warm_start = h.warm;
+  cm.threads = h.threads;
+  return cm;
+}
+
+template <class Backend>
+void run(benchmark::State& state, const remat::graph& g, how h) {
+  const setting<Backend> at(g);
+  const auto cm = planner<Backend>(h);
   double optimal = 0, makespan = 0, bound = 0;
   for (auto _ : state) {
-    const auto r = cm.solve_detailed(g, budget);
+    const auto r = cm.solve_detailed(g, at.budget);
     if (!r) {
       state.SkipWithError(r.message().c_str());
       return;
@@ -130,36 +161,91 @@ void run(benchmark::State& state, const remat::graph& g, bool relax, bool warm =
   state.counters["optimal"] = optimal;
   state.counters["makespan"] = makespan * 1e3;
   state.counters["bound"] = bound * 1e3;
-  state.counters["overhead"] = makespan / all.makespan - 1;
-  state.counters["budget"] = static_cast<double>(budget) / static_cast<double>(all.peak);
-  state.counters["at_minimum"] = budget > half ? 1 : 0;
+  state.counters["overhead"] = makespan / at.ideal - 1;
+  state.counters["budget"] = static_cast<double>(at.budget) / static_cast<double>(at.peak);
+  state.counters["at_minimum"] = at.at_minimum() ? 1 : 0;
   state.counters["compute_nodes"] = g.compute_count();
+}
+
+/// Eight graphs of one size drawn with different seeds (seed 0 is the one the other benchmarks
+/// use), solved exactly one after the other: the spread of solve times. Counters: mean_s and
+/// max_s (seconds per solve, the budget search outside the timing), optimal (how many proven).
+template <class Backend>
+void spread(benchmark::State& state, bool residual) {
+  const int n = static_cast<int>(state.range(0));
+  std::vector<remat::graph> graphs;
+  std::vector<bytes> budgets;
+  for (int seed = 0; seed < 8; ++seed) {
+    graphs.push_back(residual ? residual_graph(n, seed) : chain_graph(n, seed));
+    bytes b = setting<Backend>(graphs.back()).budget;
+    // 50% may be infeasible above the per-node floor too: then the smallest budget that fits.
+    remat::checkmate<Backend> probe{};
+    probe.time_limit = 60;
+    probe.find_minimum = true;
+    if (auto p = probe.solve_detailed(graphs.back(), b); !p && p.err().minimum_budget)
+      b = *p.err().minimum_budget;
+    budgets.push_back(b);
+  }
+  const auto cm = planner<Backend>({});
+  double total = 0, worst = 0, optimal = 0;
+  for (auto _ : state) {
+    total = worst = optimal = 0;
+    for (std::size_t i = 0; i < graphs.size(); ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto r = cm.solve_detailed(graphs[i], budgets[i]);
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!r) {
+        state.SkipWithError(r.message().c_str());
+        return;
+      }
+      total += took;
+      worst = std::max(worst, took);
+      optimal += r->optimal ? 1 : 0;
+    }
+  }
+  state.counters["mean_s"] = total / static_cast<double>(graphs.size());
+  state.counters["max_s"] = worst;
+  state.counters["optimal"] = optimal;
+  state.counters["compute_nodes"] = graphs.front().compute_count();
 }
 
 template <class Backend>
 void chain_exact(benchmark::State& s) {
-  run<Backend>(s, chain_graph(static_cast<int>(s.range(0))), false);
+  run<Backend>(s, chain_graph(static_cast<int>(s.range(0))), {});
 }
 template <class Backend>
 void chain_relaxed(benchmark::State& s) {
-  run<Backend>(s, chain_graph(static_cast<int>(s.range(0))), true);
+  run<Backend>(s, chain_graph(static_cast<int>(s.range(0))), {.relax = true});
 }
 /// Without the automatic warm start, to measure what it brings.
 template <class Backend>
 void chain_exact_cold(benchmark::State& s) {
-  run<Backend>(s, chain_graph(static_cast<int>(s.range(0))), false, false);
+  run<Backend>(s, chain_graph(static_cast<int>(s.range(0))), {.warm = false});
+}
+/// Two solver threads (CBC's parallel tree search; lp_solve has one).
+template <class Backend>
+void chain_exact_threads2(benchmark::State& s) {
+  run<Backend>(s, chain_graph(static_cast<int>(s.range(0))), {.threads = 2});
+}
+template <class Backend>
+void chain_exact_spread(benchmark::State& s) {
+  spread<Backend>(s, false);
 }
 template <class Backend>
 void residual_exact_cold(benchmark::State& s) {
-  run<Backend>(s, residual_graph(static_cast<int>(s.range(0))), false, false);
+  run<Backend>(s, residual_graph(static_cast<int>(s.range(0))), {.warm = false});
 }
 template <class Backend>
 void residual_exact(benchmark::State& s) {
-  run<Backend>(s, residual_graph(static_cast<int>(s.range(0))), false);
+  run<Backend>(s, residual_graph(static_cast<int>(s.range(0))), {});
 }
 template <class Backend>
 void residual_relaxed(benchmark::State& s) {
-  run<Backend>(s, residual_graph(static_cast<int>(s.range(0))), true);
+  run<Backend>(s, residual_graph(static_cast<int>(s.range(0))), {.relax = true});
+}
+template <class Backend>
+void residual_exact_spread(benchmark::State& s) {
+  spread<Backend>(s, true);
 }
 
 /// Ops per graph: 5, 10, 20, 40 (11, 21, 41, 81 compute nodes). One iteration each: a solve
@@ -185,6 +271,9 @@ BENCHMARK(chain_exact_cold<cbc>)->Apply(small_sizes);
 BENCHMARK(residual_exact_cold<cbc>)->Apply(small_sizes);
 BENCHMARK(chain_relaxed<cbc>)->Apply(sizes);
 BENCHMARK(residual_relaxed<cbc>)->Apply(sizes);
+BENCHMARK(chain_exact_threads2<cbc>)->Apply(small_sizes);
+BENCHMARK(chain_exact_spread<cbc>)->Arg(10)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(residual_exact_spread<cbc>)->Arg(10)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 #endif
 #ifdef REMAT_BENCH_LPSOLVE
 using remat::milp::lpsolve;
