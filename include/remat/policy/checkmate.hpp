@@ -39,8 +39,16 @@
 //     U[t][k] = U[t][k-1] + created - freed; peak of the step U[t][k] + freed + overhead <= budget.
 // Frees are not forced to be as early as possible (Checkmate's hazard constraints): the
 // objective ignores memory, and any placement the constraints allow is a valid program.
-// Memory is counted in units of the gcd of every size and overhead, so the budget constraint is
-// exact in integers.
+// Memory units: memory is counted in units of the gcd of every size and overhead, so that the
+// budget constraint is exact in integers, unless that puts 2^17 units or more in the budget:
+// then in the smallest power of two that puts fewer, sizes and overheads rounded up and the
+// budget down (the plan never exceeds the budget; it may miss a schedule that fits within less
+// than one unit per data node, 2^-16 of the budget). Why: with the 4-byte loss output of
+// examples/graphs/residual_net.json the gcd was 4 bytes, memory rows had coefficients from 1 to
+// 2.6e7, and CBC 2.10.8's cut generators (two-step MIR, and others) cut off optimal solutions:
+// at 6 budgets of 10 between 280 and 380 MiB it proved a worse schedule "optimal" (0.6-1.7%
+// slower than the schedule CBC found with -cuts off). With at most 2^17 units, CBC's answers
+// equal those found with -cuts off at all of them (test_checkmate checks a few).
 //
 // The objective is sum_{t,k} time_k R[t][k] + fast_time_k F[t][k]: the makespan itself.
 //
@@ -93,8 +101,8 @@
 // milp::options::warm_start: CBC takes it as its first incumbent (setMIPStart), lp_solve as a
 // cutoff that it must beat (it has no MIP start). A warm start that the simulator rejects, that
 // exceeds the budget, or that runs nodes out of the stage order is an invalid_problem error that
-// says why. `auto_warm_start` builds the warm start itself from cheap storage patterns (see
-// heuristic_keeps) with the phase-2 derivation below, and uses the best one that fits.
+// says why. `auto_warm_start` (on by default) starts from the relaxation's best schedule (below),
+// found within a quarter of the time limit.
 //
 // LP relaxation (`relax`), Checkmate's two-phase rounding adapted to this model. Decisions where
 // our model differs from Checkmate's, where it has one S per node:
@@ -119,7 +127,7 @@
 //   * The budget: the rounded schedules are replayed in the simulator and the fastest within the
 //     budget wins. When none fits, the LP is solved again at a smaller budget (90%, 80%, ... of
 //     it, Checkmate's "budget allowance"), down to the lower bound, while time remains; the
-//     cheap storage patterns of auto_warm_start join the candidates too. If nothing fits, the
+//     cheap storage patterns (heuristic_keeps) join the candidates too. If nothing fits, the
 //     result says what was tried and the smallest peak reached (status::infeasible, although a
 //     schedule may exist: the exact solve decides).
 //   * `optimal` is false for relaxed solutions; `bound` is the LP's optimum at the budget (a lower
@@ -189,12 +197,13 @@ struct checkmate {
   /// A schedule to start the exact solve from (a heuristic's: store-all's program when it fits,
   /// a chain policy's through to_graph_schedule). It must be valid within the budget.
   std::optional<graph_schedule> warm_start = std::nullopt;
-  /// Without warm_start: start the exact solve from the best of a few cheap schedules that fit.
-  /// Off by default: it is a mixed blessing with CBC. On the 21-node chain of bench_checkmate it
-  /// took the solve from 13.3 s to 10.1 s, but on examples/graphs/residual_net.json at 300 MiB
-  /// the exact solve went from 2.2 s (proven optimal) to past a 100 s limit with a 20% worse
-  /// schedule (CBC seems to stay on the start's branch).
-  bool auto_warm_start = false;
+  /// Without warm_start: start the exact solve from the relaxation's schedule (LP, roundings and
+  /// cheap storage patterns; as with relax), computed within a quarter of time_limit. On by
+  /// default: over twenty 10-20-op chains and residual nets of bench_checkmate's kind, CBC's
+  /// exact solves took 10.6 s in all with it, 15.2 s without (longest 1.5 s against 2.3 s).
+  /// (An earlier version started from the cheap patterns only and seemed to trap CBC on
+  /// examples/graphs/residual_net.json; that was CBC proving wrong optima, see "Memory units".)
+  bool auto_warm_start = true;
   Backend backend = {};
 
   /// A budget below which no schedule exists: for each compute node, the graph inputs plus its
@@ -324,12 +333,20 @@ struct checkmate {
     return nullptr;
   }
 
-  static bytes gcd_unit(const graph& g) {
+  /// The memory unit of the model: the gcd of every size and overhead (exact), or, when that
+  /// leaves 2^17 units or more in the budget, the smallest power of two that leaves fewer
+  /// (sizes and overheads rounded up, the budget down: see "Memory units" above).
+  static bytes memory_unit(const graph& g, bytes budget) {
     bytes u = 0;
     for (const auto& d : g.data_nodes()) u = std::gcd(u, d.size);
     for (const auto& c : g.compute_nodes()) u = std::gcd(std::gcd(u, c.overhead), c.fast_overhead);
-    return u > 0 ? u : 1;
+    u = std::max<bytes>(u, 1);
+    bytes coarse = 1;
+    while (coarse <= (budget >> 17)) coarse *= 2;
+    return std::max(u, coarse);
   }
+  /// Bytes in model units, rounded up.
+  static double units(bytes v, bytes unit) { return static_cast<double>((v + unit - 1) / unit); }
 
   /// Backwards and the loss run once, in their own stage.
   static bool runs_once(const graph& g, int k) {
@@ -363,9 +380,9 @@ struct checkmate {
   [[nodiscard]] built build(const graph& g, bytes budget, bool feasibility) const {
     const int T = g.compute_count();
     const int I = g.data_count();
-    const bytes unit = gcd_unit(g);
+    const bytes unit = memory_unit(g, budget);
     const double cap = static_cast<double>(budget / unit);
-    auto sz = [&](int i) { return static_cast<double>(g.data(i).size / unit); };
+    auto sz = [&](int i) { return units(g.data(i).size, unit); };
     using milp::linear_expr;
     using milp::variable;
 
@@ -614,8 +631,8 @@ struct checkmate {
           gone += sz(i) * find(b.del[ix(t)][ix(i)], k);
         }
         const auto& n = g.compute(k);
-        const linear_expr tmp = static_cast<double>(n.overhead / unit) * R(t, k) +
-                                static_cast<double>(n.fast_overhead / unit) * b.F[ix(t)][ix(k)];
+        const linear_expr tmp =
+            units(n.overhead, unit) * R(t, k) + units(n.fast_overhead, unit) * b.F[ix(t)][ix(k)];
         m.add(prev + made + tmp <= cap);
         variable u = m.add_continuous(0, milp::infinity);
         m.add(linear_expr(u) == prev + made - gone);
@@ -754,7 +771,7 @@ struct checkmate {
       return true;
     };
     auto [alive, done] = memory_state::initial(g);
-    const auto unit = static_cast<double>(b.unit);
+    auto sz = [&](int i) { return units(g.data(i).size, b.unit); };
     for (int t = 0; t < T; ++t) {
       double mem = 0;
       for (int i = 0; i < I; ++i) {
@@ -762,7 +779,7 @@ struct checkmate {
           return bad("data " + std::to_string(i) + " is alive where the model cannot hold it");
         for (std::size_t p = 0; p < done[ix(i)].size(); ++p)
           set(b.S[ix(t)][ix(i)][p], done[ix(i)][p]);
-        if (alive[ix(i)]) mem += static_cast<double>(g.data(i).size) / unit;
+        if (alive[ix(i)]) mem += sz(i);
       }
       for (int k = 0; k <= t; ++k) {
         char md = mode[ix(t)][ix(k)];
@@ -785,7 +802,7 @@ struct checkmate {
             if (!alive[ix(i)]) {
               if (const auto* c = at_step(b.cre[ix(t)][ix(i)], k)) set(*c, 1);
               alive[ix(i)] = 1;
-              mem += static_cast<double>(g.data(i).size) / unit;
+              mem += sz(i);
             }
             done[ix(i)][p] = 1;
           }
@@ -795,7 +812,7 @@ struct checkmate {
             return bad("data " + std::to_string(i) + " is freed where the model cannot free it");
           alive[ix(i)] = 0;
           std::fill(done[ix(i)].begin(), done[ix(i)].end(), 0);
-          mem -= static_cast<double>(g.data(i).size) / unit;
+          mem -= sz(i);
         }
         if (const auto u = b.U[ix(t)][ix(k)]; u.index != milp::variable::none) x[u.index] = mem;
       }
@@ -842,8 +859,11 @@ struct checkmate {
       if (!x) return x.err();
       o.warm_start = std::move(x.value());
     } else if (auto_warm_start && !feasibility) {
-      if (auto h = best_heuristic(g, budget))
+      const auto t0 = std::chrono::steady_clock::now();
+      if (auto h = relaxed_start(g, budget, limit))
         if (auto x = start_values(g, b, *h)) o.warm_start = std::move(x.value());
+      const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - t0;
+      o.time_limit = std::max(1e-3, limit - spent.count());
     }
     auto sol = backend.solve(b.m, o);
     if (!sol) {
@@ -1011,16 +1031,20 @@ struct checkmate {
     return out;
   }
 
-  /// The fastest schedule from heuristic_keeps that fits the budget.
-  [[nodiscard]] std::optional<graph_schedule> best_heuristic(const graph& g, bytes budget) const {
-    std::optional<graph_schedule> best;
-    for (const auto& keep : heuristic_keeps(g)) {
-      auto s = derive(g, keep);
-      if (!s || (best && s->predicted_time >= best->predicted_time)) continue;
-      auto c = checked(g, budget, std::move(*s));
-      if (c) best = std::move(c.value());
-    }
-    return best;
+  /// auto_warm_start's schedule: the relaxation's (its roundings and the cheap patterns), within
+  /// a quarter of the time limit; nullopt when none fits.
+  [[nodiscard]] std::optional<graph_schedule> relaxed_start(const graph& g, bytes budget,
+                                                            double limit) const {
+    checkmate quick = *this;
+    quick.relax = true;
+    quick.auto_warm_start = false;
+    quick.warm_start = std::nullopt;
+    quick.find_minimum = false;
+    quick.progress = {};
+    quick.time_limit = limit / 4;
+    auto r = quick.solve(g, budget);
+    if (!r) return std::nullopt;
+    return std::move(r.value());
   }
 
   // --- LP relaxation and rounding
