@@ -269,6 +269,33 @@ concept HasRandomState = requires(L& l) {
   detail::deref(l).set_random_state(detail::deref(l).random_state());
 };
 
+namespace detail {
+/// The layer's random state (0 for a layer without one).
+template <class L>
+auto random_state_of(L& layer) {
+  if constexpr (HasRandomState<L>)
+    return deref(layer).random_state();
+  else
+    return 0;
+}
+
+/// A layer's random state as it is now, to put back before each replay (the profilers run a
+/// layer several times: each run draws the same numbers, and the layer ends as it began). For a
+/// layer without random state it does nothing.
+template <class L>
+class saved_random_state {
+ public:
+  explicit saved_random_state(L& layer) : layer_(layer), state_(random_state_of(layer)) {}
+  void restore() const {
+    if constexpr (HasRandomState<L>) deref(layer_).set_random_state(state_);
+  }
+
+ private:
+  L& layer_;
+  decltype(random_state_of(std::declval<L&>())) state_;
+};
+}  // namespace detail
+
 // --- models: a sequence of layers ----------------------------------------------------------------
 
 /// A model is a random-access range of layers (std::vector<L>, std::array, ...) or a std::tuple

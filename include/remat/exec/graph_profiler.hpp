@@ -80,15 +80,7 @@ result<forward_dag> profile_graph(Model& model, const T& sample_input, B& backen
         static_assert(check_graph_layer<layer_t, T, B>());
         using C = typename traits::context;
         backend.set_activity("profiling op '" + fo.name + "'");
-        const auto rng = [&] {
-          if constexpr (HasRandomState<layer_t>)
-            return exec::detail::deref(layer).random_state();
-          else
-            return 0;
-        }();
-        auto reset_rng = [&] {
-          if constexpr (HasRandomState<layer_t>) exec::detail::deref(layer).set_random_state(rng);
-        };
+        const exec::detail::saved_random_state<layer_t> rng(layer);
         const std::span<const T* const> xs(x);
         std::vector<const T*> x_read(x.size(), nullptr);
         if (reads[i].inputs) x_read = x;
@@ -125,7 +117,7 @@ result<forward_dag> profile_graph(Model& model, const T& sample_input, B& backen
         bytes fwd_overhead = 0, save_overhead = 0, bwd_overhead = 0;
         for (int rep = 0; rep < opt.warmup + opt.repetitions; ++rep) {
           const bool timed = rep >= opt.warmup;
-          reset_rng();
+          rng.restore();
           {
             const bytes before = backend.in_use();
             backend.reset_high_water();
@@ -133,7 +125,7 @@ result<forward_dag> profile_graph(Model& model, const T& sample_input, B& backen
             fo.output_bytes = tensor_traits<T>::size(y);
             fwd_overhead = std::max(fwd_overhead, backend.high_water() - before - fo.output_bytes);
           }
-          reset_rng();
+          rng.restore();
           const bytes before = backend.in_use();
           backend.reset_high_water();
           C ctx{};
@@ -165,9 +157,9 @@ result<forward_dag> profile_graph(Model& model, const T& sample_input, B& backen
         fo.backward_overhead_bytes = bwd_overhead;
         if (reads[i].inputs) fo.backward_reads = fo.inputs;
         if (reads[i].output) fo.backward_reads.emplace_back(::remat::detail::own_output_name);
-        reset_rng();
+        rng.restore();
         if (i + 1 < model.ops.size()) outputs[k(on.act)].emplace(traits::forward(layer, xs, backend));
-        reset_rng();
+        rng.restore();
         if constexpr (requires { exec::detail::deref(layer).zero_grad(); }) exec::detail::deref(layer).zero_grad();
       });
     }

@@ -77,19 +77,11 @@ result<chain> profile(Model& model, const T& sample_input, B& backend, profile_o
           st.name = std::string(exec::detail::deref(layer).name());
         backend.set_activity("profiling stage " + std::to_string(l) + (st.name.empty() ? "" : " ('" + st.name + "')"));
         // Replays draw the same random numbers, and the layer ends as it began.
-        const auto rng = [&] {
-          if constexpr (HasRandomState<layer_t>)
-            return exec::detail::deref(layer).random_state();
-          else
-            return 0;
-        }();
-        auto reset_rng = [&] {
-          if constexpr (HasRandomState<layer_t>) exec::detail::deref(layer).set_random_state(rng);
-        };
+        const exec::detail::saved_random_state<layer_t> rng(layer);
         std::vector<seconds> tf, tb;
         for (int rep = 0; rep < opt.warmup + opt.repetitions; ++rep) {
           const bool timed = rep >= opt.warmup;
-          reset_rng();
+          rng.restore();
           {
             const bytes before = backend.in_use();
             backend.reset_high_water();
@@ -98,7 +90,7 @@ result<chain> profile(Model& model, const T& sample_input, B& backend, profile_o
             st.forward_overhead_bytes = std::max(st.forward_overhead_bytes,
                                                  backend.high_water() - before - st.output_bytes);
           }
-          reset_rng();
+          rng.restore();
           const bytes before = backend.in_use();
           backend.reset_high_water();
           C ctx{};
@@ -130,9 +122,9 @@ result<chain> profile(Model& model, const T& sample_input, B& backend, profile_o
         }
         st.forward_time = detail::median(tf);
         st.backward_time = detail::median(tb);
-        reset_rng();
+        rng.restore();
         if (l < n) next.emplace(traits::forward(layer, x, backend));
-        reset_rng();
+        rng.restore();
         if constexpr (requires { exec::detail::deref(layer).zero_grad(); }) exec::detail::deref(layer).zero_grad();
         c.stages.push_back(std::move(st));
       });
