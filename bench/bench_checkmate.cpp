@@ -107,6 +107,17 @@ struct how {
   int threads = 1;
 };
 
+/// The smallest budget from `budget` up that has a schedule (a solve with find_minimum).
+template <class Backend>
+bytes smallest_fitting(const remat::graph& g, bytes budget) {
+  remat::checkmate<Backend> probe{};
+  probe.time_limit = 60;
+  probe.find_minimum = true;
+  if (auto p = probe.solve_detailed(g, budget); !p && p.err().minimum_budget)
+    return *p.err().minimum_budget;
+  return budget;
+}
+
 /// The budget: 50% of store-all's peak, or the smallest budget with a schedule where that is
 /// below the per-node floor (the floor itself may have none now that every backward runs once),
 /// found outside the timing. Also store-all's peak and makespan.
@@ -121,13 +132,7 @@ struct setting {
     ideal = all.makespan;
     const bytes half = all.peak / 2;
     budget = std::max(half, remat::checkmate<Backend>::lower_bound(g));
-    if (budget > half) {
-      remat::checkmate<Backend> probe{};
-      probe.time_limit = 60;
-      probe.find_minimum = true;
-      if (auto p = probe.solve_detailed(g, budget); !p && p.err().minimum_budget)
-        budget = *p.err().minimum_budget;
-    }
+    if (budget > half) budget = smallest_fitting<Backend>(g, budget);
   }
   [[nodiscard]] bool at_minimum() const { return budget > peak / 2; }
 };
@@ -177,14 +182,9 @@ void spread(benchmark::State& state, bool residual) {
   std::vector<bytes> budgets;
   for (int seed = 0; seed < 8; ++seed) {
     graphs.push_back(residual ? residual_graph(n, seed) : chain_graph(n, seed));
-    bytes b = setting<Backend>(graphs.back()).budget;
     // 50% may be infeasible above the per-node floor too: then the smallest budget that fits.
-    remat::checkmate<Backend> probe{};
-    probe.time_limit = 60;
-    probe.find_minimum = true;
-    if (auto p = probe.solve_detailed(graphs.back(), b); !p && p.err().minimum_budget)
-      b = *p.err().minimum_budget;
-    budgets.push_back(b);
+    budgets.push_back(
+        smallest_fitting<Backend>(graphs.back(), setting<Backend>(graphs.back()).budget));
   }
   const auto cm = planner<Backend>({});
   double total = 0, worst = 0, optimal = 0;

@@ -48,7 +48,7 @@
 // 2.6e7, and CBC 2.10.8's cut generators (two-step MIR, and others) cut off optimal solutions:
 // at 6 budgets of 10 between 280 and 380 MiB it proved a worse schedule "optimal" (0.6-1.7%
 // slower than the schedule CBC found with -cuts off). With at most 2^17 units, CBC's answers
-// equal those found with -cuts off at all of them (test_checkmate checks a few).
+// equal those found with -cuts off at all of them (test_io's test_example_graphs checks four).
 //
 // The objective is sum_{t,k} time_k R[t][k] + fast_time_k F[t][k]: the makespan itself.
 //
@@ -321,8 +321,6 @@ struct checkmate {
     std::vector<std::vector<std::vector<milp::linear_expr>>> S;  // [t][i][producer position]
     std::vector<std::vector<steps>> cre, del;                    // [t][i]
     std::vector<std::vector<milp::variable>> U;                  // [t][k]
-    /// [i]: data whose life the model fixes (every node related to it runs once).
-    std::vector<char> fixed;
     /// [k]: the phantom that a normal run of c_k always makes (R is its create), or -1.
     std::vector<int> normal_makes;
   };
@@ -449,7 +447,7 @@ struct checkmate {
 
     // Per data node: related steps, P, S, create, del.
     std::vector<std::vector<int>> rel(ix(I));
-    b.fixed.assign(ix(I), 0);
+    std::vector<char> fixed(ix(I), 0);  // data whose life the model fixes (see is_fixed)
     std::vector<int> first(ix(I), 0), last(ix(I), 0);  // first producer, last related node
     for (int i = 0; i < I; ++i) {
       auto& v = rel[ix(i)];
@@ -457,7 +455,7 @@ struct checkmate {
       for (int k : g.consumers(i)) v.push_back(k);
       std::sort(v.begin(), v.end());
       v.erase(std::unique(v.begin(), v.end()), v.end());
-      b.fixed[ix(i)] = is_fixed(g, i) ? 1 : 0;
+      fixed[ix(i)] = is_fixed(g, i) ? 1 : 0;
       if (!g.is_source(i)) {
         first[ix(i)] = *std::min_element(g.producers(i).begin(), g.producers(i).end());
         last[ix(i)] = v.back();
@@ -483,7 +481,7 @@ struct checkmate {
       for (int i = 0; i < I; ++i) {
         if (g.is_source(i))
           P[ix(t)][ix(i)] = linear_expr(1.0);
-        else if (b.fixed[ix(i)])
+        else if (fixed[ix(i)])
           P[ix(t)][ix(i)] = linear_expr(fixed_alive(t, i) ? 1.0 : 0.0);
         else if (t > first[ix(i)] && t <= dead[ix(i)])
           P[ix(t)][ix(i)] = m.add_binary();
@@ -500,7 +498,7 @@ struct checkmate {
         for (std::size_t p = 0; p < pr.size(); ++p)
           if (pr.size() == 1)
             S[ix(t)][ix(i)][p] = P[ix(t)][ix(i)];
-          else if (b.fixed[ix(i)])
+          else if (fixed[ix(i)])
             S[ix(t)][ix(i)][p] = linear_expr(t > pr[p] && fixed_alive(t, i) ? 1.0 : 0.0);
           else if (t > pr[p])
             S[ix(t)][ix(i)][p] = m.add_binary();
@@ -523,7 +521,7 @@ struct checkmate {
           const auto pr = g.producers(i);
           const bool producer = std::find(pr.begin(), pr.end(), k) != pr.end();
           const bool freeable = !g.data(i).is_protected;
-          if (b.fixed[ix(i)]) {  // here k == t
+          if (fixed[ix(i)]) {  // here k == t
             if (producer && k == first[ix(i)]) cre[ix(t)][ix(i)].push_back({k, linear_expr(1.0)});
             if (freeable && k == last[ix(i)]) b.del[ix(t)][ix(i)].push_back({k, linear_expr(1.0)});
             continue;
