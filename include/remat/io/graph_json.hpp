@@ -19,22 +19,20 @@
 // "C3" (compute node 3), "C3_ff" (its fast-forward), "D5" (free data node 5), 0-based indices
 // into the training graph that build_graph makes of the forward DAG.
 //
+// Files are read as chain files are (io/json.hpp): at most io::max_file_bytes (256 MiB).
+//
 // Nothing here throws on bad input: every failure comes back as status::invalid_problem with a
 // message that names the op (1-based, and its JSON position), the field, and what would be
 // accepted. Only std::bad_alloc escapes.
 
-#include <cerrno>
 #include <cstddef>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <remat/core/result.hpp>
 #include <remat/io/json.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/graph_schedule.hpp>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -149,23 +147,7 @@ inline result<forward_op> op_from_json(const json& j, std::size_t i) {
 }
 
 inline result<std::string> read_file(const std::filesystem::path& path, const std::string& where) {
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st))
-    return invalid("cannot read " + where + ": " +
-                   (ec ? ec.message() : std::string("no such file")));
-  if (std::filesystem::is_directory(st))
-    return invalid("cannot read " + where + ": it is a directory, not a JSON file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    return invalid("cannot read " + where + ": " +
-                   (err ? std::string(std::strerror(err)) : std::string("open failed")));
-  }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return invalid("cannot read " + where + ": read error");
-  return buf.str();
+  return io::detail::read_text_file(path, where, "a graph");
 }
 
 inline result<json> parse(std::string_view text, const std::string& source) {

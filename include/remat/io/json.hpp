@@ -19,6 +19,12 @@
 // Nothing here throws on bad input: every failure comes back as status::invalid_problem with a
 // message that names the stage (1-based, as in chain.hpp, and its JSON position), the field,
 // and what would be accepted. Only std::bad_alloc escapes.
+//
+// Files: load_chain (and load_graph, io/graph_json.hpp) read at most max_file_bytes (256 MiB,
+// a chain of millions of stages; real profiles are kilobytes). A larger regular file is refused
+// before it is read; a stream that is not a regular file (a pipe, /dev/zero) is read up to the
+// cap and then refused, so that nothing a path names can exhaust memory. A missing file, a
+// directory and a file that cannot be opened are refused with the path and the reason.
 
 #include <algorithm>
 #include <cerrno>
@@ -30,13 +36,13 @@
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/schedule/schedule.hpp>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -45,11 +51,68 @@
 
 namespace remat::io {
 
+/// The most bytes load_chain and load_graph read from a file: 256 MiB.
+inline constexpr std::uintmax_t max_file_bytes = std::uintmax_t{256} << 20;
+
 namespace detail {
 
 using json = nlohmann::json;
 
 inline error invalid(std::string msg) { return error{status::invalid_problem, std::move(msg), {}}; }
+
+/// The text of the file at `path`, at most `cap` bytes (max_file_bytes). `where` names the file in
+/// messages ("chain file 'x.json'"), `what` what it should hold ("a chain"). Every message starts
+/// with "cannot read <where>: ".
+inline result<std::string> read_text_file(const std::filesystem::path& path,
+                                          const std::string& where, std::string_view what,
+                                          std::uintmax_t cap = max_file_bytes) {
+  const std::string cannot = "cannot read " + where + ": ";
+  const std::string mib = std::to_string(cap >> 20) + " MiB";
+  const std::string limit = cap % (std::uintmax_t{1} << 20) == 0 && cap > 0
+                                ? "the " + mib + " " + std::string(what) + " file may have"
+                                : "the " + std::to_string(cap) + " bytes " + std::string(what) +
+                                      " file may have";
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return invalid(cannot + ec.message());
+  if (!std::filesystem::exists(st)) return invalid(cannot + "no such file");
+  if (std::filesystem::is_directory(st))
+    return invalid(cannot + "it is a directory, not a JSON file");
+  const bool regular = std::filesystem::is_regular_file(st);
+  if (regular) {
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec && size > cap)
+      return invalid(cannot + "it has " + std::to_string(size) + " bytes, larger than " + limit);
+  }
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    return invalid(cannot + (err ? std::string(std::strerror(err)) : std::string("open failed")));
+  }
+  // Read in blocks, at most one block past the cap: a stream may be endless (/dev/zero). The
+  // blocks are left uninitialised and joined once at the end, so an endless stream costs one
+  // pass over the cap's bytes.
+  constexpr std::size_t block = std::size_t{1} << 20;
+  std::vector<std::pair<std::unique_ptr<char[]>, std::size_t>> blocks;
+  std::uintmax_t total = 0;
+  while (in) {
+    auto buf = std::make_unique_for_overwrite<char[]>(block);
+    in.read(buf.get(), static_cast<std::streamsize>(block));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    total += got;
+    if (total > cap)
+      return invalid(cannot + (regular ? "it grew while being read to more than " + limit
+                                       : "it is not a regular file and gave more than " + limit));
+    if (got > 0) blocks.emplace_back(std::move(buf), got);
+  }
+  if (in.bad()) return invalid(cannot + "read error");
+  std::string text;
+  text.reserve(static_cast<std::size_t>(total));
+  for (const auto& [buf, n] : blocks) text.append(buf.get(), n);
+  return text;
+}
 
 /// A field of an object in the format: its name and what a valid value looks like.
 struct field_spec {
@@ -337,27 +400,12 @@ inline result<chain> parse_chain(std::string_view text) {
   return chain_from_json(*j);
 }
 
-/// Reads a chain file; every error message starts with the path.
+/// Reads a chain file (at most max_file_bytes); every error message names the path.
 inline result<chain> load_chain(const std::filesystem::path& path) {
   const std::string where = "chain file '" + path.string() + "'";
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st))
-    return detail::invalid("cannot read " + where + ": " +
-                           (ec ? ec.message() : std::string("no such file")));
-  if (std::filesystem::is_directory(st))
-    return detail::invalid("cannot read " + where + ": it is a directory, not a JSON file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    return detail::invalid("cannot read " + where + ": " +
-                           (err ? std::string(std::strerror(err)) : std::string("open failed")));
-  }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return detail::invalid("cannot read " + where + ": read error");
-  const std::string text = buf.str();
-  auto j = detail::parse_text(text, where);
+  auto text = detail::read_text_file(path, where, "a chain");
+  if (!text) return text.err();
+  auto j = detail::parse_text(*text, where);
   if (!j) return j.err();
   auto c = chain_from_json(*j);
   if (!c) return detail::with_prefix(where, c.err());
