@@ -8,8 +8,14 @@
 // is reversed directly, every checkpointed segment is recomputed once with F^all and reversed.
 // Example (N = 5, k = 3): F1_ck F2_ck F3_all F4_all F5_all B5 B4 B3 F2_all B2 F1_all B1.
 //
-// segments = 0 picks the k in 1..N with the smallest makespan whose peak fits the budget.
+// segments = 0 picks the k in 1..N with the smallest makespan whose peak fits the budget: N
+// programs of O(N) operations, each replayed in the simulator, O(N^2) in all (about 5 s for
+// 4,000 stages). time_limit holds (detail/common.hpp): the clock is read after each k, and past
+// the limit the solve returns status::time_limit (not the best k so far, which would depend on
+// the machine's speed). A given k is one program, O(N): the limit is not checked.
 
+#include <functional>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +27,10 @@ namespace remat {
 struct periodic {
   static constexpr std::string_view name = "periodic";
   int segments = 0;  ///< k; 0 = the best k that fits the budget
+  /// Wall-clock limit of one solve (segments = 0 tries every k); not finite = none.
+  seconds time_limit = std::numeric_limits<double>::infinity();
+  /// Called with the fraction of the k's tried (0..1) as the solve goes on.
+  std::function<void(double)> progress = {};
 
   /// The program for k segments (1 <= k <= N).
   [[nodiscard]] static std::vector<instruction> program(const chain& c, int k) {
@@ -59,12 +69,19 @@ struct periodic {
         return detail::budget_too_small(name, c, budget, peak,
                                         "with " + std::to_string(segments) + " segments");
       const seconds t = detail::time_of(c, ops);
+      if (progress) progress(1.0);
       return detail::finish(name, c, budget, std::move(ops), t);
     }
     std::vector<instruction> best;
     seconds best_time = 0;
     bytes min_peak = unlimited_bytes;
+    const detail::deadline dl(time_limit);
     for (int k = 1; k <= n; ++k) {
+      if (dl.passed())
+        return detail::time_limit_reached(
+            name, dl, "after trying " + std::to_string(k - 1) + " of " + std::to_string(n) + " segment counts",
+            "raise time_limit, or give segments = k (one program, O(N))");
+      if (progress && k > 1) progress(static_cast<double>(k - 1) / n);
       auto ops = program(c, k);
       const bytes peak = detail::peak_of(c, ops);
       min_peak = std::min(min_peak, peak);
@@ -75,6 +92,7 @@ struct periodic {
         best_time = t;
       }
     }
+    if (progress) progress(1.0);
     if (best.empty()) return detail::budget_too_small(name, c, budget, min_peak, "with any number of segments");
     return detail::finish(name, c, budget, std::move(best), best_time);
   }

@@ -13,29 +13,48 @@
 // §7.1: c free slots + the one holding the input = c+1 snapshots).
 //
 // snapshots = -1 picks the c with the smallest makespan whose peak fits the budget.
+//
+// time_limit holds (detail/common.hpp): the split table (O(N^3) for snapshots = -1: minutes for
+// 4,000 stages) and each program (O(N^2) operations with few snapshots) check the clock every
+// millisecond or so, and a program is replayed in the simulator only when the replay, timed
+// from the simulator's speed on the store-all program, fits in the time left. Past the limit:
+// status::time_limit.
 
+#include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <remat/policy/detail/common.hpp>
+#include <remat/policy/store_all.hpp>
 
 namespace remat {
 
 struct revolve {
   static constexpr std::string_view name = "revolve";
   int snapshots = -1;  ///< free snapshot slots c besides the chain input; -1 = the best that fits
+  /// Wall-clock limit of one solve; not finite = none.
+  seconds time_limit = std::numeric_limits<double>::infinity();
+  /// Called with the fraction of the work done (0..1) as the solve goes on: the split table
+  /// first, then the programs tried.
+  std::function<void(double)> progress = {};
 
   /// Griewank-optimal forward counts and split points for reversing up to n_max steps with up
-  /// to c_max free snapshots.
+  /// to c_max free snapshots. O(n_max^2 c_max) time, 12 (n_max + 1)(c_max + 1) bytes.
   class table {
    public:
-    table(int n_max, int c_max)
-        : n_(n_max), c_(c_max),
-          g_(static_cast<std::size_t>((n_max + 1) * (c_max + 1)), 0),
-          split_(g_.size(), 0) {
-      for (int c = 0; c <= c_max; ++c)
+    table(int n_max, int c_max) : table(n_max, c_max, detail::deadline(0)) {}
+    /// Stops early once `dl` has passed; then complete() is false and the table unusable.
+    table(int n_max, int c_max, const detail::deadline& dl,
+          const std::function<void(double)>& progress = {})
+        : n_(n_max), c_(c_max) {
+      detail::deadline_poll poll(dl);
+      // Column by column (c is the slow index), so that memory grows only as the table fills.
+      for (int c = 0; c <= c_max; ++c) {
+        g_.resize(static_cast<std::size_t>(c + 1) * static_cast<std::size_t>(n_max + 1), 0);
+        split_.resize(g_.size(), 0);
         for (int n = 2; n <= n_max; ++n) {
           long best = std::numeric_limits<long>::max();
           int arg = n - 1;
@@ -50,16 +69,24 @@ struct revolve {
           }
           g_[idx(n, c)] = best;
           split_[idx(n, c)] = arg;
+          if (poll.passed(n)) return;
         }
+        if (progress) progress(static_cast<double>(c + 1) / (c_max + 1));
+      }
+      complete_ = true;
     }
+    [[nodiscard]] bool complete() const { return complete_; }
     /// G(n, c): forward steps to reverse n stages (the n leaf F^all's not counted).
     [[nodiscard]] long forwards(int n, int c) const { return at(n, c); }
     [[nodiscard]] int split(int n, int c) const { return split_[idx(n, c)]; }
 
    private:
-    [[nodiscard]] std::size_t idx(int n, int c) const { return static_cast<std::size_t>(n * (c_ + 1) + c); }
+    [[nodiscard]] std::size_t idx(int n, int c) const {
+      return static_cast<std::size_t>(c) * static_cast<std::size_t>(n_ + 1) + static_cast<std::size_t>(n);
+    }
     [[nodiscard]] long at(int n, int c) const { return g_[idx(n, c)]; }
     int n_, c_;
+    bool complete_ = false;
     std::vector<long> g_;
     std::vector<int> split_;
   };
@@ -71,8 +98,16 @@ struct revolve {
 
   /// Same, with split points from a table built for at least (N, snaps).
   [[nodiscard]] static std::vector<instruction> program(const chain& c, int snaps, const table& tab) {
+    return program(c, snaps, tab, detail::deadline(0));
+  }
+
+  /// Same; empty if `dl` passed first.
+  [[nodiscard]] static std::vector<instruction> program(const chain& c, int snaps, const table& tab,
+                                                        const detail::deadline& dl) {
     const int n = c.length();
+    detail::deadline_poll poll(dl);
     std::vector<instruction> ops;
+    ops.reserve(static_cast<std::size_t>(2 * n + tab.forwards(n, snaps)));
     // Explicit stack of (s, t, c) reversals still to emit, in order.
     struct job { int s, t, c; };
     std::vector<job> todo{{1, n, snaps}};
@@ -88,6 +123,7 @@ struct revolve {
       const int i = tab.split(len, j.c);
       ops.push_back(instruction::forward(j.s, forward_mode::save_input));
       for (int l = j.s + 1; l <= j.s + i - 1; ++l) ops.push_back(instruction::forward(l, forward_mode::no_save));
+      if (poll.passed(i)) return {};
       // Reverse the tail first, then the head (pushed in reverse order).
       todo.push_back({j.s, j.s + i - 1, j.c});
       todo.push_back({j.s + i, j.t, len - i >= 2 ? j.c - 1 : j.c});
@@ -104,26 +140,64 @@ struct revolve {
                    "revolve: snapshots = " + std::to_string(snapshots) +
                        " is negative; use 0.." + std::to_string(c_max) + ", or -1 to pick the best",
                    {}};
+    const detail::deadline dl(time_limit);
+    const std::string advice =
+        "raise time_limit" + std::string(snapshots < 0 ? ", or give snapshots = c (one program)" : "") +
+        "; the split table is O(N^2 c) and a program with few snapshots has O(N^2) operations";
+    // The clock is read often while the table and the programs are built; replaying a program
+    // in the simulator cannot be stopped, so a program is only replayed (and then replayed
+    // again by detail::finish) when the time that takes, estimated from the simulator's speed
+    // on the store-all program, fits in what is left of the limit.
+    double per_op = 0;  // seconds per simulated operation
+    if (std::isfinite(time_limit) && time_limit > 0) {
+      const auto all = store_all::program(c);
+      const double t0 = dl.elapsed();
+      (void)detail::peak_of(c, all);
+      per_op = (dl.elapsed() - t0) / static_cast<double>(all.size());
+    }
+    auto out_of_time = [&](std::size_t ops) {
+      return per_op > 0 && dl.elapsed() + 2.5 * per_op * static_cast<double>(ops) > dl.limit();
+    };
+    std::function<void(double)> table_progress;
+    if (progress) table_progress = [&](double f) { progress(0.5 * f); };
     if (snapshots >= 0) {
-      auto ops = program(c, std::min(snapshots, c_max));
+      const int snaps = std::min(snapshots, c_max);
+      const table tab(n, snaps, dl, table_progress);
+      if (!tab.complete())
+        return detail::time_limit_reached(name, dl, "while building the split table", advice);
+      if (out_of_time(static_cast<std::size_t>(2 * n + tab.forwards(n, snaps))))
+        return detail::time_limit_reached(name, dl, "before replaying the program", advice);
+      auto ops = program(c, snaps, tab, dl);
+      if (ops.empty()) return detail::time_limit_reached(name, dl, "while writing the program", advice);
       const bytes peak = detail::peak_of(c, ops);
       if (peak > budget)
         return detail::budget_too_small(name, c, budget, peak,
                                         "with " + std::to_string(snapshots) + " snapshots");
       const seconds t = detail::time_of(c, ops);
+      if (progress) progress(1.0);
       return detail::finish(name, c, budget, std::move(ops), t);
     }
     std::vector<instruction> best;
     seconds best_time = 0;
     bytes min_peak = unlimited_bytes;
-    const table tab(n, c_max);
-    for (int k = 0; k <= c_max; ++k) {
-      auto ops = program(c, k, tab);
+    const table tab(n, c_max, dl, table_progress);
+    if (!tab.complete()) return detail::time_limit_reached(name, dl, "while building the split table", advice);
+    // The most snapshots first: the programs grow as k falls (to O(N^2) operations at k = 0).
+    // On equal times the fewest snapshots win.
+    for (int k = c_max; k >= 0; --k) {
+      const auto length = static_cast<std::size_t>(2 * n + tab.forwards(n, k));
+      if (out_of_time(length + best.size()))
+        return detail::time_limit_reached(
+            name, dl, "with " + std::to_string(c_max - k) + " of " + std::to_string(c_max + 1) + " snapshot counts tried",
+            advice);
+      auto ops = program(c, k, tab, dl);
+      if (ops.empty()) return detail::time_limit_reached(name, dl, "while writing a program", advice);
       const bytes peak = detail::peak_of(c, ops);
       min_peak = std::min(min_peak, peak);
+      if (progress) progress(0.5 + 0.5 * static_cast<double>(c_max - k + 1) / (c_max + 1));
       if (peak > budget) continue;
       const seconds t = detail::time_of(c, ops);
-      if (best.empty() || t < best_time) {
+      if (best.empty() || t <= best_time) {
         best = std::move(ops);
         best_time = t;
       }

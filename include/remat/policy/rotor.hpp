@@ -15,11 +15,17 @@
 // sub-problems are feasible (their first finite slot). No argmin table: reconstruction
 // re-evaluates the few candidates of the visited states with the same expressions, so it picks
 // bitwise the value the table holds. Ties go to the checkpointing move C2 (as ROTOR's code).
+//
+// time_limit holds (detail/common.hpp, deadline): the table's size is checked first (at once),
+// then the O(N^3) minimum-memory step and the O(N^3 S) fill check the clock every millisecond
+// or so; the table's memory is touched only as it fills. Past the limit: status::time_limit.
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,28 +45,50 @@ namespace detail {
 /// minimum budget. Among the moves that reach the minimum it keeps the fastest, so that
 /// schedule() is a fast schedule that fits the minimum budget exactly: the fallback when the
 /// budget is so close to the minimum that no affordable discretisation leaves a plan.
+/// O(N^3) time, O(N^2) memory (cells_per_pair bytes per (s,t)); stops early once `dl` has
+/// passed, and then complete() is false and nothing else may be read.
 class rotor_min_memory {
  public:
-  explicit rotor_min_memory(const discrete_chain& d)
-      : n_(d.n), lo_(cells(), inf), time_(cells(), 0.0), split_(cells(), 0) {
+  /// Bytes per (s,t) pair: lo (8), time (8), split (4).
+  static constexpr double bytes_per_pair = 20;
+
+  explicit rotor_min_memory(const discrete_chain& d, const deadline& dl = deadline(0)) : n_(d.n) {
+    off_.assign(static_cast<std::size_t>(n_ + 2), 0);
+    std::size_t cur = 0;
     for (int s = 1; s <= n_; ++s) {
-      at(s, s) = d.m_all(s, s);
-      time_[idx(s, s)] = d.uf[k(s)] + d.ub[k(s)];
+      off_[k(s)] = cur;
+      cur += static_cast<std::size_t>(n_ - s + 1);
     }
-    for (int len = 1; len < n_; ++len)
-      for (int s = 1; s + len <= n_; ++s) {
-        const int t = s + len;
-        std::int64_t best = std::max(d.m_all(s, t), d.abar[k(s)] + at(s + 1, t));
-        double best_time = d.uf[k(s)] + d.ub[k(s)] + time_[idx(s + 1, t)];
+    // Not initialised: every cell is written before it is read, and a table of a gigabyte
+    // (10,000 stages) would take seconds to clear before the deadline is first checked.
+    lo_.reset(new std::int64_t[cur]);
+    time_.reset(new double[cur]);
+    split_.reset(new int[cur]);
+    // Column t, s descending (as rotor's fill): C(s'+1,t) is this column, kept contiguous in
+    // col_lo/col_time, and C(s,s') is row s, contiguous in the table.
+    std::vector<std::int64_t> col_lo(k(n_ + 2), inf);
+    std::vector<double> col_time(k(n_ + 2), 0.0);
+    deadline_poll poll(dl);
+    for (int t = 1; t <= n_; ++t) {
+      at(t, t) = d.m_all(t, t);
+      time_[idx(t, t)] = d.uf[k(t)] + d.ub[k(t)];
+      col_lo[k(t)] = at(t, t);
+      col_time[k(t)] = time_[idx(t, t)];
+      // max over h in (s, t] of f_none(s, h) (which does not depend on s for h > s).
+      std::int64_t fnone_above = 0;
+      for (int s = t - 1; s >= 1; --s) {
+        fnone_above = std::max(fnone_above, d.f_none(s, s + 1));
+        std::int64_t best = std::max(d.m_all(s, t), d.abar[k(s)] + col_lo[k(s + 1)]);
+        double best_time = d.uf[k(s)] + d.ub[k(s)] + col_time[k(s + 1)];
         int split = 0;
-        std::int64_t mnone = 0;
-        for (int h = s; h <= t; ++h) mnone = std::max(mnone, d.f_none(s, h));
-        mnone += d.delta[k(t)];
+        const std::int64_t mnone = std::max(d.f_none(s, s), fnone_above) + d.delta[k(t)];
+        const std::int64_t* row_lo = lo_.get() + off_[k(s)];  // row_lo[sp - s] = lo(s, sp)
+        const double* row_time = time_.get() + off_[k(s)];
         double sum_f = 0;
         for (int sp = s; sp < t; ++sp) {
           sum_f += d.uf[k(sp)];
-          const std::int64_t m = std::max({mnone, d.a[k(sp)] + at(sp + 1, t), at(s, sp)});
-          const double tm = sum_f + time_[idx(sp + 1, t)] + time_[idx(s, sp)];
+          const std::int64_t m = std::max({mnone, d.a[k(sp)] + col_lo[k(sp + 1)], row_lo[sp - s]});
+          const double tm = sum_f + col_time[k(sp + 1)] + row_time[sp - s];
           if (m < best || (m == best && tm < best_time)) {
             best = m;
             best_time = tm;
@@ -70,8 +98,15 @@ class rotor_min_memory {
         at(s, t) = best;
         time_[idx(s, t)] = best_time;
         split_[idx(s, t)] = split;
+        col_lo[k(s)] = best;
+        col_time[k(s)] = best_time;
+        if (poll.passed(t - s)) return;
       }
+    }
+    complete_ = true;
   }
+  /// False when the deadline passed before the recurrence was done.
+  [[nodiscard]] bool complete() const { return complete_; }
   [[nodiscard]] std::int64_t operator()(int s, int t) const { return lo_[idx(s, t)]; }
 
   /// The schedule that reaches lo(1,N), and its time.
@@ -104,13 +139,14 @@ class rotor_min_memory {
  private:
   static constexpr std::int64_t inf = std::numeric_limits<std::int64_t>::max() / 4;
   static std::size_t k(int i) { return static_cast<std::size_t>(i); }
-  [[nodiscard]] std::size_t cells() const { return static_cast<std::size_t>((n_ + 2) * (n_ + 2)); }
-  [[nodiscard]] std::size_t idx(int s, int t) const { return static_cast<std::size_t>(s * (n_ + 2) + t); }
+  [[nodiscard]] std::size_t idx(int s, int t) const { return off_[k(s)] + static_cast<std::size_t>(t - s); }
   std::int64_t& at(int s, int t) { return lo_[idx(s, t)]; }
   int n_;
-  std::vector<std::int64_t> lo_;
-  std::vector<double> time_;
-  std::vector<int> split_;
+  bool complete_ = false;
+  std::vector<std::size_t> off_;
+  std::unique_ptr<std::int64_t[]> lo_;
+  std::unique_ptr<double[]> time_;
+  std::unique_ptr<int[]> split_;
 };
 
 }  // namespace detail
@@ -152,7 +188,9 @@ class rotor::dp {
       off_[static_cast<std::size_t>(s)] = cur;
       cur += static_cast<std::size_t>(n_ - s + 1);
     }
-    cost_.assign(cur * static_cast<std::size_t>(w_), inf);
+    // Not initialised here: each row is set when it is filled, so that a table of gigabytes
+    // costs nothing up front (the time limit is checked as the rows are filled).
+    cost_.reset(new double[cur * static_cast<std::size_t>(w_)]);
     lo_.assign(cur, w_);
   }
 
@@ -160,11 +198,13 @@ class rotor::dp {
   bool fill(const detail::deadline& dl, const std::function<void(double)>& progress) {
     for (int s = 1; s <= n_; ++s) {
       double* row = row_of(s, s);
-      const std::int64_t from = d_.m_all(s, s);
+      const std::int64_t from = std::min(d_.m_all(s, s), w_);
       const double v = d_.uf[idx(s)] + d_.ub[idx(s)];
-      for (std::int64_t m = from; m < w_; ++m) row[m] = v;
-      lo(s, s) = std::min(from, w_);
+      std::fill(row, row + from, inf);
+      std::fill(row + from, row + w_, v);
+      lo(s, s) = from;
     }
+    detail::deadline_poll poll(dl);
     // Order: t ascending, s descending. C(s,t) reads C(s'+1,t) for s' >= s (this column, just
     // computed: still in cache) and C(s,s') for s' < t (the rows of s, contiguous in memory),
     // so every move streams through memory instead of striding across a table far larger
@@ -173,19 +213,23 @@ class rotor::dp {
     for (int t = 2; t <= n_; ++t) total += static_cast<double>(t) * (t - 1) / 2.0;
     double done = 0;
     for (int t = 2; t <= n_; ++t) {
-      for (int s = t - 1; s >= 1; --s) fill_one(s, t);
+      for (int s = t - 1; s >= 1; --s) {
+        fill_one(s, t);
+        if (poll.passed((t - s + 1) * w_)) return false;
+      }
       done += static_cast<double>(t) * (t - 1) / 2.0;
       if (progress) progress(done / total);
-      if (dl.passed()) return false;
     }
     return true;
   }
 
   [[nodiscard]] double value() const { return row_of(1, n_)[w_ - 1]; }
 
-  /// value() < infinity exactly when the min-memory recurrence on the same sizes fits.
-  static bool feasible(const detail::discrete_chain& d, const detail::deadline&) {
-    return detail::rotor_min_memory(d)(1, d.n) <= d.dp_budget;
+  /// value() < infinity exactly when the min-memory recurrence on the same sizes fits (past the
+  /// deadline: unknown, and the fill reports the time limit).
+  static bool feasible(const detail::discrete_chain& d, const detail::deadline& dl) {
+    const detail::rotor_min_memory lo(d, dl);
+    return !lo.complete() || lo(1, d.n) <= d.dp_budget;
   }
 
   /// Alg. 4 (OptRecP), iteratively.
@@ -234,9 +278,9 @@ class rotor::dp {
  private:
   static std::size_t idx(int k) { return static_cast<std::size_t>(k); }
   [[nodiscard]] std::size_t pair(int s, int t) const { return off_[idx(s)] + static_cast<std::size_t>(t - s); }
-  double* row_of(int s, int t) { return cost_.data() + pair(s, t) * static_cast<std::size_t>(w_); }
+  double* row_of(int s, int t) { return cost_.get() + pair(s, t) * static_cast<std::size_t>(w_); }
   [[nodiscard]] const double* row_of(int s, int t) const {
-    return cost_.data() + pair(s, t) * static_cast<std::size_t>(w_);
+    return cost_.get() + pair(s, t) * static_cast<std::size_t>(w_);
   }
   std::int64_t& lo(int s, int t) { return lo_[pair(s, t)]; }
   [[nodiscard]] std::int64_t mnone(int s, int t) const {
@@ -247,6 +291,7 @@ class rotor::dp {
 
   void fill_one(int s, int t) {
     double* row = row_of(s, t);
+    std::fill(row, row + w_, inf);
     // C2 first, so that ties go to it: a strict < below never lets C1 replace an equal C2.
     const std::int64_t mn = mnone(s, t);
     double sum_f = 0;
@@ -272,20 +317,27 @@ class rotor::dp {
   int n_;
   std::int64_t w_;
   std::vector<std::size_t> off_;
-  std::vector<double> cost_;
+  std::unique_ptr<double[]> cost_;
   std::vector<std::int64_t> lo_;
 };
 
 inline result<schedule> rotor::solve(const chain& c, bytes budget) const {
   if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
-  const bytes minimum = minimum_budget(c);
-  if (budget < minimum) return detail::budget_too_small(name, c, budget, minimum);
+  const detail::deadline dl(time_limit);
+  std::optional<detail::rotor_min_memory> exact;  // of exact sizes, once computed
   // A budget within rounding of the minimum that no affordable discretisation can plan gets
   // the fastest of the minimum-memory schedules (exact sizes): valid, but not proven optimal.
   return detail::solve_discretized<dp>(
-      name, c, budget, slots, max_table_bytes, detail::deadline(time_limit), progress, minimum,
-      [](int n, double w) { return n * (n + 1) / 2.0 * w; },
-      [&] { return std::optional(detail::rotor_min_memory(detail::exact_sizes(c)).schedule()); });
+      name, c, budget, slots, max_table_bytes, dl, progress,
+      // The minimum-memory table is O(N^2) too: it counts as 2.5 slots a pair.
+      [](int n, double w) { return n * (n + 1) / 2.0 * std::max(w, detail::rotor_min_memory::bytes_per_pair / 8); },
+      [&]() -> std::optional<bytes> {
+        exact.emplace(detail::exact_sizes(c), dl);
+        if (!exact->complete()) return std::nullopt;
+        return c.a(0) + (*exact)(1, c.length());
+      },
+      "raise time_limit, or use fewer slots (the DP is O(N^3 S), its minimum-memory step O(N^3))",
+      [&] { return std::optional(exact->schedule()); });
 }
 
 }  // namespace remat

@@ -31,12 +31,16 @@
 // ties the table keeps the C1/C2 choice.
 //
 // Cost: O(N^3) rows of S+1 slots, O(N^3) moves each: O(N^6 S). Meant for chains of a few tens
-// of stages; honours time_limit. Same table layout and reconstruction scheme as rotor.
+// of stages; honours time_limit as rotor does (the table's size first, then the clock every
+// millisecond or so, in the minimum-memory step and the fill). Same table layout and
+// reconstruction scheme as rotor.
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -106,9 +110,12 @@ inline std::int64_t floating_min_memory(const discrete_chain& d, const deadline&
   constexpr std::int64_t inf = std::numeric_limits<std::int64_t>::max() / 4;
   const int n = d.n;
   const floating_index ix(n);
-  std::vector<std::int64_t> lo(ix.size(), inf);
+  // Not initialised (every state is written before it is read): no gigabyte to clear before
+  // the first look at the clock.
+  const std::unique_ptr<std::int64_t[]> lo(new std::int64_t[ix.size()]);
   auto A = [&](int k) { return d.a[static_cast<std::size_t>(k)]; };
   for (int s = 1; s <= n; ++s) lo[ix(s, s, s)] = d.m_all(s, s);
+  deadline_poll poll(dl);
   for (int len = 1; len < n; ++len) {
     for (int s = 1; s + len <= n; ++s) {
       const int t = s + len;
@@ -129,9 +136,10 @@ inline std::int64_t floating_min_memory(const discrete_chain& d, const deadline&
               best = std::min(best, std::max({mn, lo[ix(sp + 1, t, tp)] + A(sp) + adj, lo[ix(r, tp - 1, l)] + adj}));
         }
         lo[ix(s, t, l)] = best;
+        // Work of the C2 loops: about (l - s + 1) (t - l)^2 / 2.
+        if (poll.passed(std::int64_t{l - s + 1} * (t - l + 1) * (t - l + 1))) return -1;
       }
     }
-    if (dl.passed()) return -1;
   }
   return lo[ix(1, n, 1)];
 }
@@ -165,25 +173,31 @@ class rotor_floating::dp {
 
   explicit dp(const detail::discrete_chain& d)
       : d_(d), n_(d.n), w_(d.dp_budget + 1), ix_(d.n), sums_(d) {
-    cost_.assign(ix_.size() * static_cast<std::size_t>(w_), inf);
+    // Rows are set as they are filled (see rotor::dp).
+    cost_.reset(new double[ix_.size() * static_cast<std::size_t>(w_)]);
     lo_.assign(ix_.size(), w_);
   }
 
   bool fill(const detail::deadline& dl, const std::function<void(double)>& progress) {
     for (int s = 1; s <= n_; ++s) {
       double* row = row_of(s, s, s);
-      const std::int64_t from = d_.m_all(s, s);
+      const std::int64_t from = std::min(d_.m_all(s, s), w_);
       const double v = d_.uf[k(s)] + d_.ub[k(s)];
-      for (std::int64_t m = from; m < w_; ++m) row[m] = v;
-      lo_[ix_(s, s, s)] = std::min(from, w_);
+      std::fill(row, row + from, inf);
+      std::fill(row + from, row + w_, v);
+      lo_[ix_(s, s, s)] = from;
     }
+    detail::deadline_poll poll(dl);
     // Work of one diagonal grows like len^4 (n-len) states x moves; report by that weight.
     double total = 0, done = 0;
     for (int len = 1; len < n_; ++len) total += weight(len);
     for (int len = 1; len < n_; ++len) {
       for (int s = 1; s + len <= n_; ++s) {
-        for (int l = s; l <= s + len; ++l) fill_one(s, s + len, l);
-        if (dl.passed()) return false;
+        for (int l = s; l <= s + len; ++l) {
+          fill_one(s, s + len, l);
+          const std::int64_t moves = std::int64_t{l - s + 1} * (s + len - l + 1) * (s + len - l + 1);
+          if (poll.passed(moves * w_)) return false;
+        }
       }
       done += weight(len);
       if (progress) progress(done / total);
@@ -259,9 +273,9 @@ class rotor_floating::dp {
   struct move { int r = 0, tp = 0, sp = 0; std::int64_t adj = 0; };
   static std::size_t k(int i) { return static_cast<std::size_t>(i); }
   [[nodiscard]] double weight(int len) const { return static_cast<double>(n_ - len) * len * len * len * len + 1.0; }
-  double* row_of(int s, int t, int l) { return cost_.data() + ix_(s, t, l) * static_cast<std::size_t>(w_); }
+  double* row_of(int s, int t, int l) { return cost_.get() + ix_(s, t, l) * static_cast<std::size_t>(w_); }
   [[nodiscard]] const double* row_of(int s, int t, int l) const {
-    return cost_.data() + ix_(s, t, l) * static_cast<std::size_t>(w_);
+    return cost_.get() + ix_(s, t, l) * static_cast<std::size_t>(w_);
   }
   [[nodiscard]] std::int64_t lo(int s, int t, int l) const { return lo_[ix_(s, t, l)]; }
 
@@ -313,6 +327,7 @@ class rotor_floating::dp {
 
   void fill_one(int s, int t, int l) {
     double* row = row_of(s, t, l);
+    std::fill(row, row + w_, inf);
     for_each_c2(s, t, l, [&](const move& mv, std::int64_t from, const double* tail, const double* head) {
       const double sf = sums_(s, mv.sp);
       const std::int64_t shift = d_.a[k(mv.sp)] + mv.adj;
@@ -339,29 +354,27 @@ class rotor_floating::dp {
   std::int64_t w_;
   detail::floating_index ix_;
   detail::forward_sums sums_;
-  std::vector<double> cost_;
+  std::unique_ptr<double[]> cost_;
   std::vector<std::int64_t> lo_;
 };
 
 inline result<schedule> rotor_floating::solve(const chain& c, bytes budget) const {
   if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
   const detail::deadline dl(time_limit);
-  const std::int64_t lo = detail::floating_min_memory(detail::exact_sizes(c), dl);
-  if (lo < 0)
-    return error{status::time_limit,
-                 "rotor_floating: the time limit (" + std::to_string(time_limit) +
-                     " s) was reached while computing the minimum memory; the floating DP is "
-                     "O(N^6 S): use rotor for long chains",
-                 {}};
-  const bytes minimum = c.a(0) + lo;
-  if (budget < minimum) return detail::budget_too_small(name, c, budget, minimum);
   // Within rounding of the minimum, fall back on rotor's minimum-memory schedule when it fits
   // (rotor's minimum can be above rotor_floating's; then the budget must be raised a little).
   return detail::solve_discretized<dp>(
-      name, c, budget, slots, max_table_bytes, dl, progress, minimum, &detail::floating_index::cells,
+      name, c, budget, slots, max_table_bytes, dl, progress, &detail::floating_index::cells,
+      [&]() -> std::optional<bytes> {
+        const std::int64_t lo = detail::floating_min_memory(detail::exact_sizes(c), dl);
+        if (lo < 0) return std::nullopt;
+        return c.a(0) + lo;
+      },
+      "raise time_limit, or use fewer slots; the floating DP is O(N^6 S): use rotor (O(N^3 S)) for "
+      "long chains",
       [&]() -> std::optional<std::pair<std::vector<instruction>, seconds>> {
-        const detail::rotor_min_memory persistent(detail::exact_sizes(c));
-        if (c.a(0) + persistent(1, c.length()) > budget) return std::nullopt;
+        const detail::rotor_min_memory persistent(detail::exact_sizes(c), dl);
+        if (!persistent.complete() || c.a(0) + persistent(1, c.length()) > budget) return std::nullopt;
         return persistent.schedule();
       });
 }

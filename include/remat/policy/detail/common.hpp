@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -78,6 +79,12 @@ inline seconds time_of(const chain& c, const std::vector<instruction>& ops) {
 }
 
 /// A wall-clock deadline; infinite when the limit is not finite or not positive.
+///
+/// The chain policies' promise (rotor, rotor_floating, periodic, revolve): a solve with a
+/// finite positive time_limit returns within the limit plus a small margin, a plan or
+/// status::time_limit. They check it between units of work of a few milliseconds at most (see
+/// deadline_poll), so the margin is one such unit plus the final replay of the schedule in the
+/// simulator (linear in its length): under 0.1 s on chains of up to 10,000 stages.
 class deadline {
  public:
   explicit deadline(seconds limit)
@@ -93,5 +100,39 @@ class deadline {
   seconds limit_;
   bool on_;
 };
+
+/// Checks a deadline after every `every` units of work (one unit: one memory slot of one move,
+/// one simulated operation), so that cheap steps do not pay for reading the clock and
+/// expensive ones are never far apart. With the default, a check every 2^20 units: about a
+/// millisecond of work.
+class deadline_poll {
+ public:
+  explicit deadline_poll(const deadline& dl, std::int64_t every = std::int64_t{1} << 20)
+      : dl_(dl), every_(every) {}
+  /// Counts `units` of work done; true once the deadline has passed (checked when enough work
+  /// has piled up since the last check).
+  bool passed(std::int64_t units = 1) {
+    work_ += units;
+    if (work_ < every_) return false;
+    work_ = 0;
+    return dl_.passed();
+  }
+
+ private:
+  const deadline& dl_;
+  std::int64_t every_;
+  std::int64_t work_ = 0;
+};
+
+/// status::time_limit: "<policy>: the time limit of L s was reached <while>; <advice>".
+inline error time_limit_reached(std::string_view policy, const deadline& dl, std::string_view while_doing,
+                                std::string_view advice) {
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%g", dl.limit());
+  return error{status::time_limit,
+               std::string(policy) + ": the time limit of " + limit + " s was reached " +
+                   std::string(while_doing) + "; " + std::string(advice),
+               {}};
+}
 
 }  // namespace remat::detail

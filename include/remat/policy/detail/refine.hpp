@@ -25,14 +25,20 @@ namespace remat::detail {
 /// min-memory recurrence on the same sizes (no table), so that refinement skips the fills of
 /// discretisations that cannot plan.
 /// cells(n, w): the table's size in doubles for a chain of n stages and rows of w slots.
-/// fallback() -> optional<pair<ops, time>>: a schedule that fits `minimum` bytes.
+/// minimum() -> optional<bytes>: the policy's exact minimum budget, nullopt when `dl` passed
+/// first (then `advice` ends the time_limit message). It is O(N^3) or worse, so the size of
+/// the first table is checked before it.
+/// fallback() -> optional<pair<ops, time>>: a schedule that fits the minimum (called only after
+/// minimum()).
+/// The deadline is checked by minimum(), Dp::feasible and Dp::fill, every few milliseconds.
 inline constexpr std::int64_t refinement_table_bytes = std::int64_t{256} << 20;
 
-template <class Dp, class Cells, class Fallback>
+template <class Dp, class Cells, class Minimum, class Fallback>
 result<schedule> solve_discretized(std::string_view policy, const chain& c, bytes budget,
                                    std::int64_t slots, std::int64_t max_table_bytes,
                                    const deadline& dl, const std::function<void(double)>& progress,
-                                   bytes minimum, Cells cells, Fallback fallback) {
+                                   Cells cells, Minimum minimum_of, std::string_view advice,
+                                   Fallback fallback) {
   // Storing everything costs sum(u_F + u_B), a lower bound for any schedule: when it fits, it
   // is optimal, and the rounding of a coarse discretisation must not hide it.
   if (std::vector<instruction> all = store_all::program(c); peak_of(c, all) <= budget) {
@@ -40,6 +46,24 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
     return finish(policy, c, budget, std::move(all), c.ideal_time());
   }
   const std::int64_t first = slots <= 0 ? budget : std::min<std::int64_t>(slots, budget);
+  auto table_bytes = [&](const discrete_chain& d) {
+    // In doubles: with a budget near 2^63 neither dp_budget + 1 nor the size fits in bytes.
+    return cells(d.n, static_cast<double>(std::max<std::int64_t>(d.dp_budget, 0)) + 1.0) * 8.0;
+  };
+  auto too_large = [&](std::int64_t s, double need) {
+    const std::string need_text = need < 0x1p62 ? format_bytes(static_cast<bytes>(need))
+                                                : "more than " + format_bytes(bytes{1} << 62);
+    return std::string(policy) + ": " + std::to_string(s) + " slots would need a DP table of " +
+           need_text + ", over max_table_bytes (" + format_bytes(max_table_bytes) + ")";
+  };
+  // The first table's size, before the minimum (O(N^3) or more) is computed: a chain far too
+  // long for the slots is refused at once.
+  if (const double need = table_bytes(discretize(c, budget, first)); need > static_cast<double>(max_table_bytes))
+    return error{status::invalid_problem, too_large(first, need) + "; use fewer slots (or raise max_table_bytes)", {}};
+  const std::optional<bytes> min_budget = minimum_of();
+  if (!min_budget) return time_limit_reached(policy, dl, "while computing the minimum memory", advice);
+  const bytes minimum = *min_budget;
+  if (budget < minimum) return budget_too_small(policy, c, budget, minimum);
   // Each refinement fills a new table from scratch; the user sees one solve whose fraction
   // never goes back, and ends at 1.
   double shown = 0;
@@ -50,8 +74,7 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
     };
   for (std::int64_t s = first;;) {
     const discrete_chain d = discretize(c, budget, s);
-    // In doubles: with a budget near 2^63 neither dp_budget + 1 nor the size fits in bytes.
-    const double need = cells(d.n, static_cast<double>(d.dp_budget) + 1.0) * 8.0;
+    const double need = table_bytes(d);
     if (s != first && need > static_cast<double>(std::min(max_table_bytes, refinement_table_bytes))) {
       // No affordable discretisation leaves a plan: the budget is within rounding of the
       // minimum. The fallback fits the exact minimum, hence the budget.
@@ -59,12 +82,10 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
         if (progress && shown < 1.0) progress(1.0);
         return finish(policy, c, budget, std::move(fb->first), fb->second);
       }
+      if (dl.passed()) return time_limit_reached(policy, dl, "while computing a fallback schedule", advice);
     }
     if (need > static_cast<double>(max_table_bytes)) {
-      const std::string need_text = need < 0x1p62 ? format_bytes(static_cast<bytes>(need))
-                                                  : "more than " + format_bytes(bytes{1} << 62);
-      std::string msg = std::string(policy) + ": " + std::to_string(s) + " slots would need a DP table of " +
-                        need_text + ", over max_table_bytes (" + format_bytes(max_table_bytes) + ")";
+      std::string msg = too_large(s, need);
       if (s == first)
         return error{status::invalid_problem, msg + "; use fewer slots (or raise max_table_bytes)", {}};
       return error{status::infeasible,
@@ -76,15 +97,13 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
     if (d.dp_budget >= 0 && Dp::feasible(d, dl)) {
       Dp dp(d);
       if (!dp.fill(dl, report))
-        return error{status::time_limit,
-                     std::string(policy) + ": the time limit (" + std::to_string(dl.limit()) +
-                         " s) was reached while filling the table; raise time_limit or use fewer slots",
-                     {}};
+        return time_limit_reached(policy, dl, "while filling the table (" + std::to_string(s) + " slots)", advice);
       if (dp.value() < std::numeric_limits<double>::infinity()) {
         if (progress && shown < 1.0) progress(1.0);
         return finish(policy, c, budget, dp.reconstruct(), dp.value());
       }
     }
+    if (dl.passed()) return time_limit_reached(policy, dl, "while refining the slots", advice);
     if (d.exact) break;
     s = std::min<std::int64_t>(s * 4, budget);
   }
