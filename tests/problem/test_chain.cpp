@@ -79,3 +79,36 @@ TEST_CASE("chain validation names the stage and the field") {
     CHECK(mentions(validate(c), "exceeds"));
   }
 }
+
+TEST_CASE("chain validation: times too large for any sum are invalid_problem, naming the field") {
+  // Issue 10, defect 6: two stages of 1e308 s each planned "ok" with an infinite makespan.
+  SUBCASE("finite times whose sum overflows") {
+    chain c = three();
+    c.stages[0].forward_time = 1e308;
+    c.stages[0].backward_time = 1e308;
+    CHECK(validate(c).code() == status::invalid_problem);
+    CHECK(mentions(validate(c), "stage 1 ('fc1'): forward_time is 1e+308 s"));
+    CHECK(mentions(validate(c), "1e+15 s"));
+  }
+  SUBCASE("one time no solver takes (CBC aborts on 1e25)") {
+    chain c = three();
+    c.stages[2].backward_time = 1e25;
+    CHECK(mentions(validate(c), "stage 3 ('loss'): backward_time is 1e+25 s"));
+    c.stages[2].backward_time = max_time;
+    CHECK(mentions(validate(c), "stage 3 ('loss'): backward_time is 1e+15 s"));
+  }
+  SUBCASE("times below the limit each whose sum is not") {
+    chain c = three();
+    c.stages[0].forward_time = 0.6 * max_time;
+    c.stages[1].forward_time = 0.6 * max_time;
+    CHECK(mentions(validate(c), "stage 2 ('fc2'): forward_time 6e+14 s brings chain 'three''s total time"));
+  }
+  SUBCASE("large times below the limit are fine") {
+    chain c = three();
+    c.stages[0].forward_time = 0.4 * max_time;
+    c.stages[1].backward_time = 0.4 * max_time;
+    CHECK(validate(c).ok());
+    CHECK(std::isfinite(c.ideal_time()));
+  }
+}
+

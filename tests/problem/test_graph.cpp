@@ -287,6 +287,14 @@ TEST_CASE("forward DAG errors name the op and the field") {
              {"op 'c' (ops[2])", "forward_time"}));
   CHECK(says(edit([](forward_dag& f) { f.ops[2].backward_time = std::nan(""); }),
              {"op 'c' (ops[2])", "backward_time"}));
+  // Times too large to sum (issue 10, defect 6): 1e308 each, one above max_time, or a sum that is.
+  CHECK(says(edit([](forward_dag& f) { f.ops[1].forward_time = f.ops[1].backward_time = 1e308; }),
+             {"op 'b' (ops[1])", "forward_time is 1e+308 s", "1e+15 s"}));
+  CHECK(says(edit([](forward_dag& f) { f.ops[2].backward_time = 1e25; }),
+             {"op 'c' (ops[2])", "backward_time is 1e+25 s"}));
+  CHECK(says(edit([](forward_dag& f) { f.ops[0].forward_time = f.ops[3].forward_time = 0.6 * max_time; }),
+             {"op 'd' (ops[3])", "forward_time 6e+14 s brings the forward DAG's total time"}));
+  CHECK(edit([](forward_dag& f) { f.ops[0].forward_time = f.ops[3].backward_time = 0.4 * max_time; }).ok());
   CHECK(says(edit([](forward_dag& f) { f.ops[2].output_bytes = -3; }),
              {"op 'c' (ops[2])", "output_bytes is negative"}));
   CHECK(says(edit([](forward_dag& f) { f.ops[2].phantom_bytes = -3; }),
@@ -334,6 +342,23 @@ TEST_CASE("graph validation errors name the nodes involved") {
     tiny w;
     w.g.compute(w.f).fast_time = std::numeric_limits<double>::infinity();
     CHECK(says(validate(w.g), {"'F' (compute 0)", "fast_time"}));
+  }
+  SUBCASE("times too large to sum (issue 10, defect 6)") {
+    tiny t;
+    t.g.compute(t.f).time = 1e308;
+    t.g.compute(t.b).time = 1e308;
+    CHECK(says(validate(t.g), {"'F' (compute 0)", "time is 1e+308 s", "1e+15 s"}));
+    tiny u;
+    u.g.compute(u.f).fast_time = 1e25;
+    CHECK(says(validate(u.g), {"'F' (compute 0)", "fast_time is 1e+25 s"}));
+    tiny v;
+    v.g.compute(v.f).time = 0.6 * max_time;
+    v.g.compute(v.b).time = 0.6 * max_time;
+    CHECK(says(validate(v.g), {"'B' (compute 2)", "time 6e+14 s brings the graph's total time"}));
+    tiny w;
+    w.g.compute(w.f).time = 0.4 * max_time;
+    w.g.compute(w.b).time = 0.4 * max_time;
+    CHECK(validate(w.g).ok());
   }
   SUBCASE("a dangling input") {
     tiny t;

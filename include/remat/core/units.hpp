@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace remat {
 
@@ -33,6 +35,53 @@ inline std::string format_bytes(bytes b) {
   }
   return s;
 }
+
+/// The largest time remat accepts, for one op and for a whole problem (the sum of every forward
+/// and backward time: the ideal time): 1e15 s, about 30 million years. Validation rejects more
+/// with status::invalid_problem, naming the stage or node and the field. Why a bound, and why
+/// this one:
+///  * every sum the planners and the simulator form must stay finite: two stages of 1e308 s
+///    each used to plan "ok" with an infinite makespan. A schedule recomputes each op at most
+///    N times, so its makespan stays below N * 1e15 s, far from overflow;
+///  * MILP solvers must take the objective: CBC aborts the process on a coefficient of 1e25 or
+///    more (an assertion in ClpSimplex), lp_solve reads 1e30 as infinity, and both lose
+///    precision long before that;
+///  * at 1e15 a double still resolves 0.125 s, so sums of real op times (micro- to
+///    milliseconds) next to it keep their meaning; real steps take well under a day.
+/// So the bound rejects only corrupt or adversarial input.
+inline constexpr seconds max_time = 1e15;
+
+namespace detail {
+/// A time in a message: "1e+308", "0.25", "nan".
+inline std::string time_text(seconds v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+/// Checks one time field of a problem; the message starts with `who` (the stage or node).
+inline std::optional<std::string> time_field_error(seconds v, const std::string& who, std::string_view field) {
+  if (!std::isfinite(v) || v < 0)
+    return who + ": " + std::string(field) + " is " + time_text(v) +
+           "; times must be finite and >= 0 (seconds)";
+  if (v >= max_time)
+    return who + ": " + std::string(field) + " is " + time_text(v) +
+           " s, not below remat's limit of 1e+15 s (about 30 million years; remat::max_time); "
+           "times are seconds per op, and no planner or solver can sum times this large";
+  return std::nullopt;
+}
+
+/// Adds a time (already checked by time_field_error) to a problem's running total; the message
+/// names the field that takes the total to max_time.
+inline std::optional<std::string> time_total_error(seconds& total, seconds v, const std::string& who,
+                                                   std::string_view field, std::string_view problem) {
+  total += v;
+  if (total < max_time) return std::nullopt;
+  return who + ": " + std::string(field) + " " + time_text(v) + " s brings " + std::string(problem) +
+         "'s total time (every forward and backward once) to " + time_text(total) +
+         " s, not below remat's limit of 1e+15 s (remat::max_time); times must sum to less";
+}
+}  // namespace detail
 
 namespace literals {
 constexpr bytes operator""_B(unsigned long long v) { return static_cast<bytes>(v); }

@@ -220,14 +220,15 @@ inline result<void> validate(const forward_dag& f) {
   std::vector<std::vector<std::size_t>> reads(f.ops.size());
   std::vector<std::size_t> read_by(f.ops.size(),
                                    f.ops.size());  // one reader of each op, for messages
+  seconds total = 0;  // the ideal time, which must stay below max_time (core/units.hpp)
   for (std::size_t i = 0; i < f.ops.size(); ++i) {
     const forward_op& op = f.ops[i];
     const std::string who = detail::op_label(f, i);
     for (auto [v, field] :
-         {std::pair{op.forward_time, "forward_time"}, std::pair{op.backward_time, "backward_time"}})
-      if (!std::isfinite(v) || v < 0)
-        return bad(who + ": " + field + " is " + std::to_string(v) +
-                   "; times must be finite and >= 0 (seconds)");
+         {std::pair{op.forward_time, "forward_time"}, std::pair{op.backward_time, "backward_time"}}) {
+      if (auto e = detail::time_field_error(v, who, field)) return bad(*e);
+      if (auto e = detail::time_total_error(total, v, who, field, "the forward DAG")) return bad(*e);
+    }
     for (auto [v, field] :
          {std::pair{op.output_bytes, "output_bytes"}, std::pair{op.phantom_bytes, "phantom_bytes"},
           std::pair{op.forward_overhead_bytes, "forward_overhead_bytes"},

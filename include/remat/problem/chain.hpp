@@ -95,13 +95,13 @@ inline result<void> validate(const chain& c) {
   constexpr bytes max_size = bytes{1} << 52;
   if (c.input_bytes > max_size)
     return bad("chain input_bytes (" + std::to_string(c.input_bytes) + ") exceeds 2^52 bytes");
+  seconds total = 0;  // the ideal time, which must stay below max_time (core/units.hpp)
   for (int l = 1; l <= c.length(); ++l) {
     const stage& s = c.at(l);
     const std::string where = detail::stage_label(c, l);
     auto check_time = [&](seconds v, const char* field) -> std::optional<error> {
-      if (!std::isfinite(v) || v < 0)
-        return bad(where + ": " + field + " is " + std::to_string(v) +
-                   "; times must be finite and >= 0 (seconds)");
+      if (auto e = detail::time_field_error(v, where, field)) return bad(*e);
+      if (auto e = detail::time_total_error(total, v, where, field, "chain '" + c.name + "'")) return bad(*e);
       return std::nullopt;
     };
     auto check_size = [&](bytes v, const char* field) -> std::optional<error> {

@@ -365,13 +365,14 @@ inline result<void> validate(const graph& g) {
   if (g.compute_count() == 0)
     return bad("it has no compute node; a training graph needs at least a loss");
 
-  // Values.
+  // Values. Times below max_time each, and their sum (the ideal time) too (core/units.hpp).
+  seconds total = 0;
   for (int c = 0; c < g.compute_count(); ++c) {
     const compute_node& n = g.compute(c);
+    const std::string who = "compute node " + compute_label(g, c);
     for (auto [v, field] : {std::pair{n.time, "time"}, std::pair{n.fast_time, "fast_time"}})
-      if (!std::isfinite(v) || v < 0)
-        return bad("compute node " + compute_label(g, c) + ": " + field + " is " +
-                   std::to_string(v) + "; times must be finite and >= 0 (seconds)");
+      if (auto e = detail::time_field_error(v, who, field)) return bad(*e);
+    if (auto e = detail::time_total_error(total, n.time, who, "time", "the graph")) return bad(*e);
     for (auto [v, field] :
          {std::pair{n.overhead, "overhead"}, std::pair{n.fast_overhead, "fast_overhead"}}) {
       if (v < 0)
