@@ -75,9 +75,11 @@ policy knobs (each for the policies named):
                         0 = one per byte, exact)
   --segments K          periodic: number of segments (default 0 = the best that fits)
   --snapshots C         revolve: free snapshot slots (default -1 = the best that fits)
-  --time-limit SECONDS  rotor, rotor_floating, checkmate: wall-clock limit of the
-                        solve; checkmate returns the best schedule found by then
-                        (not proven optimal) or fails if it found none
+  --time-limit SECONDS  every policy: wall-clock limit of the solve (kept within a
+                        small margin); checkmate returns the best schedule found by
+                        then (not proven optimal) or fails if it found none, the
+                        others fail with "time limit" (store_all is linear and
+                        always within it)
   --solver NAME         checkmate: the MILP solver, cbc | lpsolve (default: cbc when
                         this build has it, else lpsolve)
   --find-minimum        checkmate: when no schedule fits, find the smallest budget
@@ -339,8 +341,6 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     return std::nullopt;
   };
   for (auto e : {only(o.slots.has_value(), dp, "--slots", "rotor and rotor_floating"),
-                 only(o.time_limit.has_value(), dp || milp, "--time-limit",
-                      "rotor, rotor_floating and checkmate"),
                  only(!o.solver.empty(), milp, "--solver", "checkmate"),
                  only(o.relax, milp, "--relax", "checkmate"),
                  only(o.find_minimum, milp, "--find-minimum", "checkmate"),
@@ -404,21 +404,28 @@ std::string policy_label(const options& o) {
     if (o.time_limit) s += ", time limit " + format_seconds(*o.time_limit);
     s += ")";
   }
+  std::vector<std::string> knobs;
   if (o.policy == "periodic" && o.segments && *o.segments > 0)
-    s += " (" + std::to_string(*o.segments) + " segments)";
+    knobs.push_back(std::to_string(*o.segments) + " segments");
   if (o.policy == "revolve" && o.snapshots && *o.snapshots >= 0)
-    s += " (" + std::to_string(*o.snapshots) + " snapshots)";
+    knobs.push_back(std::to_string(*o.snapshots) + " snapshots");
+  if ((o.policy == "periodic" || o.policy == "revolve") && o.time_limit)
+    knobs.push_back("time limit " + format_seconds(*o.time_limit));
+  for (std::size_t i = 0; i < knobs.size(); ++i) s += (i == 0 ? " (" : ", ") + knobs[i];
+  if (!knobs.empty()) s += ")";
   return s;
 }
 
 remat::result<remat::schedule> plan(const options& o, const remat::chain& c,
                                     const std::function<void(double)>& progress) {
   if (o.policy == "store_all") return remat::store_all{}.solve(c, o.budget);
-  if (o.policy == "periodic")
-    return remat::periodic{.segments = o.segments.value_or(0)}.solve(c, o.budget);
-  if (o.policy == "revolve")
-    return remat::revolve{.snapshots = o.snapshots.value_or(-1)}.solve(c, o.budget);
   const double limit = o.time_limit.value_or(std::numeric_limits<double>::infinity());
+  if (o.policy == "periodic")
+    return remat::periodic{.segments = o.segments.value_or(0), .time_limit = limit, .progress = progress}
+        .solve(c, o.budget);
+  if (o.policy == "revolve")
+    return remat::revolve{.snapshots = o.snapshots.value_or(-1), .time_limit = limit, .progress = progress}
+        .solve(c, o.budget);
   if (o.policy == "rotor") {
     remat::rotor p{.time_limit = limit, .progress = progress};
     if (o.slots) p.slots = *o.slots;
@@ -688,7 +695,8 @@ int run(const options& o) {
   const remat::chain& c = *loaded;
 
   const bool dp = o.policy == "rotor" || o.policy == "rotor_floating";
-  const bool show_progress = dp && (o.progress || REMAT_PLAN_ISATTY(2));
+  const bool searches = o.policy != "store_all";  // store_all is linear: nothing to report
+  const bool show_progress = searches && (o.progress || REMAT_PLAN_ISATTY(2));
   progress_reporter reporter(o.policy, REMAT_PLAN_ISATTY(2) != 0);
   std::function<void(double)> progress;
   if (show_progress) progress = [&reporter](double f) { reporter(f); };

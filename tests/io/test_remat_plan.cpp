@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -179,6 +180,78 @@ TEST_CASE("remat-plan: an unreadable or invalid chain is a planning failure (exi
   REQUIRE(r.is_object());
   CHECK(r["status"] == "invalid_problem");
   CHECK(has(r["message"].get<std::string>(), "no_such_chain.json"));
+}
+
+TEST_CASE("remat-plan: times too large to sum are a clear invalid_problem for every policy") {
+  // Issue 10, defects 5 and 6: 1e308 s each planned "ok" with an infinite makespan; 1e25 s made
+  // CBC abort the process. Both are rejected with a message naming the stage and the field.
+  for (const double t : {1e308, 1e25}) {
+    CAPTURE(t);
+    const auto path = remat::testing::scratch("remat_plan_test_", "huge_times.json");
+    std::ofstream(path) << R"({"name": "huge", "input_bytes": 4, "stages": [
+      {"name": "fc1", "forward_time": )" << t << R"(, "backward_time": )" << t << R"(,
+       "output_bytes": 100, "saved_bytes": 100},
+      {"name": "loss", "forward_time": 1e-05, "backward_time": 1e-05, "output_bytes": 4,
+       "saved_bytes": 4}]})";
+    std::vector<std::string> policies = {"store_all", "periodic", "revolve", "rotor", "rotor_floating"};
+#if defined(REMAT_TEST_PLAN_HAVE_CBC) || defined(REMAT_TEST_PLAN_HAVE_LPSOLVE)
+    policies.emplace_back("checkmate");
+#endif
+    for (const auto& policy : policies) {
+      CAPTURE(policy);
+      const outcome o = run_plan({"--chain", path.string(), "--budget", "1MiB", "--policy", policy, "--json"});
+      CAPTURE(o.err);
+      CHECK(o.exit_code == 1);
+      CHECK(has(o.err, "stage 1 ('fc1'): forward_time is"));
+      CHECK(has(o.err, "1e+15 s"));
+      const json r = json::parse(o.out, nullptr, false);
+      REQUIRE(r.is_object());
+      CHECK(r["status"] == "invalid_problem");
+      const outcome text = run_plan({"--chain", path.string(), "--budget", "1MiB", "--policy", policy});
+      CHECK(text.exit_code == 1);
+      CHECK(!has(text.out + text.err, "inf"));
+      CHECK(!has(text.out + text.err, "nan"));
+    }
+  }
+}
+
+TEST_CASE("remat-plan: --time-limit holds for every chain policy") {
+  // Issue 10, defect 4: 2,000 stages took 30 s with rotor at --time-limit 1; periodic and
+  // revolve took no limit. Now each stops within the limit and a small margin, with a plan or
+  // status time_limit.
+  const auto path = remat::testing::scratch("remat_plan_test_", "long_chain.json");
+  {
+    json c{{"name", "long"}, {"input_bytes", 1000}, {"stages", json::array()}};
+    for (int l = 1; l <= 2000; ++l)
+      c["stages"].push_back({{"name", "s" + std::to_string(l)}, {"forward_time", 1.0 + 0.001 * (l % 7)},
+                             {"backward_time", 2.0}, {"output_bytes", 1000 + 10 * (l % 5)},
+                             {"saved_bytes", 2000 + 10 * (l % 3)}});
+    std::ofstream(path) << c.dump();
+  }
+  for (const std::string policy : {"store_all", "periodic", "revolve", "rotor", "rotor_floating"}) {
+    CAPTURE(policy);
+    std::vector<std::string> args = {"--chain", path.string(), "--budget", "120000", "--policy", policy,
+                                     "--time-limit", "0.2", "--json"};
+    if (policy == "rotor" || policy == "rotor_floating") args.insert(args.end(), {"--slots", "20"});
+    const auto t0 = std::chrono::steady_clock::now();
+    const outcome o = run_plan(args);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CAPTURE(o.err);
+    CHECK(took < 1.5);  // the limit, a margin, and loading the file and starting the process
+    const json r = json::parse(o.out, nullptr, false);
+    REQUIRE(r.is_object());
+    if (o.exit_code == 0) {
+      CHECK(r["status"] == "ok");
+      CHECK(r["peak_bytes"].get<bytes>() <= 120000);
+    } else {
+      CHECK(o.exit_code == 1);
+      // store_all: the budget is below its peak; rotor_floating: its table is refused at once.
+      const char* expect = policy == "store_all"        ? "budget_too_small"
+                           : policy == "rotor_floating" ? "invalid_problem"
+                                                        : "time_limit";
+      CHECK(r["status"] == expect);
+    }
+  }
 }
 
 TEST_CASE("remat-plan: usage errors exit 2 with the reason on stderr") {
