@@ -178,49 +178,73 @@ inline result<solution> run(const model& m, const options& o) {
   if (auto t = trivial(m, f, clock)) return to_result(std::move(*t), "lp_solve");
 
   const int n = static_cast<int>(f.cols());
-  std::unique_ptr<lprec, void (*)(lprec*)> owner(make_lp(0, n), [](lprec* p) { delete_lp(p); });
+  const int rows = static_cast<int>(f.rows());
+  // The rows first, empty, then the columns one by one: lp_solve stores the matrix by columns,
+  // and rows added in row-entry mode after the objective shift it at every row (a 200-stage
+  // chain's checkmate MILP took 60 s to load that way, past any time limit).
+  std::unique_ptr<lprec, void (*)(lprec*)> owner(make_lp(rows, 0), [](lprec* p) { delete_lp(p); });
   lprec* lp = owner.get();
   if (lp == nullptr)
     return error{status::solver_error,
-                 "lp_solve: make_lp failed for " + std::to_string(n) + " columns (out of memory?)",
+                 "lp_solve: make_lp failed for " + std::to_string(rows) +
+                     " rows (out of memory?)",
                  {}};
   set_verbose(lp, verbosity_level(o.verbosity));
   set_minim(lp);
 
   const double big = get_infinite(lp);
   auto clamp = [big](double v) { return std::isinf(v) ? (v > 0 ? big : -big) : v; };
-  {  // objective (sparse), then rows in row-entry mode, then columns' bounds and types
-    std::vector<double> val;
-    std::vector<int> col;
-    for (int j = 0; j < n; ++j)
-      if (f.obj[static_cast<std::size_t>(j)] != 0) {
-        val.push_back(f.obj[static_cast<std::size_t>(j)]);
-        col.push_back(j + 1);
+  const bool limited = std::isfinite(o.time_limit);
+  auto out_of_time = [&] {
+    return to_result(make_solution(m, f, solve_status::time_limit, {},
+                                   std::numeric_limits<double>::quiet_NaN(), clock.elapsed(),
+                                   "lp_solve: the time limit passed while loading the model"),
+                     "lp_solve");
+  };
+  {
+    std::vector<double> rh(static_cast<std::size_t>(rows) + 1, 0.0);
+    for (int i = 0; i < rows; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      set_constr_type(lp, i + 1, row_type(f.rel[k]));
+      rh[k + 1] = f.rhs[k];
+    }
+    set_rh_vec(lp, rh.data());
+    // The matrix by columns (row 0: the objective).
+    std::vector<std::size_t> start(static_cast<std::size_t>(n) + 1, 0);
+    for (const int c : f.col) ++start[static_cast<std::size_t>(c) + 1];
+    for (std::size_t j = 0; j < static_cast<std::size_t>(n); ++j) start[j + 1] += start[j];
+    std::vector<double> cval(f.val.size());
+    std::vector<int> crow(f.val.size());
+    std::vector<std::size_t> fill(start.begin(), start.end() - 1);
+    for (std::size_t i = 0; i < f.rows(); ++i)
+      for (std::size_t k = f.row_start[i]; k < f.row_start[i + 1]; ++k) {
+        const std::size_t at = fill[static_cast<std::size_t>(f.col[k])]++;
+        cval[at] = f.val[k];
+        crow[at] = static_cast<int>(i) + 1;
       }
-    if (!col.empty() && !set_obj_fnex(lp, static_cast<int>(col.size()), val.data(), col.data()))
-      return error{status::solver_error, "lp_solve: set_obj_fnex failed", {}};
-  }
-  set_add_rowmode(lp, TRUE);
-  std::vector<double> val;
-  std::vector<int> col;
-  for (std::size_t i = 0; i < f.rows(); ++i) {
-    val.assign(f.val.begin() + static_cast<std::ptrdiff_t>(f.row_start[i]),
-               f.val.begin() + static_cast<std::ptrdiff_t>(f.row_start[i + 1]));
-    col.clear();
-    for (std::size_t k = f.row_start[i]; k < f.row_start[i + 1]; ++k) col.push_back(f.col[k] + 1);
-    if (!add_constraintex(lp, static_cast<int>(col.size()), val.data(), col.data(),
-                          row_type(f.rel[i]), f.rhs[i]))
-      return error{status::solver_error,
-                   "lp_solve: add_constraintex failed on row " + std::to_string(i),
-                   {}};
-  }
-  set_add_rowmode(lp, FALSE);
-  for (int j = 0; j < n; ++j) {
-    const auto k = static_cast<std::size_t>(j);
-    if (!set_bounds(lp, j + 1, clamp(f.lower[k]), clamp(f.upper[k])))
-      return error{
-          status::solver_error, "lp_solve: set_bounds failed on column " + std::to_string(j), {}};
-    if (f.integer[k]) set_int(lp, j + 1, TRUE);
+    std::vector<double> val;
+    std::vector<int> row;
+    for (int j = 0; j < n; ++j) {
+      const auto k = static_cast<std::size_t>(j);
+      if (limited && j % 1024 == 0 && clock.elapsed() > o.time_limit) return out_of_time();
+      val.clear();
+      row.clear();
+      if (f.obj[k] != 0) {
+        val.push_back(f.obj[k]);
+        row.push_back(0);
+      }
+      val.insert(val.end(), cval.begin() + static_cast<std::ptrdiff_t>(start[k]),
+                 cval.begin() + static_cast<std::ptrdiff_t>(start[k + 1]));
+      row.insert(row.end(), crow.begin() + static_cast<std::ptrdiff_t>(start[k]),
+                 crow.begin() + static_cast<std::ptrdiff_t>(start[k + 1]));
+      if (!add_columnex(lp, static_cast<int>(val.size()), val.data(), row.data()))
+        return error{status::solver_error,
+                     "lp_solve: add_columnex failed on column " + std::to_string(j), {}};
+      if (!set_bounds(lp, j + 1, clamp(f.lower[k]), clamp(f.upper[k])))
+        return error{status::solver_error,
+                     "lp_solve: set_bounds failed on column " + std::to_string(j), {}};
+      if (f.integer[k]) set_int(lp, j + 1, TRUE);
+    }
   }
 
   // lp_solve 5.5.2 infers the objective's smallest step from its integer coefficients
