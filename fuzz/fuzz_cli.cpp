@@ -17,6 +17,7 @@
 // --json and status ok, the makespan is a number and the peak is within the budget.
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstddef>
@@ -27,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -90,7 +92,39 @@ std::string shown(const std::vector<std::string>& args) {
   return out;
 }
 
+/// REMAT_FUZZ_CLI_KEEP_GOING=DIR: a failed property does not abort; the input goes to
+/// DIR/<property>-<n> with what was seen in DIR/<property>-<n>.txt (at most 3 per property and
+/// policy), and fuzzing goes on. For long campaigns; CI aborts on the first failure.
+const char* keep_going_dir() {
+  static const char* d = std::getenv("REMAT_FUZZ_CLI_KEEP_GOING");
+  return d && *d ? d : nullptr;
+}
+
+bool keep(const char* property, const std::string& policy, const std::string& what,
+          std::string_view input) {
+  static std::map<std::string, int> seen;
+  static int count = 0;
+  std::string key = property;
+  for (char& ch : key)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  key = key.substr(0, 40) + "_" + policy;
+  if (seen[key]++ >= 3) return true;
+  const auto base = std::filesystem::path(keep_going_dir()) / (key + "-" + std::to_string(count++));
+  std::ofstream(base, std::ios::binary).write(input.data(), static_cast<std::streamsize>(input.size()));
+  std::ofstream(base.string() + ".txt") << property << "\n" << what << "\n";
+  std::fprintf(stderr, "fuzz_cli: %s (%s): kept as %s\n", property, policy.c_str(), base.c_str());
+  return true;
+}
+
 }  // namespace
+
+#define CLI_CHECK(cond, what)                                                  \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      if (keep_going_dir() && keep(#cond, policy, (what), text)) return 0;    \
+      ::remat::fuzz::fail(#cond, (what), __FILE__, __LINE__);                  \
+    }                                                                          \
+  } while (false)
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -125,6 +159,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (pos < text.size()) f.write(text.data() + pos, static_cast<std::streamsize>(text.size() - pos));
   }
   const bool json_out = std::find(args.begin(), args.end(), "--json") != args.end();
+  std::string policy = "none";
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--policy" && i + 1 < args.size()) policy = args[i + 1];
+    if (args[i].rfind("--policy=", 0) == 0) policy = args[i].substr(9);
+  }
+  if (policy.size() > 20) policy = "other";
 
   std::vector<char*> argv;
   static std::string exe = REMAT_PLAN_EXE;
@@ -166,33 +206,33 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const std::string out = slurp(out_path), err = slurp(err_path);
   const std::string what = shown(args) + "\nstderr: " + tail(err) + "\nstdout: " + tail(out, 500);
-  FUZZ_CHECK(!hung, "ran past " + std::to_string(child_timeout()) + " s: " + what);
-  FUZZ_CHECK(!WIFSIGNALED(raw),
+  CLI_CHECK(!hung, "ran past " + std::to_string(child_timeout()) + " s: " + what);
+  CLI_CHECK(!WIFSIGNALED(raw),
              "killed by signal " + std::to_string(WTERMSIG(raw)) + " (" +
                  strsignal(WTERMSIG(raw)) + "): " + what);
-  FUZZ_CHECK(WIFEXITED(raw), "did not exit: " + what);
+  CLI_CHECK(WIFEXITED(raw), "did not exit: " + what);
   const int code = WEXITSTATUS(raw);
-  FUZZ_CHECK(code != 125 && code != 126, "could not start " + exe);
-  FUZZ_CHECK(code == 0 || code == 1 || code == 2, "exit status " + std::to_string(code) + ": " + what);
-  FUZZ_CHECK(err.find("AddressSanitizer") == std::string::npos &&
+  CLI_CHECK(code != 125 && code != 126, "could not start " + exe);
+  CLI_CHECK(code == 0 || code == 1 || code == 2, "exit status " + std::to_string(code) + ": " + what);
+  CLI_CHECK(err.find("AddressSanitizer") == std::string::npos &&
                  err.find("runtime error:") == std::string::npos &&
                  err.find("LeakSanitizer") == std::string::npos,
              "a sanitizer report: " + what);
   if (code != 0) {
-    FUZZ_CHECK(err.rfind("remat-plan: ", 0) == 0 && err.size() > 13,
+    CLI_CHECK(err.rfind("remat-plan: ", 0) == 0 && err.size() > 13,
                "exit status " + std::to_string(code) + " without a message: " + what);
-    FUZZ_CHECK(err.find("internal error") == std::string::npos, "an internal error: " + what);
+    CLI_CHECK(err.find("internal error") == std::string::npos, "an internal error: " + what);
     return 0;
   }
-  FUZZ_CHECK(!out.empty(), "exit status 0 and nothing printed: " + what);
+  CLI_CHECK(!out.empty(), "exit status 0 and nothing printed: " + what);
   if (json_out && std::find(args.begin(), args.end(), "--help") == args.end() &&
       std::find(args.begin(), args.end(), "-h") == args.end()) {
     const auto j = nlohmann::json::parse(out, nullptr, false);
-    FUZZ_CHECK(!j.is_discarded() && j.is_object(), "--json printed no JSON object: " + what);
+    CLI_CHECK(!j.is_discarded() && j.is_object(), "--json printed no JSON object: " + what);
     if (j.value("status", "") == "ok") {
-      FUZZ_CHECK(j.contains("makespan") && j["makespan"].is_number(),
+      CLI_CHECK(j.contains("makespan") && j["makespan"].is_number(),
                  "status ok without a numeric makespan: " + what);
-      FUZZ_CHECK(j.contains("peak_bytes") && j.contains("budget_bytes") &&
+      CLI_CHECK(j.contains("peak_bytes") && j.contains("budget_bytes") &&
                      j["peak_bytes"].get<double>() <= j["budget_bytes"].get<double>(),
                  "peak over the budget: " + what);
     }

@@ -13,7 +13,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
       -DREMAT_SANITIZE=address,undefined -DREMAT_BUILD_BENCH=OFF -DREMAT_WERROR=$werror >/dev/null
 targets=(test_core test_policy test_io test_exec remat-plan
-         fuzz_chain_json fuzz_graph_json fuzz_schedule fuzz_cli)
+         fuzz_chain_json fuzz_graph_json fuzz_schedule fuzz_cli fuzz_selftest)
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
