@@ -39,16 +39,32 @@
 //     U[t][k] = U[t][k-1] + created - freed; peak of the step U[t][k] + freed + overhead <= budget.
 // Frees are not forced to be as early as possible (Checkmate's hazard constraints): the
 // objective ignores memory, and any placement the constraints allow is a valid program.
-// Memory units: memory is counted in units of the gcd of every size and overhead, so that the
-// budget constraint is exact in integers, unless that puts 2^17 units or more in the budget:
-// then in the smallest power of two that puts fewer, sizes and overheads rounded up and the
-// budget down (the plan never exceeds the budget; it may miss a schedule that fits within less
-// than one unit per data node, 2^-16 of the budget). Why: with the 4-byte loss output of
-// examples/graphs/residual_net.json the gcd was 4 bytes, memory rows had coefficients from 1 to
-// 2.6e7, and CBC 2.10.8's cut generators (two-step MIR, and others) cut off optimal solutions:
-// at 6 budgets of 10 between 280 and 380 MiB it proved a worse schedule "optimal" (0.6-1.7%
-// slower than the schedule CBC found with -cuts off). With at most 2^17 units, CBC's answers
-// equal those found with -cuts off at all of them (test_io's test_example_graphs checks four).
+// Memory units, and the check in bytes. Memory is counted in units of the gcd of every size and
+// overhead when that leaves fewer than 2^17 units in the budget (sizes are then integers, the
+// budget row exact); otherwise in units of the smallest power of two that does, with every size
+// an exact binary fraction of it (a byte is 2^-k units; no size is rounded). Why not bytes: with
+// the 4-byte loss output of examples/graphs/residual_net.json the gcd was 4 bytes, memory rows had
+// coefficients from 1 to 2.6e7, and CBC 2.10.8's cut generators (two-step MIR, and others) cut
+// off optimal solutions: at 6 budgets of 10 between 280 and 380 MiB it proved a worse schedule
+// "optimal" (0.6-1.7% slower than the schedule CBC found with -cuts off); with at most 2^17 units
+// in the budget CBC's answers equal those found with -cuts off (test_io's test_example_graphs
+// checks four). Why not round sizes up to the unit, as an earlier version did: the plan then
+// fits, but schedules that fit within a few bytes are lost: checkmate said "infeasible" on
+// chains where rotor and store-all plan (a 2-stage chain at its store-all peak of 1091786 bytes,
+// in units of 16 bytes), and planned slower than rotor elsewhere (issue 10).
+// Exact sizes make the model exact up to the solvers' tolerances, which are relative (about
+// 1e-9-1e-7 of the row), while one byte is 2^-17 of the budget or less: a solver may take a
+// schedule a few bytes over the budget as feasible (lp_solve did, 2 bytes over 55 MB), or one
+// exactly at the budget as infeasible (lp_solve did, at 18 GB). So the budget row allows the
+// budget plus a millionth of it (less than a unit when sizes are integers), so that no schedule
+// within the budget is lost; each schedule the solver returns is replayed in bytes, and when a
+// step is over the budget, cover cuts (see cover_cuts: that set of data, alive together at that
+// step, exceeds the budget; every schedule within it satisfies the cut) go into the MILP and it
+// is solved again. The schedule returned is within the budget to the byte; "infeasible" is a
+// proof (the MILP with the allowance is a relaxation of the byte problem); "optimal" is the
+// optimum of that relaxation, met by a schedule within the budget, hence the optimum.
+// (Checked against rotor and store-all on random chains with sizes of 10^0-10^11 bytes, and
+// find_minimum's answers re-solved, in test_checkmate_properties.)
 //
 // The objective is sum_{t,k} time_k R[t][k] + fast_time_k F[t][k]: the makespan itself.
 //
@@ -88,8 +104,14 @@
 //
 // Results: ok with the schedule; budget_too_small with the minimum budget when the MILP is
 // infeasible and `find_minimum` is on (a bisection over budgets with feasibility MILPs; off by
-// default, it costs several solves); infeasible otherwise; time_limit when the limit passed
-// before any schedule was found. A time-limited solve that found a schedule returns ok: whether
+// default, it costs several solves; the minimum reported is always a budget at which a solve
+// was seen to succeed, never store-all's peak taken on trust); infeasible otherwise; time_limit
+// when the limit passed before any schedule was found (the warm start, or auto_warm_start's
+// schedule, when there is one, is returned instead, not proven optimal). The time limit covers
+// the whole call: the warm start's relaxation (a quarter of it), building the MILP (checked
+// between stages), the solver (CBC: the root LP under Clp's wall-clock limit without presolve,
+// then branch and bound stopped by the event handler; lp_solve: its abort callback), and
+// find_minimum's bisection. Graphs whose MILP would exceed max_variables are refused at once. A time-limited solve that found a schedule returns ok: whether
 // it is proven optimal is in solve_detailed()'s `optimal` (graph_schedule, plain data owned by
 // the schedule layer, carries no solver status).
 //
@@ -173,9 +195,16 @@ template <milp::MilpBackend Backend>
 struct checkmate {
   static constexpr std::string_view name = "checkmate";
 
-  /// Wall-clock limit of each MILP solve (of the whole relaxation and rounding with relax),
-  /// seconds; not finite = none.
+  /// Wall-clock limit of the whole solve (building the MILP, the warm start, every MILP solve of
+  /// find_minimum's bisection; the relaxation and rounding with relax), seconds; not finite =
+  /// none. Kept to within ~0.1 s plus the time of one node LP of the solver (CBC and lp_solve
+  /// stop at their next check): returns the best schedule found by then (not proven optimal), or
+  /// status::time_limit.
   double time_limit = std::numeric_limits<double>::infinity();
+  /// Graphs whose MILP would have more variables than this are refused at once
+  /// (invalid_problem): building and solving such a model would exhaust memory and time (a
+  /// 500-stage chain's ran out of memory). The default admits chains of about 250 stages.
+  double max_variables = 4e6;
   /// Stop when the gap between the best schedule and the bound is at most this (relative).
   double relative_gap = 0;
   /// Lets forwards run as fast-forwards (no phantom): R' of the thesis version.
@@ -250,6 +279,7 @@ struct checkmate {
                    "checkmate: the MILP backend " + std::string(Backend::name) +
                        " is not available in this build",
                    {}};
+    if (auto size = size_check(g); !size) return size.err();
     if (relax && rounding_samples < 0)
       return error{
           status::invalid_problem,
@@ -270,6 +300,7 @@ struct checkmate {
                          " bytes; give a schedule that fits, or none",
                      {}};
     }
+    const auto deadline = deadline_after(clock::now(), time_limit);
     const bytes floor = lower_bound(g);
     if (budget < floor && !find_minimum)
       return error{status::infeasible,
@@ -282,22 +313,38 @@ struct checkmate {
     bool proven = true;  // an infeasible answer is a proof (not so when no rounding fits)
     auto r = budget < floor ? result<checkmate_solution>(error{status::infeasible, "", {}})
              : relax        ? solve_relaxed(g, budget, proven)
-                            : solve_once(g, budget, time_limit, false, warm_start);
+                            : solve_once(g, budget, deadline, false, warm_start);
     if (r || r.code() != status::infeasible || !find_minimum || !proven) return r;
-    // Bisection between the infeasible budget and store-all's peak (always feasible).
+    // Bisection between the infeasible budget and store-all's peak. The store-all program is a
+    // schedule of the stage model, so the MILP has one there; but a reported minimum must be a
+    // budget at which checkmate was seen to plan, so hi counts only once a solve succeeded at it.
     graph_schedule sa{store_all_program(g), g.ideal_time(), 0};
     bytes hi = sim::simulate(g, sa, {.budget = std::numeric_limits<bytes>::max()}).peak;
     bytes lo = std::max(budget, floor - 1);  // infeasible
     if (hi <= lo) return r;
+    bool hi_solved = false;
     while (hi - lo > 1) {
       const bytes mid = lo + (hi - lo) / 2;
-      auto m = solve_once(g, mid, time_limit, true, std::nullopt);
-      if (m)
+      auto m = solve_once(g, mid, deadline, true, std::nullopt);
+      if (m) {
         hi = mid;
-      else if (m.code() == status::infeasible)
+        hi_solved = true;
+      } else if (m.code() == status::infeasible) {
         lo = mid;
-      else
+      } else {
         return r;  // cannot tell: keep the plain answer
+      }
+    }
+    if (!hi_solved) {
+      auto m = solve_once(g, hi, deadline, true, std::nullopt);
+      if (!m && m.code() != status::infeasible) return r;
+      if (!m)
+        return error{status::solver_error,
+                     "checkmate: the MILP has no schedule even at store-all's peak (" +
+                         std::to_string(hi) + " bytes) although store-all's program fits there; "
+                         "a bug in remat: please report it with the graph (" + m.err().message +
+                         ")",
+                     {}};
     }
     return error{status::budget_too_small,
                  "checkmate: no schedule fits in " + std::to_string(budget) +
@@ -314,6 +361,8 @@ struct checkmate {
   struct built {
     milp::model m;
     bytes unit = 1;
+    /// Seconds per unit of the objective (see time_unit).
+    double time_scale = 1;
     /// [t][k], k <= t: a variable, or a constant (see "Reductions"); F is 0 where c_k has no
     /// fast-forward variable.
     std::vector<std::vector<milp::linear_expr>> R, F;
@@ -331,20 +380,37 @@ struct checkmate {
     return nullptr;
   }
 
-  /// The memory unit of the model: the gcd of every size and overhead (exact), or, when that
-  /// leaves 2^17 units or more in the budget, the smallest power of two that leaves fewer
-  /// (sizes and overheads rounded up, the budget down: see "Memory units" above).
+  /// The memory unit of the model (see "Memory units" above): the gcd of every size and overhead
+  /// when that leaves fewer than 2^17 units in the budget (sizes are then integers), else the
+  /// smallest power of two that does (sizes are then exact binary fractions of it).
   static bytes memory_unit(const graph& g, bytes budget) {
     bytes u = 0;
     for (const auto& d : g.data_nodes()) u = std::gcd(u, d.size);
     for (const auto& c : g.compute_nodes()) u = std::gcd(std::gcd(u, c.overhead), c.fast_overhead);
     u = std::max<bytes>(u, 1);
+    if (budget / u < (bytes{1} << 17)) return u;
     bytes coarse = 1;
     while (coarse <= (budget >> 17)) coarse *= 2;
-    return std::max(u, coarse);
+    return coarse;
   }
-  /// Bytes in model units, rounded up.
-  static double units(bytes v, bytes unit) { return static_cast<double>((v + unit - 1) / unit); }
+  /// Bytes in model units, exactly: the unit is the gcd (an integer) or a power of two (v / unit
+  /// is a binary fraction, exact in a double for the sizes a budget below 2^53 bytes admits).
+  static double units(bytes v, bytes unit) {
+    return static_cast<double>(v / unit) + static_cast<double>(v % unit) / static_cast<double>(unit);
+  }
+  /// The objective's unit of time: the power of two nearest below the longest op time (1 when
+  /// every time is 0), so that the objective's coefficients lie in (0, 2) and dividing by it is
+  /// exact. CBC aborts the process (a failed assertion in Clp) on an objective coefficient of
+  /// 1e25 or more, and solvers' tolerances are absolute: in seconds, times of 1e-9 s would fall
+  /// below them, times of 1e20 s above every gap.
+  static double time_unit(const graph& g) {
+    double longest = 0;
+    for (const auto& c : g.compute_nodes()) longest = std::max({longest, c.time, c.fast_time});
+    if (!(longest > 0) || !std::isfinite(longest)) return 1;
+    int e = 0;
+    std::frexp(longest, &e);  // longest = f * 2^e, f in [0.5, 1)
+    return std::ldexp(1.0, e - 1);
+  }
 
   /// Backwards and the loss run once, in their own stage.
   static bool runs_once(const graph& g, int k) {
@@ -374,12 +440,65 @@ struct checkmate {
     return true;
   }
 
-  /// The MILP at this budget; without objective when only feasibility matters.
-  [[nodiscard]] built build(const graph& g, bytes budget, bool feasibility) const {
+  using clock = std::chrono::steady_clock;
+
+  /// The time limit as a deadline from `start` (time_point::max() when the limit is not finite).
+  static clock::time_point deadline_after(clock::time_point start, double limit) {
+    if (!(limit < 1e9)) return clock::time_point::max();
+    return start + std::chrono::duration_cast<clock::duration>(
+                       std::chrono::duration<double>(std::max(0.0, limit)));
+  }
+  static double seconds_left(clock::time_point deadline) {
+    if (deadline == clock::time_point::max()) return std::numeric_limits<double>::infinity();
+    return std::chrono::duration<double>(deadline - clock::now()).count();
+  }
+
+  /// An upper bound on the MILP's variables for this graph (R and F per step, P and S per stage
+  /// and data, create and free per stage and related step), computed before building anything.
+  static double variables_bound(const graph& g) {
+    const double T = g.compute_count();
+    double related = 0, producers = 0;
+    for (int i = 0; i < g.data_count(); ++i) {
+      related += static_cast<double>(g.producers(i).size() + g.consumers(i).size());
+      producers += static_cast<double>(g.producers(i).size());
+    }
+    return T * (T + 1) + T * (g.data_count() + producers) + 2 * T * related + T * (T + 1) / 2;
+  }
+
+  /// invalid_problem when the graph's MILP would have more than max_variables variables.
+  [[nodiscard]] result<void> size_check(const graph& g) const {
+    const double nv = variables_bound(g);
+    if (nv <= max_variables) return {};
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3g", nv);
+    return error{status::invalid_problem,
+                 "checkmate: the MILP of graph '" + g.name + "' (" +
+                     std::to_string(g.compute_count()) + " compute nodes, " +
+                     std::to_string(g.data_count()) + " data nodes) would have up to " + buf +
+                     " variables, over max_variables (" +
+                     std::to_string(static_cast<long long>(max_variables)) +
+                     "); an exact or relaxed solve of that size does not finish: plan a "
+                     "coarser graph, or a chain with rotor",
+                 {}};
+  }
+
+  /// The MILP at this budget; without objective when only feasibility matters. time_limit when
+  /// the deadline passes while building; invalid_problem when the model would exceed
+  /// max_variables.
+  [[nodiscard]] result<built> build(const graph& g, bytes budget, bool feasibility,
+                                    clock::time_point deadline) const {
     const int T = g.compute_count();
     const int I = g.data_count();
+    if (auto size = size_check(g); !size) return size.err();
+    auto past_deadline = [&] { return clock::now() > deadline; };
+    const error out_of_time{status::time_limit,
+                            "checkmate: the time limit passed while building the MILP of graph '" +
+                                g.name + "' (" + std::to_string(T) +
+                                " compute nodes); raise time_limit",
+                            {}};
     const bytes unit = memory_unit(g, budget);
-    const double cap = static_cast<double>(budget / unit);
+    // The budget plus a millionth (see "Memory units"): below a unit when sizes are integers.
+    const double cap = units(budget, unit) * (1 + 1e-6);
     auto sz = [&](int i) { return units(g.data(i).size, unit); };
     using milp::linear_expr;
     using milp::variable;
@@ -513,7 +632,8 @@ struct checkmate {
       const linear_expr* x = at_step(v, k);
       return x ? *x : linear_expr();
     };
-    for (int t = 0; t < T; ++t)
+    for (int t = 0; t < T; ++t) {
+      if (past_deadline()) return out_of_time;
       for (int i = 0; i < I; ++i) {
         for (int k : rel[ix(i)]) {
           if (k > t) break;
@@ -540,9 +660,11 @@ struct checkmate {
           }
         }
       }
+    }
 
     // Liveness, dependencies, S and P transitions.
-    for (int t = 0; t < T; ++t)
+    for (int t = 0; t < T; ++t) {
+      if (past_deadline()) return out_of_time;
       for (int i = 0; i < I; ++i) {
         const auto pr = g.producers(i);
         const auto& D = b.del[ix(t)][ix(i)];
@@ -612,22 +734,28 @@ struct checkmate {
           m.add(alive == (g.data(i).is_protected ? 1.0 : 0.0));
         }
       }
+    }
 
     // Memory.
     b.U.assign(ix(T), {});
+    std::vector<linear_expr> made_at, gone_at;  // [k]: what step k of stage t allocates, frees
     for (int t = 0; t < T; ++t) {
+      if (past_deadline()) return out_of_time;
       linear_expr prev;
       for (int i = 0; i < I; ++i) prev += sz(i) * P[ix(t)][ix(i)];
+      made_at.assign(ix(t + 1), linear_expr());
+      gone_at.assign(ix(t + 1), linear_expr());
+      for (int i = 0; i < I; ++i) {
+        for (const auto& [k, x] : cre[ix(t)][ix(i)]) made_at[ix(k)] += sz(i) * x;
+        for (const auto& [k, x] : b.del[ix(t)][ix(i)]) gone_at[ix(k)] += sz(i) * x;
+      }
       for (int k = 0; k <= t; ++k) {
         if (!can_run(t, k)) {  // nothing happens at this step: U is the previous step's
           b.U[ix(t)].push_back(variable{});
           continue;
         }
-        linear_expr made, gone;
-        for (int i = 0; i < I; ++i) {
-          made += sz(i) * find(cre[ix(t)][ix(i)], k);
-          gone += sz(i) * find(b.del[ix(t)][ix(i)], k);
-        }
+        const linear_expr& made = made_at[ix(k)];
+        const linear_expr& gone = gone_at[ix(k)];
         const auto& n = g.compute(k);
         const linear_expr tmp =
             units(n.overhead, unit) * R(t, k) + units(n.fast_overhead, unit) * b.F[ix(t)][ix(k)];
@@ -639,13 +767,16 @@ struct checkmate {
       }
     }
 
-    // Objective: the makespan.
+    // Objective: the makespan, in units of time_scale seconds.
+    b.time_scale = time_unit(g);
     linear_expr obj;
     if (!feasibility)
       for (int t = 0; t < T; ++t)
         for (int k = 0; k <= t; ++k)
-          obj += g.compute(k).time * R(t, k) + g.compute(k).fast_time * b.F[ix(t)][ix(k)];
+          obj += g.compute(k).time / b.time_scale * R(t, k) +
+                 g.compute(k).fast_time / b.time_scale * b.F[ix(t)][ix(k)];
     m.minimize(obj);
+    if (past_deadline()) return out_of_time;
     return b;
   }
 
@@ -844,47 +975,175 @@ struct checkmate {
   }
 
   [[nodiscard]] result<checkmate_solution> solve_once(
-      const graph& g, bytes budget, double limit, bool feasibility,
+      const graph& g, bytes budget, clock::time_point deadline, bool feasibility,
       const std::optional<graph_schedule>& start) const {
-    const built b = build(g, budget, feasibility);
+    const auto t0 = clock::now();
+    std::optional<graph_schedule> heuristic;  // auto_warm_start's schedule, found before building
+    if (!start && auto_warm_start && !feasibility)
+      heuristic = relaxed_start(g, budget, seconds_left(deadline) / 4);
+    // Out of time before the solver had a schedule of its own: the warm start is the best.
+    auto fallback = [&]() -> result<checkmate_solution> {
+      auto ok = checked(g, budget, start ? *start : *heuristic);
+      if (!ok) return ok.err();
+      checkmate_solution res;
+      res.schedule = std::move(ok.value());
+      res.optimal = false;
+      res.bound = -std::numeric_limits<double>::infinity();
+      res.solve_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+      return res;
+    };
+    auto bt = build(g, budget, feasibility, deadline);
+    if (!bt && bt.code() == status::time_limit && (start || heuristic)) return fallback();
+    if (!bt) return bt.err();
+    built& b = bt.value();
     milp::options o;
-    o.time_limit = limit;
     o.relative_gap = relative_gap;
     o.threads = threads;
-    if (!feasibility) o.progress = progress;
+    if (!feasibility && progress)
+      o.progress = [this, scale = b.time_scale](const milp::progress_report& r) {
+        milp::progress_report sec = r;
+        sec.incumbent *= scale;
+        sec.bound *= scale;
+        progress(sec);
+      };
     if (start) {
       auto x = start_values(g, b, *start);
       if (!x) return x.err();
       o.warm_start = std::move(x.value());
-    } else if (auto_warm_start && !feasibility) {
-      const auto t0 = std::chrono::steady_clock::now();
-      if (auto h = relaxed_start(g, budget, limit))
-        if (auto x = start_values(g, b, *h)) o.warm_start = std::move(x.value());
-      const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - t0;
-      o.time_limit = std::max(1e-3, limit - spent.count());
+    } else if (heuristic) {
+      if (auto x = start_values(g, b, *heuristic)) o.warm_start = std::move(x.value());
     }
-    auto sol = backend.solve(b.m, o);
-    if (!sol) {
-      error e = sol.err();
-      if (e.code == status::infeasible)
-        e.message = "checkmate: no schedule of graph '" + g.name + "' fits in " +
-                    std::to_string(budget) + " bytes (" + e.message +
-                    "); set find_minimum to get the smallest budget that fits";
-      else
-        e.message = "checkmate: " + e.message;
-      return e;
+    // Solve, then check in bytes (see "Memory units"): a schedule over the budget by a solver's
+    // tolerance is cut off (a no-good cut: at least one integer variable differs from it; every
+    // schedule within the budget satisfies it) and the MILP solved again, up to max_cuts times.
+    for (int cuts = 0;; ++cuts) {
+      o.time_limit = std::max(1e-3, seconds_left(deadline));
+      auto sol = backend.solve(b.m, o);
+      if (!sol && sol.code() == status::time_limit && (start || heuristic)) return fallback();
+      if (!sol) {
+        error e = sol.err();
+        if (e.code == status::infeasible)
+          e.message = "checkmate: no schedule of graph '" + g.name + "' fits in " +
+                      std::to_string(budget) + " bytes (" + e.message +
+                      "); set find_minimum to get the smallest budget that fits";
+        else
+          e.message = "checkmate: " + e.message;
+        return e;
+      }
+      const milp::solution& s = sol.value();
+      auto out = extract(g, b, s);
+      if (!out) return out.err();
+      const auto rep =
+          sim::simulate(g, out.value(), {.budget = budget, .record_timeline = false});
+      if (rep.first_violation &&
+          rep.first_violation->kind == sim::graph_violation_kind::over_budget) {
+        constexpr int max_cuts = 64;
+        if (cuts < max_cuts && seconds_left(deadline) > 0) {
+          auto covers = cover_cuts(g, b, s, budget);
+          if (covers.empty()) covers.push_back(no_good(b.m, s.values));
+          for (auto& c : covers) b.m.add(std::move(c));
+          continue;
+        }
+        if (start || heuristic) return fallback();
+        return error{status::solver_error,
+                     "checkmate: after " + std::to_string(cuts) +
+                         " no-good cuts the MILP still answers schedules over the budget by "
+                         "its tolerance (" +
+                         rep.first_violation->message +
+                         "); give a budget a little larger, or a warm start",
+                     {}};
+      }
+      auto ok = checked(g, budget, std::move(out.value()));
+      if (!ok) return ok.err();
+      checkmate_solution res;
+      res.schedule = std::move(ok.value());
+      res.optimal = s.is_optimal();
+      res.bound = s.bound * b.time_scale;
+      res.solve_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+      return res;
     }
-    const milp::solution& s = sol.value();
-    auto out = extract(g, b, s);
-    if (!out) return out.err();
-    auto ok = checked(g, budget, std::move(out.value()));
-    if (!ok) return ok.err();
-    checkmate_solution res;
-    res.schedule = std::move(ok.value());
-    res.optimal = s.is_optimal();
-    res.bound = s.bound;
-    res.solve_seconds = s.seconds;
-    return res;
+  }
+
+  /// Cover cuts for the steps of an integral solution whose memory, in bytes, exceeds the
+  /// budget (the MILP let them through by its tolerance): at such a step (t, k), a smallest set
+  /// C of the data alive there (before the step's frees), largest first, with the op's scratch,
+  /// that exceeds the budget on its own cannot be alive together again at that step:
+  ///   sum_{i in C} alive(t, k, i) [+ the run variable of the op's variant] <= |C| [+ 1] - 1.
+  /// Every schedule within the budget satisfies it; it cuts off every solution with that
+  /// configuration, whatever its other variables (a no-good cut of the whole point cut off one
+  /// at a time, and the MILP has many points that differ only where it does not matter).
+  [[nodiscard]] std::vector<milp::constraint> cover_cuts(const graph& g, const built& b,
+                                                          const milp::solution& s,
+                                                          bytes budget) const {
+    const int T = g.compute_count();
+    const int I = g.data_count();
+    auto on = [&](const milp::linear_expr& e) { return s.value(e) > 0.5 ? 1 : 0; };
+    std::vector<milp::constraint> out;
+    std::vector<int> alive(ix(I));
+    for (int t = 0; t < T; ++t) {
+      for (int i = 0; i < I; ++i) alive[ix(i)] = on(b.P[ix(t)][ix(i)]);
+      for (int k = 0; k <= t; ++k) {
+        for (int i = 0; i < I; ++i)
+          if (const auto* c = at_step(b.cre[ix(t)][ix(i)], k)) alive[ix(i)] += on(*c);
+        const bool normal = on(b.R[ix(t)][ix(k)]) != 0;
+        const bool fast = !normal && on(b.F[ix(t)][ix(k)]) != 0;
+        if (normal || fast) {
+          const auto& n = g.compute(k);
+          const bytes scratch = normal ? n.overhead : n.fast_overhead;
+          std::vector<std::pair<bytes, int>> items;  // (size, data; -1: the op's scratch)
+          bytes mem = scratch;
+          if (scratch > 0) items.push_back({scratch, -1});
+          for (int i = 0; i < I; ++i)
+            if (alive[ix(i)] > 0 && g.data(i).size > 0) {
+              mem += g.data(i).size;
+              items.push_back({g.data(i).size, i});
+            }
+          if (mem > budget) {
+            std::sort(items.begin(), items.end(), std::greater<>());
+            milp::linear_expr lhs;
+            bytes sum = 0;
+            double count = 0;
+            for (const auto& [size, i] : items) {
+              if (i < 0) {
+                lhs += normal ? b.R[ix(t)][ix(k)] : b.F[ix(t)][ix(k)];
+              } else {
+                lhs += b.P[ix(t)][ix(i)];
+                for (const auto& [kk, x] : b.cre[ix(t)][ix(i)])
+                  if (kk <= k) lhs += x;
+                for (const auto& [kk, x] : b.del[ix(t)][ix(i)])
+                  if (kk < k) lhs -= x;
+              }
+              sum += size;
+              count += 1;
+              if (sum > budget) break;
+            }
+            out.push_back(lhs <= count - 1);
+          }
+        }
+        for (int i = 0; i < I; ++i)
+          if (const auto* d = at_step(b.del[ix(t)][ix(i)], k)) alive[ix(i)] -= on(*d);
+      }
+    }
+    return out;
+  }
+
+  /// The no-good cut of an integral point: sum over the binaries at 1 of (1 - x) plus sum over
+  /// those at 0 of x >= 1 (every other 0-1 point satisfies it; the model's integers are all
+  /// binaries).
+  static milp::constraint no_good(const milp::model& m, const std::vector<double>& x) {
+    milp::linear_expr cut;
+    double ones = 0;
+    const auto vars = m.variables();
+    for (std::size_t j = 0; j < vars.size(); ++j) {
+      if (vars[j].type == milp::var_type::continuous) continue;
+      if (x[j] > 0.5) {
+        cut -= milp::linear_expr(milp::variable{j});
+        ones += 1;
+      } else {
+        cut += milp::linear_expr(milp::variable{j});
+      }
+    }
+    return cut >= 1 - ones;
   }
 
   // --- phase 2 and the storage patterns ---------------------------------------------------------
@@ -1030,7 +1289,7 @@ struct checkmate {
   }
 
   /// auto_warm_start's schedule: the relaxation's (its roundings and the cheap patterns), within
-  /// a quarter of the time limit; nullopt when none fits.
+  /// `limit` seconds (a quarter of the time left); nullopt when none fits.
   [[nodiscard]] std::optional<graph_schedule> relaxed_start(const graph& g, bytes budget,
                                                             double limit) const {
     checkmate quick = *this;
@@ -1039,7 +1298,7 @@ struct checkmate {
     quick.warm_start = std::nullopt;
     quick.find_minimum = false;
     quick.progress = {};
-    quick.time_limit = limit / 4;
+    quick.time_limit = limit;
     auto r = quick.solve(g, budget);
     if (!r) return std::nullopt;
     return std::move(r.value());
@@ -1050,7 +1309,6 @@ struct checkmate {
 
   [[nodiscard]] result<checkmate_solution> solve_relaxed(const graph& g, bytes budget,
                                                          bool& proven) const {
-    using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
     const int T = g.compute_count();
@@ -1066,6 +1324,7 @@ struct checkmate {
     std::string budgets_tried;
 
     auto consider = [&](const keep_matrix& keep) {
+      if (elapsed() > time_limit) return;  // out of time: keep what was found
       if (!tried.insert(keep).second) return;
       ++candidates;
       auto s = derive(g, keep);
@@ -1093,7 +1352,12 @@ struct checkmate {
       if (step > 0 && (best || b < floor)) break;
       const double left = time_limit - elapsed();
       if (!(left > 0)) break;
-      const built bm = build(g, b, false);
+      auto bmt = build(g, b, false, deadline_after(t0, time_limit));
+      if (!bmt) {
+        if (step == 0 && !best) return bmt.err();
+        break;
+      }
+      const built& bm = bmt.value();
       milp::options o;
       o.time_limit = left;
       o.threads = threads;
@@ -1114,7 +1378,7 @@ struct checkmate {
         break;
       }
       const milp::solution& lp = sol.value();
-      if (step == 0) lp_bound = lp.objective;
+      if (step == 0) lp_bound = lp.objective * bm.time_scale;
       budgets_tried += (budgets_tried.empty() ? "" : ", ") + std::to_string(b);
       // Phase 1: round P, deterministic thresholds then randomized.
       auto rounding = [&](auto take) {
