@@ -12,6 +12,8 @@
 #include <cmath>
 #include <limits>
 #include <remat/policy/checkmate.hpp>
+#include <remat/policy/periodic.hpp>
+#include <remat/policy/revolve.hpp>
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
@@ -94,6 +96,20 @@ void real_size_properties(const char* backend_name, int chains) {
     const auto rp = ro.solve(c, mid);
     REQUIRE_MESSAGE(rp.ok(), (rp.ok() ? "" : rp.err().message));
     check_plans(cm, g, mid, rp.value().predicted_time, "midway, against rotor");
+    // Every chain policy's plan at these budgets is within them (replayed in the simulator).
+    for (const bytes b : {lo, mid, hi}) {
+      CAPTURE(b);
+      auto fits = [&](const result<schedule>& r) {
+        if (!r) return;
+        const auto rep = sim::simulate(c, r.value(), {.budget = b});
+        CHECK(rep.valid);
+        CHECK(rep.peak <= b);
+      };
+      fits(ro.solve(c, b));
+      fits(periodic{}.solve(c, b));
+      fits(revolve{}.solve(c, b));
+      fits(store_all{}.solve(c, b));
+    }
     check_plans(cm, g, rp.value().predicted_peak, rp.value().predicted_time,
                 "at the peak of rotor's plan");
     // A reported minimum is a budget at which checkmate plans (checked below it too).

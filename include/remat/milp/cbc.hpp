@@ -10,9 +10,13 @@
 // sees every node and solution and may stop the search.
 //
 // As used here:
-// - Time limit: CBC's own ("-sec", wall clock with "-timeMode elapsed"), and our event handler
-//   stops the search at the next node once the limit passed. Pure LPs go to Clp directly, with
-//   Clp's own time limit.
+// - Time limit: the root LP is solved first under Clp's wall-clock limit, without Clp's presolve
+//   (which does not look at the clock); then CBC's own ("-sec", wall clock with "-timeMode
+//   elapsed"), and our event handler stops the search at the next node, cut pass or heuristic
+//   once the limit passed, and caps CBC's diving heuristics (which see no event) at the time
+//   left. Out of time before branch and bound, the warm start is the answer (or time_limit).
+//   Pure LPs go to Clp directly, with the same wall-clock limit and no presolve. Measured: a 1 s
+//   limit held to 0.02-0.25 s on checkmate's MILPs of 12- to 250-stage chains.
 // - Progress: every node and every solution event of the main search (heuristics' sub-searches
 //   are skipped), with CbcModel's incumbent and best possible bound.
 // - Relative gap: "-ratioGap". Threads: "-threads" from 2 on (CBC's parallel tree search).
@@ -24,6 +28,7 @@
 // - CbcMain1 is not reentrant (coin-or/Cbc#332): solves in one process are serialised by a mutex.
 //   CbcMain1's signal handler is not installed, so the application keeps its own SIGINT handling.
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
@@ -72,6 +77,7 @@ struct cbc {
 
 // CBC's headers last: only this backend sees them.
 #include <CbcEventHandler.hpp>
+#include <CbcHeuristicDive.hpp>
 #include <CbcModel.hpp>
 #include <CbcSolver.hpp>
 #include <CoinPackedMatrix.hpp>
@@ -109,6 +115,13 @@ class event_handler final : public CbcEventHandler {
 
   CbcAction event(CbcEvent e) override {
     if (model_ == nullptr || model_->parentModel() != nullptr) return noAction;
+    // CBC's diving heuristics run to their own limit (60 CPU seconds each) without an event:
+    // one ran 1.5 s past a 1 s limit on a 12-stage chain's checkmate MILP. Each event gives
+    // them what is left of ours.
+    if (std::isfinite(s_->limit))
+      for (int i = 0; i < model_->numberHeuristics(); ++i)
+        if (auto* dive = dynamic_cast<CbcHeuristicDive*>(model_->heuristic(i)))
+          dive->setMaxTime(std::max(1e-3, s_->limit - s_->clock->elapsed()));
     const bool node_event = e == node || e == treeStatus;
     // Also between the root's cut passes and heuristics, which can take long on large models.
     const bool may_stop = node_event || e == generatedCuts || e == heuristicPass ||
