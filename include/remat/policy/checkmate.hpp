@@ -39,30 +39,29 @@
 //     U[t][k] = U[t][k-1] + created - freed; peak of the step U[t][k] + freed + overhead <= budget.
 // Frees are not forced to be as early as possible (Checkmate's hazard constraints): the
 // objective ignores memory, and any placement the constraints allow is a valid program.
-// Memory units, and the check in bytes. Memory is counted in units of the gcd of every size and
-// overhead when that leaves fewer than 2^17 units in the budget (sizes are then integers, the
-// budget row exact); otherwise in units of the smallest power of two that does, with every size
-// an exact binary fraction of it (a byte is 2^-k units; no size is rounded). Why not bytes: with
-// the 4-byte loss output of examples/graphs/residual_net.json the gcd was 4 bytes, memory rows had
-// coefficients from 1 to 2.6e7, and CBC 2.10.8's cut generators (two-step MIR, and others) cut
-// off optimal solutions: at 6 budgets of 10 between 280 and 380 MiB it proved a worse schedule
-// "optimal" (0.6-1.7% slower than the schedule CBC found with -cuts off); with at most 2^17 units
-// in the budget CBC's answers equal those found with -cuts off (test_io's test_example_graphs
-// checks four). Why not round sizes up to the unit, as an earlier version did: the plan then
-// fits, but schedules that fit within a few bytes are lost: checkmate said "infeasible" on
-// chains where rotor and store-all plan (a 2-stage chain at its store-all peak of 1091786 bytes,
-// in units of 16 bytes), and planned slower than rotor elsewhere (issue 10).
-// Exact sizes make the model exact up to the solvers' tolerances, which are relative (about
-// 1e-9-1e-7 of the row), while one byte is 2^-17 of the budget or less: a solver may take a
-// schedule a few bytes over the budget as feasible (lp_solve did, 2 bytes over 55 MB), or one
-// exactly at the budget as infeasible (lp_solve did, at 18 GB). So the budget row allows the
-// budget plus a millionth of it (less than a unit when sizes are integers), so that no schedule
-// within the budget is lost; each schedule the solver returns is replayed in bytes, and when a
-// step is over the budget, cover cuts (see cover_cuts: that set of data, alive together at that
-// step, exceeds the budget; every schedule within it satisfies the cut) go into the MILP and it
-// is solved again. The schedule returned is within the budget to the byte; "infeasible" is a
-// proof (the MILP with the allowance is a relaxation of the byte problem); "optimal" is the
-// optimum of that relaxation, met by a schedule within the budget, hence the optimum.
+// Memory units, and the check in bytes. Memory is counted in integer units: of the gcd of every
+// size and overhead when that leaves fewer than 2^17 units in the budget (the budget row is then
+// exact), else of the smallest power of two that does, every size and overhead rounded DOWN and
+// the budget down. Why not bytes: with the 4-byte loss output of
+// examples/graphs/residual_net.json the gcd was 4 bytes, memory rows had coefficients from 1 to
+// 2.6e7, and CBC 2.10.8's cut generators (two-step MIR, and others) cut off optimal solutions: at
+// 6 budgets of 10 between 280 and 380 MiB it proved a worse schedule "optimal" (0.6-1.7% slower
+// than the schedule CBC found with -cuts off); with at most 2^17 integer units CBC's answers
+// equal those found with -cuts off (test_io's test_example_graphs checks four, and lp_solve at
+// three). Why not round sizes up, as an earlier version did: the plan then fits, but schedules
+// that fit within a few bytes are lost: checkmate said "infeasible" on chains where rotor and
+// store-all plan (a 2-stage chain at its store-all peak of 1091786 bytes, in units of 16 bytes),
+// and planned slower than rotor elsewhere (issue 10). Why not exact fractions of the unit (tried):
+// solvers' tolerances are relative (1e-9-1e-7 of a row) while a byte is 2^-17 of the budget or
+// less, so a solver took schedules a few bytes over the budget as feasible and one exactly at
+// it as infeasible (lp_solve), and Clp failed an assertion (abort) on such a model under CBC.
+// Rounded down, the integer rows leave the solvers no room, and the MILP is a relaxation of the
+// byte problem: it loses no schedule within the budget, so "infeasible" is a proof. Each schedule
+// the solver returns is replayed in bytes; when a step is over the budget (by less than a unit
+// per data node), cover cuts go into the MILP (see cover_cuts: that set of data, alive together
+// at that step, exceeds the budget; every schedule within it satisfies the cut; integer
+// coefficients) and it is solved again. The schedule returned is within the budget to the byte,
+// and "optimal" is the optimum of a relaxation met by a schedule within the budget: the optimum.
 // (Checked against rotor and store-all on random chains with sizes of 10^0-10^11 bytes, and
 // find_minimum's answers re-solved, in test_checkmate_properties.)
 //
@@ -302,16 +301,17 @@ struct checkmate {
     }
     const auto deadline = deadline_after(clock::now(), time_limit);
     const bytes floor = lower_bound(g);
-    if (budget < floor && !find_minimum)
-      return error{status::infeasible,
-                   "checkmate: no schedule of graph '" + g.name + "' fits in " +
-                       std::to_string(budget) + " bytes: some compute node needs at least " +
-                       std::to_string(floor) +
-                       " bytes (the graph inputs, its own inputs and outputs, its overhead); set "
-                       "find_minimum to get the smallest budget that fits",
-                   {}};
+    const error below_floor{status::infeasible,
+                            "checkmate: no schedule of graph '" + g.name + "' fits in " +
+                                std::to_string(budget) +
+                                " bytes: some compute node needs at least " +
+                                std::to_string(floor) +
+                                " bytes (the graph inputs, its own inputs and outputs, its "
+                                "overhead); set find_minimum to get the smallest budget that fits",
+                            {}};
+    if (budget < floor && !find_minimum) return below_floor;
     bool proven = true;  // an infeasible answer is a proof (not so when no rounding fits)
-    auto r = budget < floor ? result<checkmate_solution>(error{status::infeasible, "", {}})
+    auto r = budget < floor ? result<checkmate_solution>(below_floor)
              : relax        ? solve_relaxed(g, budget, proven)
                             : solve_once(g, budget, deadline, false, warm_start);
     if (r || r.code() != status::infeasible || !find_minimum || !proven) return r;
@@ -331,13 +331,21 @@ struct checkmate {
         hi_solved = true;
       } else if (m.code() == status::infeasible) {
         lo = mid;
-      } else {
-        return r;  // cannot tell: keep the plain answer
+      } else {  // cannot tell (out of time, a solver failure): the plain answer, and why
+        error e = r.err();
+        e.message += "; find_minimum stopped between " + std::to_string(lo) + " and " +
+                     std::to_string(hi) + " bytes: " + m.err().message;
+        return e;
       }
     }
     if (!hi_solved) {
       auto m = solve_once(g, hi, deadline, true, std::nullopt);
-      if (!m && m.code() != status::infeasible) return r;
+      if (!m && m.code() != status::infeasible) {
+        error e = r.err();
+        e.message += "; find_minimum could not confirm store-all's peak (" + std::to_string(hi) +
+                     " bytes): " + m.err().message;
+        return e;
+      }
       if (!m)
         return error{status::solver_error,
                      "checkmate: the MILP has no schedule even at store-all's peak (" +
@@ -381,8 +389,8 @@ struct checkmate {
   }
 
   /// The memory unit of the model (see "Memory units" above): the gcd of every size and overhead
-  /// when that leaves fewer than 2^17 units in the budget (sizes are then integers), else the
-  /// smallest power of two that does (sizes are then exact binary fractions of it).
+  /// when that leaves fewer than 2^17 units in the budget (exact), else the smallest power of two
+  /// that does (sizes rounded down to it).
   static bytes memory_unit(const graph& g, bytes budget) {
     bytes u = 0;
     for (const auto& d : g.data_nodes()) u = std::gcd(u, d.size);
@@ -393,11 +401,9 @@ struct checkmate {
     while (coarse <= (budget >> 17)) coarse *= 2;
     return coarse;
   }
-  /// Bytes in model units, exactly: the unit is the gcd (an integer) or a power of two (v / unit
-  /// is a binary fraction, exact in a double for the sizes a budget below 2^53 bytes admits).
-  static double units(bytes v, bytes unit) {
-    return static_cast<double>(v / unit) + static_cast<double>(v % unit) / static_cast<double>(unit);
-  }
+  /// Bytes in model units, rounded down (exact when the unit is the gcd): the MILP is then a
+  /// relaxation of the byte problem, and its schedules are checked in bytes (see "Memory units").
+  static double units(bytes v, bytes unit) { return static_cast<double>(v / unit); }
   /// The objective's unit of time: the power of two nearest below the longest op time (1 when
   /// every time is 0), so that the objective's coefficients lie in (0, 2) and dividing by it is
   /// exact. CBC aborts the process (a failed assertion in Clp) on an objective coefficient of
@@ -497,8 +503,7 @@ struct checkmate {
                                 " compute nodes); raise time_limit",
                             {}};
     const bytes unit = memory_unit(g, budget);
-    // The budget plus a millionth (see "Memory units"): below a unit when sizes are integers.
-    const double cap = units(budget, unit) * (1 + 1e-6);
+    const double cap = units(budget, unit);
     auto sz = [&](int i) { return units(g.data(i).size, unit); };
     using milp::linear_expr;
     using milp::variable;
@@ -806,7 +811,9 @@ struct checkmate {
     const int I = g.data_count();
     auto on = [&](const milp::linear_expr& e) { return s.value(e) > 0.5; };
     graph_schedule out;
-    auto [alive, done] = memory_state::initial(g);
+    memory_state state = memory_state::initial(g);  // not a structured binding: lambdas use it
+    auto& alive = state.alive;
+    auto& done = state.done;
     for (int t = 0; t < T; ++t)
       for (int k = 0; k <= t; ++k) {
         const bool normal = on(b.R[ix(t)][ix(k)]);
@@ -899,7 +906,9 @@ struct checkmate {
       x[e.terms.front().index] = v;
       return true;
     };
-    auto [alive, done] = memory_state::initial(g);
+    memory_state state = memory_state::initial(g);  // not a structured binding: lambdas use it
+    auto& alive = state.alive;
+    auto& done = state.done;
     auto sz = [&](int i) { return units(g.data(i).size, b.unit); };
     for (int t = 0; t < T; ++t) {
       double mem = 0;
@@ -1188,7 +1197,9 @@ struct checkmate {
     const int T = g.compute_count();
     const int I = g.data_count();
     graph_schedule out;
-    auto [alive, done] = memory_state::initial(g);
+    memory_state state = memory_state::initial(g);  // not a structured binding: lambdas use it
+    auto& alive = state.alive;
+    auto& done = state.done;
     std::vector<char> need(ix(I)), mode;  // mode: 0 idle, 1 normal, 2 fast
     std::vector<int> last(ix(I));
     for (int t = 0; t < T; ++t) {

@@ -195,7 +195,7 @@ class rotor::dp {
   }
 
   /// Fills the table; false if the deadline passed first.
-  bool fill(const detail::deadline& dl, const std::function<void(double)>& progress) {
+  bool fill(const detail::deadline& dl, const std::function<void(double)>& report) {
     for (int s = 1; s <= n_; ++s) {
       double* row = row_of(s, s);
       const std::int64_t from = std::min(d_.m_all(s, s), w_);
@@ -218,7 +218,7 @@ class rotor::dp {
         if (poll.passed((t - s + 1) * w_)) return false;
       }
       done += static_cast<double>(t) * (t - 1) / 2.0;
-      if (progress) progress(done / total);
+      if (report) report(done / total);
     }
     return true;
   }

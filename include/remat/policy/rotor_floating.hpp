@@ -178,7 +178,7 @@ class rotor_floating::dp {
     lo_.assign(ix_.size(), w_);
   }
 
-  bool fill(const detail::deadline& dl, const std::function<void(double)>& progress) {
+  bool fill(const detail::deadline& dl, const std::function<void(double)>& report) {
     for (int s = 1; s <= n_; ++s) {
       double* row = row_of(s, s, s);
       const std::int64_t from = std::min(d_.m_all(s, s), w_);
@@ -200,7 +200,7 @@ class rotor_floating::dp {
         }
       }
       done += weight(len);
-      if (progress) progress(done / total);
+      if (report) report(done / total);
     }
     return true;
   }

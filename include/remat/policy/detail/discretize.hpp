@@ -7,6 +7,7 @@
 // keeps every discrete-feasible schedule feasible in bytes: sum q(x_i)*M/S >= sum x_i. With S
 // equal to M (one slot per byte) the sizes are exact, and so is the DP.
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -24,11 +25,13 @@ struct discrete_chain {
   std::vector<double> uf, ub;                        // index 1..n
 
   /// m_all(s,t): memory F_s^all and B_s need besides the input (shilova-spec §2.4, S:1286).
-  [[nodiscard]] std::int64_t m_all(int s, int t) const {
+  [[nodiscard]] std::int64_t m_all(int s_, int t_) const {
+    const auto s = static_cast<std::size_t>(s_), t = static_cast<std::size_t>(t_);
     return std::max(delta[t] + abar[s] + of_all[s], abar[s] + delta[s] + delta[s - 1] + ob[s]);
   }
   /// max over h in [s, t] of M_F∅(s,t,h) without the delta_t term (add delta[t]).
-  [[nodiscard]] std::int64_t f_none(int s, int h) const {
+  [[nodiscard]] std::int64_t f_none(int s_, int h_) const {
+    const auto s = static_cast<std::size_t>(s_), h = static_cast<std::size_t>(h_);
     return h == s ? a[s] + of[s] : a[h - 1] + a[h] + of[h];
   }
 };
