@@ -158,15 +158,34 @@ inline std::string num(double v) {
   return buf;
 }
 
+/// The same random numbers for every solve, whatever ran before in the process: Clp perturbs
+/// degenerate LPs with CoinDrand48's process-wide generator, which CBC's searches advance, so an
+/// LP relaxation's optimal vertex (and checkmate's roundings of it) depended on the solves before
+/// it (bench_checkmate's residual_relaxed/20: 176.5 alone, 292.5 after six exact solves).
+inline void same_random_state(ClpSimplex& clp) {
+  CoinSeedRandom(1234567);
+  clp.setRandomSeed(1234567);
+}
+
+/// Whether Clp's presolve, which does not look at the clock, may run with `left` seconds to go:
+/// when that is five times a generous estimate of its time (2 microseconds per nonzero; it took
+/// 1.7 s on the 2.0 million nonzeros of a 200-stage chain's checkmate LP). Without it, a
+/// degenerate LP may end at another optimal vertex: checkmate's roundings of the LP relaxation of
+/// bench_checkmate's 20-block residual net gave 292.5 instead of 176.5 without presolve.
+inline bool presolve_fits(const flat_model& f, double left) {
+  return left >= 5 * 2e-6 * static_cast<double>(f.val.size());
+}
+
 /// A continuous model: Clp alone.
 inline solution solve_lp(const model& m, const flat_model& f, OsiClpSolverInterface& solver,
                          const options& o, const stopwatch& clock, progress_sink& sink) {
   ClpSimplex* clp = solver.getModelPtr();
+  same_random_state(*clp);
   if (std::isfinite(o.time_limit)) {
-    // Wall-clock seconds, and no presolve: Clp's presolve does not look at the clock (it took
-    // 1.7 s of a 1 s limit on a 200-stage chain's checkmate LP).
+    // Wall-clock seconds, and no presolve unless there is ample time for it (see presolve_fits).
     clp->setMaximumWallSeconds(std::max(1e-3, o.time_limit - clock.elapsed()));
-    solver.setHintParam(OsiDoPresolveInInitial, false, OsiHintDo);
+    if (!presolve_fits(f, o.time_limit - clock.elapsed()))
+      solver.setHintParam(OsiDoPresolveInInitial, false, OsiHintDo);
   }
   solver.initialSolve();
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -272,10 +291,16 @@ inline result<solution> run(const model& m, const options& o, bool preprocess,
   }
 
   // The root LP first, under Clp's own wall-clock limit and without Clp's presolve (which does
-  // not look at the clock): CbcMain1 solves it without a limit (a 40-stage chain's checkmate
-  // MILP took 5 s in that one call with a 1 s limit), and CBC starts from the optimal basis this
-  // leaves in the solver.
+  // not look at the clock): CbcMain1 solves it without a limit (a 40-stage chain's checkmate MILP
+  // took 5 s in that one call with a 1 s limit), and CBC starts from the optimal basis this
+  // leaves in the solver. (With presolve here when time allows, bench_checkmate's 20-op chain
+  // took 3.9 s instead of 0.9 s.)
   if (std::isfinite(o.time_limit)) {
+    // Clp sets up (factorises) before it first looks at the clock: about 0.3 microseconds per
+    // nonzero (0.5-0.9 s on a 250-stage chain's 3 million); with less than a microsecond per
+    // nonzero left, the root LP is not started.
+    if (o.time_limit - clock.elapsed() < 1e-6 * static_cast<double>(f.val.size()))
+      return out_of_time("before the root LP (too little time left to start it)");
     ClpSimplex* clp = solver.getModelPtr();
     clp->setMaximumWallSeconds(std::max(1e-3, o.time_limit - clock.elapsed()));
     solver.setHintParam(OsiDoPresolveInInitial, false, OsiHintDo);
@@ -292,6 +317,7 @@ inline result<solution> run(const model& m, const options& o, bool preprocess,
     if (!solver.isProvenOptimal() && clp->status() == 3) return out_of_time("in the root LP");
   }
 
+  same_random_state(*solver.getModelPtr());
   CbcModel cbc_model(solver);
   CbcSolverUsefulData data;
   CbcMain0(cbc_model, data);
