@@ -489,13 +489,11 @@ struct checkmate {
   }
 
   /// The MILP at this budget; without objective when only feasibility matters. time_limit when
-  /// the deadline passes while building; invalid_problem when the model would exceed
-  /// max_variables.
+  /// the deadline passes while building (solve_detailed has refused graphs over max_variables).
   [[nodiscard]] result<built> build(const graph& g, bytes budget, bool feasibility,
                                     clock::time_point deadline) const {
     const int T = g.compute_count();
     const int I = g.data_count();
-    if (auto size = size_check(g); !size) return size.err();
     auto past_deadline = [&] { return clock::now() > deadline; };
     const error out_of_time{status::time_limit,
                             "checkmate: the time limit passed while building the MILP of graph '" +
@@ -968,6 +966,11 @@ struct checkmate {
   [[nodiscard]] static result<graph_schedule> checked(const graph& g, bytes budget,
                                                       graph_schedule out) {
     const auto rep = sim::simulate(g, out, {.budget = budget, .record_timeline = false});
+    return checked(rep, std::move(out));
+  }
+  /// The same with the replay already made.
+  [[nodiscard]] static result<graph_schedule> checked(const sim::graph_report& rep,
+                                                      graph_schedule out) {
     if (!rep.valid)
       return error{status::solver_error,
                    "checkmate: the schedule built from the MILP solution is rejected by the "
@@ -1056,13 +1059,13 @@ struct checkmate {
         if (start || heuristic) return fallback();
         return error{status::solver_error,
                      "checkmate: after " + std::to_string(cuts) +
-                         " no-good cuts the MILP still answers schedules over the budget by "
-                         "its tolerance (" +
+                         " rounds of cuts the MILP still answers schedules over the budget in "
+                         "bytes (" +
                          rep.first_violation->message +
                          "); give a budget a little larger, or a warm start",
                      {}};
       }
-      auto ok = checked(g, budget, std::move(out.value()));
+      auto ok = checked(rep, std::move(out.value()));
       if (!ok) return ok.err();
       checkmate_solution res;
       res.schedule = std::move(ok.value());
