@@ -307,7 +307,7 @@ struct checkmate {
                                 " bytes: some compute node needs at least " +
                                 std::to_string(floor) +
                                 " bytes (the graph inputs, its own inputs and outputs, its "
-                                "overhead); set find_minimum to get the smallest budget that fits",
+                                "overhead)" + find_minimum_hint(),
                             {}};
     if (budget < floor && !find_minimum) return below_floor;
     bool proven = true;  // an infeasible answer is a proof (not so when no rounding fits)
@@ -335,6 +335,7 @@ struct checkmate {
         error e = r.err();
         e.message += "; find_minimum stopped between " + std::to_string(lo) + " and " +
                      std::to_string(hi) + " bytes: " + m.err().message;
+        if (m.code() == status::time_limit) e.message += "; raise time_limit to let it finish";
         return e;
       }
     }
@@ -469,6 +470,11 @@ struct checkmate {
       producers += static_cast<double>(g.producers(i).size());
     }
     return T * (T + 1) + T * (g.data_count() + producers) + 2 * T * related + T * (T + 1) / 2;
+  }
+
+  /// The end of an "infeasible" message: how to get the minimum, unless find_minimum is on.
+  [[nodiscard]] std::string find_minimum_hint() const {
+    return find_minimum ? "" : "; set find_minimum to get the smallest budget that fits";
   }
 
   /// invalid_problem when the graph's MILP would have more than max_variables variables.
@@ -1037,7 +1043,7 @@ struct checkmate {
         if (e.code == status::infeasible)
           e.message = "checkmate: no schedule of graph '" + g.name + "' fits in " +
                       std::to_string(budget) + " bytes (" + e.message +
-                      "); set find_minimum to get the smallest budget that fits";
+                      ")" + find_minimum_hint();
         else
           e.message = "checkmate: " + e.message;
         return e;
@@ -1382,7 +1388,7 @@ struct checkmate {
                        "checkmate: no schedule of graph '" + g.name + "' fits in " +
                            std::to_string(budget) +
                            " bytes: even the LP relaxation is "
-                           "infeasible; set find_minimum to get the smallest budget that fits",
+                           "infeasible" + find_minimum_hint(),
                        {}};
         if (step == 0 && sol.code() == status::time_limit && !best)
           return error{status::time_limit,
