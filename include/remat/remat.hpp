@@ -3,12 +3,12 @@
 // included here: <remat/io/json.hpp> and <remat/io/graph_json.hpp> (nlohmann_json), the MILP
 // backends <remat/milp/lpsolve.hpp> and <remat/milp/cbc.hpp>, CUDA.
 
+#include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/exec/graph_concepts.hpp>
-#include <remat/exec/graph_executor.hpp>
 #include <remat/exec/graph_profiler.hpp>
 #include <remat/exec/host_backend.hpp>
 #include <remat/exec/placement.hpp>
@@ -23,7 +23,6 @@
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
-#include <remat/schedule/graph_schedule.hpp>
+#include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
-#include <remat/sim/graph_simulate.hpp>
 #include <remat/sim/simulate.hpp>

@@ -1,60 +1,98 @@
 #pragma once
-// executor<Backend, Model>: runs a chain schedule over the user's layers (DESIGN.md §6).
+// executor<Backend, Model>: runs a schedule (schedule/schedule.hpp) over the user's layers
+// (DESIGN.md §6, docs/design.md): one executor for every model. A DAG model (dag_model, the
+// ops of a forward DAG, exec/graph_concepts.hpp) runs on the graph it was planned with; a chain
+// model (a range or tuple of chain layers, exec/concepts.hpp) runs on its chain's graph,
+// build_graph(chain), each chain layer entering through an adapter (detail::chain_stage): users'
+// chain models work unchanged. The semantics are the simulator's (sim/simulate.hpp), and
+// nothing else stays alive:
+//   compute(fwd o)       y = forward_save(x..., ctx): stores o's output and its context (the
+//                        phantom "phantom o"); a chain's F_l^all
+//   fast_forward(fwd o)  y = forward(x...): stores o's output, no context; F_l^ck, F_l^none
+//   compute(loss)        the loss op's output gradient, the constant 1: nothing is allocated
+//   compute(bwd o)       backward(x..., y, ctx, dy, dx...): o's contribution to the gradient of
+//                        each input, created by the first contribution, accumulated in place by
+//                        the next ones (graph_concepts.hpp); a chain layer returns its dx
+//   free(d)              releases the tensor (or context) of data node d, or its host copy
+//   offload(d)           the buffer of d goes to the host through backend.offload (a
+//                        TransferBackend and a TransferableTensor, exec/concepts.hpp); its device
+//                        memory is released as soon as the copy is ready (at once on
+//                        host_backend, whose copies are synchronous), at the latest at wait(d)
+//   prefetch(d)          backend.prefetch: a new device buffer, counted from now, refilled from
+//                        the host copy
+//   wait(d)              backend.wait: later work waits for the copy; the host copy of a
+//                        prefetch is released once the copy is ready (at the latest when the run
+//                        ends)
+// On host_backend the measured per-instruction memory is the simulator's with an infinite
+// bandwidth; on an asynchronous backend an offload frees its memory when its copy is seen done,
+// which can be later than the simulator's model of the link says (the pool's budget still
+// holds: an allocation that does not fit is an execution_error).
 //
-// It keeps, frees and recomputes exactly as the schedule says, with the semantics of the
-// simulator (shilova-spec §2.1, Table 2.1), and nothing else stays alive:
-//   F_l^∅   y = forward(x); the plain input a_{l-1} is freed; y is stored as a_l
-//   F_l^ck  y = forward(x); the input is kept; y is stored as a_l
-//   F_l^all y = forward_save(x, ctx); the input is kept; (y, ctx) is stored as abar_l
-//   B_l     dx = backward(x, y, ctx, dy) (the loss stage: without dy); delta_l and abar_l are
-//           freed, and a plain a_{l-1} too; dx is delta_{l-1}
-// Every tensor is allocated by the layers through the backend, so the backend's high-water mark
-// is the run's real peak: the memory the simulator predicts, up to what the model leaves out
-// (allocations a layer makes around the backend, such as a library's internal scratch).
+// A DAG model must be the one the graph was built from: build_graph(profile_graph(model, ...)),
+// or any forward DAG with the model's ops, inputs and backward reads. The executor checks this up
+// front (node names, kinds and edges; the costs are free), and maps op o to "fwd o", "bwd o",
+// data nodes "o", "grad o", "phantom o"; the graph input is data node 0, its gradient node 1. A
+// chain model must have one layer per stage; stage l is op l - 1 (training_layout).
 //
-// Transfers (a TransferBackend and a TransferableTensor, exec/concepts.hpp; the semantics of
-// sim/simulate.hpp):
-//   O_k     the buffer of a_k goes to the host through backend.offload; its device memory is
-//           released as soon as the copy is ready (at once on host_backend, whose copies are
-//           synchronous), at the latest at W_k
-//   P_k     backend.prefetch: a new device buffer, counted from now, refilled from the host copy
-//   W_k     backend.wait: later work waits for the copy; the host copy of a prefetch is released
-//           once the copy is ready (at the latest when the run ends)
-// On host_backend the measured per-op memory is the simulator's with an infinite bandwidth; on
-// an asynchronous backend an offload frees its memory when its copy is seen done, which can be
-// later than the simulator's model of the link says (the pool's budget still holds: an
-// allocation that does not fit is an execution_error).
-//
-// Layers with randomness replay it: the executor saves a stage's random state before its first
-// forward of a run and restores it before every recomputation, so recomputed activations are
-// bitwise the ones of the first pass, and the gradients bitwise those of plain training.
+// Bitwise equality with plain training. Activations are recomputed from the same inputs and
+// random state (the executor saves an op's random state before its first forward of a run and
+// restores it before every recomputation), so they are the same bits; a gradient is the sum of
+// its contributions, each the same bits, added in place by the layers with one rounding per
+// contribution. The sum then depends only on the order in which contributions are added, and
+// that order is the one the schedule runs the backwards in. The decision, so that the guarantee
+// holds for every schedule the executor accepts:
+//   * the reference order is store-all's (store_all_program): compute nodes in index order, so
+//     contributions to a gradient in increasing compute index (for a built graph, the readers'
+//     backwards in reverse topological order);
+//   * with one or two contributions any order gives the same bits: c1 + c2 == c2 + c1 exactly;
+//   * with three or more, ((c1 + c2) + c3) can differ from ((c1 + c3) + c2) in the last bit, so
+//     the executor accepts a schedule only if, for every gradient with 3+ producers, its first two
+//     contributions are store-all's first two (in either order) and every later one comes in
+//     store-all's position; any other order is rejected up front (status::invalid_problem), naming
+//     the instruction, the gradient and the order expected. Store-all's schedules pass, and
+//     checkmate's whenever they run each backward once: its stage t ends with the first run of
+//     compute node t, so first runs are in index order;
+//   * a backward runs at most once: layers accumulate parameter gradients, so a second run would
+//     add them twice; a schedule that recomputes a backward is rejected up front too (checkmate's
+//     MILP allows recomputing a backward, and does so at some tight budgets).
 //
 // Times are the wall clock's, or, for a TimingBackend (the CUDA backend), the backend's own marks
 // (events recorded between the instructions, read once the run has ended, so the host never
 // waits in between). A RunAwareBackend is told where the run begins and ends (begin_run,
-// end_run), e.g. to record it and replay a static placement (exec/placement.hpp).
+// end_run, also after a failure), so a run can be recorded and its static placement replayed
+// (exec/placement.hpp). The input, allocated before the run, is a fixed buffer of the placement.
 //
-// Failures come back as status::execution_error (a layer threw, returned a tensor larger than
-// the chain it was planned with, or an allocation went past the backend's budget) or
-// invalid_problem (a schedule the simulator rejects, a model that does not match the chain).
-// After a failure the layers' random states are as before the run; parameters are never
-// touched by the executor (parameter gradients may hold a partial accumulation: zero them).
+// Failures come back as status::invalid_problem (a schedule the simulator rejects, one rejected
+// by the rules above, a model that does not match the graph or chain, transfers on a backend or
+// tensor that cannot move data) before anything runs, or status::execution_error (a layer threw,
+// returned a tensor larger than planned, left a gradient empty, or an allocation went past the
+// backend's budget), naming the instruction and the node. After a failure the layers' random
+// states are as before the run and the parameters are untouched (parameter gradients may hold a
+// partial accumulation: zero them).
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <exception>
 #include <memory>
-#include <optional>
 #include <stdexcept>
-#include <string>
-#include <utility>
+#include <type_traits>
 #include <variant>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <remat/core/result.hpp>
 #include <remat/exec/concepts.hpp>
+#include <remat/exec/graph_concepts.hpp>
 #include <remat/exec/host_backend.hpp>
+#include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
+#include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
 
@@ -63,12 +101,13 @@ namespace remat::exec {
 /// What one run measured.
 template <class T>
 struct run_result {
-  T input_gradient;               ///< delta_0
+  T input_gradient;               ///< the gradient of the graph (chain) input
   bytes measured_peak = 0;        ///< the run's peak in the backend, the input included
-  seconds elapsed = 0;            ///< wall-clock time of the run
+  seconds elapsed = 0;            ///< time of the run (wall clock, or a TimingBackend's)
   std::vector<bytes> op_peaks;    ///< per instruction: peak while it ran (same basis)
-  std::vector<seconds> op_times;  ///< per instruction: wall-clock time
-  std::vector<int> forwards;      ///< forward calls per stage, index 1..N (0 unused)
+  std::vector<seconds> op_times;  ///< per instruction: its time (same clock)
+  std::vector<int> forwards;      ///< forward calls (both variants) per op, 0-based in the model's order
+                                  ///< (a chain's stage l is op l - 1)
 };
 
 namespace detail {
@@ -142,233 +181,553 @@ struct execution_failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-inline std::string stage_name(const chain& c, int l) {
-  std::string s = "stage " + std::to_string(l);
-  if (!c.at(l).name.empty()) s += " ('" + c.at(l).name + "')";
-  return s;
+using ::remat::detail::compute_label;
+using ::remat::detail::compute_list;
+using ::remat::detail::data_label;
+using ::remat::detail::graph_input_name;
+using ::remat::detail::own_output_name;
+
+/// The backward reads of every op of a DAG model, from its layers.
+template <class Model>
+std::vector<backward_reads> reads_of(Model& m) {
+  using mt = model_traits<std::remove_cvref_t<decltype(m.layers)>>;
+  std::vector<backward_reads> r;
+  for (std::size_t i = 0; i < mt::size(m.layers); ++i)
+    mt::visit(m.layers, i, [&](auto& layer) {
+      r.push_back(graph_layer_traits<std::remove_reference_t<decltype(layer)>>::reads(layer));
+    });
+  return r;
 }
 
+/// The forward DAG of a model without costs, checked: the errors name the op.
+template <class Model>
+result<forward_dag> skeleton(Model& m, std::string name) {
+  using mt = model_traits<std::remove_cvref_t<decltype(m.layers)>>;
+  const std::string where = "DAG model '" + name + "': ";
+  auto bad = [&](std::string msg) { return error{status::invalid_problem, where + msg, {}}; };
+  if (mt::size(m.layers) != m.ops.size())
+    return bad("it has " + std::to_string(mt::size(m.layers)) + " layers but " +
+               std::to_string(m.ops.size()) + " ops; op i runs layer i");
+  const std::vector<backward_reads> reads = reads_of(m);
+  forward_dag f{std::move(name), 0, {}};
+  for (std::size_t i = 0; i < m.ops.size(); ++i) {
+    const dag_op& op = m.ops[i];
+    std::unordered_set<std::string> seen;
+    for (const auto& in : op.inputs)
+      if (!seen.insert(in).second)
+        return bad("op '" + op.name + "' (ops[" + std::to_string(i) + "]) reads '" + in +
+                   "' twice; list each tensor once (a layer that uses a tensor twice reads it once)");
+    forward_op fo;
+    fo.name = op.name;
+    fo.inputs = op.inputs;
+    if (reads[i].inputs) fo.backward_reads = op.inputs;
+    if (reads[i].output) fo.backward_reads.emplace_back(own_output_name);
+    f.ops.push_back(std::move(fo));
+  }
+  if (auto v = validate(f); !v) return v.err();
+  return f;
+}
+
+/// Empty when g has the nodes and edges of ref (names, kinds, protection, pairs; not the costs),
+/// else the first difference.
+inline std::string structure_difference(const graph& g, const graph& ref) {
+  if (g.compute_count() != ref.compute_count() || g.data_count() != ref.data_count())
+    return "the graph has " + std::to_string(g.compute_count()) + " compute and " +
+           std::to_string(g.data_count()) + " data nodes, the model's " +
+           std::to_string(ref.compute_count()) + " and " + std::to_string(ref.data_count());
+  auto same = [](std::span<const int> a, std::span<const int> b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  };
+  for (int d = 0; d < g.data_count(); ++d) {
+    const auto &a = g.data(d), &b = ref.data(d);
+    if (a.name != b.name || a.kind != b.kind || a.is_protected != b.is_protected ||
+        g.gradient_of(d) != ref.gradient_of(d))
+      return "data node " + data_label(g, d) + " is " + data_label(ref, d) + " (a " +
+             std::string(to_string(b.kind)) + ") in the model's graph";
+  }
+  for (int c = 0; c < g.compute_count(); ++c) {
+    const auto &a = g.compute(c), &b = ref.compute(c);
+    if (a.name != b.name || a.kind != b.kind || g.backward_of(c) != ref.backward_of(c))
+      return "compute node " + compute_label(g, c) + " is " + compute_label(ref, c) +
+             " in the model's graph";
+    if (!same(g.inputs(c), ref.inputs(c)) || !same(g.outputs(c), ref.outputs(c)))
+      return "compute node " + compute_label(g, c) +
+             " reads or writes other data nodes than in the model's graph (its inputs, or which "
+             "of them its backward reads, differ)";
+  }
+  return {};
+}
+
+/// Where an op's nodes are in the graph.
+struct op_nodes {
+  int fwd = -1, bwd = -1, act = -1, grad = -1, phantom = -1;
+  std::vector<int> in;       ///< data nodes of its inputs, in the op's order
+  std::vector<int> in_grad;  ///< their gradients
+};
+
+/// The training graph of a model's structure (no costs) and where each op's nodes are in it.
+struct model_nodes {
+  graph g;
+  std::vector<op_nodes> ops;  ///< in the model's order
+};
+
+template <class Model>
+result<model_nodes> model_graph(Model& m, std::string name) {
+  auto sk = skeleton(m, std::move(name));
+  if (!sk) return sk.err();
+  auto built = build_graph(*sk);
+  if (!built) return built.err();
+  model_nodes out{std::move(*built), std::vector<op_nodes>(m.ops.size())};
+  const graph& g = out.g;
+  const training_layout lay{g.loss()};
+  std::unordered_map<std::string, int> position;  // op name -> its forward's index
+  for (const auto& op : m.ops) position.emplace(op.name, g.find_compute("fwd " + op.name));
+  for (std::size_t i = 0; i < out.ops.size(); ++i) {
+    auto& n = out.ops[i];
+    const int p = position.at(m.ops[i].name);
+    n = {lay.forward(p), lay.backward(p), lay.activation(p), lay.gradient(p), lay.phantom(p), {}, {}};
+    for (const auto& in : m.ops[i].inputs) {
+      const bool graph_input = in == graph_input_name;
+      n.in.push_back(graph_input ? lay.input : lay.activation(position.at(in)));
+      n.in_grad.push_back(graph_input ? lay.input_gradient : lay.gradient(position.at(in)));
+    }
+  }
+  return out;
+}
+
+/// The schedule rules of the header comment beyond the simulator's: each backward at most once,
+/// contributions to a gradient with 3+ producers in store-all's order. Empty if it passes.
+inline std::string sum_order_violation(const graph& g, const schedule& s) {
+  std::vector<int> backward_runs(static_cast<std::size_t>(g.compute_count()), 0);
+  std::vector<std::vector<int>> summed(static_cast<std::size_t>(g.data_count()));
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const instruction& ins = s.ops[i];
+    const std::string at = "instruction " + std::to_string(i) + " (" + to_string(ins) + ")";
+    if (ins.op == op_kind::free) {
+      summed[static_cast<std::size_t>(ins.node)].clear();
+      continue;
+    }
+    if (!ins.is_compute()) continue;
+    const int c = ins.node;
+    if (g.compute(c).kind != compute_kind::backward) continue;
+    if (backward_runs[static_cast<std::size_t>(c)]++ > 0)
+      return at + ": " + compute_label(g, c) +
+             " runs a second time; the executor runs each backward once (layers accumulate "
+             "parameter gradients, a second run would add them twice)";
+    for (int d : g.outputs(c)) {
+      std::vector<int> order(g.producers(d).begin(), g.producers(d).end());
+      std::sort(order.begin(), order.end());  // store-all's order: compute index
+      auto& done = summed[static_cast<std::size_t>(d)];
+      done.push_back(c);
+      const std::size_t k = done.size();
+      const bool ok = order.size() < 3 || (k == 1 && (c == order[0] || c == order[1])) ||
+                      (k == 2 && std::is_permutation(done.begin(), done.end(), order.begin())) ||
+                      (k > 2 && c == order[k - 1]);
+      if (!ok)
+        return at + ": " + compute_label(g, c) + " would add its contribution to " +
+               data_label(g, d) + " out of store-all's order (" + compute_list(g, order) +
+               ", the first two in either order); with 3 or more contributions the sum's last "
+               "bits depend on the order, so run these backwards in the graph's order";
+    }
+  }
+  return {};
+}
+
+/// A chain layer as an op of a DAG: the adapter through which chain models run (stage l is op
+/// l - 1, reading op l - 2's output, or the graph input). Its backward reads its input and its
+/// output, as the chain model says (abar_l includes a_l, B_l needs a_{l-1}).
+template <class L>
+struct chain_stage {
+  L* layer;
+  auto random_state() const
+    requires HasRandomState<L>
+  {
+    return deref(*layer).random_state();
+  }
+  template <class S>
+  void set_random_state(const S& s)
+    requires HasRandomState<L>
+  {
+    deref(*layer).set_random_state(s);
+  }
+};
+template <class L>
+inline constexpr bool is_chain_stage = false;
+template <class L>
+inline constexpr bool is_chain_stage<chain_stage<L>> = true;
+
+/// A chain model seen as the layers of a DAG model: visiting op i visits layer i through a
+/// chain_stage.
+template <class Model>
+struct chain_layers {
+  Model* model;
+};
+
+/// What the executor runs: the layers (a DAG model's, or a chain model's through chain_stage),
+/// the graph (the one given, or the chain's), and where each op's nodes are.
+struct run_plan {
+  const graph* g = nullptr;
+  std::vector<op_nodes> nodes;
+  std::vector<backward_reads> reads;
+};
+
+/// The nodes of an N-stage chain's ops in build_graph(chain) (training_layout).
+inline std::vector<op_nodes> chain_op_nodes(int n) {
+  const training_layout lay{n};
+  std::vector<op_nodes> out(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i)
+    out[static_cast<std::size_t>(i)] = {lay.forward(i),    lay.backward(i),
+                                        lay.activation(i), lay.gradient(i),
+                                        lay.phantom(i),    {i == 0 ? lay.input : lay.activation(i - 1)},
+                                        {i == 0 ? lay.input_gradient : lay.gradient(i - 1)}};
+  return out;
+}
+
+template <class M>
+inline constexpr bool is_dag_model = false;
+template <class Layers>
+inline constexpr bool is_dag_model<dag_model<Layers>> = true;
+
 }  // namespace detail
+
+template <class Model>
+struct model_traits<detail::chain_layers<Model>> {
+  static std::size_t size(const detail::chain_layers<Model>& m) { return model_traits<Model>::size(*m.model); }
+  template <class F>
+  static decltype(auto) visit(detail::chain_layers<Model>& m, std::size_t i, F&& f) {
+    return model_traits<Model>::visit(*m.model, i, [&](auto& layer) -> decltype(auto) {
+      detail::chain_stage<std::remove_reference_t<decltype(layer)>> stage{&layer};
+      return f(stage);
+    });
+  }
+};
+
+/// A chain layer as a graph layer: the traits of the adapter forward to layer_traits<L>.
+template <class L>
+struct graph_layer_traits<detail::chain_stage<L>> {
+  using base = layer_traits<L>;
+  using context = typename base::context;
+  using stage = detail::chain_stage<L>;
+
+  template <class T, class B>
+  static T forward(stage& s, std::span<const T* const> x, B& b)
+    requires HasForward<L, T, B>
+  {
+    return base::forward(*s.layer, *x[0], b);
+  }
+  template <class T, class B>
+  static T forward_save(stage& s, std::span<const T* const> x, context& ctx, B& b)
+    requires HasForwardSave<L, T, B>
+  {
+    return base::forward_save(*s.layer, *x[0], ctx, b);
+  }
+  template <class T, class B>
+  static void backward(stage& s, std::span<const T* const> x, const T* y, const context& ctx, const T& dy,
+                       std::span<std::optional<T>> dx, B& b)
+    requires HasBackward<L, T, B>
+  {
+    dx[0].emplace(base::backward(*s.layer, *x[0], *y, ctx, dy, b));
+  }
+  template <class T, class B>
+  static void loss_backward(stage& s, std::span<const T* const> x, const T* y, const context& ctx,
+                            std::span<std::optional<T>> dx, B& b)
+    requires HasLossBackward<L, T, B>
+  {
+    dx[0].emplace(base::loss_backward(*s.layer, *x[0], *y, ctx, b));
+  }
+  static bytes context_bytes(const context& ctx)
+    requires HasContextBytes<L>
+  {
+    return base::context_bytes(ctx);
+  }
+  static backward_reads reads(stage&) { return {}; }
+};
 
 template <class B, class Model>
 class executor {
   static_assert(Backend<B>, "remat: executor<Backend, Model>: Backend must satisfy remat::exec::Backend");
 
  public:
-  executor(Model& model, const chain& c, B& backend) : model_(model), chain_(c), backend_(backend) {}
+  /// A DAG model (dag_model) on the graph it was planned with.
+  executor(Model& model, const graph& g, B& backend)
+    requires detail::is_dag_model<Model>
+      : model_(model), graph_(&g), backend_(backend) {}
+  /// A chain model (a range or tuple of chain layers, one per stage) on its chain.
+  executor(Model& model, const chain& c, B& backend)
+    requires(!detail::is_dag_model<Model>)
+      : model_(model), chain_(&c), backend_(backend) {}
 
-  /// Runs the schedule on `input` (a_0, which the run consumes). Returns the input gradient and
-  /// the measurements, or why the run failed.
+  /// Runs the schedule on `input` (the graph input, a chain's a_0, which the run consumes).
+  /// Returns the input gradient and the measurements, or why the run failed.
   template <class T>
   result<run_result<T>> run(const schedule& s, T input);
 
  private:
-  template <class T>
-  struct state;
+  /// The graph and the ops' nodes, or why the model and the problem do not match.
+  result<detail::run_plan> plan();
+  template <class T, class Layers>
+  result<run_result<T>> run_on(Layers& layers, const detail::run_plan& p, const schedule& s, T input);
 
   Model& model_;
-  const chain& chain_;
+  const graph* graph_ = nullptr;
+  const chain* chain_ = nullptr;
+  std::optional<graph> chain_graph_;  // build_graph(*chain_), built at the first run
   B& backend_;
 };
 
 template <class B, class Model>
-template <class T>
-struct executor<B, Model>::state {
-  using host_t = typename detail::transfer_types<B>::host;
-  using handle_t = typename detail::transfer_types<B>::handle;
-  explicit state(int n)
-      : plain(static_cast<std::size_t>(n + 1)), full_y(static_cast<std::size_t>(n + 1)),
-        full_ctx(static_cast<std::size_t>(n + 1)), rng_before(static_cast<std::size_t>(n + 1)),
-        rng_after(static_cast<std::size_t>(n + 1)), host_copy(static_cast<std::size_t>(n + 1)),
-        moving(static_cast<std::size_t>(n + 1)), offloading(static_cast<std::size_t>(n + 1), 0),
-        leaving(static_cast<std::size_t>(n + 1), 0) {}
-  std::vector<std::optional<T>> plain;                          // a_k
-  std::vector<std::optional<T>> full_y;                         // abar_k: the output ...
-  std::vector<std::unique_ptr<detail::box_base>> full_ctx;      // ... and the context
-  std::optional<T> grad;                                        // the current delta
-  std::vector<std::unique_ptr<detail::box_base>> rng_before, rng_after;
-  // Transfers: a_k's host copy, its transfer in flight (offload or prefetch, until W_k), whether
-  // that is an offload, whether the offload's device buffer is still held, and prefetches
-  // waited for whose host copy is released once the copy is ready.
-  std::vector<std::optional<host_t>> host_copy;
-  std::vector<std::optional<handle_t>> moving;
-  std::vector<char> offloading, leaving;
-  std::vector<std::pair<host_t, handle_t>> retiring;
-};
+result<detail::run_plan> executor<B, Model>::plan() {
+  if constexpr (detail::is_dag_model<Model>) {
+    auto ref = detail::model_graph(model_, graph_->name);
+    if (!ref) return ref.err();
+    if (auto diff = detail::structure_difference(*graph_, ref->g); !diff.empty())
+      return error{status::invalid_problem,
+                   "executor: graph '" + graph_->name + "' was not built from this model: " + diff +
+                       "; plan with build_graph(profile_graph(model, ...))",
+                   {}};
+    return detail::run_plan{graph_, std::move(ref->ops), detail::reads_of(model_)};  // same nodes, same indices
+  } else {
+    const int n = chain_->length();
+    const auto layers = model_traits<Model>::size(model_);
+    if (static_cast<int>(layers) != n)
+      return error{status::invalid_problem,
+                   "executor: the model has " + std::to_string(layers) + " layers but the chain '" + chain_->name +
+                       "' has " + std::to_string(n) + " stages; plan with the chain of this model",
+                   {}};
+    if (!chain_graph_) {
+      auto g = build_graph(*chain_);
+      if (!g) return g.err();
+      chain_graph_ = std::move(*g);
+    }
+    return detail::run_plan{&*chain_graph_, detail::chain_op_nodes(n),
+                            std::vector<backward_reads>(static_cast<std::size_t>(n))};
+  }
+}
 
 template <class B, class Model>
 template <class T>
 result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
   static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
                 "returning its size in bytes) and must be movable");
+  auto p = plan();
+  if (!p) return p.err();
+  if constexpr (detail::is_dag_model<Model>) {
+    return run_on(model_.layers, *p, s, std::move(input));
+  } else {
+    detail::chain_layers<Model> layers{&model_};
+    return run_on(layers, *p, s, std::move(input));
+  }
+}
+
+template <class B, class Model>
+template <class T, class Layers>
+result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::run_plan& p, const schedule& s,
+                                                 T input) {
   using clock = std::chrono::steady_clock;
-  using mt = model_traits<Model>;
-  const int n = chain_.length();
+  using mt = model_traits<Layers>;
+  const graph& g = *p.g;
+  const std::vector<detail::op_nodes>& nodes = p.nodes;
+  const std::vector<backward_reads>& reads = p.reads;
   auto invalid = [](std::string m) { return error{status::invalid_problem, std::move(m), {}}; };
-  if (static_cast<int>(mt::size(model_)) != n)
-    return invalid("executor: the model has " + std::to_string(mt::size(model_)) + " layers but the chain '" +
-                   chain_.name + "' has " + std::to_string(n) + " stages; plan with the chain of this model");
-  if (const auto rep = sim::simulate(chain_, s, {.record_timeline = false}); !rep.valid)
-    return invalid("executor: the schedule is not valid for chain '" + chain_.name +
-                   "': " + rep.first_violation->message);
+  if (const auto rep = sim::simulate(g, s, {.record_timeline = false}); !rep.valid)
+    return invalid("executor: the schedule is not valid for graph '" + g.name + "': " + rep.first_violation->message);
+  if (auto why = detail::sum_order_violation(g, s); !why.empty())
+    return invalid("executor: graph '" + g.name + "', " + why);
   constexpr bool can_transfer = TransferBackend<B> && TransferableTensor<T, B>;
   if constexpr (!can_transfer) {
     for (std::size_t j = 0; j < s.ops.size(); ++j)
-      if (!s.ops[j].is_compute())
-        return invalid("executor: op " + std::to_string(j) + " (" + to_string(s.ops[j]) + ") moves an activation, but " +
+      if (!s.ops[j].is_compute() && s.ops[j].op != op_kind::free)
+        return invalid("executor: instruction " + std::to_string(j) + " (" + to_string(s.ops[j]) + ") moves a tensor, but " +
                        (TransferBackend<B> ? std::string("the tensor type does not name its backend buffer: give it a "
                                                          "`storage()` member returning the buffer by reference, or "
                                                          "specialise tensor_traits<T>::storage")
                                            : std::string("the backend has no offload/prefetch/wait (it is not a "
                                                          "remat::exec::TransferBackend)")));
   }
-  if (tensor_traits<T>::size(input) > chain_.a(0))
+  const bytes input_bytes = g.data(training_layout::input).size;
+  if (tensor_traits<T>::size(input) > input_bytes)
     return error{status::execution_error,
                  "executor: the input has " + format_bytes(tensor_traits<T>::size(input)) +
-                     ", more than the chain's input_bytes (" + format_bytes(chain_.a(0)) + ")",
+                     ", more than the graph input's " + format_bytes(input_bytes) + " it was planned with",
                  {}};
 
-  state<T> st(n);
+  const auto n_ops = nodes.size();
+  const auto nd = static_cast<std::size_t>(g.data_count());
+  auto k = [](int i) { return static_cast<std::size_t>(i); };
+  std::vector<int> op_of(static_cast<std::size_t>(g.compute_count()), -1);  // fwd and bwd -> op
+  for (std::size_t i = 0; i < n_ops; ++i) op_of[k(nodes[i].fwd)] = op_of[k(nodes[i].bwd)] = static_cast<int>(i);
+  const int loss_op = static_cast<int>(n_ops) - 1;
+
+  using host_t = typename detail::transfer_types<B>::host;
+  using handle_t = typename detail::transfer_types<B>::handle;
+  std::vector<std::optional<T>> tensors(nd);                    // activations and gradients
+  std::vector<std::unique_ptr<detail::box_base>> contexts(nd);  // phantoms
+  std::vector<std::unique_ptr<detail::box_base>> rng_before(n_ops), rng_after(n_ops);
+  // Transfers: d's host copy, its transfer in flight (offload or prefetch, until its wait),
+  // whether that is an offload, whether the offload's device buffer is still held, and prefetches
+  // waited for whose host copy is released once the copy is ready.
+  std::vector<std::optional<host_t>> host_copy(can_transfer ? nd : 0);
+  std::vector<std::optional<handle_t>> moving(can_transfer ? nd : 0);
+  std::vector<char> offloading(can_transfer ? nd : 0, 0), leaving(can_transfer ? nd : 0, 0);
+  std::vector<std::pair<host_t, handle_t>> retiring;
   struct {
     std::vector<bytes> op_peaks;
     std::vector<seconds> op_times;
     std::vector<int> forwards;
   } out;
-  out.forwards.assign(static_cast<std::size_t>(n + 1), 0);
+  out.forwards.assign(n_ops, 0);
   out.op_peaks.reserve(s.ops.size());
   out.op_times.reserve(s.ops.size());
   // The run's memory is measured from here, with the input counted.
   const bytes baseline = backend_.in_use() - tensor_traits<T>::size(input);
-  st.plain[0] = std::move(input);
+  tensors[k(training_layout::input)] = std::move(input);
   backend_.reset_high_water();
   bytes peak = backend_.high_water() - baseline;
-  auto k = [](int i) { return static_cast<std::size_t>(i); };
+
+  auto planned = [&](int d, bytes got, const std::string& at, const std::string& what) {
+    if (got > g.data(d).size)
+      throw detail::execution_failure(at + ": " + what + " of " + format_bytes(got) + " for " +
+                                      detail::data_label(g, d) + ", more than the " + format_bytes(g.data(d).size) +
+                                      " it was planned with; profile the model again");
+  };
+  auto where = [&](std::size_t i) { return "instruction " + std::to_string(i) + " (" + to_string(s.ops[i]) + ")"; };
 
   // Releases what finished copies no longer need: the device buffers of offloads, the host
   // copies of waited prefetches (`all`: every one, waiting for the copies; after the run).
   [[maybe_unused]] auto retire = [&](bool all) {
     if constexpr (can_transfer) {
-      for (int j = 0; j <= n; ++j) {
-        auto& x = st.moving[k(j)];
-        if (st.leaving[k(j)] && (all || x->ready())) {
+      for (std::size_t d = 0; d < nd; ++d) {
+        auto& x = moving[d];
+        if (leaving[d] && (all || x->ready())) {
           if (all) x->wait_host();
-          tensor_traits<T>::storage(*st.plain[k(j)]) = buffer_t<B>{};
-          st.leaving[k(j)] = 0;
+          tensor_traits<T>::storage(*tensors[d]) = buffer_t<B>{};
+          leaving[d] = 0;
         }
       }
-      std::erase_if(st.retiring, [&](auto& r) {
+      std::erase_if(retiring, [&](auto& r) {
         if (all) r.second.wait_host();
         return all || r.second.ready();
       });
     }
   };
-  [[maybe_unused]] auto run_transfer = [&](const instruction& ins) {
+  [[maybe_unused]] auto run_transfer = [&](const instruction& ins, std::size_t i) {
     if constexpr (can_transfer) {
-      const auto j = k(ins.index);
-      backend_.set_activity(to_string(ins) + " of a_" + std::to_string(ins.index));
-      auto& storage = tensor_traits<T>::storage(*st.plain[j]);
-      if (ins.kind == op_kind::offload) {
+      const auto d = k(ins.node);
+      backend_.set_activity(where(i) + ", " + detail::data_label(g, ins.node));
+      auto& storage = tensor_traits<T>::storage(*tensors[d]);
+      if (ins.op == op_kind::offload) {
         auto [h, x] = backend_.offload(storage);
-        st.host_copy[j] = std::move(h);
-        st.moving[j] = std::move(x);
-        st.offloading[j] = 1;
-        st.leaving[j] = 1;
-      } else if (ins.kind == op_kind::prefetch) {
-        auto [d, x] = backend_.prefetch(*st.host_copy[j]);
-        storage = std::move(d);
-        st.moving[j] = std::move(x);
+        host_copy[d] = std::move(h);
+        moving[d] = std::move(x);
+        offloading[d] = 1;
+        leaving[d] = 1;
+      } else if (ins.op == op_kind::prefetch) {
+        auto [buf, x] = backend_.prefetch(*host_copy[d]);
+        storage = std::move(buf);
+        moving[d] = std::move(x);
       } else {
-        backend_.wait(*st.moving[j]);
-        if (st.offloading[j]) {  // the offload is done for the compute lane: its buffer can go
+        backend_.wait(*moving[d]);
+        if (offloading[d]) {  // the offload is done for the compute lane: its buffer can go
           storage = buffer_t<B>{};
-          st.offloading[j] = st.leaving[j] = 0;
+          offloading[d] = leaving[d] = 0;
         } else {  // the prefetch: its host copy goes once the copy is ready
-          st.retiring.emplace_back(std::move(*st.host_copy[j]), std::move(*st.moving[j]));
-          st.host_copy[j].reset();
+          retiring.emplace_back(std::move(*host_copy[d]), std::move(*moving[d]));
+          host_copy[d].reset();
         }
-        st.moving[j].reset();
+        moving[d].reset();
       }
       retire(false);
     }
   };
 
-  auto run_op = [&](const instruction& ins) {
-    if (!ins.is_compute()) return run_transfer(ins);
-    const int l = ins.index;
-    mt::visit(model_, k(l - 1), [&](auto& layer) {
+  auto run_compute = [&](const instruction& ins, std::size_t at_op) {
+    const int c = ins.node;
+    if (g.compute(c).kind == compute_kind::loss) return;  // dy = 1: nothing to store
+    const auto i = k(op_of[k(c)]);
+    const detail::op_nodes& on = nodes[i];
+    mt::visit(layers, i, [&](auto& layer) {
       using layer_t = std::remove_reference_t<decltype(layer)>;
-      using traits = layer_traits<layer_t>;
-      static_assert(check_layer<layer_t, T, B>());
+      using traits = graph_layer_traits<layer_t>;
+      if constexpr (detail::is_chain_stage<layer_t>)
+        static_assert(check_layer<std::remove_pointer_t<decltype(layer.layer)>, T, B>());
+      else
+        static_assert(check_graph_layer<layer_t, T, B>());
       using C = typename traits::context;
-      const std::string who = detail::stage_name(chain_, l);
-      backend_.set_activity(to_string(ins) + " of " + who);
-      const T& x = st.plain[k(l - 1)] ? *st.plain[k(l - 1)] : *st.full_y[k(l - 1)];
-      if (ins.kind == op_kind::forward) {
+      const std::string who = where(at_op) + ", " + detail::compute_label(g, c);
+      backend_.set_activity(who);
+      std::vector<const T*> x;
+      x.reserve(on.in.size());
+      const bool is_forward = c == on.fwd;
+      for (int d : on.in) x.push_back(is_forward || reads[i].inputs ? &*tensors[k(d)] : nullptr);
+      if (is_forward) {
         if constexpr (HasRandomState<layer_t>) {
           auto& target = detail::deref(layer);
-          if (!st.rng_before[k(l)])
-            st.rng_before[k(l)] = detail::boxed(target.random_state());
+          if (!rng_before[i])
+            rng_before[i] = detail::boxed(target.random_state());
           else
-            target.set_random_state(detail::unbox<detail::random_state_t<layer_t>>(st.rng_before[k(l)]));
+            target.set_random_state(detail::unbox<detail::random_state_t<layer_t>>(rng_before[i]));
         }
-        ++out.forwards[k(l)];
-        if (ins.mode == forward_mode::save_all) {
-          auto ctx = std::make_unique<detail::box<C>>();
-          T y = traits::forward_save(layer, x, ctx->value, backend_);
-          const bytes got = tensor_traits<T>::size(y) + traits::context_bytes(ctx->value);
-          if (got > chain_.abar(l))
-            throw detail::execution_failure(
-                to_string(ins) + ": " + who + " kept " + format_bytes(got) + " (output and context), more than the " +
-                format_bytes(chain_.abar(l)) + " of saved_bytes it was planned with; profile the model again");
-          st.full_y[k(l)] = std::move(y);
-          st.full_ctx[k(l)] = std::move(ctx);
+        ++out.forwards[i];
+        if (ins.op == op_kind::fast_forward) {
+          T y = traits::forward(layer, std::span<const T* const>(x), backend_);
+          planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
+          tensors[k(on.act)] = std::move(y);
         } else {
-          T y = traits::forward(layer, x, backend_);
-          if (tensor_traits<T>::size(y) > chain_.a(l))
-            throw detail::execution_failure(
-                to_string(ins) + ": " + who + " returned an output of " + format_bytes(tensor_traits<T>::size(y)) +
-                ", more than the " + format_bytes(chain_.a(l)) + " of output_bytes it was planned with; profile the model again");
-          if (ins.mode == forward_mode::no_save) st.plain[k(l - 1)].reset();
-          st.plain[k(l)] = std::move(y);
+          auto ctx = std::make_unique<detail::box<C>>();
+          T y = traits::forward_save(layer, std::span<const T* const>(x), ctx->value, backend_);
+          planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
+          planned(on.phantom, traits::context_bytes(ctx->value), who, "kept a context");
+          tensors[k(on.act)] = std::move(y);
+          contexts[k(on.phantom)] = std::move(ctx);
         }
         if constexpr (HasRandomState<layer_t>)
-          if (!st.rng_after[k(l)]) st.rng_after[k(l)] = detail::boxed(detail::deref(layer).random_state());
+          if (!rng_after[i]) rng_after[i] = detail::boxed(detail::deref(layer).random_state());
         return;
       }
-      // Backward.
-      const T& y = *st.full_y[k(l)];
-      const C& ctx = detail::unbox<C>(st.full_ctx[k(l)]);
-      std::optional<T> dx;
-      if (l == n) {
-        if constexpr (HasLossBackward<layer_t, T, B>)
-          dx.emplace(traits::loss_backward(layer, x, y, ctx, backend_));
+      const T* y = reads[i].output ? &*tensors[k(on.act)] : nullptr;
+      const C& ctx = detail::unbox<C>(contexts[k(on.phantom)]);
+      std::vector<std::optional<T>> dx(on.in.size());
+      for (std::size_t j = 0; j < dx.size(); ++j) dx[j] = std::move(tensors[k(on.in_grad[j])]);
+      if (static_cast<int>(i) == loss_op) {
+        if constexpr (requires { traits::loss_backward(layer, std::span<const T* const>(x), y, ctx,
+                                                       std::span<std::optional<T>>(dx), backend_); })
+          traits::loss_backward(layer, std::span<const T* const>(x), y, ctx, std::span<std::optional<T>>(dx), backend_);
         else
-          throw detail::execution_failure(who + " is the loss (the last stage), but its layer has no loss "
-                                          "backward `T backward(const T& x, const T& y, const context&, Backend&)`");
+          throw detail::execution_failure(who + " is the loss (the last op), but its layer has no loss backward "
+                                          "(without the output gradient dy)");
       } else {
-        if constexpr (HasBackward<layer_t, T, B>)
-          dx.emplace(traits::backward(layer, x, y, ctx, *st.grad, backend_));
+        if constexpr (requires { traits::backward(layer, std::span<const T* const>(x), y, ctx, *tensors[0],
+                                                  std::span<std::optional<T>>(dx), backend_); })
+          traits::backward(layer, std::span<const T* const>(x), y, ctx, *tensors[k(on.grad)],
+                           std::span<std::optional<T>>(dx), backend_);
         else
-          throw detail::execution_failure(who + " is not the last stage, but its layer only has a loss backward "
-                                          "(without the output gradient)");
+          throw detail::execution_failure(who + " is not the last op, but its layer only has a loss backward "
+                                          "(without the output gradient dy)");
       }
-      if (tensor_traits<T>::size(*dx) > chain_.a(l - 1))
-        throw detail::execution_failure(to_string(ins) + ": " + who + " returned an input gradient of " +
-                                        format_bytes(tensor_traits<T>::size(*dx)) + ", more than its input's " +
-                                        format_bytes(chain_.a(l - 1)) + "; profile the model again");
-      st.grad.reset();
-      st.full_y[k(l)].reset();
-      st.full_ctx[k(l)].reset();
-      if (st.plain[k(l - 1)]) st.plain[k(l - 1)].reset();
-      st.grad = std::move(dx);
+      for (std::size_t j = 0; j < dx.size(); ++j) {
+        const int d = on.in_grad[j];
+        if (!dx[j])
+          throw detail::execution_failure(who + " left the gradient of its input " + std::to_string(j) + ", " +
+                                          detail::data_label(g, d) + ", empty; a backward creates or adds "
+                                          "to the gradient of every input");
+        planned(d, tensor_traits<T>::size(*dx[j]), who, "made a gradient");
+        tensors[k(d)] = std::move(dx[j]);
+      }
     });
   };
 
-  auto restore_rng = [&](bool success) {
-    detail::restore_random_states(model_, k(n), success ? st.rng_after : st.rng_before, 1);
+  auto free_data = [&](int d) {
+    tensors[k(d)].reset();
+    contexts[k(d)].reset();
+    if constexpr (can_transfer) host_copy[k(d)].reset();
   };
 
-  // A RunAwareBackend hears of the end of the run however it ends.
+  auto restore_rng = [&](bool success) {
+    detail::restore_random_states(layers, n_ops, success ? rng_after : rng_before, 0);
+  };
+
+  // A RunAwareBackend hears of the end of the run however it ends (before the tensors left in
+  // `tensors` are freed: they are the run's results or leftovers of a failure, not its buffers).
   detail::run_scope<B> scope{backend_};
   // Copies in flight end before the buffers they use are freed, however the run ends.
   struct drain_scope {
@@ -380,7 +739,8 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
       }
     }
   } drain{retire};
-  // A TimingBackend's marks, one before the run and one after each instruction.
+  // A TimingBackend's marks, one before the run and one after each instruction, read once the
+  // run has ended (the host does not wait in between).
   using mark_t = decltype(detail::start_timer(backend_));
   std::vector<mark_t> marks;
   if constexpr (TimingBackend<B>) marks.reserve(s.ops.size() + 1);
@@ -391,10 +751,16 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
     scope.begin();
     if constexpr (TimingBackend<B>) marks.push_back(backend_.mark_time());
     for (; i < s.ops.size(); ++i) {
+      const instruction& ins = s.ops[i];
       backend_.reset_high_water();
       [[maybe_unused]] const auto t0 = clock::now();
-      retire(false);
-      run_op(s.ops[i]);
+      if constexpr (can_transfer) retire(false);
+      if (ins.op == op_kind::free)
+        free_data(ins.node);
+      else if (ins.is_compute())
+        run_compute(ins, i);
+      else
+        run_transfer(ins, i);
       if constexpr (TimingBackend<B>)
         marks.push_back(backend_.mark_time());
       else
@@ -407,25 +773,27 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
         out.op_times.push_back(backend_.seconds_between(marks[j], marks[j + 1]));
   } catch (const out_of_budget& e) {
     restore_rng(false);
+    backend_.set_activity("an allocation");
     return error{status::execution_error,
-                 "executor: op " + std::to_string(i) + ", " + e.what() +
-                     "; the schedule predicted a peak of " + format_bytes(s.predicted_peak) +
-                     " (allocations outside the profile, or a budget below the plan's)",
+                 "executor: " + std::string(e.what()) + "; the schedule predicted a peak of " +
+                     format_bytes(s.predicted_peak) + " (allocations outside the profile, or a budget below the plan's)",
                  {}};
   } catch (const detail::execution_failure& e) {
     restore_rng(false);
-    return error{status::execution_error, std::string("executor: op ") + std::to_string(i) + ", " + e.what(), {}};
+    backend_.set_activity("an allocation");
+    return error{status::execution_error, std::string("executor: ") + e.what(), {}};
   } catch (const std::exception& e) {
     restore_rng(false);
-    return error{status::execution_error,
-                 "executor: op " + std::to_string(i) + " (" + backend_.activity() + ") threw: " + e.what(), {}};
+    const std::string what = backend_.activity();
+    backend_.set_activity("an allocation");
+    return error{status::execution_error, "executor: " + what + " threw: " + e.what(), {}};
   }
   seconds elapsed = std::chrono::duration<double>(clock::now() - t_start).count();
   if constexpr (TimingBackend<B>) elapsed = backend_.seconds_between(marks.front(), marks.back());
   restore_rng(true);
   backend_.set_activity("an allocation");
-  return run_result<T>{std::move(*st.grad), peak, elapsed, std::move(out.op_peaks), std::move(out.op_times),
-                       std::move(out.forwards)};
+  return run_result<T>{std::move(*tensors[k(training_layout::input_gradient)]), peak, elapsed,
+                       std::move(out.op_peaks), std::move(out.op_times), std::move(out.forwards)};
 }
 
 }  // namespace remat::exec

@@ -35,7 +35,7 @@
 
 #include <remat/core/result.hpp>
 #include <remat/exec/graph_concepts.hpp>
-#include <remat/exec/graph_executor.hpp>
+#include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/problem/builder.hpp>
 

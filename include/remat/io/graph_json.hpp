@@ -15,9 +15,8 @@
 // forward's overhead when it differs, default forward_overhead_bytes) and the top-level name.
 // Unknown fields are rejected with their name.
 //
-// Graph schedules (schedule/graph_schedule.hpp) are written as an array of instruction strings,
-// "C3" (compute node 3), "C3_ff" (its fast-forward), "D5" (free data node 5), 0-based indices
-// into the training graph that build_graph makes of the forward DAG.
+// Schedules are read and written by io/json.hpp (one format for every problem), their node
+// indices 0-based into the training graph that build_graph makes of the forward DAG.
 //
 // Files are read as chain files are (io/json.hpp): at most io::max_file_bytes (256 MiB).
 //
@@ -32,7 +31,6 @@
 #include <remat/io/json.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/graph.hpp>
-#include <remat/schedule/graph_schedule.hpp>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -253,54 +251,6 @@ inline nlohmann::json to_json(const forward_dag& f) {
       ops.back()["forward_save_overhead_bytes"] = *op.forward_save_overhead_bytes;
   }
   return {{"name", f.name}, {"input_bytes", f.input_bytes}, {"ops", std::move(ops)}};
-}
-
-/// The program as an array of instruction strings ("C0", "C1_ff", "D2", ...). predicted_time and
-/// predicted_peak are not written: they belong to the policy's report.
-inline nlohmann::json to_json(const graph_schedule& s) {
-  nlohmann::json ops = nlohmann::json::array();
-  for (const auto& i : s.ops) ops.push_back(to_string(i));
-  return ops;
-}
-
-/// Reads a graph schedule: an array of instruction strings, or an object holding one under
-/// "schedule". Node indices are checked against a graph by sim::simulate, not here.
-inline result<graph_schedule> graph_schedule_from_json(const nlohmann::json& j) {
-  using io::detail::describe;
-  using io::detail::invalid;
-  constexpr std::string_view forms =
-      "\"C<c>\" (compute node c), \"C<c>_ff\" (fast-forward of forward node c) or \"D<d>\" "
-      "(free data node d), with 0-based node indices, e.g. [\"C0\", \"C1_ff\", \"D0\"]";
-  try {
-    const nlohmann::json* arr = &j;
-    if (j.is_object()) {
-      const auto it = j.find("schedule");
-      if (it == j.end())
-        return invalid("a graph schedule must be a JSON array of instructions " +
-                       std::string(forms) +
-                       ", or an object with such an array under \"schedule\"; this object has "
-                       "no \"schedule\" field");
-      arr = &*it;
-    }
-    if (!arr->is_array())
-      return invalid("schedule is " + describe(*arr) + "; it must be an array of instructions " +
-                     std::string(forms));
-    graph_schedule s;
-    s.ops.reserve(arr->size());
-    for (std::size_t i = 0; i < arr->size(); ++i) {
-      const auto& v = (*arr)[i];
-      const std::string at = "schedule[" + std::to_string(i) + "]";
-      const auto ins =
-          v.is_string() ? parse_graph_instruction(v.get_ref<const std::string&>()) : std::nullopt;
-      if (!ins)
-        return invalid(at + " is " + describe(v) + ", not an instruction; write " +
-                       std::string(forms));
-      s.ops.push_back(*ins);
-    }
-    return s;
-  } catch (const nlohmann::json::exception& e) {
-    return invalid(std::string("graph schedule JSON could not be read: ") + e.what());
-  }
 }
 
 }  // namespace remat::io

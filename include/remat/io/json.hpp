@@ -11,10 +11,14 @@
 // both names are optional; every other field is required. The last stage is the loss. Unknown
 // fields are rejected with their name, so that a typo ("ouput_bytes") is not silently ignored.
 //
-// Schedule format: an array of instruction strings, ["F1_ck", "O0", "F2_none", "F3_all", "B3",
-// ...] (the text form of schedule.hpp, transfers O<k>, P<k>, W<k> included).
-// schedule_from_json also accepts an object holding such an
-// array under "schedule" (what `remat-plan --json` prints); its other fields are ignored.
+// Schedule format: an array of instruction strings, in one of two notations:
+//   * the program's text form (schedule/schedule.hpp), for every problem: ["C0", "C1_ff", "D2",
+//     "O3", "P3", "W3", ...], 0-based node indices into the training graph;
+//   * for a chain's schedule, the chain notation (schedule/notation.hpp): ["F1_ck", "O0",
+//     "F2_none", "F3_all", "B3", ...], which is lowered onto the chain's graph when read.
+// to_json(s) writes the first, to_json(s, chain) the second when the program is chain-shaped.
+// schedule_from_json also accepts an object holding such an array under "schedule" (what
+// `remat-plan --json` prints); its other fields are ignored.
 //
 // Nothing here throws on bad input: every failure comes back as status::invalid_problem with a
 // message that names the stage (1-based, as in chain.hpp, and its JSON position), the field,
@@ -42,6 +46,7 @@
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/problem/chain.hpp>
+#include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <string>
 #include <string_view>
@@ -428,7 +433,7 @@ inline nlohmann::json to_json(const chain& c) {
   return {{"name", c.name}, {"input_bytes", c.input_bytes}, {"stages", std::move(stages)}};
 }
 
-/// The schedule's program as an array of instruction strings ("F1_ck", "O0", "B2", ...).
+/// The program as an array of instruction strings ("C0", "C1_ff", "D2", "O3", ...).
 /// predicted_time and predicted_peak are not written: they belong to the policy's report.
 inline nlohmann::json to_json(const schedule& s) {
   nlohmann::json ops = nlohmann::json::array();
@@ -436,46 +441,75 @@ inline nlohmann::json to_json(const schedule& s) {
   return ops;
 }
 
-/// Reads a schedule: an array of instruction strings, or an object holding one under
-/// "schedule". Stage numbers are checked against a chain by sim::simulate, not here.
+/// A chain's program in the chain notation ("F1_ck", "O0", "B2", ...) when it is chain-shaped,
+/// else as to_json(s).
+inline nlohmann::json to_json(const schedule& s, const chain& c) {
+  const auto ops = to_chain_ops(c.length(), s);
+  if (!ops) return to_json(s);
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& i : *ops) out.push_back(to_string(i));
+  return out;
+}
+
+namespace detail {
+/// The instruction strings of a schedule JSON (an array, or an object with one under
+/// "schedule"), each checked by `parse` (nullopt: not an instruction, described by `forms`).
+template <class Parse>
+auto read_words(const nlohmann::json& j, std::string_view forms, Parse parse)
+    -> result<std::vector<typename decltype(parse(std::string()))::value_type>> {
+  const nlohmann::json* arr = &j;
+  if (j.is_object()) {
+    const auto it = j.find("schedule");
+    if (it == j.end())
+      return invalid("a schedule must be a JSON array of instructions " + std::string(forms) +
+                     ", or an object with such an array under \"schedule\"; this object has no \"schedule\" field");
+    arr = &*it;
+  }
+  if (!arr->is_array())
+    return invalid("schedule is " + describe(*arr) + "; it must be an array of instructions " + std::string(forms));
+  std::vector<typename decltype(parse(std::string()))::value_type> out;
+  out.reserve(arr->size());
+  for (std::size_t i = 0; i < arr->size(); ++i) {
+    const auto& v = (*arr)[i];
+    const std::string at = "schedule[" + std::to_string(i) + "]";
+    const auto ins = v.is_string() ? parse(v.get_ref<const std::string&>()) : std::nullopt;
+    if (!ins) return invalid(at + " is " + describe(v) + ", not an instruction; write " + std::string(forms));
+    out.push_back(*ins);
+  }
+  return out;
+}
+}  // namespace detail
+
+/// Reads a program in its text form: an array of instruction strings, or an object holding one
+/// under "schedule". Node indices are checked against a graph by sim::simulate, not here.
 inline result<schedule> schedule_from_json(const nlohmann::json& j) {
-  using detail::invalid;
   try {
-    const nlohmann::json* arr = &j;
-    std::string where = "schedule";
-    if (j.is_object()) {
-      const auto it = j.find("schedule");
-      if (it == j.end())
-        return invalid(
-            "a schedule must be a JSON array of instructions such as [\"F1_ck\", "
-            "\"F2_none\", \"F2_all\", \"B2\"], or an object with such an array under "
-            "\"schedule\"; this object has no \"schedule\" field");
-      arr = &*it;
-    }
-    if (!arr->is_array())
-      return invalid(where + " is " + detail::describe(*arr) +
-                     "; it must be an array of instructions such as [\"F1_ck\", \"F2_none\", "
-                     "\"F2_all\", \"B2\"]");
-    static constexpr const char* forms =
-        "\"F<l>_none\", \"F<l>_ck\", \"F<l>_all\" or \"B<l>\" with a stage number l >= 1, or "
-        "\"O<k>\", \"P<k>\", \"W<k>\" (offload, prefetch, wait for the activation a_k) with k >= 0";
-    schedule s;
-    s.ops.reserve(arr->size());
-    for (std::size_t i = 0; i < arr->size(); ++i) {
-      const auto& v = (*arr)[i];
-      const std::string at = where + "[" + std::to_string(i) + "]";
-      if (!v.is_string())
-        return invalid(at + " is " + detail::describe(v) + "; each instruction is a string: " + forms);
-      const auto& text = v.get_ref<const std::string&>();
-      const auto ins = parse_instruction(text);
-      if (!ins)
-        return invalid(at + " is " + detail::describe(v) + ", not an instruction; write " + forms +
-                       ", e.g. \"F3_ck\", \"B3\" or \"O2\"");
-      s.ops.push_back(*ins);
-    }
-    return s;
+    auto ops = detail::read_words(j,
+                                  "\"C<c>\" (compute node c), \"C<c>_ff\" (fast-forward of forward node c), \"D<d>\" "
+                                  "(free data node d), \"O<d>\", \"P<d>\", \"W<d>\" (offload, prefetch, wait for data "
+                                  "node d), with 0-based node indices, e.g. [\"C0\", \"C1_ff\", \"D0\"]",
+                                  [](const std::string& w) { return parse_instruction(w); });
+    if (!ops) return ops.err();
+    return schedule{std::move(*ops), 0, 0};
   } catch (const nlohmann::json::exception& e) {
-    return invalid(std::string("schedule JSON could not be read: ") + e.what());
+    return detail::invalid(std::string("schedule JSON could not be read: ") + e.what());
+  }
+}
+
+/// Reads a chain's schedule in the chain notation (an array of instruction strings, or an object
+/// holding one under "schedule") and lowers it onto the chain's graph (schedule/notation.hpp):
+/// stage and activation numbers, and the notation's rules, are checked against the chain here.
+inline result<schedule> schedule_from_json(const nlohmann::json& j, const chain& c) {
+  try {
+    auto ops = detail::read_words(
+        j,
+        "\"F<l>_none\", \"F<l>_ck\", \"F<l>_all\" or \"B<l>\" with a stage number l >= 1, or \"O<k>\", \"P<k>\", "
+        "\"W<k>\" (offload, prefetch, wait for the activation a_k) with k >= 0, e.g. [\"F1_ck\", \"F2_all\", \"B2\"]",
+        [](const std::string& w) { return parse_chain_op(w); });
+    if (!ops) return ops.err();
+    return lower(c.length(), *ops);
+  } catch (const nlohmann::json::exception& e) {
+    return detail::invalid(std::string("schedule JSON could not be read: ") + e.what());
   }
 }
 

@@ -111,7 +111,7 @@
 // between stages), the solver (CBC: the root LP under Clp's wall-clock limit without presolve,
 // then branch and bound stopped by the event handler; lp_solve: its abort callback), and
 // find_minimum's bisection. Graphs whose MILP would exceed max_variables are refused at once. A time-limited solve that found a schedule returns ok: whether
-// it is proven optimal is in solve_detailed()'s `optimal` (graph_schedule, plain data owned by
+// it is proven optimal is in solve_detailed()'s `optimal` (schedule, plain data owned by
 // the schedule layer, carries no solver status).
 //
 // Warm start (`warm_start`, or `auto_warm_start`): a schedule is translated into values of every
@@ -170,8 +170,10 @@
 #include <remat/core/units.hpp>
 #include <remat/milp/model.hpp>
 #include <remat/problem/graph.hpp>
-#include <remat/schedule/graph_schedule.hpp>
-#include <remat/sim/graph_simulate.hpp>
+#include <remat/policy/detail/common.hpp>
+#include <remat/policy/store_all.hpp>
+#include <remat/schedule/schedule.hpp>
+#include <remat/sim/simulate.hpp>
 #include <set>
 #include <string>
 #include <string_view>
@@ -182,7 +184,7 @@ namespace remat {
 
 /// What solve_detailed returns besides the schedule.
 struct checkmate_solution {
-  graph_schedule schedule;
+  remat::schedule schedule;
   /// Proven optimal (within relative_gap); false when the limit stopped it, and for relax.
   bool optimal = false;
   /// The best bound on the makespan (seconds): the solver's, or the LP relaxation's for relax.
@@ -223,8 +225,8 @@ struct checkmate {
   /// With relax: the seed of the randomized roundings (the result is deterministic for a seed).
   std::uint64_t seed = 1;
   /// A schedule to start the exact solve from (a heuristic's: store-all's program when it fits,
-  /// a chain policy's through to_graph_schedule). It must be valid within the budget.
-  std::optional<graph_schedule> warm_start = std::nullopt;
+  /// a chain policy's schedule of the chain whose graph this is). It must be valid within the budget.
+  std::optional<schedule> warm_start = std::nullopt;
   /// Without warm_start: start the exact solve from the relaxation's schedule (LP, roundings and
   /// cheap storage patterns; as with relax), computed within a quarter of time_limit. On by
   /// default: over twenty 10-20-op chains and residual nets of bench_checkmate's kind, CBC's
@@ -261,7 +263,7 @@ struct checkmate {
     return best;
   }
 
-  [[nodiscard]] result<graph_schedule> solve(const graph& g, bytes budget) const {
+  [[nodiscard]] result<schedule> solve(const graph& g, bytes budget) const {
     auto r = solve_detailed(g, budget);
     if (!r) return r.err();
     return std::move(r.value().schedule);
@@ -287,7 +289,7 @@ struct checkmate {
     if (warm_start) {
       const auto rep = sim::simulate(g, *warm_start, {.budget = budget, .record_timeline = false});
       if (!rep.valid && !(rep.first_violation &&
-                          rep.first_violation->kind == sim::graph_violation_kind::over_budget))
+                          rep.first_violation->kind == sim::violation_kind::over_budget))
         return error{status::invalid_problem,
                      "checkmate: the warm start is not a valid schedule of graph '" + g.name +
                          "': " + rep.first_violation->message,
@@ -318,7 +320,7 @@ struct checkmate {
     // Bisection between the infeasible budget and store-all's peak. The store-all program is a
     // schedule of the stage model, so the MILP has one there; but a reported minimum must be a
     // budget at which checkmate was seen to plan, so hi counts only once a solve succeeded at it.
-    graph_schedule sa{store_all_program(g), g.ideal_time(), 0};
+    schedule sa{store_all_program(g), g.ideal_time(), 0};
     bytes hi = sim::simulate(g, sa, {.budget = std::numeric_limits<bytes>::max()}).peak;
     bytes lo = std::max(budget, floor - 1);  // infeasible
     if (hi <= lo) return r;
@@ -809,12 +811,12 @@ struct checkmate {
 
   /// Algorithm 4 over an integral solution, replaying the state to free an alive output before
   /// its recompute.
-  [[nodiscard]] result<graph_schedule> extract(const graph& g, const built& b,
+  [[nodiscard]] result<schedule> extract(const graph& g, const built& b,
                                                const milp::solution& s) const {
     const int T = g.compute_count();
     const int I = g.data_count();
     auto on = [&](const milp::linear_expr& e) { return s.value(e) > 0.5; };
-    graph_schedule out;
+    schedule out;
     memory_state state = memory_state::initial(g);  // not a structured binding: lambdas use it
     auto& alive = state.alive;
     auto& done = state.done;
@@ -833,20 +835,20 @@ struct checkmate {
                            "checkmate: the MILP solution sums a contribution to data " +
                                std::to_string(i) + " twice (a bug in the model)",
                            {}};
-            out.ops.push_back(graph_instruction::free(i));
+            out.ops.push_back(instruction::free(i));
             alive[ix(i)] = 0;
             std::fill(done[ix(i)].begin(), done[ix(i)].end(), 0);
           }
           alive[ix(i)] = 1;
           done[ix(i)][p] = 1;
         }
-        out.ops.push_back(fast ? graph_instruction::fast_forward(k)
-                               : graph_instruction::compute(k));
+        out.ops.push_back(fast ? instruction::fast_forward(k)
+                               : instruction::compute(k));
         out.predicted_time += fast ? g.compute(k).fast_time : g.compute(k).time;
         for (int i = 0; i < I; ++i)
           for (const auto& [kk, x] : b.del[ix(t)][ix(i)])
             if (kk == k && on(x)) {
-              out.ops.push_back(graph_instruction::free(i));
+              out.ops.push_back(instruction::free(i));
               alive[ix(i)] = 0;
               std::fill(done[ix(i)].begin(), done[ix(i)].end(), 0);
             }
@@ -857,7 +859,7 @@ struct checkmate {
   /// The MILP's values for a schedule (see "Warm start" above); invalid_problem when the
   /// schedule does not follow the stage model.
   [[nodiscard]] result<std::vector<double>> start_values(const graph& g, const built& b,
-                                                         const graph_schedule& s) const {
+                                                         const schedule& s) const {
     const int T = g.compute_count();
     const int I = g.data_count();
     auto bad = [&](const std::string& why) {
@@ -879,7 +881,7 @@ struct checkmate {
     int next = 0;     // the first compute node not run yet: the current stage
     int last_k = -1;  // the last step run in the current stage
     for (const auto& ins : s.ops) {
-      if (ins.kind == graph_op_kind::free) {
+      if (ins.op == op_kind::free) {
         const auto [t, k] = last_rel[ix(ins.node)];
         if (t < 0)
           return bad("data " + std::to_string(ins.node) +
@@ -893,7 +895,7 @@ struct checkmate {
       if (k > t) return bad(cname(k) + " runs for the first time before " + cname(t));
       if (k <= last_k)
         return bad(cname(k) + " runs in stage " + std::to_string(t) + " after " + cname(last_k));
-      mode[ix(t)][ix(k)] = ins.fast ? 2 : 1;
+      mode[ix(t)][ix(k)] = ins.op == op_kind::fast_forward ? 2 : 1;
       for (int i : g.inputs(k)) last_rel[ix(i)] = {t, k};
       for (int i : g.outputs(k)) last_rel[ix(i)] = {t, k};
       last_k = k;
@@ -968,35 +970,21 @@ struct checkmate {
     return x;
   }
 
-  /// Replays a schedule: with the budget, its peak and makespan set, or solver_error.
-  [[nodiscard]] static result<graph_schedule> checked(const graph& g, bytes budget,
-                                                      graph_schedule out) {
-    const auto rep = sim::simulate(g, out, {.budget = budget, .record_timeline = false});
-    return checked(rep, std::move(out));
+  /// Replays a schedule: with the budget, its peak and makespan set, or solver_error (the
+  /// shared finishing step).
+  [[nodiscard]] static result<schedule> checked(const graph& g, bytes budget, schedule out) {
+    return detail::finish(name, g, budget, std::move(out));
   }
   /// The same with the replay already made.
-  [[nodiscard]] static result<graph_schedule> checked(const sim::graph_report& rep,
-                                                      graph_schedule out) {
-    if (!rep.valid)
-      return error{status::solver_error,
-                   "checkmate: the schedule built from the MILP solution is rejected by the "
-                   "simulator: " +
-                       (rep.first_violation ? rep.first_violation->message : std::string("?")),
-                   {}};
-    const double tol = 1e-9 * std::max(1.0, std::abs(rep.makespan));
-    if (std::abs(rep.makespan - out.predicted_time) > tol)
-      return error{status::solver_error,
-                   "checkmate: the schedule's simulated makespan differs from the plan",
-                   {}};
-    out.predicted_peak = rep.peak;
-    return out;
+  [[nodiscard]] static result<schedule> checked(const sim::report& rep, schedule out) {
+    return detail::finish(name, rep, std::move(out));
   }
 
   [[nodiscard]] result<checkmate_solution> solve_once(
       const graph& g, bytes budget, clock::time_point deadline, bool feasibility,
-      const std::optional<graph_schedule>& start) const {
+      const std::optional<schedule>& start) const {
     const auto t0 = clock::now();
-    std::optional<graph_schedule> heuristic;  // auto_warm_start's schedule, found before building
+    std::optional<schedule> heuristic;  // auto_warm_start's schedule, found before building
     if (!start && auto_warm_start && !feasibility)
       heuristic = relaxed_start(g, budget, seconds_left(deadline) / 4);
     // Out of time before the solver had a schedule of its own: the warm start is the best.
@@ -1054,7 +1042,7 @@ struct checkmate {
       const auto rep =
           sim::simulate(g, out.value(), {.budget = budget, .record_timeline = false});
       if (rep.first_violation &&
-          rep.first_violation->kind == sim::graph_violation_kind::over_budget) {
+          rep.first_violation->kind == sim::violation_kind::over_budget) {
         constexpr int max_cuts = 64;
         if (cuts < max_cuts && seconds_left(deadline) > 0) {
           auto covers = cover_cuts(g, b, s, budget);
@@ -1201,11 +1189,11 @@ struct checkmate {
   /// stage t exactly when keep[t][i] (see "LP relaxation" above); nullopt when the storage
   /// needs what no schedule does: the loss again, a protected output again, a contribution to
   /// a gradient that is already summed in.
-  [[nodiscard]] std::optional<graph_schedule> derive(const graph& g,
+  [[nodiscard]] std::optional<schedule> derive(const graph& g,
                                                      const keep_matrix& keep) const {
     const int T = g.compute_count();
     const int I = g.data_count();
-    graph_schedule out;
+    schedule out;
     memory_state state = memory_state::initial(g);  // not a structured binding: lambdas use it
     auto& alive = state.alive;
     auto& done = state.done;
@@ -1240,7 +1228,7 @@ struct checkmate {
           if (mode[ix(k)] == 1 || g.data(i).kind != data_kind::phantom) last[ix(i)] = k;
       }
       auto release = [&](int i) {
-        out.ops.push_back(graph_instruction::free(i));
+        out.ops.push_back(instruction::free(i));
         alive[ix(i)] = 0;
         std::fill(done[ix(i)].begin(), done[ix(i)].end(), 0);
       };
@@ -1263,8 +1251,8 @@ struct checkmate {
           alive[ix(i)] = 1;
           done[ix(i)][p] = 1;
         }
-        out.ops.push_back(fast ? graph_instruction::fast_forward(k)
-                               : graph_instruction::compute(k));
+        out.ops.push_back(fast ? instruction::fast_forward(k)
+                               : instruction::compute(k));
         out.predicted_time += fast ? g.compute(k).fast_time : g.compute(k).time;
         for (int i : g.inputs(k))
           if (droppable(i) && last[ix(i)] == k) release(i);
@@ -1310,7 +1298,7 @@ struct checkmate {
 
   /// auto_warm_start's schedule: the relaxation's (its roundings and the cheap patterns), within
   /// `limit` seconds (a quarter of the time left); nullopt when none fits.
-  [[nodiscard]] std::optional<graph_schedule> relaxed_start(const graph& g, bytes budget,
+  [[nodiscard]] std::optional<schedule> relaxed_start(const graph& g, bytes budget,
                                                             double limit) const {
     checkmate quick = *this;
     quick.relax = true;
@@ -1337,7 +1325,7 @@ struct checkmate {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> coin(0.0, 1.0);
     std::set<keep_matrix> tried;
-    std::optional<graph_schedule> best;
+    std::optional<schedule> best;
     bytes smallest_peak = std::numeric_limits<bytes>::max();
     double lp_bound = std::numeric_limits<double>::quiet_NaN();
     int candidates = 0;

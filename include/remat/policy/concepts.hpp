@@ -1,49 +1,67 @@
 #pragma once
-// What a policy is (DESIGN.md §4): a copyable value type whose public members are its knobs,
-// with a const solve(problem, budget) -> result<schedule>, and a name.
+// What a policy is (DESIGN.md §4, docs/design.md): a copyable value type whose public members are
+// its knobs, with a static `name` and a const solve(problem, budget) -> result<schedule>, for one
+// or more problem kinds (chain, graph). Every policy returns the one program type
+// (schedule/schedule.hpp), checked by the one finishing step (policy/detail/common.hpp) on the
+// machine the policy plans for: machine_of(policy), its `hw` member (core/machine.hpp) when it
+// has one (the offloading policies), else the default machine (instantaneous transfers).
 
 #include <concepts>
 #include <string_view>
 
+#include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
-#include <remat/schedule/graph_schedule.hpp>
 #include <remat/schedule/schedule.hpp>
 
 namespace remat {
 
-/// A policy that plans heterogeneous chains.
-template <class P>
-concept ChainPolicy = std::copyable<P> && requires(const P& p, const chain& c, bytes budget) {
-  { p.solve(c, budget) } -> std::same_as<result<schedule>>;
+/// A policy that plans problems of kind Problem (chain or graph).
+template <class P, class Problem>
+concept Policy = std::copyable<P> && requires(const P& p, const Problem& x, bytes budget) {
+  { p.solve(x, budget) } -> std::same_as<result<schedule>>;
   { P::name } -> std::convertible_to<std::string_view>;
 };
+
+/// A policy that plans heterogeneous chains.
+template <class P>
+concept ChainPolicy = Policy<P, chain>;
 
 /// A policy that plans training graphs (a chain plans as a graph through build_graph(chain)).
 template <class P>
-concept GraphPolicy = std::copyable<P> && requires(const P& p, const graph& g, bytes budget) {
-  { p.solve(g, budget) } -> std::same_as<result<graph_schedule>>;
-  { P::name } -> std::convertible_to<std::string_view>;
-};
+concept GraphPolicy = Policy<P, graph>;
 
-/// Use in composite policies: stops a non-chain policy with a message that names the requirement.
+/// The machine a policy plans for: its `hw` member, or the default machine.
 template <class P>
-inline constexpr bool require_chain_policy = [] {
-  static_assert(ChainPolicy<P>,
-                "remat: this policy must satisfy remat::ChainPolicy (a copyable type with a static "
-                "`name` and `result<schedule> solve(const chain&, bytes) const`)");
+constexpr machine machine_of(const P& p) {
+  if constexpr (requires { { p.hw } -> std::convertible_to<machine>; })
+    return p.hw;
+  else
+    return machine{};
+}
+
+/// Use where a policy is a template parameter: stops a type that cannot plan Problem with a
+/// message that names the requirement.
+template <class P, class Problem>
+inline constexpr bool require_policy = [] {
+  static_assert(std::copyable<P>, "remat: a policy must be a copyable value type (its knobs are public members)");
+  static_assert(requires { { P::name } -> std::convertible_to<std::string_view>; },
+                "remat: a policy needs a static `name` (e.g. static constexpr std::string_view name = \"mine\";)");
+  static_assert(requires(const P& p, const Problem& x, bytes b) {
+    { p.solve(x, b) } -> std::same_as<result<schedule>>;
+  }, "remat: a policy needs `result<schedule> solve(const Problem&, bytes budget) const` for this problem kind "
+     "(chain or graph)");
   return true;
 }();
 
-/// Use in composite policies: stops a non-graph policy with a message that names the requirement.
+/// require_policy for chains.
 template <class P>
-inline constexpr bool require_graph_policy = [] {
-  static_assert(GraphPolicy<P>,
-                "remat: this policy must satisfy remat::GraphPolicy (a copyable type with a static "
-                "`name` and `result<graph_schedule> solve(const graph&, bytes) const`)");
-  return true;
-}();
+inline constexpr bool require_chain_policy = require_policy<P, chain>;
+
+/// require_policy for graphs.
+template <class P>
+inline constexpr bool require_graph_policy = require_policy<P, graph>;
 
 }  // namespace remat

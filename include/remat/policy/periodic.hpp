@@ -33,23 +33,23 @@ struct periodic {
   std::function<void(double)> progress = {};
 
   /// The program for k segments (1 <= k <= N).
-  [[nodiscard]] static std::vector<instruction> program(const chain& c, int k) {
+  [[nodiscard]] static std::vector<chain_op> program(const chain& c, int k) {
     const int n = c.length();
     const int size = n / k;
-    std::vector<instruction> ops;
+    std::vector<chain_op> ops;
     // Segment j (0-based) covers stages [j*size + 1, (j+1)*size]; the last covers the rest.
     for (int j = 0; j + 1 < k; ++j) {
       const int b = j * size + 1, e = (j + 1) * size;
-      ops.push_back(instruction::forward(b, forward_mode::save_input));
-      for (int l = b + 1; l <= e; ++l) ops.push_back(instruction::forward(l, forward_mode::no_save));
+      ops.push_back(chain_op::forward(b, forward_mode::save_input));
+      for (int l = b + 1; l <= e; ++l) ops.push_back(chain_op::forward(l, forward_mode::no_save));
     }
     const int last = (k - 1) * size + 1;
-    for (int l = last; l <= n; ++l) ops.push_back(instruction::forward(l, forward_mode::save_all));
-    for (int l = n; l >= last; --l) ops.push_back(instruction::backward(l));
+    for (int l = last; l <= n; ++l) ops.push_back(chain_op::forward(l, forward_mode::save_all));
+    for (int l = n; l >= last; --l) ops.push_back(chain_op::backward(l));
     for (int j = k - 2; j >= 0; --j) {
       const int b = j * size + 1, e = (j + 1) * size;
-      for (int l = b; l <= e; ++l) ops.push_back(instruction::forward(l, forward_mode::save_all));
-      for (int l = e; l >= b; --l) ops.push_back(instruction::backward(l));
+      for (int l = b; l <= e; ++l) ops.push_back(chain_op::forward(l, forward_mode::save_all));
+      for (int l = e; l >= b; --l) ops.push_back(chain_op::backward(l));
     }
     return ops;
   }
@@ -62,9 +62,10 @@ struct periodic {
                    "periodic: segments = " + std::to_string(segments) + " is out of range; use 1.." +
                        std::to_string(n) + " for this chain, or 0 to pick the best",
                    {}};
+    const graph g = detail::chain_graph(c);
     if (segments > 0) {
       auto ops = program(c, segments);
-      const bytes peak = detail::peak_of(c, ops);
+      const bytes peak = detail::peak_of(g, ops);
       if (peak > budget)
         return detail::budget_too_small(name, c, budget, peak,
                                         "with " + std::to_string(segments) + " segments");
@@ -72,7 +73,7 @@ struct periodic {
       if (progress) progress(1.0);
       return detail::finish(name, c, budget, std::move(ops), t);
     }
-    std::vector<instruction> best;
+    std::vector<chain_op> best;
     seconds best_time = 0;
     bytes min_peak = unlimited_bytes;
     const detail::deadline dl(time_limit);
@@ -83,7 +84,7 @@ struct periodic {
             "raise time_limit, or give segments = k (one program, O(N))");
       if (progress && k > 1) progress(static_cast<double>(k - 1) / n);
       auto ops = program(c, k);
-      const bytes peak = detail::peak_of(c, ops);
+      const bytes peak = detail::peak_of(g, ops);
       min_peak = std::min(min_peak, peak);
       if (peak > budget) continue;
       const seconds t = detail::time_of(c, ops);

@@ -92,21 +92,21 @@ struct revolve {
   };
 
   /// The program reversing the whole chain with c free snapshots.
-  [[nodiscard]] static std::vector<instruction> program(const chain& c, int snaps) {
+  [[nodiscard]] static std::vector<chain_op> program(const chain& c, int snaps) {
     return program(c, snaps, table(c.length(), snaps));
   }
 
   /// Same, with split points from a table built for at least (N, snaps).
-  [[nodiscard]] static std::vector<instruction> program(const chain& c, int snaps, const table& tab) {
+  [[nodiscard]] static std::vector<chain_op> program(const chain& c, int snaps, const table& tab) {
     return program(c, snaps, tab, detail::deadline(0));
   }
 
   /// Same; empty if `dl` passed first.
-  [[nodiscard]] static std::vector<instruction> program(const chain& c, int snaps, const table& tab,
+  [[nodiscard]] static std::vector<chain_op> program(const chain& c, int snaps, const table& tab,
                                                         const detail::deadline& dl) {
     const int n = c.length();
     detail::deadline_poll poll(dl);
-    std::vector<instruction> ops;
+    std::vector<chain_op> ops;
     ops.reserve(static_cast<std::size_t>(2 * n + tab.forwards(n, snaps)));
     // Explicit stack of (s, t, c) reversals still to emit, in order.
     struct job { int s, t, c; };
@@ -115,14 +115,14 @@ struct revolve {
       const job j = todo.back();
       todo.pop_back();
       if (j.s == j.t) {
-        ops.push_back(instruction::forward(j.s, forward_mode::save_all));
-        ops.push_back(instruction::backward(j.s));
+        ops.push_back(chain_op::forward(j.s, forward_mode::save_all));
+        ops.push_back(chain_op::backward(j.s));
         continue;
       }
       const int len = j.t - j.s + 1;
       const int i = tab.split(len, j.c);
-      ops.push_back(instruction::forward(j.s, forward_mode::save_input));
-      for (int l = j.s + 1; l <= j.s + i - 1; ++l) ops.push_back(instruction::forward(l, forward_mode::no_save));
+      ops.push_back(chain_op::forward(j.s, forward_mode::save_input));
+      for (int l = j.s + 1; l <= j.s + i - 1; ++l) ops.push_back(chain_op::forward(l, forward_mode::no_save));
       if (poll.passed(i)) return {};
       // Reverse the tail first, then the head (pushed in reverse order).
       todo.push_back({j.s, j.s + i - 1, j.c});
@@ -140,6 +140,7 @@ struct revolve {
                    "revolve: snapshots = " + std::to_string(snapshots) +
                        " is negative; use 0.." + std::to_string(c_max) + ", or -1 to pick the best",
                    {}};
+    const graph g = detail::chain_graph(c);
     const detail::deadline dl(time_limit);
     const std::string advice =
         "raise time_limit" + std::string(snapshots < 0 ? ", or give snapshots = c (one program)" : "") +
@@ -152,7 +153,7 @@ struct revolve {
     if (std::isfinite(time_limit) && time_limit > 0) {
       const auto all = store_all::program(c);
       const double t0 = dl.elapsed();
-      (void)detail::peak_of(c, all);
+      (void)detail::peak_of(g, all);
       per_op = (dl.elapsed() - t0) / static_cast<double>(all.size());
     }
     auto out_of_time = [&](std::size_t ops) {
@@ -169,7 +170,7 @@ struct revolve {
         return detail::time_limit_reached(name, dl, "before replaying the program", advice);
       auto ops = program(c, snaps, tab, dl);
       if (ops.empty()) return detail::time_limit_reached(name, dl, "while writing the program", advice);
-      const bytes peak = detail::peak_of(c, ops);
+      const bytes peak = detail::peak_of(g, ops);
       if (peak > budget)
         return detail::budget_too_small(name, c, budget, peak,
                                         "with " + std::to_string(snapshots) + " snapshots");
@@ -177,7 +178,7 @@ struct revolve {
       if (progress) progress(1.0);
       return detail::finish(name, c, budget, std::move(ops), t);
     }
-    std::vector<instruction> best;
+    std::vector<chain_op> best;
     seconds best_time = 0;
     bytes min_peak = unlimited_bytes;
     const table tab(n, c_max, dl, table_progress);
@@ -192,7 +193,7 @@ struct revolve {
             advice);
       auto ops = program(c, k, tab, dl);
       if (ops.empty()) return detail::time_limit_reached(name, dl, "while writing a program", advice);
-      const bytes peak = detail::peak_of(c, ops);
+      const bytes peak = detail::peak_of(g, ops);
       min_peak = std::min(min_peak, peak);
       if (progress) progress(0.5 + 0.5 * static_cast<double>(c_max - k + 1) / (c_max + 1));
       if (peak > budget) continue;

@@ -110,25 +110,25 @@ class rotor_min_memory {
   [[nodiscard]] std::int64_t operator()(int s, int t) const { return lo_[idx(s, t)]; }
 
   /// The schedule that reaches lo(1,N), and its time.
-  [[nodiscard]] std::pair<std::vector<instruction>, seconds> schedule() const {
-    std::vector<instruction> ops;
+  [[nodiscard]] std::pair<std::vector<chain_op>, seconds> schedule() const {
+    std::vector<chain_op> ops;
     struct job { int s, t; bool backward_only; };
     std::vector<job> todo{{1, n_, false}};
     while (!todo.empty()) {
       const job j = todo.back();
       todo.pop_back();
       if (j.backward_only) {
-        ops.push_back(instruction::backward(j.s));
+        ops.push_back(chain_op::backward(j.s));
       } else if (j.s == j.t) {
-        ops.push_back(instruction::forward(j.s, forward_mode::save_all));
-        ops.push_back(instruction::backward(j.s));
+        ops.push_back(chain_op::forward(j.s, forward_mode::save_all));
+        ops.push_back(chain_op::backward(j.s));
       } else if (const int sp = split_[idx(j.s, j.t)]; sp > 0) {
-        ops.push_back(instruction::forward(j.s, forward_mode::save_input));
-        for (int q = j.s + 1; q <= sp; ++q) ops.push_back(instruction::forward(q, forward_mode::no_save));
+        ops.push_back(chain_op::forward(j.s, forward_mode::save_input));
+        for (int q = j.s + 1; q <= sp; ++q) ops.push_back(chain_op::forward(q, forward_mode::no_save));
         todo.push_back({j.s, sp, false});
         todo.push_back({sp + 1, j.t, false});
       } else {
-        ops.push_back(instruction::forward(j.s, forward_mode::save_all));
+        ops.push_back(chain_op::forward(j.s, forward_mode::save_all));
         todo.push_back({j.s, j.s, true});
         todo.push_back({j.s + 1, j.t, false});
       }
@@ -233,22 +233,22 @@ class rotor::dp {
   }
 
   /// Alg. 4 (OptRecP), iteratively.
-  [[nodiscard]] std::vector<instruction> reconstruct() const {
-    std::vector<instruction> ops;
+  [[nodiscard]] std::vector<chain_op> reconstruct() const {
+    std::vector<chain_op> ops;
     struct job { int s, t; std::int64_t m; bool backward_only; };
     std::vector<job> todo{{1, n_, w_ - 1, false}};
     while (!todo.empty()) {
       const job j = todo.back();
       todo.pop_back();
       if (j.backward_only) {
-        ops.push_back(instruction::backward(j.s));
+        ops.push_back(chain_op::backward(j.s));
         continue;
       }
       const auto [s, t, m, unused] = j;
       (void)unused;
       if (s == t) {
-        ops.push_back(instruction::forward(s, forward_mode::save_all));
-        ops.push_back(instruction::backward(s));
+        ops.push_back(chain_op::forward(s, forward_mode::save_all));
+        ops.push_back(chain_op::backward(s));
         continue;
       }
       const double target = row_of(s, t)[m];
@@ -262,12 +262,12 @@ class rotor::dp {
           if (sum_f + row_of(sp + 1, t)[mm] + row_of(s, sp)[m] == target) split = sp;
         }
       if (split > 0) {
-        ops.push_back(instruction::forward(s, forward_mode::save_input));
-        for (int k = s + 1; k <= split; ++k) ops.push_back(instruction::forward(k, forward_mode::no_save));
+        ops.push_back(chain_op::forward(s, forward_mode::save_input));
+        for (int k = s + 1; k <= split; ++k) ops.push_back(chain_op::forward(k, forward_mode::no_save));
         todo.push_back({s, split, m, false});
         todo.push_back({split + 1, t, m - d_.a[idx(split)], false});
       } else {
-        ops.push_back(instruction::forward(s, forward_mode::save_all));
+        ops.push_back(chain_op::forward(s, forward_mode::save_all));
         todo.push_back({s, s, 0, true});
         todo.push_back({s + 1, t, m - d_.abar[idx(s)], false});
       }

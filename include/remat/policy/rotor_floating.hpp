@@ -215,22 +215,22 @@ class rotor_floating::dp {
   }
 
   /// Alg. 2 (OptRecFL) with the second call's budget of Eq. 2.7.
-  [[nodiscard]] std::vector<instruction> reconstruct() const {
-    std::vector<instruction> ops;
+  [[nodiscard]] std::vector<chain_op> reconstruct() const {
+    std::vector<chain_op> ops;
     struct job { int s, t, l; std::int64_t m; bool backward_only; };
     std::vector<job> todo{{1, n_, 1, w_ - 1, false}};
     while (!todo.empty()) {
       const job j = todo.back();
       todo.pop_back();
       if (j.backward_only) {
-        ops.push_back(instruction::backward(j.s));
+        ops.push_back(chain_op::backward(j.s));
         continue;
       }
       const int s = j.s, t = j.t, l = j.l;
       const std::int64_t m = j.m;
       if (s == t) {
-        ops.push_back(instruction::forward(s, forward_mode::save_all));
-        ops.push_back(instruction::backward(s));
+        ops.push_back(chain_op::forward(s, forward_mode::save_all));
+        ops.push_back(chain_op::backward(s));
         continue;
       }
       const double target = row_of(s, t, l)[m];
@@ -250,18 +250,18 @@ class rotor_floating::dp {
             return false;
           });
         if (to == 0) {  // C1
-          ops.push_back(instruction::forward(s, forward_mode::save_all));
+          ops.push_back(chain_op::forward(s, forward_mode::save_all));
           todo.push_back({s, s, s, 0, true});
           todo.push_back({s + 1, t, s + 1, m - ab, false});
         } else {  // C3
-          for (int q = s; q < to; ++q) ops.push_back(instruction::forward(q, forward_mode::no_save));
+          for (int q = s; q < to; ++q) ops.push_back(chain_op::forward(q, forward_mode::no_save));
           todo.push_back({to, t, l, m - adj, false});
         }
         continue;
       }
-      for (int q = s; q < mv.r; ++q) ops.push_back(instruction::forward(q, forward_mode::no_save));
-      ops.push_back(instruction::forward(mv.r, forward_mode::save_input));
-      for (int q = mv.r + 1; q <= mv.sp; ++q) ops.push_back(instruction::forward(q, forward_mode::no_save));
+      for (int q = s; q < mv.r; ++q) ops.push_back(chain_op::forward(q, forward_mode::no_save));
+      ops.push_back(chain_op::forward(mv.r, forward_mode::save_input));
+      for (int q = mv.r + 1; q <= mv.sp; ++q) ops.push_back(chain_op::forward(q, forward_mode::no_save));
       const std::int64_t mr = m - mv.adj;
       todo.push_back({mv.r, mv.tp - 1, l, mr, false});
       todo.push_back({mv.sp + 1, t, mv.tp, mr - d_.a[k(mv.sp)], false});
@@ -372,7 +372,7 @@ inline result<schedule> rotor_floating::solve(const chain& c, bytes budget) cons
       },
       "raise time_limit, or use fewer slots; the floating DP is O(N^6 S): use rotor (O(N^3 S)) for "
       "long chains",
-      [&]() -> std::optional<std::pair<std::vector<instruction>, seconds>> {
+      [&]() -> std::optional<std::pair<std::vector<chain_op>, seconds>> {
         const detail::rotor_min_memory persistent(detail::exact_sizes(c), dl);
         if (!persistent.complete() || c.a(0) + persistent(1, c.length()) > budget) return std::nullopt;
         return persistent.schedule();

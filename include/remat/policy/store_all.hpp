@@ -3,7 +3,7 @@
 // every backward runs once: F_1^all .. F_N^all, B_N .. B_1. The baseline the other policies
 // are measured against; its peak is the most memory any sensible schedule needs.
 //
-// On a training graph it is the graph's store-all program (schedule/graph_schedule.hpp): every
+// On a training graph it is the graph's store-all program (store_all_program, below): every
 // compute node once in topological order, each data node freed after its last consumer. Its
 // makespan is the graph's ideal time, a lower bound for any schedule, so whenever it fits it is
 // optimal.
@@ -13,56 +13,71 @@
 
 #include <remat/policy/detail/common.hpp>
 #include <remat/problem/graph.hpp>
-#include <remat/schedule/graph_schedule.hpp>
-#include <remat/sim/graph_simulate.hpp>
+#include <remat/schedule/schedule.hpp>
+#include <remat/sim/simulate.hpp>
 
 namespace remat {
+
+/// Plain training as a graph program: every compute node once, in the graph's (topological)
+/// order, forwards in normal mode (for a built graph: the forwards, the loss, the backwards in
+/// reverse), and every data node that is not protected freed right after its last consumer.
+/// Data freed after the same node are freed in index order. Valid for any graph that passes
+/// validate(); its time is g.ideal_time().
+[[nodiscard]] inline std::vector<instruction> store_all_program(const graph& g) {
+  // last[c]: the data nodes whose last use is compute node c.
+  std::vector<std::vector<int>> last(static_cast<std::size_t>(g.compute_count()));
+  for (int d = 0; d < g.data_count(); ++d) {
+    if (g.data(d).is_protected) continue;
+    int at = -1;
+    for (int c : g.consumers(d)) at = c > at ? c : at;
+    if (at < 0)  // nothing reads it (an invalid graph): free it once made
+      for (int c : g.producers(d)) at = c > at ? c : at;
+    if (at >= 0) last[static_cast<std::size_t>(at)].push_back(d);
+  }
+  std::vector<instruction> ops;
+  ops.reserve(static_cast<std::size_t>(g.compute_count() + g.data_count()));
+  for (int c = 0; c < g.compute_count(); ++c) {
+    ops.push_back(instruction::compute(c));
+    for (int d : last[static_cast<std::size_t>(c)]) ops.push_back(instruction::free(d));
+  }
+  return ops;
+}
 
 struct store_all {
   static constexpr std::string_view name = "store_all";
 
-  [[nodiscard]] static std::vector<instruction> program(const chain& c) {
-    std::vector<instruction> ops;
+  [[nodiscard]] static std::vector<chain_op> program(const chain& c) {
+    std::vector<chain_op> ops;
     const int n = c.length();
     ops.reserve(static_cast<std::size_t>(2 * n));
-    for (int l = 1; l <= n; ++l) ops.push_back(instruction::forward(l, forward_mode::save_all));
-    for (int l = n; l >= 1; --l) ops.push_back(instruction::backward(l));
+    for (int l = 1; l <= n; ++l) ops.push_back(chain_op::forward(l, forward_mode::save_all));
+    for (int l = n; l >= 1; --l) ops.push_back(chain_op::backward(l));
     return ops;
   }
 
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
     if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
     auto ops = program(c);
-    const bytes peak = detail::peak_of(c, ops);
+    const bytes peak = detail::peak_of(detail::chain_graph(c), ops);
     if (peak > budget) return detail::budget_too_small(name, c, budget, peak, "it keeps every activation");
     return detail::finish(name, c, budget, std::move(ops), c.ideal_time());
   }
 
-  [[nodiscard]] result<graph_schedule> solve(const graph& g, bytes budget) const {
+  [[nodiscard]] result<schedule> solve(const graph& g, bytes budget) const {
     if (auto v = validate(g); !v) return v.err();
     if (budget < 0)
       return error{status::invalid_problem,
-                   "the budget is negative (" + std::to_string(budget) +
-                       " bytes); give a byte count >= 0",
-                   {}};
-    graph_schedule s{store_all_program(g), g.ideal_time(), 0};
-    const auto r = sim::simulate(g, s, {.budget = unlimited_bytes});
-    if (!r.valid)  // a valid graph always has a valid store-all program
-      return error{status::solver_error,
-                   std::string(name) + ": the store-all program of graph '" + g.name +
-                       "' is rejected by the simulator (a bug in remat; please report it with "
-                       "the graph): " +
-                       r.first_violation->message,
-                   {}};
-    if (r.peak > budget)
+                   "the budget is negative (" + std::to_string(budget) + " bytes); give a byte count >= 0", {}};
+    schedule s{store_all_program(g), g.ideal_time(), 0};
+    const bytes peak = sim::simulate(g, s, {.record_timeline = false}).peak;
+    if (peak > budget)
       return error{status::budget_too_small,
-                   std::string(name) + ": the budget of " + format_bytes(budget) +
-                       " is below the " + format_bytes(r.peak) + " that graph '" + g.name +
-                       "' needs when every activation is kept; give a budget of at least " +
-                       std::to_string(r.peak) + " bytes, or use a policy that recomputes",
-                   r.peak};
-    s.predicted_peak = r.peak;
-    return s;
+                   std::string(name) + ": the budget of " + format_bytes(budget) + " is below the " +
+                       format_bytes(peak) + " that graph '" + g.name +
+                       "' needs when every activation is kept; give a budget of at least " + std::to_string(peak) +
+                       " bytes, or use a policy that recomputes",
+                   peak};
+    return detail::finish(name, g, budget, std::move(s));
   }
 };
 

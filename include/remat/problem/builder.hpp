@@ -48,19 +48,8 @@
 //
 // A chain is the forward DAG whose op l reads op l-1 (stage 1 reads the input), with
 // phantom_bytes = saved_bytes - output_bytes, and whose backward reads its input (B_l needs
-// a_{l-1}) and its output (abar_l includes a_l). Chain operations map onto graph instructions
-// (to_graph_schedule): F_l^all = compute(fwd l); F_l^ck = fast_forward(fwd l); F_l^∅ =
-// fast_forward(fwd l) then free a_{l-1}; B_l = compute(bwd l) then free delta_l, the phantom and
-// a_l, and a_{l-1} when it is stored plain (a_0 excepted: it is protected); the loss runs just
-// before the first B_N. For every schedule the chain simulator accepts, the graph simulator
-// accepts its image with the same makespan and the same peak, op for op. The two models differ
-// only where no peak is measured or where the chain model would need a nonzero delta_N:
-//   * the chain frees a_0 at B_1 (it ends holding delta_0 only); the graph keeps its protected
-//     input to the end. B_1 is the last op of a valid chain schedule and its peak is taken
-//     before its frees, so no peak changes; only the final memory differs, by a_0.
-//   * the chain holds delta_N from the start, the graph creates it at the loss: they agree
-//     because delta_N = 0. A chain model with a stored delta_N would count it in every forward
-//     peak, the graph only from the loss on.
+// a_{l-1}) and its output (abar_l includes a_l). The chain notation (F3_ck, B3, O3, ...) lowers
+// onto programs over this graph: schedule/notation.hpp.
 // The graph model is more flexible: it can free a_l while keeping the rest of abar_l, or keep a
 // phantom while recomputing its activation; its optimum is never worse than the chain's.
 
@@ -74,8 +63,6 @@
 #include <remat/core/units.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
-#include <remat/schedule/graph_schedule.hpp>
-#include <remat/schedule/schedule.hpp>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -390,59 +377,6 @@ inline forward_dag to_forward_dag(const chain& c) {
 inline result<graph> build_graph(const chain& c) {
   if (auto v = validate(c); !v) return v.err();
   return build_graph(to_forward_dag(c));
-}
-
-/// A chain schedule as a program over build_graph(c) (the mapping at the top of this header).
-/// Valid chain schedules map to valid graph schedules with the same makespan and peak; an
-/// invalid one maps to a program the graph simulator judges by its own, more flexible rules. A
-/// stage that does not exist maps to a compute node that does not exist.
-inline graph_schedule to_graph_schedule(const chain& c, const schedule& s) {
-  const int n = c.length();
-  const training_layout lay{n};
-  enum class held : unsigned char { none, plain, full };
-  std::vector<held> act(static_cast<std::size_t>(n + 1), held::none);
-  act[0] = held::plain;
-  auto activation = [&](int k) { return k == 0 ? lay.input : lay.activation(k - 1); };
-  auto gradient = [&](int k) { return k == 0 ? lay.input_gradient : lay.gradient(k - 1); };
-  graph_schedule out{{}, s.predicted_time, s.predicted_peak};
-  bool loss_done = false;
-  for (const instruction& ins : s.ops) {
-    const int l = ins.index;
-    if (l < 1 || l > n) {
-      out.ops.push_back(graph_instruction::compute(2 * n + 1));  // not a node
-      continue;
-    }
-    auto& in = act[static_cast<std::size_t>(l - 1)];
-    auto& self = act[static_cast<std::size_t>(l)];
-    if (ins.kind == op_kind::forward) {
-      if (ins.mode == forward_mode::save_all) {
-        out.ops.push_back(graph_instruction::compute(lay.forward(l - 1)));
-        self = held::full;
-      } else {
-        out.ops.push_back(graph_instruction::fast_forward(lay.forward(l - 1)));
-        self = held::plain;
-        if (ins.mode == forward_mode::no_save) {
-          out.ops.push_back(graph_instruction::free(activation(l - 1)));
-          in = held::none;
-        }
-      }
-    } else {
-      if (l == n && !loss_done) {
-        out.ops.push_back(graph_instruction::compute(lay.loss()));
-        loss_done = true;
-      }
-      out.ops.push_back(graph_instruction::compute(lay.backward(l - 1)));
-      out.ops.push_back(graph_instruction::free(gradient(l)));
-      out.ops.push_back(graph_instruction::free(lay.phantom(l - 1)));
-      out.ops.push_back(graph_instruction::free(activation(l)));
-      self = held::none;
-      if (in == held::plain) {
-        if (l > 1) out.ops.push_back(graph_instruction::free(activation(l - 1)));
-        in = held::none;
-      }
-    }
-  }
-  return out;
 }
 
 }  // namespace remat

@@ -1,25 +1,31 @@
 #pragma once
-// The schedule: a flat program of instructions (DESIGN.md §3). Every policy returns one; the
-// simulator and the executors consume only this type.
+// The schedule: one program type for every problem (chains and graphs) and every policy
+// (DESIGN.md §3, docs/design.md). A flat list of instructions over a training graph's nodes
+// (problem/graph.hpp; a chain is planned on the graph build_graph(chain) makes), which the
+// simulator (sim/simulate.hpp) referees and the executor (exec/executor.hpp) runs.
 //
-// Chain instructions use the operations of shilova-spec §2.1 (thesis Table 2.1):
-//   forward(l, no_save)    F_l^∅   runs F_l without keeping anything; consumes a plain a_{l-1}
-//   forward(l, save_input) F_l^ck  keeps its input, adds a_l
-//   forward(l, save_all)   F_l^all keeps its input, adds abar_l (all that B_l needs)
-//   backward(l)            B_l     consumes delta_l and abar_l (and a plain a_{l-1}), adds delta_{l-1}
-// and the transfers of shilova-spec §3.1 (asynchronous, on their own lanes: sim/simulate.hpp),
-// which name the activation they move, a_k with k = 0..N (the thesis' O_l, P_l act on a_{l-1}:
-// offload(k) is its O_{k+1}):
-//   offload(k)             O_k     copies a_k to the host; its device memory is freed when the
-//                                  copy ends; compute may no longer use it
-//   prefetch(k)            P_k     copies an offloaded (and waited) a_k back to the device; its
-//                                  device memory is reserved when the copy starts
-//   wait(k)                W_k     the compute lane waits for the transfer of a_k in flight: after
-//                                  a prefetch a_k is usable again, after an offload it may be
-//                                  prefetched
-// Text form: F3_none, F3_ck, F3_all, B3, O3, P3, W3 (O0, P0, W0 for the input a_0).
+//   compute(c)       runs compute node c: it needs every input alive, complete and resident, and
+//                    creates its outputs (a contribution to a gradient that is already alive adds
+//                    to it)
+//   fast_forward(c)  runs forward node c without its phantoms (no_grad, rockmate-spec T:754-758)
+//   free(d)          deletes data node d (its device memory, or its host copy once offloaded)
+//   offload(d)       copies data node d to the host, on the device-to-host lane; its device
+//                    memory is freed when the copy ends; compute may no longer use it
+//   prefetch(d)      copies an offloaded (and waited) d back to the device, on the host-to-device
+//                    lane; its device memory is reserved when the copy starts
+//   wait(d)          the compute lane waits for the transfer of d in flight: after a prefetch d is
+//                    usable again, after an offload it may be prefetched (or freed)
+// `node` is a 0-based index: a compute node for compute and fast_forward, a data node for the
+// others. Deletion is always explicit: nothing is freed by running a node.
+//
+// Text form: C3, C3_ff, D5, O5, P5, W5 (to_string / parse_program). A chain-shaped program also
+// has the thesis' notation F3_ck, F3_all, F3_none, B3, O3, P3, W3 (schedule/chain_notation.hpp),
+// which lowers onto this one.
+//
+// This header includes no problem header: programs are plain data.
 
 #include <charconv>
+#include <cstddef>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -30,87 +36,30 @@
 
 namespace remat {
 
-enum class op_kind : unsigned char { forward, backward, offload, prefetch, wait };
-enum class forward_mode : unsigned char { no_save, save_input, save_all };
+enum class op_kind : unsigned char { compute, fast_forward, free, offload, prefetch, wait };
 
 struct instruction {
-  op_kind kind = op_kind::forward;
-  /// The stage (1-based) of a forward or backward; the activation a_k (0-based) of a transfer.
-  int index = 0;
-  forward_mode mode = forward_mode::no_save;  ///< meaningful for forwards only
+  op_kind op = op_kind::compute;
+  int node = 0;  ///< a compute node (compute, fast_forward) or a data node (the others), 0-based
 
-  static constexpr instruction forward(int l, forward_mode m) { return {op_kind::forward, l, m}; }
-  static constexpr instruction backward(int l) {
-    return {op_kind::backward, l, forward_mode::no_save};
-  }
-  static constexpr instruction offload(int k) { return {op_kind::offload, k, forward_mode::no_save}; }
-  static constexpr instruction prefetch(int k) { return {op_kind::prefetch, k, forward_mode::no_save}; }
-  static constexpr instruction wait(int k) { return {op_kind::wait, k, forward_mode::no_save}; }
-  /// Offload and prefetch: the instructions that start a transfer.
-  [[nodiscard]] constexpr bool is_transfer() const noexcept {
-    return kind == op_kind::offload || kind == op_kind::prefetch;
-  }
-  /// Forward and backward: the instructions that run a layer.
+  static constexpr instruction compute(int c) { return {op_kind::compute, c}; }
+  static constexpr instruction fast_forward(int c) { return {op_kind::fast_forward, c}; }
+  static constexpr instruction free(int d) { return {op_kind::free, d}; }
+  static constexpr instruction offload(int d) { return {op_kind::offload, d}; }
+  static constexpr instruction prefetch(int d) { return {op_kind::prefetch, d}; }
+  static constexpr instruction wait(int d) { return {op_kind::wait, d}; }
+
+  /// compute and fast_forward: the instructions that run a layer (their node is a compute node).
   [[nodiscard]] constexpr bool is_compute() const noexcept {
-    return kind == op_kind::forward || kind == op_kind::backward;
+    return op == op_kind::compute || op == op_kind::fast_forward;
   }
-  friend constexpr bool operator==(const instruction& x, const instruction& y) {
-    return x.kind == y.kind && x.index == y.index &&
-           (x.kind != op_kind::forward || x.mode == y.mode);
+  /// offload and prefetch: the instructions that start a transfer.
+  [[nodiscard]] constexpr bool is_transfer() const noexcept {
+    return op == op_kind::offload || op == op_kind::prefetch;
   }
+
+  friend constexpr bool operator==(const instruction&, const instruction&) = default;
 };
-
-/// The letter of an instruction's text form.
-inline constexpr char letter(op_kind k) {
-  switch (k) {
-    case op_kind::forward: return 'F';
-    case op_kind::backward: return 'B';
-    case op_kind::offload: return 'O';
-    case op_kind::prefetch: return 'P';
-    case op_kind::wait: return 'W';
-  }
-  return '?';
-}
-
-inline constexpr std::string_view to_string(forward_mode m) {
-  switch (m) {
-    case forward_mode::no_save: return "none";
-    case forward_mode::save_input: return "ck";
-    case forward_mode::save_all: return "all";
-  }
-  return "?";
-}
-
-inline std::string to_string(const instruction& i) {
-  std::string s = letter(i.kind) + std::to_string(i.index);
-  if (i.kind == op_kind::forward) s += "_" + std::string(to_string(i.mode));
-  return s;
-}
-
-/// Parses "F3_ck", "F2_none", "F1_all", "B4", "O0", "P2" or "W2"; nullopt when the text is none
-/// of these. Stages are 1-based, activations (of O, P, W) 0-based.
-inline std::optional<instruction> parse_instruction(std::string_view s) {
-  static constexpr op_kind kinds[] = {op_kind::forward, op_kind::backward, op_kind::offload,
-                                      op_kind::prefetch, op_kind::wait};
-  if (s.size() < 2 || s[1] < '0' || s[1] > '9') return std::nullopt;  // no sign: "O-0"
-  const op_kind* kind = nullptr;
-  for (const op_kind& k : kinds)
-    if (s[0] == letter(k)) kind = &k;
-  if (kind == nullptr) return std::nullopt;
-  int idx = 0;
-  const char* first = s.data() + 1;
-  const char* last = s.data() + s.size();
-  auto [p, ec] = std::from_chars(first, last, idx);
-  const int lowest = *kind == op_kind::forward || *kind == op_kind::backward ? 1 : 0;
-  if (ec != std::errc() || p == first || idx < lowest) return std::nullopt;
-  std::string_view rest(p, static_cast<std::size_t>(last - p));
-  if (*kind != op_kind::forward)
-    return rest.empty() ? std::optional(instruction{*kind, idx, forward_mode::no_save}) : std::nullopt;
-  if (rest == "_none") return instruction::forward(idx, forward_mode::no_save);
-  if (rest == "_ck") return instruction::forward(idx, forward_mode::save_input);
-  if (rest == "_all") return instruction::forward(idx, forward_mode::save_all);
-  return std::nullopt;
-}
 
 /// A program plus what the policy that produced it predicts for it. Plain data.
 struct schedule {
@@ -121,20 +70,50 @@ struct schedule {
   friend bool operator==(const schedule&, const schedule&) = default;
 };
 
-/// "F1_ck O1 F2_none ... P1 W1 ... B1"
-inline std::string to_string(const schedule& s) {
-  std::string out;
-  for (const auto& i : s.ops) {
-    if (!out.empty()) out += ' ';
-    out += to_string(i);
+/// The letter of an instruction's text form.
+inline constexpr char letter(op_kind k) {
+  switch (k) {
+    case op_kind::compute:
+    case op_kind::fast_forward: return 'C';
+    case op_kind::free: return 'D';
+    case op_kind::offload: return 'O';
+    case op_kind::prefetch: return 'P';
+    case op_kind::wait: return 'W';
   }
-  return out;
+  return '?';
 }
 
-/// Parses a program from its text form (instructions separated by white space); nullopt when a
-/// word is not an instruction.
-inline std::optional<schedule> parse_schedule(std::string_view text) {
-  schedule s;
+/// "C3", "C3_ff", "D5", "O5", "P5" or "W5".
+inline std::string to_string(const instruction& i) {
+  return letter(i.op) + std::to_string(i.node) + (i.op == op_kind::fast_forward ? "_ff" : "");
+}
+
+/// Parses one instruction of the text form; nullopt when the text is none.
+inline std::optional<instruction> parse_instruction(std::string_view s) {
+  if (s.size() < 2 || s[1] < '0' || s[1] > '9') return std::nullopt;  // no sign: "D-0"
+  int idx = 0;
+  const char* first = s.data() + 1;
+  const char* last = s.data() + s.size();
+  auto [p, ec] = std::from_chars(first, last, idx);
+  if (ec != std::errc() || p == first) return std::nullopt;
+  const std::string_view rest(p, static_cast<std::size_t>(last - p));
+  switch (s[0]) {
+    case 'C':
+      if (rest.empty()) return instruction::compute(idx);
+      if (rest == "_ff") return instruction::fast_forward(idx);
+      return std::nullopt;
+    case 'D': return rest.empty() ? std::optional(instruction::free(idx)) : std::nullopt;
+    case 'O': return rest.empty() ? std::optional(instruction::offload(idx)) : std::nullopt;
+    case 'P': return rest.empty() ? std::optional(instruction::prefetch(idx)) : std::nullopt;
+    case 'W': return rest.empty() ? std::optional(instruction::wait(idx)) : std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+namespace detail {
+/// Calls f(word) for each white-space separated word of text; stops when f returns false.
+template <class F>
+bool for_each_word(std::string_view text, F&& f) {
   auto space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; };
   for (std::size_t i = 0; i < text.size();) {
     if (space(text[i])) {
@@ -143,12 +122,34 @@ inline std::optional<schedule> parse_schedule(std::string_view text) {
     }
     std::size_t j = i;
     while (j < text.size() && !space(text[j])) ++j;
-    const auto ins = parse_instruction(text.substr(i, j - i));
-    if (!ins) return std::nullopt;
-    s.ops.push_back(*ins);
+    if (!f(text.substr(i, j - i))) return false;
     i = j;
   }
+  return true;
+}
+}  // namespace detail
+
+/// Parses a program from its text form (instructions separated by white space); nullopt when a
+/// word is not an instruction.
+inline std::optional<schedule> parse_program(std::string_view text) {
+  schedule s;
+  const bool ok = detail::for_each_word(text, [&](std::string_view w) {
+    const auto ins = parse_instruction(w);
+    if (ins) s.ops.push_back(*ins);
+    return ins.has_value();
+  });
+  if (!ok) return std::nullopt;
   return s;
+}
+
+/// "C0 C1 D2 O3 ..."
+inline std::string to_string(const schedule& s) {
+  std::string out;
+  for (const auto& i : s.ops) {
+    if (!out.empty()) out += ' ';
+    out += to_string(i);
+  }
+  return out;
 }
 
 inline std::ostream& operator<<(std::ostream& os, const instruction& i) { return os << to_string(i); }

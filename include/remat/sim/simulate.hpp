@@ -1,45 +1,47 @@
 #pragma once
-// The simulator: the referee for every chain schedule (DESIGN.md §5).
+// The simulator: the referee of every schedule, chain or graph (DESIGN.md §5, docs/design.md).
+// It replays a program (schedule/schedule.hpp) over a training graph (problem/graph.hpp; a chain
+// through build_graph(chain)) with the memory rules of rockmate-spec §1.3, the validity rules of
+// §1.4 / §10.2, and the transfer model of shilova-spec §3.1 (Assumptions 1):
+//   * memory starts with the graph's sources (its protected inputs) alive on the device;
+//   * a compute node runs only when every input is alive, complete and resident: a gradient with
+//     several producers is complete when all its contributions have run since it was last
+//     created (T:430);
+//   * running c creates each output that is not alive (allocated at the first contribution) and
+//     adds c's contribution to each that is (which must be resident); the peak while c runs is
+//     the memory before it + the sizes it allocates + its overhead (a fast-forward: its fast
+//     overhead, and no phantom); deletions come after, as separate free instructions (time 0),
+//     so they never lower c's peak;
+//   * a data node is stored once: running c while c's contribution to one of its outputs is
+//     already there (an activation that is alive, a contribution already summed into a gradient)
+//     is a violation: free it first;
+//   * the loss runs exactly once, a backward at most once (a second run would add to the
+//     parameter gradients again); protected data is never freed;
+//   * transfers: offload(d) and prefetch(d) run on their own lanes, device-to-host and
+//     host-to-device, one transfer at a time per lane, overlapping compute. A transfer is issued
+//     when the compute lane reaches it (it starts after the compute issued before it, as a copy
+//     stream ordered after the compute stream does) and starts once its lane is free; n bytes
+//     take n / bandwidth seconds (the machine's, core/machine.hpp; infinite: instantaneous). A
+//     tensor occupies its full size during its whole transfer: an offload frees the device memory
+//     at the END of the copy and holds host memory from its start; a prefetch reserves the device
+//     memory at its START and frees the host copy at its end. Device memory is a step function of
+//     time: the peak of a compute op is the highest value while it runs (output and overhead
+//     included), and an offload ending or a prefetch starting in the middle of an op counts
+//     there. wait(d) blocks the compute lane until the transfer of d ends; compute may use d
+//     only while it is resident: after offload(d) it must be prefetched and waited first;
+//     prefetch(d) needs d on the host, its offload waited. Phantoms (a layer's context, its own
+//     type, which the executor cannot copy) never move; free(d) of an offloaded d releases its
+//     host copy. Host memory is bounded by the machine's host_memory and reported (host_peak);
+//   * at the end every compute node has run at least once (so every protected output is alive
+//     and complete), nothing but protected data is alive, everything is on the device and
+//     nothing on the host.
+// The makespan is the end of the last compute op or transfer; without transfers, the sum of the
+// compute times (fast_time for a fast-forward).
 //
-// It replays a schedule with exactly the operation semantics of shilova-spec §2.1 (thesis
-// Table 2.1, S:1126-1162):
-//   * memory starts with a_0 (and the zero-size delta_N) and must end holding only delta_0;
-//   * every op needs its inputs in memory (F_l: a_{l-1} or abar_{l-1}; F_l^∅ only a plain
-//     a_{l-1}, which it consumes; B_l: delta_l, abar_l and a_{l-1} or abar_{l-1});
-//   * the peak while an op runs is the stored data + the op's output + the op's overhead
-//     (F^all's own overhead when the chain gives one, see chain.hpp);
-//   * there is no explicit delete: inputs are consumed only by F^∅ and B (a plain a_{l-1} is
-//     consumed by B_l, an abar_{l-1} input is kept for B_{l-1});
-//   * the makespan is the sum of the op durations.
-// A tensor is stored at most once: computing an activation that is already in memory is a
-// violation (the thesis' memory is a set of tensors).
-//
-// Transfers (shilova-spec §3.1, Assumptions 1; DESIGN.md §5). Offload O_k and prefetch P_k of a
-// plain activation a_k run on their own lanes, device-to-host and host-to-device, one transfer
-// at a time per lane, overlapping compute:
-//   * a transfer is issued when the compute lane reaches it in the program (it starts after the
-//     compute issued before it, as a copy stream ordered after the compute stream does) and
-//     starts once its lane is free; n bytes take n / options::bandwidth seconds (an infinite
-//     bandwidth, the default, makes transfers instantaneous);
-//   * a tensor occupies its full size during its whole transfer: an offload frees the device
-//     memory at the END of the copy and holds host memory from its start; a prefetch reserves the
-//     device memory at its START and frees the host copy at its end. Device memory is a step
-//     function of time: the peak of a compute op is the highest value while it runs (output and
-//     overhead included), and an offload ending or a prefetch starting in the middle of an op
-//     counts there;
-//   * W_k blocks the compute lane until the transfer of a_k ends. Compute may use a_k only while
-//     it is resident: after O_k it must be prefetched and waited (P_k, W_k) first; P_k needs a_k
-//     on the host, its offload waited (W_k after O_k, which costs nothing once the copy is done);
-//   * only a plain a_k moves: abar_k holds the layer's own context type, which the executor
-//     cannot copy; delta is never transferred (O.5);
-//   * host memory is unbounded and reported (host_peak); the schedule must end with nothing on
-//     the host; the makespan is the end of the last compute or transfer.
-// A schedule without transfers simulates exactly as before: the compute ops back to back.
-//
-// Structural violations (missing input, duplicate, unknown stage, a tensor used while not
-// resident, an invalid transfer, wrong final state) stop the replay; exceeding the budget is
-// recorded as the first violation but the replay goes on, so that the reported peak is the
-// schedule's true peak.
+// The graph is checked with validate() first. Structural violations (missing input, duplicate,
+// unknown node, a tensor used while not resident, an invalid transfer, wrong final state) stop
+// the replay; exceeding the budget is recorded as the first violation but the replay goes on, so
+// that the reported peak is the schedule's true peak.
 
 #include <algorithm>
 #include <cstddef>
@@ -49,20 +51,31 @@
 #include <string>
 #include <vector>
 
+#include <remat/core/machine.hpp>
 #include <remat/core/units.hpp>
+#include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
+#include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
 
 namespace remat::sim {
 
 enum class violation_kind {
-  unknown_stage,
-  missing_input,
-  already_present,
+  invalid_graph,        ///< validate(graph) failed (op 0)
+  unknown_node,         ///< an index that is not in the graph
+  invalid_instruction,  ///< a fast-forward of a node that is not a forward
+  missing_input,        ///< an input is not alive
+  incomplete_input,     ///< an input gradient lacks some of its contributions
+  already_present,      ///< the node's contribution to an output is already in memory
+  not_in_memory,        ///< free of a data node that is not alive
+  protected_free,       ///< free of a protected data node
+  loss_repeated,        ///< the loss run a second time
+  backward_repeated,    ///< a backward run a second time
+  not_resident,         ///< a compute op uses a tensor that is offloaded or in transfer
+  invalid_transfer,     ///< an offload, prefetch or wait that cannot be (twice, of nothing, ...)
   over_budget,
-  wrong_final_state,
-  not_resident,      ///< a compute op uses an activation that is offloaded or in transfer
-  invalid_transfer,  ///< an offload, prefetch or wait that cannot be (twice, of nothing, ...)
+  over_host_memory,   ///< offloaded data beyond the machine's host memory
+  wrong_final_state,  ///< a compute node never ran, or data is left alive or on the host
 };
 
 struct violation {
@@ -71,7 +84,7 @@ struct violation {
   std::string message;
 };
 
-/// Where an instruction runs: compute (forwards, backwards, and waits, which block it) or a
+/// Where an instruction runs: compute (compute ops, frees, and waits, which block it) or a
 /// transfer lane.
 enum class lane : unsigned char { compute, device_to_host, host_to_device };
 
@@ -92,24 +105,21 @@ struct report {
   bool valid = false;  ///< no violation at all, budget included
   seconds makespan = 0;
   bytes peak = 0;       ///< device memory
-  bytes host_peak = 0;  ///< host memory held by offloaded activations
-  std::vector<memory_point> timeline;
+  bytes host_peak = 0;  ///< host memory held by offloaded data
+  std::vector<memory_point> timeline;  ///< one point per instruction
   std::optional<violation> first_violation;
 };
 
 struct options {
   bytes budget = unlimited_bytes;
   bool record_timeline = true;
-  /// Bytes per second of each transfer lane; infinite: transfers take no time.
-  double bandwidth = std::numeric_limits<double>::infinity();
+  machine hw{};  ///< the transfer lanes and the host memory
 };
 
 namespace detail {
-enum class held : unsigned char { none, plain, full };  // nothing, a_k, abar_k
-/// Where a stored activation is: resident on the device, being offloaded, on the host (its
-/// offload waited), being prefetched.
+/// Where a data node is: resident on the device, being offloaded, on the host (its offload
+/// waited), being prefetched.
 enum class place : unsigned char { device, offloading, host, prefetching };
-inline std::string tensor_name(const char* sym, int k) { return std::string(sym) + "_" + std::to_string(k); }
 
 /// Device and host memory as step functions of time: the changes transfers make in the future
 /// wait in `pending` until the compute lane's clock passes them.
@@ -118,9 +128,13 @@ class memory {
   explicit memory(bytes initial) : device_(initial), peak_(initial) {}
   [[nodiscard]] bytes device() const noexcept { return device_; }
   [[nodiscard]] bytes peak() const noexcept { return peak_; }
+  [[nodiscard]] bytes host() const noexcept { return host_; }
   [[nodiscard]] bytes host_peak() const noexcept { return host_peak_; }
-  /// A change of the device memory now (a compute op's effect).
-  void change(bytes d) { device_ += d; }
+  /// A change of the device memory now (a compute op's effect, a free).
+  void change(bytes device, bytes host = 0) {
+    device_ += device;
+    host_ += host;
+  }
   /// A change at time t (a transfer's start or end).
   void schedule(seconds t, bytes device, bytes host) {
     pending_.push_back({t, seq_++, device, host});
@@ -155,32 +169,55 @@ class memory {
   std::size_t seq_ = 0;
   bytes device_, host_ = 0, peak_, host_peak_ = 0;
 };
+
+inline std::string quoted_name(const graph& g, int d) {
+  const auto& n = g.data(d).name;
+  return "'" + (n.empty() ? "d" + std::to_string(d) : n) + "'";
+}
+inline std::string quoted_compute(const graph& g, int c) {
+  const auto& n = g.compute(c).name;
+  return "'" + (n.empty() ? "c" + std::to_string(c) : n) + "'";
+}
 }  // namespace detail
 
-inline report simulate(const chain& c, const schedule& s, options opt = {}) {
-  using detail::held;
+inline report simulate(const graph& g, const schedule& s, options opt = {}) {
   using detail::place;
-  if (!(opt.bandwidth > 0))
-    throw std::invalid_argument("remat::sim::simulate: the bandwidth must be > 0 bytes/s, not " +
-                                std::to_string(opt.bandwidth));
-  const int n = c.length();
-  const auto count = static_cast<std::size_t>(n + 1);
+  using detail::quoted_compute;
+  using detail::quoted_name;
+  if (auto e = machine_error(opt.hw)) throw std::invalid_argument("remat::sim::simulate: " + *e);
   report r;
-  std::vector<held> act(count, held::none);
-  std::vector<char> grad(count, 0);
-  std::vector<place> where(count, place::device);
-  std::vector<std::size_t> moved_by(count, 0);  // the last transfer of a_k
-  std::vector<seconds> moved_until(count, 0);   // ... and its end
-  act[0] = held::plain;
-  grad[static_cast<std::size_t>(n)] = 1;
-  detail::memory mem(c.a(0) + c.delta(n));
+  auto fail = [&](violation_kind k, std::size_t op, std::string msg) {
+    if (!r.first_violation) r.first_violation = violation{k, op, std::move(msg)};
+  };
+  if (auto v = validate(g); !v) {
+    fail(violation_kind::invalid_graph, 0, v.message());
+    return r;
+  }
+  const auto nd = static_cast<std::size_t>(g.data_count());
+  const auto nc = static_cast<std::size_t>(g.compute_count());
+  auto at = [](auto& v, int i) -> decltype(auto) { return v[static_cast<std::size_t>(i)]; };
+
+  // done[d][k]: producer k of d (its k-th in producers(d)) has contributed since d was created.
+  std::vector<char> alive(nd, 0);
+  std::vector<std::vector<char>> done(nd);
+  std::vector<int> missing(nd, 0);  // contributions still to come while alive
+  std::vector<int> runs(nc, 0);
+  std::vector<place> where(nd, place::device);
+  std::vector<std::size_t> moved_by(nd, 0);  // the last transfer of d
+  std::vector<seconds> moved_until(nd, 0);   // ... and its end
+  bytes initial = 0;
+  for (int d = 0; d < g.data_count(); ++d) {
+    at(done, d).assign(g.producers(d).size(), 0);
+    if (g.is_source(d)) {
+      at(alive, d) = 1;
+      initial += g.data(d).size;
+    }
+  }
+  detail::memory mem(initial);
   seconds now = 0;                     // the compute lane's clock
   seconds d2h_free = 0, h2d_free = 0;  // when each transfer lane is free
   if (opt.record_timeline) r.timeline.reserve(s.ops.size());
 
-  auto fail = [&](violation_kind k, std::size_t op, std::string msg) {
-    if (!r.first_violation) r.first_violation = violation{k, op, std::move(msg)};
-  };
   // The report of a replay stopped by a structural violation: what ran until then.
   auto stop = [&] {
     r.makespan = now;
@@ -188,32 +225,37 @@ inline report simulate(const chain& c, const schedule& s, options opt = {}) {
     r.host_peak = mem.host_peak();
     return r;
   };
-  auto name_of = [&](int k) {
-    return detail::tensor_name(act[static_cast<std::size_t>(k)] == held::full ? "abar" : "a", k);
+  auto position = [&](int d, int c) {
+    const auto pr = g.producers(d);
+    return static_cast<std::size_t>(std::find(pr.begin(), pr.end(), c) - pr.begin());
   };
-  auto op_at = [&](std::size_t i) { return to_string(s.ops[i]) + " at op " + std::to_string(i); };
-  // Why a stored a_k cannot be used by compute now; empty when it is resident.
-  auto not_resident = [&](int k) -> std::string {
-    const auto kk = static_cast<std::size_t>(k);
-    const std::string p = "P" + std::to_string(k), w = "W" + std::to_string(k);
-    switch (where[kk]) {
+  auto waiting_for = [&](int d) {
+    std::vector<int> w;
+    const auto pr = g.producers(d);
+    for (std::size_t k = 0; k < pr.size(); ++k)
+      if (!at(done, d)[k]) w.push_back(pr[k]);
+    return ::remat::detail::compute_list(g, w);
+  };
+  auto op_at = [&](std::size_t i) { return "instruction " + std::to_string(i) + " (" + to_string(s.ops[i]) + ")"; };
+  // Why an alive d cannot be used by compute now; empty when it is resident.
+  auto not_resident = [&](int d) -> std::string {
+    const std::string p = "P" + std::to_string(d), w = "W" + std::to_string(d);
+    switch (at(where, d)) {
       case place::device: return {};
       case place::offloading:
-        return " is being offloaded (" + op_at(moved_by[kk]) + "); wait for it (" + w +
-               "), prefetch it (" + p + ") and wait again (" + w + ") first";
+        return " is being offloaded (" + op_at(at(moved_by, d)) + "); wait for it (" + w + "), prefetch it (" +
+               p + ") and wait again (" + w + ") first";
       case place::host:
-        return " is on the host (" + op_at(moved_by[kk]) + "); prefetch it (" + p +
-               ") and wait for it (" + w + ") first";
-      case place::prefetching:
-        return " is being prefetched (" + op_at(moved_by[kk]) + "); wait for it (" + w + ") first";
+        return " is on the host (" + op_at(at(moved_by, d)) + "); prefetch it (" + p + ") and wait for it (" + w +
+               ") first";
+      case place::prefetching: return " is being prefetched (" + op_at(at(moved_by, d)) + "); wait for it (" + w + ") first";
     }
     return {};
   };
 
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const instruction& ins = s.ops[i];
-    const std::string name = to_string(ins);
-    const int l = ins.index;
+    auto name = [&] { return op_at(i); };
     // Changes up to now (transfers that ended or started while the previous op ran).
     const bytes settled = mem.advance(now, true);
     const bytes before = mem.device();
@@ -221,167 +263,174 @@ inline report simulate(const chain& c, const schedule& s, options opt = {}) {
     memory_point point{i, now, now, before, 0, 0, lane::compute};
 
     if (!ins.is_compute()) {
-      if (l < 0 || l > n) {
-        fail(violation_kind::unknown_stage, i,
-             name + ": activation a_" + std::to_string(l) + " does not exist (the chain has a_0..a_" +
-                 std::to_string(n) + ")");
+      const int d = ins.node;
+      if (d < 0 || d >= g.data_count()) {
+        fail(violation_kind::unknown_node, i,
+             name() + ": data node " + std::to_string(d) + " does not exist (the graph has data nodes 0.." +
+                 std::to_string(g.data_count() - 1) + ")");
         return stop();
       }
-      const auto k = static_cast<std::size_t>(l);
-      const std::string a = name_of(l);
-      auto bad = [&](const std::string& why) { fail(violation_kind::invalid_transfer, i, name + ": " + why); };
-      if (ins.kind == op_kind::offload) {
-        if (act[k] == held::none) {
-          bad(a + " is not in memory");
-          return stop();
-        }
-        if (where[k] != place::device)
-          {
-          bad(a + " is already offloaded or in transfer (" + op_at(moved_by[k]) + ")");
-          return stop();
-        }
-        if (act[k] == held::full)
-          {
-          bad(a + " (the output and the context F" + std::to_string(l) +
-                     "_all saved) is stored; only a plain a_k can be offloaded, since a layer's "
-                     "context is its own type, which the executor cannot copy (store a_" +
-                     std::to_string(l) + " with F" + std::to_string(l) + "_ck instead)");
-          return stop();
-        }
-      } else if (ins.kind == op_kind::prefetch) {
-        if (act[k] == held::none || where[k] == place::device)
-          {
-          bad(a + " is not on the host" +
-                     (act[k] == held::none ? std::string(" (it is not stored at all)")
-                                           : " (it is on the device; offload it first: O" + std::to_string(l) + ")"));
-          return stop();
-        }
-        if (where[k] == place::offloading)
-          {
-          bad("the offload of " + a + " (" + op_at(moved_by[k]) + ") was not waited for; insert W" +
-                     std::to_string(l) + " before " + name);
-          return stop();
-        }
-        if (where[k] == place::prefetching) {
-          bad(a + " is already being prefetched (" + op_at(moved_by[k]) + ")");
-          return stop();
-        }
-      } else {  // wait
-        if (act[k] == held::none || where[k] == place::device || where[k] == place::host)
-          {
-          bad("no transfer of " + a + " is in flight" +
-                     (act[k] != held::none && where[k] == place::host ? " (its offload was already waited for)" : ""));
-          return stop();
-        }
-        point.end = now = std::max(now, moved_until[k]);
-        where[k] = where[k] == place::offloading ? place::host : place::device;
+      const bytes size = g.data(d).size;
+      const place here = at(where, d);
+      auto what = [&] { return name() + ": " + quoted_name(g, d); };
+      auto bad = [&](const std::string& why) {
+        fail(violation_kind::invalid_transfer, i, what() + " " + why);
+        return stop();
+      };
+      switch (ins.op) {
+        case op_kind::free:
+          if (g.data(d).is_protected) {
+            fail(violation_kind::protected_free, i, what() + " is protected (a graph input or output) and is never freed");
+            return stop();
+          }
+          if (!at(alive, d)) {
+            fail(violation_kind::not_in_memory, i, what() + " is not in memory");
+            return stop();
+          }
+          if (here == place::offloading || here == place::prefetching)
+            return bad("is in transfer (" + op_at(at(moved_by, d)) + "); wait for it (W" + std::to_string(d) +
+                       ") before freeing it");
+          at(alive, d) = 0;
+          at(missing, d) = 0;
+          std::fill(at(done, d).begin(), at(done, d).end(), 0);
+          if (here == place::host)
+            mem.change(0, -size);
+          else
+            mem.change(-size);
+          at(where, d) = place::device;
+          break;
+        case op_kind::offload:
+          if (g.data(d).kind == data_kind::phantom)
+            return bad("is a phantom (a layer's saved context, its own type); only tensors (activations and "
+                       "gradients) can be offloaded");
+          if (!at(alive, d)) return bad("is not in memory");
+          if (here != place::device)
+            return bad("is already offloaded or in transfer (" + op_at(at(moved_by, d)) + ")");
+          break;
+        case op_kind::prefetch:
+          if (!at(alive, d) || here == place::device)
+            return bad("is not on the host" + (!at(alive, d) ? std::string(" (it is not stored at all)")
+                                                              : " (it is on the device; offload it first: O" +
+                                                                    std::to_string(d) + ")"));
+          if (here == place::offloading)
+            return bad("was offloaded (" + op_at(at(moved_by, d)) + ") but not waited for; insert W" +
+                       std::to_string(d) + " before P" + std::to_string(d));
+          if (here == place::prefetching) return bad("is already being prefetched (" + op_at(at(moved_by, d)) + ")");
+          break;
+        default:  // wait
+          if (!at(alive, d) || here == place::device || here == place::host)
+            return bad("has no transfer in flight" +
+                       (at(alive, d) && here == place::host ? std::string(" (its offload was already waited for)") : ""));
+          point.end = now = std::max(now, at(moved_until, d));
+          at(where, d) = here == place::offloading ? place::host : place::device;
+          break;
       }
       if (ins.is_transfer()) {
         // An offload holds host memory from its start and frees the device at its end; a
         // prefetch holds device memory from its start and frees the host copy at its end.
-        const bool off = ins.kind == op_kind::offload;
+        const bool off = ins.op == op_kind::offload;
         seconds& lane_free = off ? d2h_free : h2d_free;
-        const bytes size = c.a(l);
         point.start = std::max(now, lane_free);
-        point.end = lane_free = point.start + static_cast<double>(size) / opt.bandwidth;
+        point.end = lane_free =
+            point.start + static_cast<double>(size) / (off ? opt.hw.device_to_host : opt.hw.host_to_device);
         point.lane = off ? lane::device_to_host : lane::host_to_device;
         mem.schedule(point.start, off ? 0 : size, off ? size : 0);
         mem.schedule(point.end, off ? -size : 0, off ? 0 : -size);
-        where[k] = off ? place::offloading : place::prefetching;
-        moved_by[k] = i;
-        moved_until[k] = point.end;
+        at(where, d) = off ? place::offloading : place::prefetching;
+        at(moved_by, d) = i;
+        at(moved_until, d) = point.end;
       }
       // An instantaneous transfer, or the end of a wait, takes effect now.
       peak = std::max(peak, mem.advance(now, true));
     } else {
-      if (l < 1 || l > n) {
-        fail(violation_kind::unknown_stage, i,
-             name + ": stage " + std::to_string(l) + " does not exist (the chain has stages 1.." +
-                 std::to_string(n) + ")");
+      const int c = ins.node;
+      if (c < 0 || c >= g.compute_count()) {
+        fail(violation_kind::unknown_node, i,
+             name() + ": compute node " + std::to_string(c) + " does not exist (the graph has compute nodes 0.." +
+                 std::to_string(g.compute_count() - 1) + ")");
         return stop();
       }
-      const auto in = static_cast<std::size_t>(l - 1);
-      const auto out = static_cast<std::size_t>(l);
-      // Inputs must be stored and resident.
-      auto resident = [&](int k) {
-        const std::string why = not_resident(k);
-        if (!why.empty()) fail(violation_kind::not_resident, i, name + ": its input " + name_of(k) + why);
-        return why.empty();
-      };
-      bytes held_extra = 0;  // the op's output and overhead while it runs
-      bytes effect = 0;      // its change of the stored data when it ends
-      seconds dt = 0;
-      if (ins.kind == op_kind::forward) {
-        if (act[in] == held::none) {
-          fail(violation_kind::missing_input, i, name + ": its input a_" + std::to_string(l - 1) + " is not in memory");
-          return stop();
-        }
-        if (!resident(l - 1)) return stop();
-        if (ins.mode == forward_mode::no_save && act[in] == held::full) {
-          fail(violation_kind::missing_input, i,
-               name + ": F_none consumes a plain a_" + std::to_string(l - 1) + ", but abar_" +
-                   std::to_string(l - 1) + " is stored (run it with _ck or _all instead)");
-          return stop();
-        }
-        if (act[out] != held::none) {
-          fail(violation_kind::already_present, i,
-               name + ": " + name_of(l) + " is already " +
-                   (where[out] == place::device ? "in memory" : "stored (" + op_at(moved_by[out]) + ")"));
-          return stop();
-        }
-        const bool all = ins.mode == forward_mode::save_all;
-        const bytes produced = all ? c.abar(l) : c.a(l);
-        held_extra = produced + (all ? c.of_all(l) : c.of(l));
-        effect = produced;
-        act[out] = all ? held::full : held::plain;
-        where[out] = place::device;
-        if (ins.mode == forward_mode::no_save) {
-          effect -= c.a(l - 1);
-          act[in] = held::none;
-        }
-        dt = c.uf(l);
-      } else {
-        if (!grad[out]) {
-          fail(violation_kind::missing_input, i, name + ": its input delta_" + std::to_string(l) + " is not in memory");
-          return stop();
-        }
-        if (act[out] != held::full) {
-          fail(violation_kind::missing_input, i,
-               name + ": it needs abar_" + std::to_string(l) + " (run F" + std::to_string(l) +
-                   "_all first)" + (act[out] == held::plain ? ", but only a_" + std::to_string(l) + " is stored" : ""));
-          return stop();
-        }
-        if (act[in] == held::none) {
-          fail(violation_kind::missing_input, i, name + ": its input a_" + std::to_string(l - 1) + " is not in memory");
-          return stop();
-        }
-        if (!resident(l - 1)) return stop();
-        if (grad[in]) {
-          fail(violation_kind::already_present, i, name + ": delta_" + std::to_string(l - 1) + " is already in memory");
-          return stop();
-        }
-        held_extra = c.delta(l - 1) + c.ob(l);
-        effect = c.delta(l - 1) - c.delta(l) - c.abar(l);
-        grad[out] = 0;
-        act[out] = held::none;
-        if (act[in] == held::plain) {
-          effect -= c.a(l - 1);
-          act[in] = held::none;
-        }
-        grad[in] = 1;
-        dt = c.ub(l);
+      const compute_node& node = g.compute(c);
+      const bool fast = ins.op == op_kind::fast_forward;
+      auto what = [&] { return name() + ": " + quoted_compute(g, c); };
+      if (fast && node.kind != compute_kind::forward) {
+        fail(violation_kind::invalid_instruction, i,
+             what() + " is a " + std::string(to_string(node.kind)) + "; only forwards have a fast-forward variant");
+        return stop();
       }
+      if (node.kind == compute_kind::loss && at(runs, c) > 0) {
+        fail(violation_kind::loss_repeated, i, what() + ": the loss runs exactly once, and it already ran");
+        return stop();
+      }
+      if (node.kind == compute_kind::backward && at(runs, c) > 0) {
+        fail(violation_kind::backward_repeated, i,
+             what() + ": a backward runs exactly once (a second run would add to the parameter gradients again), and "
+                    "it already ran");
+        return stop();
+      }
+      for (int d : g.inputs(c)) {
+        if (!at(alive, d)) {
+          fail(violation_kind::missing_input, i, what() + ": its input " + quoted_name(g, d) + " is not in memory");
+          return stop();
+        }
+        if (const std::string why = not_resident(d); !why.empty()) {
+          fail(violation_kind::not_resident, i, what() + ": its input " + quoted_name(g, d) + why);
+          return stop();
+        }
+        if (at(missing, d) > 0) {
+          fail(violation_kind::incomplete_input, i,
+               what() + ": its input " + quoted_name(g, d) + " is incomplete: the contributions of " + waiting_for(d) +
+                   " have not run since it was created");
+          return stop();
+        }
+      }
+      bytes created = 0;
+      for (int d : g.outputs(c)) {
+        if (fast && g.data(d).kind == data_kind::phantom) continue;
+        if (!at(alive, d)) continue;
+        if (at(done, d)[position(d, c)]) {
+          const bool single = g.producers(d).size() == 1;
+          fail(violation_kind::already_present, i,
+               what() + ": " +
+                   (single ? "its output " + quoted_name(g, d) + " is already in memory; free it before recomputing"
+                           : "its contribution to " + quoted_name(g, d) +
+                                 " is already summed in (it ran since the gradient was created); running it again "
+                                 "would add it twice"));
+          return stop();
+        }
+        if (const std::string why = not_resident(d); !why.empty()) {
+          fail(violation_kind::not_resident, i, what() + ": it adds to " + quoted_name(g, d) + ", which" + why);
+          return stop();
+        }
+      }
+      for (int d : g.outputs(c)) {
+        if (fast && g.data(d).kind == data_kind::phantom) continue;
+        if (!at(alive, d)) {
+          at(alive, d) = 1;
+          at(where, d) = place::device;
+          at(missing, d) = static_cast<int>(g.producers(d).size());
+          created += g.data(d).size;
+        }
+        at(done, d)[position(d, c)] = 1;
+        --at(missing, d);
+      }
+      const seconds dt = fast ? node.fast_time : node.time;
       // The op's peak: the stored data plus what it holds, through the transfers' changes
       // while it runs.
-      peak = std::max(peak, mem.advance(now + dt, false, held_extra));
-      mem.change(effect);
+      peak = std::max(peak, mem.advance(now + dt, false, created + (fast ? node.fast_overhead : node.overhead)));
+      mem.change(created);
       now += dt;
       point.end = now;
+      ++at(runs, c);
     }
     if (peak > opt.budget)
       fail(violation_kind::over_budget, i,
-           name + ": needs " + std::to_string(peak) + " bytes while it runs, over the budget of " +
+           name() + ": needs " + std::to_string(peak) + " bytes while it runs, over the budget of " +
                std::to_string(opt.budget) + " bytes");
+    if (mem.host_peak() > opt.hw.host_memory)
+      fail(violation_kind::over_host_memory, i,
+           name() + ": the host holds " + std::to_string(mem.host_peak()) + " bytes of offloaded data, over the " +
+               std::to_string(opt.hw.host_memory) + " bytes of host memory of the machine");
     point.peak = peak;
     point.after = mem.device();
     if (opt.record_timeline) r.timeline.push_back(point);
@@ -389,31 +438,57 @@ inline report simulate(const chain& c, const schedule& s, options opt = {}) {
   // The transfers still in flight end.
   if (const bytes tail = mem.advance(std::numeric_limits<seconds>::infinity(), true); tail > opt.budget)
     fail(violation_kind::over_budget, s.ops.size(),
-         "prefetches still in flight after the last op need " + std::to_string(tail) +
+         "prefetches still in flight after the last instruction need " + std::to_string(tail) +
              " bytes, over the budget of " + std::to_string(opt.budget) + " bytes");
+  if (mem.host_peak() > opt.hw.host_memory)
+    fail(violation_kind::over_host_memory, s.ops.size(),
+         "the host holds " + std::to_string(mem.host_peak()) + " bytes of offloaded data, over the " +
+             std::to_string(opt.hw.host_memory) + " bytes of host memory of the machine");
   r.makespan = std::max({now, d2h_free, h2d_free});
   r.peak = mem.peak();
   r.host_peak = mem.host_peak();
 
-  // Final state: only delta_0, nothing on the host.
-  std::string extra;
-  for (int k = 0; k <= n; ++k) {
-    const auto kk = static_cast<std::size_t>(k);
-    if (act[kk] != held::none)
-      extra += (extra.empty() ? "" : ", ") + name_of(k) +
-               (where[kk] == place::offloading || where[kk] == place::host ? " (on the host)" : "");
-    if (k > 0 && grad[kk]) extra += (extra.empty() ? "" : ", ") + detail::tensor_name("delta", k);
+  // Final state. Protected data is never freed, so once every compute node has run, every
+  // protected output is alive with all its contributions: only what is left over can be wrong.
+  const std::size_t end = s.ops.size();
+  std::vector<int> never;
+  for (int c = 0; c < g.compute_count(); ++c)
+    if (at(runs, c) == 0) never.push_back(c);
+  std::string leftover, away;
+  for (int d = 0; d < g.data_count(); ++d) {
+    if (!at(alive, d)) continue;
+    const bool on_host = at(where, d) != place::device;
+    if (!g.data(d).is_protected)
+      leftover += (leftover.empty() ? "" : ", ") + quoted_name(g, d) + (on_host ? " (on the host)" : "");
+    else if (on_host)
+      away += (away.empty() ? "" : ", ") + quoted_name(g, d);
   }
-  if (!grad[0]) {
-    fail(violation_kind::wrong_final_state, s.ops.size(),
-         "the schedule ends without delta_0 (the input gradient): B1 never ran" +
-             (extra.empty() ? std::string() : "; memory still holds " + extra));
-  } else if (!extra.empty()) {
-    fail(violation_kind::wrong_final_state, s.ops.size(),
-         "the schedule ends with " + extra + " still in memory; it must end holding only delta_0");
-  }
+  if (!never.empty())
+    fail(violation_kind::wrong_final_state, end,
+         "the schedule ends without running " + ::remat::detail::compute_list(g, never) +
+             "; every compute node runs at least once" +
+             (leftover.empty() ? std::string() : "; memory still holds " + leftover));
+  else if (!leftover.empty())
+    fail(violation_kind::wrong_final_state, end,
+         "the schedule ends with " + leftover + " still in memory; it must end holding only the protected data");
+  else if (!away.empty())
+    fail(violation_kind::wrong_final_state, end,
+         "the schedule ends with " + away + " on the host; protected data ends on the device (prefetch it back)");
   r.valid = !r.first_violation.has_value();
   return r;
+}
+
+/// A chain's schedule: replayed on the chain's training graph, build_graph(c) (a chain's
+/// programs are usually written in the chain notation, schedule/notation.hpp). An invalid chain
+/// gives an invalid_graph violation with validate(chain)'s message.
+inline report simulate(const chain& c, const schedule& s, options opt = {}) {
+  auto g = build_graph(c);
+  if (!g) {
+    report r;
+    r.first_violation = violation{violation_kind::invalid_graph, 0, g.err().message};
+    return r;
+  }
+  return simulate(*g, s, opt);
 }
 
 }  // namespace remat::sim

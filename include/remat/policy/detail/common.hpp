@@ -1,6 +1,7 @@
 #pragma once
-// Shared plumbing of the chain policies: request checks, budget-too-small errors, and the
-// final check of every schedule in the simulator (the referee) before it is returned.
+// Shared plumbing of the policies: request checks, budget-too-small errors, and the final check
+// of every schedule in the simulator (the referee) before it is returned: one finishing step for
+// every policy, chain or graph.
 
 #include <chrono>
 #include <cmath>
@@ -12,6 +13,10 @@
 
 #include <remat/core/result.hpp>
 #include <remat/problem/chain.hpp>
+#include <remat/core/machine.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
 
@@ -38,42 +43,75 @@ inline error budget_too_small(std::string_view policy, const chain& c, bytes bud
   return error{status::budget_too_small, std::move(msg), minimum};
 }
 
-/// Simulates `ops`, and returns the schedule only if it is valid within the budget and the
-/// simulated makespan equals the policy's claim; a disagreement is a bug in the policy and is
-/// reported as solver_error with the simulator's finding.
-inline result<schedule> finish(std::string_view policy, const chain& c, bytes budget,
-                               std::vector<instruction> ops, seconds claimed_time) {
-  schedule s{std::move(ops), claimed_time, 0};
-  const sim::report r = sim::simulate(c, s, {.budget = budget, .record_timeline = false});
+/// The shared finishing step of every policy, chain or graph: given the replay of the schedule
+/// on the policy's machine (r), returns the schedule only if it is valid within the budget and the simulated
+/// makespan equals the policy's claim (s.predicted_time); predicted_peak is set to the simulated
+/// peak. A disagreement is a bug in the policy and is reported as solver_error with the
+/// simulator's finding.
+inline result<schedule> finish(std::string_view policy, const sim::report& r, schedule s) {
   if (!r.valid)
     return error{status::solver_error,
                  std::string(policy) + " produced a schedule the simulator rejects (a bug in remat; "
-                                       "please report it with the chain): " +
-                     r.first_violation->message,
+                                       "please report it with the problem): " +
+                     (r.first_violation ? r.first_violation->message : std::string("?")),
                  {}};
   const double tol = 1e-9 * std::max(1.0, std::abs(r.makespan));
-  if (std::abs(r.makespan - claimed_time) > tol)
+  if (std::abs(r.makespan - s.predicted_time) > tol)
     return error{status::solver_error,
-                 std::string(policy) + " claimed a makespan of " + std::to_string(claimed_time) +
+                 std::string(policy) + " claimed a makespan of " + std::to_string(s.predicted_time) +
                      " s but its schedule simulates to " + std::to_string(r.makespan) +
-                     " s (a bug in remat; please report it with the chain)",
+                     " s (a bug in remat; please report it with the problem)",
                  {}};
   s.predicted_peak = r.peak;
   return s;
 }
 
-/// Peak of a schedule without any budget.
-inline bytes peak_of(const chain& c, const std::vector<instruction>& ops) {
-  return sim::simulate(c, schedule{ops, 0, 0}, {.record_timeline = false}).peak;
+/// finish() with the replay: on graph g, within the budget, on the machine hw.
+inline result<schedule> finish(std::string_view policy, const graph& g, bytes budget, schedule s,
+                               const machine& hw = {}) {
+  const sim::report r = sim::simulate(g, s, {.budget = budget, .record_timeline = false, .hw = hw});
+  return finish(policy, r, std::move(s));
 }
 
-/// Sum of the compute op durations of a program (the policies emit no transfers; a program
-/// with some is timed by the simulator, whose lanes overlap them with compute).
-inline seconds time_of(const chain& c, const std::vector<instruction>& ops) {
+/// The training graph of a chain that passed check_request.
+inline graph chain_graph(const chain& c) { return *build_graph(c); }
+
+/// Lowers a chain policy's decisions (schedule/notation.hpp); a failure is a bug in the policy.
+inline result<schedule> lower_decisions(std::string_view policy, int n, const std::vector<chain_op>& ops,
+                                        seconds claimed_time) {
+  auto s = lower(n, ops);
+  if (!s)
+    return error{status::solver_error,
+                 std::string(policy) + " produced chain ops that break the chain notation's rules (a bug in "
+                                       "remat; please report it with the chain): " +
+                     s.err().message,
+                 {}};
+  s->predicted_time = claimed_time;
+  return s;
+}
+
+/// finish() for a chain policy's decisions.
+inline result<schedule> finish(std::string_view policy, const chain& c, bytes budget, const std::vector<chain_op>& ops,
+                               seconds claimed_time) {
+  auto s = lower_decisions(policy, c.length(), ops, claimed_time);
+  if (!s) return s.err();
+  return finish(policy, chain_graph(c), budget, std::move(*s));
+}
+
+/// Peak of a chain policy's decisions without any budget, on the chain's graph g (chain_graph).
+inline bytes peak_of(const graph& g, const std::vector<chain_op>& ops) {
+  const auto s = lower(g.loss(), ops);
+  if (!s) return unlimited_bytes;  // not a program: finish() reports it
+  return sim::simulate(g, *s, {.record_timeline = false}).peak;
+}
+
+/// Sum of the compute op durations of chain ops (the chain policies emit no transfers; a
+/// program with some is timed by the simulator, whose lanes overlap them with compute).
+inline seconds time_of(const chain& c, const std::vector<chain_op>& ops) {
   seconds t = 0;
   for (const auto& i : ops) {
-    if (i.kind == op_kind::forward) t += c.uf(i.index);
-    if (i.kind == op_kind::backward) t += c.ub(i.index);
+    if (i.kind == chain_op_kind::forward) t += c.uf(i.index);
+    if (i.kind == chain_op_kind::backward) t += c.ub(i.index);
   }
   return t;
 }

@@ -20,7 +20,7 @@
 namespace remat::detail {
 
 /// Dp: constructible from a discrete_chain; fill(deadline, progress) -> bool (false: time out);
-/// value() -> double (infinity when infeasible); reconstruct() -> std::vector<instruction>;
+/// value() -> double (infinity when infeasible); reconstruct() -> std::vector<chain_op>;
 /// static feasible(discrete_chain, deadline) -> bool: whether value() will be finite, from the
 /// min-memory recurrence on the same sizes (no table), so that refinement skips the fills of
 /// discretisations that cannot plan.
@@ -41,7 +41,7 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
                                    Fallback fallback) {
   // Storing everything costs sum(u_F + u_B), a lower bound for any schedule: when it fits, it
   // is optimal, and the rounding of a coarse discretisation must not hide it.
-  if (std::vector<instruction> all = store_all::program(c); peak_of(c, all) <= budget) {
+  if (std::vector<chain_op> all = store_all::program(c); peak_of(chain_graph(c), all) <= budget) {
     if (progress) progress(1.0);
     return finish(policy, c, budget, std::move(all), c.ideal_time());
   }
@@ -78,7 +78,7 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
     if (s != first && need > static_cast<double>(std::min(max_table_bytes, refinement_table_bytes))) {
       // No affordable discretisation leaves a plan: the budget is within rounding of the
       // minimum. The fallback fits the exact minimum, hence the budget.
-      if (std::optional<std::pair<std::vector<instruction>, seconds>> fb = fallback()) {
+      if (std::optional<std::pair<std::vector<chain_op>, seconds>> fb = fallback()) {
         if (progress && shown < 1.0) progress(1.0);
         return finish(policy, c, budget, std::move(fb->first), fb->second);
       }
