@@ -1,6 +1,6 @@
 // The training graph (problem/graph.hpp) and its builder (problem/builder.hpp): the nodes a forward
 // DAG becomes, every validation error naming the nodes, and chains converted to graphs giving the
-// chain's peaks and times (store-all, and every policy's schedules through to_graph_schedule).
+// chain's peaks and times (store-all, and every policy's schedules lowered onto the graph).
 
 #include <doctest/doctest.h>
 
@@ -15,9 +15,9 @@
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/graph.hpp>
-#include <remat/schedule/graph_schedule.hpp>
-#include <remat/sim/graph_simulate.hpp>
+#include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
+#include <remat/schedule/notation.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "support/random_chain.hpp"
+#include "support/chain_reference.hpp"
 
 using namespace remat;
 
@@ -189,7 +190,7 @@ TEST_CASE("builder: a residual block sums two contributions into the protected i
   CHECK(sorted(g.inputs(lay.backward(2))) == std::vector<int>{lay.gradient(2), lay.phantom(2)});
   CHECK(g.data(lay.phantom(2)).size == 0);
   // Store-all is valid and ends holding the input and its gradient.
-  const graph_schedule s{store_all_program(g)};
+  const schedule s{store_all_program(g)};
   const auto r = sim::simulate(g, s);
   CHECK_MESSAGE(r.valid, (r.first_violation ? r.first_violation->message : ""));
   CHECK(r.timeline.back().after == 2 * 8);
@@ -214,7 +215,7 @@ TEST_CASE("builder: multi-input ops, repeated inputs and listing order") {
     CHECK(sorted(g.outputs(lay.backward(3))) == std::vector<int>{lay.gradient(0), lay.gradient(1)});
     // The input is read by q, k and v: three contributions.
     CHECK(g.producers(lay.input_gradient).size() == 3);
-    CHECK(sim::simulate(g, graph_schedule{store_all_program(g)}).valid);
+    CHECK(sim::simulate(g, schedule{store_all_program(g)}).valid);
   }
   SUBCASE("x * x contributes once to the gradient of x") {
     const forward_dag f{"square",
@@ -496,15 +497,15 @@ TEST_CASE("a chain's graph: the chain's store-all peak and time, and every polic
     const chain ch = gen({.min_length = 1, .max_length = 8});
     INFO(testing::describe(ch));
     const graph g = build_graph(ch).value();
-    const sim::report chain_sa = sim::simulate(ch, schedule{store_all::program(ch)});
-    const sim::graph_report graph_sa = sim::simulate(g, graph_schedule{store_all_program(g)});
+    const reference::report chain_sa = reference::simulate(ch, store_all::program(ch));
+    const sim::report graph_sa = sim::simulate(g, schedule{store_all_program(g)});
     REQUIRE(chain_sa.valid);
     REQUIRE_MESSAGE(graph_sa.valid, graph_sa.first_violation->message);
     CHECK(graph_sa.peak == chain_sa.peak);
     CHECK(graph_sa.makespan == doctest::Approx(chain_sa.makespan).epsilon(1e-12));
-    // The chain's own store-all program, mapped, is store_all_program up to the order of frees.
-    const graph_schedule mapped = to_graph_schedule(ch, schedule{store_all::program(ch)});
-    const sim::graph_report mapped_r = sim::simulate(g, mapped);
+    // The chain's own store-all program, lowered, is store_all_program up to the order of frees.
+    const schedule mapped = lower(ch.length(), store_all::program(ch)).value();
+    const sim::report mapped_r = sim::simulate(g, mapped);
     CHECK(mapped_r.valid);
     CHECK(mapped_r.peak == chain_sa.peak);
 
@@ -521,9 +522,11 @@ TEST_CASE("a chain's graph: the chain's store-all peak and time, and every polic
           revolve{}.solve(ch, budget), periodic{}.solve(ch, budget)};
       for (const auto& p : plans) {
         if (!p) continue;
-        const sim::report cr = sim::simulate(ch, *p);
-        const sim::graph_report gr = sim::simulate(g, to_graph_schedule(ch, *p));
-        INFO(to_string(*p));
+        const auto ops = to_chain_ops(ch.length(), *p);
+        REQUIRE(ops);  // a chain policy's program is chain-shaped
+        const reference::report cr = reference::simulate(ch, *ops);
+        const sim::report gr = sim::simulate(g, *p);
+        INFO(to_string(std::span<const chain_op>(*ops)));
         REQUIRE(cr.valid);
         CHECK_MESSAGE(gr.valid, (gr.first_violation ? gr.first_violation->message : ""));
         CHECK(gr.peak == cr.peak);
@@ -533,32 +536,40 @@ TEST_CASE("a chain's graph: the chain's store-all peak and time, and every polic
   }
 }
 
-TEST_CASE("to_graph_schedule: the mapping of each chain operation") {
+TEST_CASE("lower: the mapping of each chain operation") {
+  const training_layout lay{2};
+  const std::vector<chain_op> s{chain_op::forward(1, forward_mode::save_input),
+                                chain_op::forward(2, forward_mode::no_save),
+                                chain_op::forward(1, forward_mode::save_all),
+                                chain_op::forward(2, forward_mode::save_all), chain_op::backward(2),
+                                chain_op::backward(1)};
+  // F2_all runs while F2_none's a_2 is stored: the notation's rules reject it.
+  const auto rejected = lower(2, s);
+  REQUIRE_FALSE(rejected.ok());
+  CHECK(rejected.err().message.find("F2_all at op 3: a_2 is already in memory") != std::string::npos);
+  using gi = instruction;
+  CHECK(lower(2, std::vector<chain_op>(s.begin(), s.begin() + 2)).value().ops ==
+        std::vector<gi>{gi::fast_forward(lay.forward(0)), gi::fast_forward(lay.forward(1)), gi::free(lay.activation(0))});
+  const std::vector<chain_op> ok{chain_op::forward(1, forward_mode::save_input), chain_op::offload(1), chain_op::wait(1),
+                                 chain_op::prefetch(1), chain_op::wait(1), chain_op::forward(2, forward_mode::save_all),
+                                 chain_op::backward(2), chain_op::forward(1, forward_mode::save_all), chain_op::backward(1)};
+  const auto g = lower(2, ok);
+  REQUIRE(g.ok());
+  const std::vector<gi> expected{gi::fast_forward(lay.forward(0)), gi::offload(lay.activation(0)),
+                                 gi::wait(lay.activation(0)),      gi::prefetch(lay.activation(0)),
+                                 gi::wait(lay.activation(0)),      gi::compute(lay.forward(1)),
+                                 gi::compute(lay.loss()),          gi::compute(lay.backward(1)),
+                                 gi::free(lay.gradient(1)),        gi::free(lay.phantom(1)),
+                                 gi::free(lay.activation(1)),      gi::free(lay.activation(0)),
+                                 gi::compute(lay.forward(0)),      gi::compute(lay.backward(0)),
+                                 gi::free(lay.gradient(0)),        gi::free(lay.phantom(0)),
+                                 gi::free(lay.activation(0))};
+  CHECK(g->ops == expected);
   chain c{"two", 8, {}};
   c.stages = {{"a", 1, 2, 16, 32, 4, 8}, {"l", 1, 1, 4, 4, 0, 0}};
-  const training_layout lay{2};
-  const schedule s{{instruction::forward(1, forward_mode::save_input),
-                    instruction::forward(2, forward_mode::no_save),
-                    instruction::forward(1, forward_mode::save_all),
-                    instruction::forward(2, forward_mode::save_all), instruction::backward(2),
-                    instruction::backward(1)},
-                   0,
-                   0};
-  const graph_schedule g = to_graph_schedule(c, s);
-  using gi = graph_instruction;
-  const std::vector<gi> expected{gi::fast_forward(lay.forward(0)), gi::fast_forward(lay.forward(1)),
-                                 gi::free(lay.activation(0)),      gi::compute(lay.forward(0)),
-                                 gi::compute(lay.forward(1)),      gi::compute(lay.loss()),
-                                 gi::compute(lay.backward(1)),     gi::free(lay.gradient(1)),
-                                 gi::free(lay.phantom(1)),         gi::free(lay.activation(1)),
-                                 gi::compute(lay.backward(0)),     gi::free(lay.gradient(0)),
-                                 gi::free(lay.phantom(0)),         gi::free(lay.activation(0))};
-  CHECK(g.ops == expected);
-  // F2_all runs while F2_none's a_2 is stored: both simulators reject it.
-  CHECK_FALSE(sim::simulate(c, s).valid);
-  CHECK_FALSE(sim::simulate(build_graph(c).value(), g).valid);
-  // An unknown stage maps to an unknown compute node.
-  const graph_schedule bad = to_graph_schedule(c, schedule{{instruction::backward(7)}, 0, 0});
-  CHECK(sim::simulate(build_graph(c).value(), bad).first_violation->kind ==
-        sim::graph_violation_kind::unknown_node);
+  CHECK(sim::simulate(c, *g).valid);
+  CHECK(to_chain_ops(2, *g) == std::optional(ok));
+  // An unknown stage is the notation's error, before any replay.
+  CHECK(lower(2, std::vector<chain_op>{chain_op::backward(7)}).err().message.find("stage 7 does not exist") !=
+        std::string::npos);
 }

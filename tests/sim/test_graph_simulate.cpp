@@ -9,14 +9,15 @@
 #include <optional>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/graph.hpp>
-#include <remat/schedule/graph_schedule.hpp>
-#include <remat/sim/graph_simulate.hpp>
+#include <remat/policy/store_all.hpp>
+#include <remat/schedule/schedule.hpp>
+#include <remat/sim/simulate.hpp>
 #include <string>
 #include <vector>
 
 using namespace remat;
-using gi = graph_instruction;
-using vk = sim::graph_violation_kind;
+using gi = instruction;
+using vk = sim::violation_kind;
 
 namespace {
 
@@ -70,7 +71,7 @@ struct toy {
     return c;
   }
   /// Code 1.5: x2 deleted after F3, recomputed before B3.
-  [[nodiscard]] graph_schedule code_1_5() const {
+  [[nodiscard]] schedule code_1_5() const {
     return {{gi::compute(f1), gi::compute(f2), gi::compute(f3), gi::free(x2), gi::compute(f4),
              gi::compute(loss), gi::free(x4), gi::compute(b4), gi::free(g4), gi::free(x3),
              gi::compute(f2), gi::compute(b3), gi::free(g3), gi::free(x2), gi::compute(b2),
@@ -80,11 +81,11 @@ struct toy {
   }
 };
 
-sim::graph_report run(const graph& g, const std::vector<gi>& ops, bytes budget = unlimited_bytes) {
-  return sim::simulate(g, graph_schedule{ops, 0, 0}, {.budget = budget});
+sim::report run(const graph& g, const std::vector<gi>& ops, bytes budget = unlimited_bytes) {
+  return sim::simulate(g, schedule{ops, 0, 0}, {.budget = budget});
 }
 
-bool mentions(const sim::graph_report& r, const std::string& what) {
+bool mentions(const sim::report& r, const std::string& what) {
   if (!r.first_violation) return false;
   if (r.first_violation->message.find(what) != std::string::npos) return true;
   MESSAGE("message '" << r.first_violation->message << "' lacks '" << what << "'");
@@ -93,7 +94,7 @@ bool mentions(const sim::graph_report& r, const std::string& what) {
 
 /// The timeline's invariants: one point per instruction, contiguous in time and memory; a compute's
 /// peak is the memory before it + what it allocates + its overhead; a free takes no time.
-void check_timeline(const graph& g, const graph_schedule& s, const sim::graph_report& r) {
+void check_timeline(const graph& g, const schedule& s, const sim::report& r) {
   REQUIRE(r.timeline.size() == s.ops.size());
   bytes mem = g.initial_bytes();
   seconds t = 0;
@@ -105,14 +106,15 @@ void check_timeline(const graph& g, const graph_schedule& s, const sim::graph_re
     CHECK(p.op == i);
     CHECK(p.start == t);
     CHECK(p.before == mem);
-    if (op.kind == graph_op_kind::free) {
+    if (op.op == op_kind::free) {
       CHECK(p.end == p.start);
       CHECK(p.peak == p.before);
       CHECK(p.after == p.before - g.data(op.node).size);
     } else {
       const compute_node& c = g.compute(op.node);
-      CHECK(p.end - p.start == (op.fast ? c.fast_time : c.time));
-      CHECK(p.peak == p.after + (op.fast ? c.fast_overhead : c.overhead));
+      const bool fast = op.op == op_kind::fast_forward;
+      CHECK(p.end - p.start == (fast ? c.fast_time : c.time));
+      CHECK(p.peak == p.after + (fast ? c.fast_overhead : c.overhead));
       CHECK(p.after >= p.before);
     }
     mem = p.after;
@@ -130,7 +132,7 @@ TEST_CASE("the toy example of T:406-484: Code 1.2 (store-all) and Code 1.5 (reco
   REQUIRE_MESSAGE(validate(t.g).ok(), validate(t.g).message());
 
   // Store-all: F1..F4, Loss, B4..B1, each tensor freed after its last use.
-  const graph_schedule sa{store_all_program(t.g), 0, 0};
+  const schedule sa{store_all_program(t.g), 0, 0};
   const std::vector<gi> expected{gi::compute(t.f1), gi::compute(t.f2),   gi::compute(t.f3),
                                  gi::compute(t.f4), gi::compute(t.loss), gi::free(t.x4),
                                  gi::compute(t.b4), gi::free(t.x3),      gi::free(t.g4),
@@ -148,7 +150,7 @@ TEST_CASE("the toy example of T:406-484: Code 1.2 (store-all) and Code 1.5 (reco
   check_timeline(t.g, sa, r);
 
   // Code 1.5: without x2 between F4 and B4, the loss step needs 32 bytes less; F2 runs twice.
-  const graph_schedule c15 = t.code_1_5();
+  const schedule c15 = t.code_1_5();
   const auto q = sim::simulate(t.g, c15);
   CHECK_MESSAGE(q.valid, (q.first_violation ? q.first_violation->message : ""));
   CHECK(q.peak == 124);
@@ -178,7 +180,7 @@ TEST_CASE("the toy example of T:406-484: Code 1.2 (store-all) and Code 1.5 (reco
   CHECK(mentions(m, "'B3': its input 'x2' is not in memory"));
 
   // Text forms.
-  CHECK(to_string(graph_schedule{{gi::compute(0), gi::fast_forward(3), gi::free(5)}, 0, 0}) ==
+  CHECK(to_string(schedule{{gi::compute(0), gi::fast_forward(3), gi::free(5)}, 0, 0}) ==
         "C0 C3_ff D5");
   CHECK(to_string(t.g, gi::free(t.x2)) == "free x2");
   CHECK(to_string(t.g, gi::compute(t.b3)) == "B3");
@@ -249,7 +251,7 @@ TEST_CASE(
 
 TEST_CASE("every kind of violation, with the instruction and the nodes") {
   const toy t;
-  const graph_schedule sa{store_all_program(t.g), 0, 0};
+  const schedule sa{store_all_program(t.g), 0, 0};
   auto with = [&](std::size_t at, std::vector<gi> insert, std::size_t erase = 0) {
     std::vector<gi> ops = sa.ops;
     ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(at),
@@ -299,12 +301,12 @@ TEST_CASE("every kind of violation, with the instruction and the nodes") {
   SUBCASE("free of data not in memory") {
     const auto r = with(0, {gi::free(t.x1)});
     CHECK(r.first_violation->kind == vk::not_in_memory);
-    CHECK(mentions(r, "instruction 0 (D1): free 'x1': it is not in memory"));
+    CHECK(mentions(r, "instruction 0 (D1): 'x1' is not in memory"));
   }
   SUBCASE("free of protected data") {
     const auto r = with(2, {gi::free(t.x0)});
     CHECK(r.first_violation->kind == vk::protected_free);
-    CHECK(mentions(r, "free 'x0': it is protected"));
+    CHECK(mentions(r, "'x0' is protected"));
   }
   SUBCASE("the loss twice") {
     const auto r = with(5, {gi::compute(t.loss)});

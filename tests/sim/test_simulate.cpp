@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <remat/problem/chain.hpp>
-#include <remat/schedule/schedule.hpp>
+#include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
 #include <sstream>
 #include <string>
@@ -25,8 +25,8 @@ chain example_chain() {
   return c;
 }
 
-schedule parse(const std::string& text) {
-  const auto s = parse_schedule(text);
+std::vector<chain_op> parse(const std::string& text) {
+  const auto s = parse_chain_ops(text);
   REQUIRE_MESSAGE(s.has_value(), "bad instruction in test data: " << text);
   return *s;
 }
@@ -39,23 +39,23 @@ const char* const seq_2_2 =
 const char* const seq_2_3 = "F1_ck F2_none F3_all F4_ck F5_all B5 F4_all B4 B3 F1_all F2_all B2 B1";
 
 /// The timeline's invariants: one point per op, in order, contiguous in time and memory.
-void check_timeline(const chain& c, const schedule& s, const sim::report& r) {
-  REQUIRE(r.timeline.size() == s.ops.size());
+void check_timeline(const chain& c, const std::vector<chain_op>& s, const sim::report& r) {
+  REQUIRE(r.timeline.size() == s.size());
   bytes mem = c.a(0) + c.delta(c.length());
   seconds t = 0;
   bytes peak = mem;
   for (std::size_t i = 0; i < r.timeline.size(); ++i) {
     const sim::memory_point& p = r.timeline[i];
-    INFO("op ", i, " (", to_string(s.ops[i]), ")");
+    INFO("op ", i, " (", to_string(s[i]), ")");
     CHECK(p.op == i);
     CHECK(p.start == t);
-    const instruction& op = s.ops[i];
-    CHECK(p.end - p.start == (op.kind == op_kind::forward ? c.uf(op.index) : c.ub(op.index)));
+    const chain_op& op = s[i];
+    CHECK(p.end - p.start == (op.kind == chain_op_kind::forward ? c.uf(op.index) : c.ub(op.index)));
     CHECK(p.before == mem);
     CHECK(p.peak >= p.before);
     CHECK(p.peak >= p.after);
     // The peak is the stored data plus the op's output and overhead.
-    if (op.kind == op_kind::forward) {
+    if (op.kind == chain_op_kind::forward) {
       const bool all = op.mode == forward_mode::save_all;
       const bytes out = all ? c.abar(op.index) : c.a(op.index);
       CHECK(p.peak == p.before + out + (all ? c.of_all(op.index) : c.of(op.index)));
@@ -70,10 +70,10 @@ void check_timeline(const chain& c, const schedule& s, const sim::report& r) {
   CHECK(r.peak == peak);
 }
 
-std::size_t index_of_op(const schedule& s, const std::string& name) {
-  for (std::size_t i = 0; i < s.ops.size(); ++i)
-    if (to_string(s.ops[i]) == name) return i;
-  return s.ops.size();
+std::size_t index_of_op(const std::vector<chain_op>& s, const std::string& name) {
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if (to_string(s[i]) == name) return i;
+  return s.size();
 }
 
 bool mentions(const sim::report& r, const std::string& what) {
@@ -93,19 +93,19 @@ TEST_CASE("the example sequences (2.1), (2.2), (2.3) of shilova-spec §2.1") {
   for (const expected& e :
        {expected{seq_2_1, 13, 8, 9}, expected{seq_2_2, 15, 7, 8}, expected{seq_2_3, 13, 8, 9}}) {
     INFO(e.text);
-    const schedule s = parse(e.text);
+    const std::vector<chain_op> s = parse(e.text);
     const sim::report r = sim::simulate(c, s);
     CHECK(r.valid);
     CHECK_FALSE(r.first_violation.has_value());
     CHECK(r.makespan == e.makespan);
     CHECK(r.peak == e.peak);
     check_timeline(c, s, r);
-    CHECK(r.timeline.back().after == c.a(0));  // only delta_0, of a_0's size
+    CHECK(r.timeline.back().after == 2 * c.a(0));  // delta_0, of a_0's size, and a_0 (the graph keeps its input)
 
     // The spec's 9, 8, 9: add a 1-byte delta_5 to every op up to B5, which consumes it. All
     // three peaks are at B5.
     const std::size_t b5 = index_of_op(s, "B5");
-    REQUIRE(b5 < s.ops.size());
+    REQUIRE(b5 < s.size());
     CHECK(r.timeline[b5].peak == r.peak);
     bytes spec_peak = 0;
     for (std::size_t i = 0; i < r.timeline.size(); ++i)
@@ -120,7 +120,7 @@ TEST_CASE("the example sequences (2.1), (2.2), (2.3) of shilova-spec §2.1") {
 
 TEST_CASE("timeline values of (2.3) step by step") {
   const chain c = example_chain();
-  const schedule s = parse(seq_2_3);
+  const std::vector<chain_op> s = parse(seq_2_3);
   const sim::report r = sim::simulate(c, s);
   // before / peak / after of each op, computed by hand (a = 1, abar = 2, delta_5 = 0).
   const bytes expect[][3] = {
@@ -136,7 +136,7 @@ TEST_CASE("timeline values of (2.3) step by step") {
       {2, 4, 4},  // F1_all
       {4, 6, 6},  // F2_all
       {6, 7, 4},  // B2:      abar1 kept
-      {4, 5, 1},  // B1:      only delta0 remains
+      {4, 5, 2},  // B1:      delta0 and the graph input a0 (protected: the graph keeps it) remain
   };
   REQUIRE(r.timeline.size() == 13);
   for (std::size_t i = 0; i < 13; ++i) {
@@ -151,7 +151,7 @@ TEST_CASE("timeline values of (2.3) step by step") {
 
 TEST_CASE("without a timeline the totals are the same") {
   const chain c = example_chain();
-  const schedule s = parse(seq_2_2);
+  const std::vector<chain_op> s = parse(seq_2_2);
   const sim::report with = sim::simulate(c, s);
   const sim::report without = sim::simulate(c, s, {.record_timeline = false});
   CHECK(without.timeline.empty());
@@ -163,7 +163,7 @@ TEST_CASE("without a timeline the totals are the same") {
 TEST_CASE("times and overheads enter the timeline") {
   chain c{"timed", 3, {}};
   c.stages = {{"fc", 0.5, 1.5, 4, 6, 2, 3}, {"loss", 0.25, 0.125, 1, 1, 1, 0}};
-  const schedule s = parse("F1_all F2_all B2 B1");
+  const std::vector<chain_op> s = parse("F1_all F2_all B2 B1");
   const sim::report r = sim::simulate(c, s);
   CHECK(r.valid);
   CHECK(r.makespan == 0.5 + 0.25 + 0.125 + 1.5);
@@ -177,21 +177,21 @@ TEST_CASE("times and overheads enter the timeline") {
 
 TEST_CASE("violations: unknown stage") {
   const chain c = example_chain();
-  schedule s = parse("F1_ck");
-  s.ops.push_back(instruction::forward(6, forward_mode::save_input));
+  std::vector<chain_op> s = parse("F1_ck");
+  s.push_back(chain_op::forward(6, forward_mode::save_input));
   sim::report r = sim::simulate(c, s);
   CHECK_FALSE(r.valid);
   REQUIRE(r.first_violation);
-  CHECK(r.first_violation->kind == sim::violation_kind::unknown_stage);
+  CHECK(r.first_violation->kind == sim::violation_kind::unknown_node);
   CHECK(r.first_violation->op == 1);
   CHECK(mentions(r, "stage 6"));
   CHECK(mentions(r, "1..5"));
-  CHECK(r.timeline.size() == 1);  // the replay stops there
+  CHECK(r.timeline.empty());  // the notation's rules are checked before the replay
 
-  s.ops = {instruction::backward(0)};
+  s = {chain_op::backward(0)};
   r = sim::simulate(c, s);
   REQUIRE(r.first_violation);
-  CHECK(r.first_violation->kind == sim::violation_kind::unknown_stage);
+  CHECK(r.first_violation->kind == sim::violation_kind::unknown_node);
   CHECK(r.first_violation->op == 0);
   CHECK(mentions(r, "B0"));
 }
@@ -242,7 +242,7 @@ TEST_CASE("violations: missing input") {
     CHECK(r.first_violation->kind == sim::violation_kind::missing_input);
     CHECK(r.first_violation->op == 1);
     CHECK(mentions(r, "abar_1"));
-    CHECK(mentions(r, "F_none"));
+    CHECK(mentions(r, "F2_none consumes a plain a_1"));
   }
 }
 
@@ -267,7 +267,7 @@ TEST_CASE("violations: already present") {
 
 TEST_CASE("violations: over budget, the replay goes on") {
   const chain c = example_chain();
-  const schedule s = parse(seq_2_1);  // peak 8, at B5 (op 5); F5_all peaks at 7
+  const std::vector<chain_op> s = parse(seq_2_1);  // peak 8, at B5 (op 5); F5_all peaks at 7
   const sim::report r = sim::simulate(c, s, {.budget = 7});
   CHECK_FALSE(r.valid);
   REQUIRE(r.first_violation);
@@ -292,52 +292,48 @@ TEST_CASE("violations: over budget, the replay goes on") {
 TEST_CASE("violations: wrong final state") {
   const chain c = example_chain();
   SUBCASE("no delta_0: names what is left") {
-    const schedule s = parse("F1_ck");
+    const std::vector<chain_op> s = parse("F1_ck");
     const sim::report r = sim::simulate(c, s);
     CHECK_FALSE(r.valid);
     REQUIRE(r.first_violation);
     CHECK(r.first_violation->kind == sim::violation_kind::wrong_final_state);
-    CHECK(r.first_violation->op == s.ops.size());
-    CHECK(mentions(r, "without delta_0"));
-    CHECK(mentions(r, "a_0, a_1"));
+    CHECK(r.first_violation->op == s.size());
+    CHECK(mentions(r, "without running 'F2'"));
+    CHECK(mentions(r, "'B1'"));
+    CHECK(mentions(r, "still holds 'a_1'"));
     CHECK(r.timeline.size() == 1);
   }
   SUBCASE("the empty schedule") {
-    const sim::report r = sim::simulate(c, schedule{});
+    const sim::report r = sim::simulate(c, std::vector<chain_op>{});
     REQUIRE(r.first_violation);
     CHECK(r.first_violation->kind == sim::violation_kind::wrong_final_state);
     CHECK(r.first_violation->op == 0);
-    CHECK(mentions(r, "without delta_0"));
-    CHECK(mentions(r, "a_0"));
+    CHECK(mentions(r, "without running 'F1'"));
     CHECK(r.makespan == 0);
   }
   SUBCASE("delta_0 and leftovers") {
     // After B2 memory holds a_0, abar_1, delta_1; F2_ck from abar_1 leaves a_2 behind.
-    const schedule s =
+    const std::vector<chain_op> s =
         parse("F1_ck F2_none F3_ck F4_all F5_all B5 B4 F3_all B3 F1_all F2_all B2 F2_ck B1");
     const sim::report r = sim::simulate(c, s);
     REQUIRE(r.first_violation);
     CHECK(r.first_violation->kind == sim::violation_kind::wrong_final_state);
-    CHECK(r.first_violation->op == s.ops.size());
-    CHECK(mentions(r, "a_2 still in memory"));
-    CHECK(mentions(r, "only delta_0"));
+    CHECK(r.first_violation->op == s.size());
+    CHECK(mentions(r, "'a_2' still in memory"));
+    CHECK(mentions(r, "only the protected data"));
     CHECK(r.makespan == 14);
   }
 }
 
 TEST_CASE("simulate: F_all uses its own overhead when the chain gives one") {
   chain c{"own", 2, {{"s1", 1, 1, 4, 10, 8, 0}, {"loss", 1, 1, 1, 1, 0, 0}}};
-  const schedule s{{instruction::forward(1, forward_mode::save_all), instruction::forward(2, forward_mode::save_all),
-                    instruction::backward(2), instruction::backward(1)},
-                   0,
-                   0};
+  const std::vector<chain_op> s{chain_op::forward(1, forward_mode::save_all), chain_op::forward(2, forward_mode::save_all),
+                               chain_op::backward(2), chain_op::backward(1)};
   CHECK(sim::simulate(c, s).timeline[0].peak == 2 + 10 + 8);  // the thesis' single o_F
   c.stages[0].forward_save_overhead_bytes = 1;
   CHECK(sim::simulate(c, s).timeline[0].peak == 2 + 10 + 1);
-  const schedule ck{{instruction::forward(1, forward_mode::save_input), instruction::forward(2, forward_mode::save_all),
-                     instruction::backward(2), instruction::forward(1, forward_mode::save_all), instruction::backward(1)},
-                    0,
-                    0};
+  const std::vector<chain_op> ck{chain_op::forward(1, forward_mode::save_input), chain_op::forward(2, forward_mode::save_all),
+                                chain_op::backward(2), chain_op::forward(1, forward_mode::save_all), chain_op::backward(1)};
   CHECK(sim::simulate(c, ck).timeline[0].peak == 2 + 4 + 8);  // F_ck keeps o_F
   c.stages[0].forward_save_overhead_bytes = -1;
   CHECK(validate(c).message().find("forward_save_overhead_bytes") != std::string::npos);

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <limits>
 #include <remat/problem/chain.hpp>
-#include <remat/schedule/schedule.hpp>
+#include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
 #include <stdexcept>
 #include <string>
@@ -16,8 +16,8 @@ using namespace remat;
 
 namespace {
 
-schedule parse(const std::string& text) {
-  const auto s = parse_schedule(text);
+std::vector<chain_op> parse(const std::string& text) {
+  const auto s = parse_chain_ops(text);
   REQUIRE_MESSAGE(s.has_value(), "bad instruction in test data: " << text);
   return *s;
 }
@@ -69,6 +69,7 @@ TEST_CASE("transfers: infinite bandwidth frees at the offload and reserves at th
   const chain c = small_chain();
   const sim::report r = run(c, offload_input);
   REQUIRE_MESSAGE(r.valid, (r.first_violation ? r.first_violation->message : ""));
+  // The last op, B1, leaves delta_0 and the graph input a_0, which the graph keeps (protected).
   check_timeline(r, {{0, 1, 100, 200, 200, compute},
                      {1, 1, 200, 200, 100, d2h},  // a_0 leaves at once
                      {1, 2, 100, 220, 220, compute},
@@ -79,7 +80,7 @@ TEST_CASE("transfers: infinite bandwidth frees at the offload and reserves at th
                      {6, 6, 100, 200, 200, h2d},  // a_0 is back
                      {6, 6, 200, 200, 200, compute},  // nothing to wait for
                      {6, 7, 200, 350, 350, compute},
-                     {7, 9, 350, 450, 100, compute}});
+                     {7, 9, 350, 450, 200, compute}});
   CHECK(r.makespan == 9);
   CHECK(r.peak == 450);
   CHECK(r.host_peak == 100);
@@ -90,7 +91,7 @@ TEST_CASE("transfers: a finite bandwidth overlaps copies with compute; memory mo
   // 40 bytes/s: a_0's 100 bytes take 2.5 s. The offload runs [1, 3.5]: a_0 stays on the device
   // until 3.5, in the middle of B3 [3, 4]; B3's peak is at its start, its end 100 lower. The
   // prefetch [6, 8.5] reserves at its start; the second W0 holds the compute lane until 8.5.
-  const sim::report r = run(c, offload_input, {.bandwidth = 40});
+  const sim::report r = run(c, offload_input, {.hw = machine::with_bandwidth(40)});
   REQUIRE_MESSAGE(r.valid, (r.first_violation ? r.first_violation->message : ""));
   check_timeline(r, {{0, 1, 100, 200, 200, compute},
                      {1, 3.5, 200, 200, 200, d2h},
@@ -102,13 +103,13 @@ TEST_CASE("transfers: a finite bandwidth overlaps copies with compute; memory mo
                      {6, 8.5, 100, 200, 200, h2d},
                      {6, 8.5, 200, 200, 200, compute},
                      {8.5, 9.5, 200, 350, 350, compute},
-                     {9.5, 11.5, 350, 450, 100, compute}});
+                     {9.5, 11.5, 350, 450, 200, compute}});
   CHECK(r.makespan == 11.5);
   CHECK(r.peak == 450);
   CHECK(r.host_peak == 100);
   // The slow offload keeps a_0 through F2_all and F3_all (320 and 324 instead of 220 and 224),
   // still under B1's 450: a budget of 449 fails at B1, the first op over it.
-  const sim::report tight = run(c, offload_input, {.budget = 449, .bandwidth = 40});
+  const sim::report tight = run(c, offload_input, {.budget = 449, .hw = machine::with_bandwidth(40)});
   CHECK_FALSE(tight.valid);
   REQUIRE(tight.first_violation);
   CHECK(tight.first_violation->kind == sim::violation_kind::over_budget);
@@ -122,7 +123,7 @@ TEST_CASE("transfers: a prefetch queued behind another reserves its memory in th
   for (int l = 1; l <= 3; ++l) c.stages.push_back({"s" + std::to_string(l), 1, 2, 100, 200, 0, 0});
   c.stages.push_back({"loss", 1, 2, 4, 4, 0, 0});
   const std::string text = "F1_ck O0 F2_ck O1 F3_all F4_all W0 W1 P1 P0 B4 B3 W1 F2_all B2 W0 F1_all B1";
-  const sim::report r = run(c, text, {.bandwidth = 100});
+  const sim::report r = run(c, text, {.hw = machine::with_bandwidth(100)});
   REQUIRE_MESSAGE(r.valid, (r.first_violation ? r.first_violation->message : ""));
   REQUIRE(r.timeline.size() == 18);
   // O0 [1, 2] on the D2H lane; O1 is issued at 2 (after F2_ck) and runs [2, 3].
@@ -156,9 +157,9 @@ TEST_CASE("transfers: a prefetch queued behind another reserves its memory in th
 
 TEST_CASE("transfers: a schedule without transfers simulates as before, at any bandwidth") {
   const chain c = small_chain();
-  const schedule s = parse("F1_ck F2_none F3_all B3 F1_all F2_all B2 B1");
+  const std::vector<chain_op> s = parse("F1_ck F2_none F3_all B3 F1_all F2_all B2 B1");
   const sim::report inf = sim::simulate(c, s);
-  const sim::report slow = sim::simulate(c, s, {.bandwidth = 1e-3});
+  const sim::report slow = sim::simulate(c, s, {.hw = machine::with_bandwidth(1e-3)});
   REQUIRE(inf.valid);
   REQUIRE(slow.valid);
   CHECK(inf.makespan == slow.makespan);
@@ -184,32 +185,32 @@ TEST_CASE("transfers: every misuse is a violation naming the op") {
   for (const bad_case& b : {
            // Compute uses an activation that is not resident.
            bad_case{"F1_ck O0 F2_all F3_all B3 B2 W0 F1_all B1", vk::not_resident, 7,
-                    "F1_all: its input a_0 is on the host (O0 at op 1); prefetch it (P0) and wait for it (W0)"},
+                    "F1_all: its input 'a_0' is on the host (O0 at op 1); prefetch it and wait for it"},
            bad_case{"F1_ck O0 F2_all F3_all B3 B2 W0 P0 F1_all B1", vk::not_resident, 8,
-                    "F1_all: its input a_0 is being prefetched (P0 at op 7); wait for it (W0) first"},
-           bad_case{"F1_ck O1 F2_all", vk::not_resident, 2, "F2_all: its input a_1 is being offloaded (O1 at op 1)"},
-           bad_case{"F1_ck O1 W1 F2_all", vk::not_resident, 3, "F2_all: its input a_1 is on the host"},
+                    "F1_all: its input 'a_0' is being prefetched (P0 at op 7); wait for it first"},
+           bad_case{"F1_ck O1 F2_all", vk::not_resident, 2, "F2_all: its input 'a_1' is being offloaded (O1 at op 1)"},
+           bad_case{"F1_ck O1 W1 F2_all", vk::not_resident, 3, "F2_all: its input 'a_1' is on the host"},
            // Offloading twice, or what is not there.
-           bad_case{"F1_ck O0 O0", vk::invalid_transfer, 2, "O0: a_0 is already offloaded or in transfer (O0 at op 1)"},
-           bad_case{"O1", vk::invalid_transfer, 0, "O1: a_1 is not in memory"},
-           bad_case{"F1_all O1", vk::invalid_transfer, 1, "O1: abar_1 (the output and the context F1_all saved) is stored"},
+           bad_case{"F1_ck O0 O0", vk::invalid_transfer, 2, "O0: 'a_0' is already offloaded or in transfer (O0 at op 1)"},
+           bad_case{"O1", vk::invalid_transfer, 0, "O1: 'a_1' is not in memory"},
+           bad_case{"F1_all O1", vk::invalid_transfer, 1, "O1 at op 1: abar_1 (the output and the context F1_all saved) is stored"},
            // Prefetching what is not on the host.
-           bad_case{"P0", vk::invalid_transfer, 0, "P0: a_0 is not on the host (it is on the device; offload it first: O0)"},
-           bad_case{"P2", vk::invalid_transfer, 0, "P2: a_2 is not on the host (it is not stored at all)"},
-           bad_case{"O0 P0", vk::invalid_transfer, 1, "P0: the offload of a_0 (O0 at op 0) was not waited for; insert W0 before P0"},
-           bad_case{"O0 W0 P0 P0", vk::invalid_transfer, 3, "P0: a_0 is already being prefetched (P0 at op 2)"},
+           bad_case{"P0", vk::invalid_transfer, 0, "P0: 'a_0' is not on the host (it is on the device; offload it first)"},
+           bad_case{"P2", vk::invalid_transfer, 0, "P2: 'a_2' is not on the host (it is not stored at all)"},
+           bad_case{"O0 P0", vk::invalid_transfer, 1, "P0: 'a_0' was offloaded (O0 at op 0) but not waited for; wait for it before prefetching it"},
+           bad_case{"O0 W0 P0 P0", vk::invalid_transfer, 3, "P0: 'a_0' is already being prefetched (P0 at op 2)"},
            // Waiting for nothing.
-           bad_case{"W0", vk::invalid_transfer, 0, "W0: no transfer of a_0 is in flight"},
-           bad_case{"O0 W0 W0", vk::invalid_transfer, 2, "W0: no transfer of a_0 is in flight (its offload was already waited for)"},
+           bad_case{"W0", vk::invalid_transfer, 0, "W0: 'a_0' has no transfer in flight"},
+           bad_case{"O0 W0 W0", vk::invalid_transfer, 2, "W0: 'a_0' has no transfer in flight (its offload was already waited for)"},
            // Unknown activation; a stored tensor recomputed while on the host.
-           bad_case{"O4", vk::unknown_stage, 0, "O4: activation a_4 does not exist (the chain has a_0..a_3)"},
-           bad_case{"F1_ck O1 W1 F1_ck", vk::already_present, 3, "F1_ck: a_1 is already stored (O1 at op 1)"},
+           bad_case{"O4", vk::unknown_node, 0, "O4 at op 0: activation a_4 does not exist (the chain has a_0..a_3)"},
+           bad_case{"F1_ck O1 W1 F1_ck", vk::already_present, 3, "F1_ck at op 3: a_1 is already in memory"},
            // Ending with something on the host.
-           bad_case{"F1_ck O0 W0 F2_all F3_all B3 B2 F1_ck", vk::not_resident, 7, "F1_ck: its input a_0 is on the host"},
-           bad_case{"F1_all O0 W0 F2_all F3_all B3 B2", vk::wrong_final_state, 7, "a_0 (on the host)"},
+           bad_case{"F1_ck O0 W0 F2_all F3_all B3 B2 F1_ck", vk::not_resident, 7, "F1_ck: its input 'a_0' is on the host"},
+           bad_case{"F1_all O0 W0 F2_all F3_all B3 B2", vk::wrong_final_state, 7, "without running 'B1'"},
        }) {
     INFO(b.text);
-    const sim::report r = run(c, b.text, {.bandwidth = 1000});
+    const sim::report r = run(c, b.text, {.hw = machine::with_bandwidth(1000)});
     CHECK_FALSE(r.valid);
     REQUIRE(r.first_violation);
     CHECK(r.first_violation->kind == b.kind);
@@ -220,7 +221,7 @@ TEST_CASE("transfers: every misuse is a violation naming the op") {
 
 TEST_CASE("transfers: an activation makes the round trip as often as the schedule says") {
   const chain c = small_chain();
-  const sim::report r = run(c, "F1_ck O1 W1 P1 W1 O1 W1 P1 W1 F2_all F3_all B3 B2 F1_all B1", {.bandwidth = 50});
+  const sim::report r = run(c, "F1_ck O1 W1 P1 W1 O1 W1 P1 W1 F2_all F3_all B3 B2 F1_all B1", {.hw = machine::with_bandwidth(50)});
   CHECK_MESSAGE(r.valid, (r.first_violation ? r.first_violation->message : ""));
   CHECK(r.host_peak == 100);
   // Four 2-second copies, each waited for: compute resumes at 1 + 8.
@@ -230,5 +231,5 @@ TEST_CASE("transfers: an activation makes the round trip as often as the schedul
 TEST_CASE("transfers: the bandwidth must be positive") {
   const chain c = small_chain();
   for (double bw : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN()})
-    CHECK_THROWS_AS(run(c, offload_input, {.bandwidth = bw}), std::invalid_argument);
+    CHECK_THROWS_AS(run(c, offload_input, {.hw = machine::with_bandwidth(bw)}), std::invalid_argument);
 }

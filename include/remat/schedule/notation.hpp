@@ -187,10 +187,24 @@ struct chain_nodes {
   [[nodiscard]] constexpr int bwd(int l) const { return lay.backward(l - 1); }
 };
 
+/// Which rule of the chain notation a chain op breaks (lower()).
+enum class chain_rule : unsigned char {
+  unknown_index,     ///< a stage or activation that does not exist
+  missing_input,     ///< an input is not stored (or F^none's input is abar)
+  already_present,   ///< the output is already stored
+  transfer_of_abar,  ///< an offload of abar_k
+};
+struct lowering_failure {
+  std::size_t op = 0;  ///< the chain op at fault
+  chain_rule rule = chain_rule::missing_input;
+};
+
 /// The lowering of chain ops over an N-stage chain (the rules at the top of this header). The
-/// error (status::invalid_problem) names the op, its position and the rule it breaks. With
-/// `origin`, origin[j] is the index of the chain op instruction j comes from.
-inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<std::size_t>* origin = nullptr) {
+/// error (status::invalid_problem) names the op, its position and the rule it breaks; with
+/// `failure`, which op and rule. With `origin`, origin[j] is the index of the chain op
+/// instruction j comes from.
+inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<std::size_t>* origin = nullptr,
+                              lowering_failure* failure = nullptr) {
   enum class held : unsigned char { none, plain, full };
   const chain_nodes at(n);
   const auto count = static_cast<std::size_t>(n + 1);
@@ -207,7 +221,8 @@ inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const chain_op& op = ops[i];
     const int l = op.index;
-    auto bad = [&](const std::string& why) {
+    auto bad = [&](const std::string& why, chain_rule rule = chain_rule::missing_input) {
+      if (failure) *failure = {i, rule};
       return error{status::invalid_problem, to_string(op) + " at op " + std::to_string(i) + ": " + why, {}};
     };
     auto emit = [&](instruction ins) {
@@ -217,12 +232,14 @@ inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<
     if (!op.is_compute()) {
       if (l < 0 || l > n)
         return bad("activation a_" + std::to_string(l) + " does not exist (the chain has a_0..a_" + std::to_string(n) +
-                   ")");
+                       ")",
+                   chain_rule::unknown_index);
       if (op.kind == chain_op_kind::offload && act[k(l)] == held::full)
         return bad("abar_" + std::to_string(l) + " (the output and the context F" + std::to_string(l) +
                    "_all saved) is stored; only a plain a_k can be offloaded in the chain model, which keeps a "
                    "layer's output and context together (store a_" +
-                   std::to_string(l) + " with F" + std::to_string(l) + "_ck instead)");
+                   std::to_string(l) + " with F" + std::to_string(l) + "_ck instead)",
+                   chain_rule::transfer_of_abar);
       const int d = at.a(l);
       emit(op.kind == chain_op_kind::offload    ? instruction::offload(d)
            : op.kind == chain_op_kind::prefetch ? instruction::prefetch(d)
@@ -230,7 +247,8 @@ inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<
       continue;
     }
     if (l < 1 || l > n)
-      return bad("stage " + std::to_string(l) + " does not exist (the chain has stages 1.." + std::to_string(n) + ")");
+      return bad("stage " + std::to_string(l) + " does not exist (the chain has stages 1.." + std::to_string(n) + ")",
+                 chain_rule::unknown_index);
     held& in = act[k(l - 1)];
     held& self = act[k(l)];
     if (op.kind == chain_op_kind::forward) {
@@ -239,7 +257,7 @@ inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<
         return bad("F" + std::to_string(l) + "_none consumes a plain a_" + std::to_string(l - 1) + ", but abar_" +
                    std::to_string(l - 1) + " is stored (a B" + std::to_string(l - 1) +
                    " needs it); use F" + std::to_string(l) + "_ck");
-      if (self != held::none) return bad(name_of(l) + " is already in memory");
+      if (self != held::none) return bad(name_of(l) + " is already in memory", chain_rule::already_present);
       if (op.mode == forward_mode::save_all) {
         emit(instruction::compute(at.fwd(l)));
         self = held::full;
@@ -258,7 +276,7 @@ inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<
       return bad("it needs abar_" + std::to_string(l) + " (run F" + std::to_string(l) + "_all first)" +
                  (self == held::plain ? ", but only a_" + std::to_string(l) + " is stored" : ""));
     if (in == held::none) return bad("its input a_" + std::to_string(l - 1) + " is not in memory");
-    if (grad[k(l - 1)]) return bad("delta_" + std::to_string(l - 1) + " is already in memory");
+    if (grad[k(l - 1)]) return bad("delta_" + std::to_string(l - 1) + " is already in memory", chain_rule::already_present);
     if (l == n && !loss_done) {
       emit(instruction::compute(at.lay.loss()));
       loss_done = true;
@@ -315,7 +333,7 @@ inline std::optional<std::vector<chain_op>> to_chain_ops(int n, const schedule& 
         const int l = c + 1;
         if (ins.op == op_kind::compute) {
           ops.push_back(chain_op::forward(l, forward_mode::save_all));
-        } else if (l > 1 && i + 1 < p.size() && p[i + 1] == instruction::free(at.a(l - 1))) {
+        } else if (i + 1 < p.size() && p[i + 1] == instruction::free(at.a(l - 1))) {
           ops.push_back(chain_op::forward(l, forward_mode::no_save));
           ++i;
         } else {

@@ -56,6 +56,7 @@
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
+#include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 
 namespace remat::sim {
@@ -239,16 +240,12 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
   auto op_at = [&](std::size_t i) { return "instruction " + std::to_string(i) + " (" + to_string(s.ops[i]) + ")"; };
   // Why an alive d cannot be used by compute now; empty when it is resident.
   auto not_resident = [&](int d) -> std::string {
-    const std::string p = "P" + std::to_string(d), w = "W" + std::to_string(d);
     switch (at(where, d)) {
       case place::device: return {};
       case place::offloading:
-        return " is being offloaded (" + op_at(at(moved_by, d)) + "); wait for it (" + w + "), prefetch it (" +
-               p + ") and wait again (" + w + ") first";
-      case place::host:
-        return " is on the host (" + op_at(at(moved_by, d)) + "); prefetch it (" + p + ") and wait for it (" + w +
-               ") first";
-      case place::prefetching: return " is being prefetched (" + op_at(at(moved_by, d)) + "); wait for it (" + w + ") first";
+        return " is being offloaded (" + op_at(at(moved_by, d)) + "); wait for it, prefetch it and wait again first";
+      case place::host: return " is on the host (" + op_at(at(moved_by, d)) + "); prefetch it and wait for it first";
+      case place::prefetching: return " is being prefetched (" + op_at(at(moved_by, d)) + "); wait for it first";
     }
     return {};
   };
@@ -288,8 +285,7 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
             return stop();
           }
           if (here == place::offloading || here == place::prefetching)
-            return bad("is in transfer (" + op_at(at(moved_by, d)) + "); wait for it (W" + std::to_string(d) +
-                       ") before freeing it");
+            return bad("is in transfer (" + op_at(at(moved_by, d)) + "); wait for it before freeing it");
           at(alive, d) = 0;
           at(missing, d) = 0;
           std::fill(at(done, d).begin(), at(done, d).end(), 0);
@@ -310,11 +306,10 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
         case op_kind::prefetch:
           if (!at(alive, d) || here == place::device)
             return bad("is not on the host" + (!at(alive, d) ? std::string(" (it is not stored at all)")
-                                                              : " (it is on the device; offload it first: O" +
-                                                                    std::to_string(d) + ")"));
+                                                              : " (it is on the device; offload it first)"));
           if (here == place::offloading)
-            return bad("was offloaded (" + op_at(at(moved_by, d)) + ") but not waited for; insert W" +
-                       std::to_string(d) + " before P" + std::to_string(d));
+            return bad("was offloaded (" + op_at(at(moved_by, d)) + ") but not waited for; wait for it before "
+                       "prefetching it");
           if (here == place::prefetching) return bad("is already being prefetched (" + op_at(at(moved_by, d)) + ")");
           break;
         default:  // wait
@@ -489,6 +484,100 @@ inline report simulate(const chain& c, const schedule& s, options opt = {}) {
     return r;
   }
   return simulate(*g, s, opt);
+}
+
+/// A chain program written in the chain notation (schedule/notation.hpp), replayed in its own
+/// terms: it is lowered onto the chain's graph and simulated there, and the report speaks of the
+/// chain ops: the timeline has one point per chain op (the span of its instructions: first start,
+/// last end, highest peak), a violation's op is the chain op's index, and the graph's nodes carry
+/// the thesis' names (a_k, delta_k, abar_k's phantom, F_l, B_l). A break of the notation's own
+/// rules (lower()) is a violation at its op: unknown_node, missing_input, already_present or
+/// invalid_transfer.
+inline report simulate(const chain& c, std::span<const chain_op> ops, options opt = {}) {
+  report r;
+  auto built = build_graph(c);
+  if (!built) {
+    r.first_violation = violation{violation_kind::invalid_graph, 0, built.err().message};
+    return r;
+  }
+  graph& g = *built;
+  const int n = c.length();
+  const chain_nodes at(n);
+  for (int k = 0; k <= n; ++k) {
+    g.data(at.a(k)).name = "a_" + std::to_string(k);
+    g.data(at.delta(k)).name = "delta_" + std::to_string(k);
+  }
+  for (int l = 1; l <= n; ++l) {
+    g.data(at.phantom(l)).name = "the rest of abar_" + std::to_string(l);
+    g.compute(at.fwd(l)).name = "F" + std::to_string(l);
+    g.compute(at.bwd(l)).name = "B" + std::to_string(l);
+  }
+  std::vector<std::size_t> origin;
+  lowering_failure failure;
+  auto s = lower(n, ops, &origin, &failure);
+  if (!s) {
+    static constexpr violation_kind kinds[] = {violation_kind::unknown_node, violation_kind::missing_input,
+                                               violation_kind::already_present, violation_kind::invalid_transfer};
+    r.first_violation = violation{kinds[static_cast<int>(failure.rule)], failure.op, s.err().message};
+    return r;
+  }
+  report low = simulate(g, *s, opt);
+  r.valid = low.valid;
+  r.makespan = low.makespan;
+  r.peak = low.peak;
+  r.host_peak = low.host_peak;
+  if (low.first_violation) {
+    violation v = std::move(*low.first_violation);
+    // "instruction i (X)" becomes "<chain op> at op j" (the first one, the op at fault: "<chain op>").
+    std::string text;
+    bool first = true;
+    for (std::size_t pos = 0;;) {
+      const std::size_t at_ins = v.message.find("instruction ", pos);
+      std::size_t idx = 0, end = at_ins;
+      bool ref = at_ins != std::string::npos;
+      if (ref) {
+        end = at_ins + 12;
+        while (end < v.message.size() && v.message[end] >= '0' && v.message[end] <= '9')
+          idx = idx * 10 + static_cast<std::size_t>(v.message[end++] - '0');
+        ref = end > at_ins + 12 && idx < s->ops.size() && v.message.compare(end, 2, " (") == 0;
+        if (ref) end = v.message.find(')', end);
+        ref = ref && end != std::string::npos;
+      }
+      if (!ref) {
+        text += v.message.substr(pos);
+        break;
+      }
+      const std::size_t j = origin[idx];
+      text += v.message.substr(pos, at_ins - pos) + to_string(ops[j]) +
+              (first && at_ins == 0 ? std::string() : " at op " + std::to_string(j));
+      first = false;
+      pos = end + 1;
+    }
+    // The op at fault is named once: "F3_all: its input ..." rather than "F3_all: 'F3': its input ...".
+    if (v.op < origin.size() && s->ops[v.op].is_compute()) {
+      const std::string twice = ": '" + g.compute(s->ops[v.op].node).name + "':";
+      if (const auto p = text.find(twice); p != std::string::npos) text.erase(p, twice.size() - 1);
+    }
+    v.message = std::move(text);
+    if (v.op < origin.size())
+      v.op = origin[v.op];
+    else if (v.op == s->ops.size())
+      v.op = ops.size();
+    r.first_violation = std::move(v);
+  }
+  for (const memory_point& p : low.timeline) {
+    const std::size_t j = origin[p.op];
+    if (!r.timeline.empty() && r.timeline.back().op == j) {
+      memory_point& q = r.timeline.back();
+      q.end = std::max(q.end, p.end);
+      q.peak = std::max(q.peak, p.peak);
+      q.after = p.after;
+    } else {
+      r.timeline.push_back(p);
+      r.timeline.back().op = j;
+    }
+  }
+  return r;
 }
 
 }  // namespace remat::sim
