@@ -72,6 +72,7 @@ concept Backend = requires(B& b, const B& cb, bytes n) {
   { cb.budget() } -> std::convertible_to<bytes>;
   b.reset_high_water();
   b.set_activity(std::string());
+  { cb.activity() } -> std::convertible_to<std::string>;
 };
 
 /// The buffer type of a backend (what allocate returns).
