@@ -13,6 +13,8 @@
 #include <remat/remat.hpp>
 #include <support/random_chain.hpp>
 
+#include "policy/chain_programs.hpp"
+
 using namespace remat;
 using remat::testing::chain_generator;
 
@@ -29,14 +31,9 @@ chain homogeneous(int n, bytes size = 64) {
   return c;
 }
 
-int count_forwards(const schedule& s) {
-  return static_cast<int>(std::count_if(
-      s.ops.begin(), s.ops.end(), [](const instruction& i) { return i.kind == op_kind::forward; }));
-}
-
-int count_backwards(const schedule& s) {
-  return static_cast<int>(s.ops.size()) - count_forwards(s);
-}
+/// A chain policy's program, counted in the chain notation's ops.
+int count_forwards(const chain& c, const schedule& s) { return test::count_forwards(test::chain_ops(c, s)); }
+int count_backwards(const chain& c, const schedule& s) { return test::count_backwards(test::chain_ops(c, s)); }
 
 /// The program PyTorch's checkpoint_sequential(functions, segments, input) runs, transcribed
 /// from its loop (torch/utils/checkpoint.py), with functions[i] = stage i+1:
@@ -92,7 +89,7 @@ long griewank_forwards(long l, long s) {
 }  // namespace
 
 TEST_CASE("store_all: F1_all..FN_all BN..B1 at the ideal time") {
-  CHECK(to_string(*store_all{}.solve(homogeneous(4), unlimited_bytes)) ==
+  CHECK(test::chain_text(homogeneous(4), *store_all{}.solve(homogeneous(4), unlimited_bytes)) ==
         "F1_all F2_all F3_all F4_all B4 B3 B2 B1");
   chain_generator gen(11);
   for (int i = 0; i < 200; ++i) {
@@ -101,12 +98,13 @@ TEST_CASE("store_all: F1_all..FN_all BN..B1 at the ideal time") {
     const auto r = store_all{}.solve(c, unlimited_bytes);
     REQUIRE(r.ok());
     const int n = c.length();
-    REQUIRE(r->ops.size() == static_cast<std::size_t>(2 * n));
+    const auto ops = test::chain_ops(c, *r);
+    REQUIRE(ops.size() == static_cast<std::size_t>(2 * n));
     for (int l = 1; l <= n; ++l) {
-      CHECK(r->ops[static_cast<std::size_t>(l - 1)] ==
-            instruction::forward(l, forward_mode::save_all));
-      CHECK(r->ops[static_cast<std::size_t>(2 * n - l)] == instruction::backward(l));
+      CHECK(ops[static_cast<std::size_t>(l - 1)] == chain_op::forward(l, forward_mode::save_all));
+      CHECK(ops[static_cast<std::size_t>(2 * n - l)] == chain_op::backward(l));
     }
+    CHECK(r->ops == test::program(c, store_all::program(c)).ops);
     const auto rep = sim::simulate(c, *r);
     CHECK(rep.valid);
     CHECK(close(rep.makespan, c.ideal_time()));
@@ -119,9 +117,9 @@ TEST_CASE("store_all: F1_all..FN_all BN..B1 at the ideal time") {
 
 TEST_CASE("periodic: PyTorch's checkpoint_sequential segmentation") {
   // The two hand-checked cases.
-  CHECK(to_string(*periodic{.segments = 3}.solve(homogeneous(5), unlimited_bytes)) ==
+  CHECK(test::chain_text(homogeneous(5), *periodic{.segments = 3}.solve(homogeneous(5), unlimited_bytes)) ==
         "F1_ck F2_ck F3_all F4_all F5_all B5 B4 B3 F2_all B2 F1_all B1");
-  CHECK(to_string(*periodic{.segments = 2}.solve(homogeneous(6), unlimited_bytes)) ==
+  CHECK(test::chain_text(homogeneous(6), *periodic{.segments = 2}.solve(homogeneous(6), unlimited_bytes)) ==
         "F1_ck F2_none F3_none F4_all F5_all F6_all B6 B5 B4 F1_all F2_all F3_all B3 B2 B1");
   CHECK(pytorch_checkpoint_sequential(5, 3) ==
         "F1_ck F2_ck F3_all F4_all F5_all B5 B4 B3 F2_all B2 F1_all B1");
@@ -134,9 +132,9 @@ TEST_CASE("periodic: PyTorch's checkpoint_sequential segmentation") {
       const chain c = homogeneous(n);
       const auto r = periodic{.segments = k}.solve(c, unlimited_bytes);
       REQUIRE(r.ok());
-      CHECK(to_string(*r) == pytorch_checkpoint_sequential(n, k));
-      CHECK(count_forwards(*r) == n + (k - 1) * (n / k));
-      CHECK(count_backwards(*r) == n);
+      CHECK(test::chain_text(c, *r) == pytorch_checkpoint_sequential(n, k));
+      CHECK(count_forwards(c, *r) == n + (k - 1) * (n / k));
+      CHECK(count_backwards(c, *r) == n);
       CHECK(r->predicted_time == doctest::Approx(2 * n + (k - 1) * (n / k)));
       CHECK(sim::simulate(c, *r).valid);
     }
@@ -153,10 +151,11 @@ TEST_CASE("periodic: segments = 0 picks the fastest k that fits") {
     const chain c = gen({.min_length = 2, .max_length = 16});
     INFO(remat::testing::describe(c));
     const int n = c.length();
+    const graph g = test::graph_of(c);
     std::vector<bytes> peaks;
     for (int k = 1; k <= n; ++k) {
       const auto ops = periodic::program(c, k);
-      peaks.push_back(sim::simulate(c, schedule{ops, 0, 0}).peak);
+      peaks.push_back(sim::simulate(g, test::program(c, ops)).peak);
     }
     const bytes lo = *std::min_element(peaks.begin(), peaks.end());
     const bytes hi = *std::max_element(peaks.begin(), peaks.end());
@@ -183,7 +182,7 @@ TEST_CASE("periodic: segments = 0 picks the fastest k that fits") {
       REQUIRE_MESSAGE(r.ok(), r.message());
       CHECK(r->predicted_time == best);
       CHECK(r->predicted_peak <= budget);
-      CHECK(r->ops == periodic::program(c, best_k));
+      CHECK(test::chain_ops(c, *r) == periodic::program(c, best_k));
       if (best_k > 1 && best_k < n) ++strictly_between;
     }
   }
@@ -204,8 +203,8 @@ TEST_CASE(
       CHECK(rep.valid);
       CHECK(rep.peak == r->predicted_peak);
       CHECK(close(rep.makespan, r->predicted_time));
-      const int forwards = count_forwards(*r);
-      CHECK(count_backwards(*r) == n);
+      const int forwards = count_forwards(c, *r);
+      CHECK(count_backwards(c, *r) == n);
       // Besides the N leaf F_all's, Griewank's t(N, c+1): the input is the extra snapshot.
       CHECK(forwards - n == griewank_forwards(n, snaps + 1));
       CHECK(forwards <= previous_forwards);
@@ -215,7 +214,7 @@ TEST_CASE(
     }
     // With N-2 free snapshots (or more) nothing is recomputed beyond Revolve's one advance per
     // stage: 2N-1 forwards.
-    CHECK(count_forwards(*revolve{.snapshots = n}.solve(c, unlimited_bytes)) ==
+    CHECK(count_forwards(c, *revolve{.snapshots = n}.solve(c, unlimited_bytes)) ==
           std::max(1, 2 * n - 1));
   }
   // The §7.1 table (rows l = 1..10, columns m = 3..8 slots: m-3 free snapshots), for a chain of
@@ -227,7 +226,7 @@ TEST_CASE(
       INFO("l = ", l, ", m = ", m);
       CHECK(griewank_forwards(l + 1, m - 2) == table[l - 1][m - 3]);
       const auto r = revolve{.snapshots = m - 3}.solve(homogeneous(l + 1), unlimited_bytes);
-      CHECK(count_forwards(*r) - (l + 1) == table[l - 1][m - 3]);
+      CHECK(count_forwards(homogeneous(l + 1), *r) - (l + 1) == table[l - 1][m - 3]);
     }
 }
 
@@ -237,9 +236,10 @@ TEST_CASE("revolve: snapshots = -1 picks the fastest snapshot count that fits") 
     const chain c = gen({.min_length = 2, .max_length = 14});
     INFO(remat::testing::describe(c));
     const int n = c.length();
+    const graph g = test::graph_of(c);
     std::vector<bytes> peaks;
     for (int s = 0; s <= std::max(0, n - 2); ++s)
-      peaks.push_back(sim::simulate(c, schedule{revolve::program(c, s), 0, 0}).peak);
+      peaks.push_back(sim::simulate(g, test::program(c, revolve::program(c, s))).peak);
     const bytes lo = *std::min_element(peaks.begin(), peaks.end());
     const bytes hi = *std::max_element(peaks.begin(), peaks.end());
     for (int j = -1; j <= 6; ++j) {

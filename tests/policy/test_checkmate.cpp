@@ -15,7 +15,9 @@
 #include <remat/policy/checkmate.hpp>
 #include <remat/policy/rotor_floating.hpp>
 #include <remat/problem/builder.hpp>
-#include <remat/sim/graph_simulate.hpp>
+#include <remat/policy/store_all.hpp>
+#include <remat/schedule/notation.hpp>
+#include <remat/sim/simulate.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,12 +82,12 @@ graph residual() {
 }
 
 bytes store_all_peak(const graph& g) {
-  graph_schedule s{store_all_program(g), g.ideal_time(), 0};
+  schedule s{store_all_program(g), g.ideal_time(), 0};
   return sim::simulate(g, s).peak;
 }
 
 template <class P>
-void check_valid(const graph& g, bytes budget, const graph_schedule& s) {
+void check_valid(const graph& g, bytes budget, const schedule& s) {
   const auto r = sim::simulate(g, s, {.budget = budget});
   CHECK_MESSAGE(r.valid, (r.first_violation ? r.first_violation->message : ""));
   CHECK(r.peak <= budget);
@@ -417,10 +419,10 @@ TEST_CASE("checkmate relax: the time limit and the progress report") {
 
 namespace {
 
-/// A rotor_floating schedule of a chain as a graph schedule, with its budget.
+/// A rotor_floating schedule of a chain (a program over the chain's graph), with its budget.
 struct chain_start {
   graph g;
-  graph_schedule start;
+  schedule start;
   bytes budget;
 };
 chain_start rotor_start() {
@@ -433,9 +435,10 @@ chain_start rotor_start() {
   const bytes b = rotor_floating::minimum_budget(c) + 2;
   const auto s = rotor_floating{.slots = 0}.solve(c, b);
   REQUIRE(s.ok());
-  graph_schedule gs = to_graph_schedule(c, s.value());
-  REQUIRE(sim::simulate(g, gs, {.budget = b}).valid);
-  return {g, gs, b};
+  // A chain policy's program is one over build_graph(c): checkmate takes it as it is.
+  REQUIRE(to_chain_ops(c.length(), s.value()).has_value());
+  REQUIRE(sim::simulate(g, s.value(), {.budget = b}).valid);
+  return {g, s.value(), b};
 }
 
 template <class Backend>
@@ -444,7 +447,7 @@ void warm_start_checks() {
     for (const graph& g : {chain3(), diamond(), residual()}) {
       CAPTURE(g.name);
       checkmate<Backend> cm{};
-      cm.warm_start = graph_schedule{store_all_program(g), g.ideal_time(), 0};
+      cm.warm_start = schedule{store_all_program(g), g.ideal_time(), 0};
       const auto r = cm.solve_detailed(g, store_all_peak(g));
       REQUIRE_MESSAGE(r.ok(), r.message());
       CHECK(r.value().optimal);
@@ -500,10 +503,10 @@ TEST_CASE("checkmate (lp_solve): warm starts") { warm_start_checks<milp::lpsolve
 TEST_CASE("checkmate: a bad warm start is a clear error") {
   const graph g = diamond();
   const bytes hi = store_all_peak(g);
-  const std::vector<graph_instruction> all = store_all_program(g);
+  const std::vector<instruction> all = store_all_program(g);
   checkmate<default_backend> cm{};
   SUBCASE("not a valid schedule") {
-    graph_schedule broken{all, g.ideal_time(), 0};
+    schedule broken{all, g.ideal_time(), 0};
     broken.ops.erase(broken.ops.begin());  // the first forward never runs
     cm.warm_start = broken;
     const auto r = cm.solve(g, hi);
@@ -511,20 +514,20 @@ TEST_CASE("checkmate: a bad warm start is a clear error") {
     CHECK(r.err().message.find("warm start is not a valid schedule") != std::string::npos);
   }
   SUBCASE("over the budget") {
-    cm.warm_start = graph_schedule{all, g.ideal_time(), 0};
+    cm.warm_start = schedule{all, g.ideal_time(), 0};
     const auto r = cm.solve(g, hi - 1);
     REQUIRE(r.code() == status::invalid_problem);
     CHECK(r.err().message.find("above the budget") != std::string::npos);
   }
   SUBCASE("valid, but out of Checkmate's stage order") {
     // Run c before b (both read a): valid, but c runs for the first time before b.
-    graph_schedule swapped{all, g.ideal_time(), 0};
+    schedule swapped{all, g.ideal_time(), 0};
     const int b = g.find_compute("fwd b"), c = g.find_compute("fwd c");
     REQUIRE(b >= 0);
     REQUIRE(c == b + 1);
     auto& ops = swapped.ops;
-    const auto ib = std::find(ops.begin(), ops.end(), graph_instruction::compute(b));
-    const auto ic = std::find(ops.begin(), ops.end(), graph_instruction::compute(c));
+    const auto ib = std::find(ops.begin(), ops.end(), instruction::compute(b));
+    const auto ic = std::find(ops.begin(), ops.end(), instruction::compute(c));
     REQUIRE(ic == ib + 1);  // store-all frees nothing in between
     std::iter_swap(ib, ic);
     REQUIRE(sim::simulate(g, swapped, {.budget = hi}).valid);

@@ -17,7 +17,6 @@
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
-#include <remat/sim/graph_simulate.hpp>
 #include <remat/sim/simulate.hpp>
 #include <string>
 #include <vector>
@@ -42,7 +41,7 @@ graph graph_of(const chain& c) {
 }
 
 bytes store_all_peak(const graph& g) {
-  graph_schedule s{store_all_program(g), g.ideal_time(), 0};
+  schedule s{store_all_program(g), g.ideal_time(), 0};
   return sim::simulate(g, s).peak;
 }
 

@@ -24,6 +24,8 @@
 #include <remat/remat.hpp>
 #include <support/random_chain.hpp>
 
+#include "policy/chain_programs.hpp"
+
 using namespace remat;
 using remat::testing::chain_generator;
 using remat::testing::chain_shape;
@@ -186,6 +188,8 @@ void check_schedule(const chain& c, bytes budget, const schedule& s) {
   CHECK_MESSAGE(close(s.predicted_time, r.makespan), "predicted ", s.predicted_time, " simulated ",
                 r.makespan);
   CHECK(at_most(c.ideal_time(), r.makespan));
+  // A chain policy's program is the lowering of chain ops: it prints in the chain notation.
+  CHECK_MESSAGE(to_chain_ops(c.length(), s).has_value(), "not chain-shaped: ", to_string(s));
 }
 
 /// Budgets from below the minimum to above the store-all peak, ascending.
@@ -233,7 +237,7 @@ void run_conformance(std::uint64_t seed) {
     const auto policy = Case::make(c);
     const bytes threshold = no_recompute_threshold(c);
     // The store-all peak is the threshold (the formula and the simulator agree).
-    REQUIRE(threshold == sim::simulate(c, schedule{store_all::program(c), 0, 0}).peak);
+    REQUIRE(threshold == sim::simulate(c, test::program(c, store_all::program(c))).peak);
 
     // The minimum, as the policy reports it.
     bytes minimum = 0;

@@ -16,10 +16,12 @@
 #include <limits>
 #include <random>
 #include <remat/remat.hpp>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "policy/chain_programs.hpp"
 #include "support/brute_force.hpp"
 
 using namespace remat;
@@ -66,23 +68,18 @@ class chain_source {
   std::mt19937_64 rng_;
 };
 
+using test::chain_text;
+
 bytes store_all_peak(const chain& c) {
-  return sim::simulate(c, schedule{store_all::program(c), 0, 0}, {.record_timeline = false}).peak;
+  return sim::simulate(c, test::program(c, store_all::program(c)), {.record_timeline = false}).peak;
 }
 
-std::vector<instruction> parse_all(const std::string& text) {
-  std::vector<instruction> ops;
-  std::istringstream in(text);
-  for (std::string w; in >> w;) {
-    const auto i = parse_instruction(w);
-    REQUIRE_MESSAGE(i.has_value(), "bad instruction in test data: " << w);
-    ops.push_back(*i);
-  }
-  return ops;
-}
-
+/// Replays a program written in the chain notation, in its own terms (one timeline point per
+/// chain op).
 sim::report replay(const chain& c, const std::string& text, bytes budget) {
-  return sim::simulate(c, schedule{parse_all(text), 0, 0}, {.budget = budget});
+  const auto ops = parse_chain_ops(text);
+  REQUIRE_MESSAGE(ops.has_value(), "bad chain notation in test data: ", text);
+  return sim::simulate(c, std::span<const chain_op>(*ops), {.budget = budget});
 }
 
 /// shilova-spec §7.3 hand-checkable instance: N = 4, uF = (1,1,1,0), uB = (2,2,2,0),
@@ -185,7 +182,7 @@ TEST_CASE("rotor_floating needs the floating move that stores nothing (C3)") {
   const auto fl = rotor_floating{.slots = 0}.solve(c, 23);
   REQUIRE(fl.ok());
   CHECK(fl->predicted_time == 16);
-  CHECK(to_string(*fl) == "F1_ck F2_ck F3_none F4_all B4 F2_none F3_all B3 F1_all F2_all B2 B1");
+  CHECK(chain_text(c, *fl) == "F1_ck F2_ck F3_none F4_all B4 F2_none F3_all B3 F1_all F2_all B2 B1");
   CHECK(value(rotor{.slots = 0}.solve(c, 23)) == 18);
 }
 
@@ -196,6 +193,7 @@ TEST_CASE("rotor_floating equals brute force on random small chains; rotor is ne
     const chain c = src.make(2 + iter % 4);
     INFO("chain: ", describe(c));
     const test::brute_force bf(c);
+    const graph g = test::graph_of(c);  // the oracle's sequences are replayed on it
     const bytes bf_min = bf.minimum_budget();
     const bytes fl_min = rotor_floating::minimum_budget(c);
     const bytes ro_min = rotor::minimum_budget(c);
@@ -210,7 +208,7 @@ TEST_CASE("rotor_floating equals brute force on random small chains; rotor is ne
       // Cross-check the oracle against the simulator on its own optimal sequence.
       const test::brute_force_result best = bf.optimum(m, /*with_ops=*/true);
       if (best.feasible()) {
-        const sim::report rep = sim::simulate(c, schedule{best.ops, 0, 0}, {.budget = m});
+        const sim::report rep = sim::simulate(g, test::program(c, best.ops), {.budget = m});
         CHECK(rep.valid);
         CHECK(rep.makespan == best.time);
         CHECK(best.time >= c.ideal_time());
@@ -277,9 +275,9 @@ TEST_CASE("hand-checkable instance (shilova-spec §7.3)") {
   // rotor_floating finds the spec's sequences for M = 6 and 7. For M = 8 it finds another one
   // with the same makespan (F1_ck F2_all ... B2 F1_all B1 instead of F1_all F2_ck ... F2_all
   // B2 B1; ties in the DP), so there only its makespan and validity are checked.
-  CHECK(to_string(*rotor_floating{.slots = 0}.solve(c, 6)) ==
+  CHECK(chain_text(c, *rotor_floating{.slots = 0}.solve(c, 6)) ==
         "F1_ck F2_none F3_all F4_all B4 B3 F1_ck F2_all B2 F1_all B1");
-  CHECK(to_string(*rotor_floating{.slots = 0}.solve(c, 7)) ==
+  CHECK(chain_text(c, *rotor_floating{.slots = 0}.solve(c, 7)) ==
         "F1_ck F2_ck F3_all F4_all B4 B3 F2_all B2 F1_all B1");
   const auto f8 = rotor_floating{.slots = 0}.solve(c, 8);
   REQUIRE(f8.ok());
@@ -328,7 +326,7 @@ TEST_CASE("Fig. 2.3 counterexample family (shilova-spec §2.3, §7.3), M = 15") 
   const auto rep = sim::simulate(c6, *fl6, {.budget = 15});
   CHECK(rep.valid);
   CHECK(rep.makespan == 14);
-  const std::string text = to_string(*fl6);
+  const std::string text = chain_text(c6, *fl6);
   CHECK(text.find("B8 F2_none F3_ck") != std::string::npos);  // a_1 -> a_2: the floating move
 }
 
@@ -408,10 +406,8 @@ TEST_CASE("revolve schedules run n + t(n, c+1) forwards and simulate valid") {
     for (int snaps = 0; snaps <= std::min(8, std::max(0, n - 2)); ++snaps) {
       INFO("n = ", n, ", snapshots = ", snaps);
       const auto ops = revolve::program(c, snaps);
-      const auto forwards = std::count_if(
-          ops.begin(), ops.end(), [](const instruction& i) { return i.kind == op_kind::forward; });
-      CHECK(forwards == n + griewank_t(n, snaps + 1));
-      const auto rep = sim::simulate(c, schedule{ops, 0, 0}, {.record_timeline = false});
+      CHECK(test::count_forwards(ops) == n + griewank_t(n, snaps + 1));
+      const auto rep = sim::simulate(c, test::program(c, ops), {.record_timeline = false});
       CHECK(rep.valid);
       const auto r = revolve{.snapshots = snaps}.solve(c, unlimited_bytes);
       REQUIRE(r.ok());

@@ -20,6 +20,10 @@
 // for budget M when every op's peak is <= M (M counts everything, a_0 included). Cost = sum of
 // the op times. Search: Dijkstra over states (all costs are >= 0); for the minimum budget, the
 // same search with max in place of + (the bottleneck path).
+//
+// It searches the chain notation's ops (chain_op, schedule/notation.hpp) in its own state model;
+// the sequences it returns are programs once lowered (lower(n, ops)), which the tests replay in
+// the simulator on the chain's graph (built once per chain) to cross-check both.
 
 #include <algorithm>
 #include <cstdint>
@@ -29,7 +33,7 @@
 #include <queue>
 #include <remat/core/units.hpp>
 #include <remat/problem/chain.hpp>
-#include <remat/schedule/schedule.hpp>
+#include <remat/schedule/notation.hpp>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -39,7 +43,7 @@ namespace remat::test {
 
 struct brute_force_result {
   double time = std::numeric_limits<double>::infinity();  ///< optimal makespan; inf: none
-  std::vector<instruction> ops;                           ///< one optimal sequence, if asked
+  std::vector<chain_op> ops;  ///< one optimal sequence (chain notation), if asked
   [[nodiscard]] bool feasible() const { return time < std::numeric_limits<double>::infinity(); }
 };
 
@@ -105,7 +109,7 @@ class brute_force {
   }
 
   struct step {
-    instruction op;
+    chain_op op;
     std::uint64_t next;
     bytes peak;
     double time;
@@ -120,12 +124,12 @@ class brute_force {
       // Forwards: an input in some form, and nothing of a_l / abar_l in memory yet.
       if (in != none && act(key, l) == none) {
         if (in == plain)
-          out.push_back({instruction::forward(l, forward_mode::no_save),
+          out.push_back({chain_op::forward(l, forward_mode::no_save),
                          set_act(set_act(key, l - 1, none), l, plain), mem + c_.a(l) + c_.of(l),
                          c_.uf(l)});
-        out.push_back({instruction::forward(l, forward_mode::save_input), set_act(key, l, plain),
+        out.push_back({chain_op::forward(l, forward_mode::save_input), set_act(key, l, plain),
                        mem + c_.a(l) + c_.of(l), c_.uf(l)});
-        out.push_back({instruction::forward(l, forward_mode::save_all), set_act(key, l, full),
+        out.push_back({chain_op::forward(l, forward_mode::save_all), set_act(key, l, full),
                        mem + c_.abar(l) + c_.of_all(l), c_.uf(l)});
       }
       // Backward.
@@ -133,7 +137,7 @@ class brute_force {
         std::uint64_t next = set_act(key, l, none) & ~grad_bit(l);
         if (in == plain) next = set_act(next, l - 1, none);
         next |= grad_bit(l - 1);
-        out.push_back({instruction::backward(l), next, mem + delta(l - 1) + c_.ob(l), c_.ub(l)});
+        out.push_back({chain_op::backward(l), next, mem + delta(l - 1) + c_.ob(l), c_.ub(l)});
       }
     }
     return out;
@@ -141,7 +145,7 @@ class brute_force {
 
   struct found_t {
     double label = 0;
-    std::vector<instruction> path;
+    std::vector<chain_op> path;
   };
 
   /// Dijkstra with a monotone label combination (+ or max): all labels only grow along a path.
@@ -151,7 +155,7 @@ class brute_force {
     struct node {
       double label;
       std::uint64_t prev;
-      instruction op;
+      chain_op op;
       bool done;
     };
     const std::uint64_t start = set_act(0, 0, plain) | grad_bit(n_);
@@ -159,7 +163,7 @@ class brute_force {
     std::unordered_map<std::uint64_t, node> seen;
     using item = std::pair<double, std::uint64_t>;
     std::priority_queue<item, std::vector<item>, std::greater<>> pq;
-    seen[start] = {start_label, start, instruction{}, false};
+    seen[start] = {start_label, start, chain_op{}, false};
     pq.push({start_label, start});
     while (!pq.empty()) {
       const auto [d, key] = pq.top();
