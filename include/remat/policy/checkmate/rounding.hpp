@@ -1,0 +1,192 @@
+#pragma once
+// checkmate's LP rounding (Checkmate's two-phase rounding, Jain et al., MLSys 2020, §5, adapted):
+// from a storage plan (which data is alive at the start of each stage) to the cheapest schedule of
+// the stage model (phase 2), and the cheap storage patterns. Not a template: the LP itself is solved
+// by the policy (policy/checkmate.hpp) with its backend.
+//
+// LP relaxation (`relax`), Checkmate's two-phase rounding adapted to this model. Decisions where
+// our model differs from Checkmate's, where it has one S per node:
+//   * What is rounded: P[t][i] (data i alive at the start of stage t), our storage matrix, for
+//     every data but the sources and protected data (always kept). P, not S: S tracks the
+//     contributions of multi-producer gradients; phase 2 treats such a gradient as a whole
+//     (kept: it holds every contribution made so far; not alive when needed: all its producers
+//     run again in the stage). Gradients are rounded too (a gradient freed early is one that no
+//     later stage needs); since every backward runs once (see the MILP's R bounds), a rounding
+//     that needs a gradient back after freeing it is dropped in phase 2.
+//   * Phase 2 (the cheapest R given the rounded P), stage by stage, from c_t down to c_0: c_t
+//     runs; a node that runs needs each input that is not alive at the start of the stage, so
+//     its producers run earlier in the stage; data kept into stage t+1 that is not alive is
+//     produced in stage t. A storage plan that needs the loss again, or a contribution already
+//     summed into a gradient, is dropped. A forward runs normally when its phantom is needed
+//     (by its backward in this stage, or kept for a later stage), as a fast-forward otherwise
+//     (fast_forward on).
+//   * Frees: as early as the stage allows (after the last step of the stage that reads or makes
+//     the data, or at the start of the stage when none does). The MILP could place them later
+//     only, so the rounded schedule is a schedule of the same stage model: never faster than
+//     the exact optimum.
+//   * The budget: the rounded schedules are replayed in the simulator and the fastest within the
+//     budget wins. When none fits, the LP is solved again at a smaller budget (90%, 80%, ... of
+//     it, Checkmate's "budget allowance"), down to the lower bound, while time remains; the
+//     cheap storage patterns (heuristic_keeps) join the candidates too. If nothing fits, the
+//     result says what was tried and the smallest peak reached (status::infeasible, although a
+//     schedule may exist: the exact solve decides).
+//   * `optimal` is false for relaxed solutions; `bound` is the LP's optimum at the budget (a lower
+//     bound on the exact optimum), -inf when the LP did not finish within time_limit (the
+//     schedule then comes from the cheap patterns; with none that fits, status::time_limit).
+
+
+#include <optional>
+#include <vector>
+
+#include <remat/policy/checkmate/formulation.hpp>
+
+namespace remat::detail {
+
+struct checkmate_rounding : checkmate_formulation {
+  // --- phase 2 and the storage patterns ---------------------------------------------------------
+
+  /// Whether P[t][i] is a rounding decision: all data but the sources and protected data.
+  static bool rounded(const graph& g, int i) { return !g.is_source(i) && !g.data(i).is_protected; }
+
+  /// Data i kept over its life: from its first producer's stage to its last reader's.
+  static void keep_over_life(const graph& g, keep_matrix& keep, int i) {
+    const auto pr = g.producers(i);
+    const auto co = g.consumers(i);
+    const int first = *std::min_element(pr.begin(), pr.end());
+    const int last = co.empty() ? g.compute_count() : *std::max_element(co.begin(), co.end());
+    for (int t = first + 1; t <= last; ++t) keep[ix(t)][ix(i)] = 1;
+  }
+
+  /// A storage matrix with what is not rounded: the sources always, protected data from its
+  /// first producer on.
+  static keep_matrix base_keep(const graph& g) {
+    const int T = g.compute_count();
+    const int I = g.data_count();
+    keep_matrix keep(ix(T + 1), std::vector<char>(ix(I), 0));
+    for (int i = 0; i < I; ++i) {
+      if (rounded(g, i)) continue;
+      if (g.is_source(i)) {
+        for (auto& row : keep) row[ix(i)] = 1;
+        continue;
+      }
+      const auto pr = g.producers(i);
+      const int first = *std::min_element(pr.begin(), pr.end());
+      for (int t = first + 1; t <= T; ++t) keep[ix(t)][ix(i)] = 1;
+    }
+    return keep;
+  }
+
+  /// Phase 2: the cheapest schedule of the stage model that keeps data i alive at the start of
+  /// stage t exactly when keep[t][i] (see "LP relaxation" above); nullopt when the storage
+  /// needs what no schedule does: the loss again, a protected output again, a contribution to
+  /// a gradient that is already summed in.
+  [[nodiscard]] std::optional<schedule> derive(const graph& g,
+                                                     const keep_matrix& keep) const {
+    const int T = g.compute_count();
+    const int I = g.data_count();
+    schedule out;
+    memory_state state = memory_state::initial(g);  // not a structured binding: lambdas use it
+    auto& alive = state.alive;
+    auto& done = state.done;
+    std::vector<char> need(ix(I)), mode;  // mode: 0 idle, 1 normal, 2 fast
+    std::vector<int> last(ix(I));
+    for (int t = 0; t < T; ++t) {
+      const auto& keep_next = keep[ix(t + 1)];
+      std::fill(need.begin(), need.end(), 0);
+      for (int i = 0; i < I; ++i)
+        if (keep_next[ix(i)] && !alive[ix(i)]) need[ix(i)] = 1;
+      mode.assign(ix(t + 1), 0);
+      for (int k = t; k >= 0; --k) {
+        bool runs = k == t, phantom = false;
+        for (int i : g.outputs(k))
+          if (need[ix(i)]) {
+            runs = true;
+            phantom = phantom || g.data(i).kind == data_kind::phantom;
+          }
+        if (!runs) continue;
+        const bool fwd = g.compute(k).kind == compute_kind::forward;
+        if (k < t && g.compute(k).kind != compute_kind::forward) return std::nullopt;
+        mode[ix(k)] = fwd && fast_forward && !phantom ? 2 : 1;
+        for (int i : g.inputs(k))
+          if (!alive[ix(i)]) need[ix(i)] = 1;
+      }
+      // The last step of the stage related to each data.
+      std::fill(last.begin(), last.end(), -1);
+      for (int k = 0; k <= t; ++k) {
+        if (!mode[ix(k)]) continue;
+        for (int i : g.inputs(k)) last[ix(i)] = k;
+        for (int i : g.outputs(k))
+          if (mode[ix(k)] == 1 || g.data(i).kind != data_kind::phantom) last[ix(i)] = k;
+      }
+      auto release = [&](int i) {
+        out.ops.push_back(instruction::free(i));
+        alive[ix(i)] = 0;
+        std::fill(done[ix(i)].begin(), done[ix(i)].end(), 0);
+      };
+      auto droppable = [&](int i) {
+        return alive[ix(i)] && !keep_next[ix(i)] && !g.data(i).is_protected;
+      };
+      for (int i = 0; i < I; ++i)
+        if (droppable(i) && last[ix(i)] < 0) release(i);
+      for (int k = 0; k <= t; ++k) {
+        if (!mode[ix(k)]) continue;
+        const bool fast = mode[ix(k)] == 2;
+        for (int i : g.outputs(k)) {
+          if (fast && g.data(i).kind == data_kind::phantom) continue;
+          const auto pr = g.producers(i);
+          const auto p = static_cast<std::size_t>(std::find(pr.begin(), pr.end(), k) - pr.begin());
+          if (alive[ix(i)] && done[ix(i)][p]) {
+            if (pr.size() > 1 || g.data(i).is_protected) return std::nullopt;
+            release(i);  // recomputed: allocated again at once
+          }
+          alive[ix(i)] = 1;
+          done[ix(i)][p] = 1;
+        }
+        out.ops.push_back(fast ? instruction::fast_forward(k)
+                               : instruction::compute(k));
+        out.predicted_time += fast ? g.compute(k).fast_time : g.compute(k).time;
+        for (int i : g.inputs(k))
+          if (droppable(i) && last[ix(i)] == k) release(i);
+        for (int i : g.outputs(k))
+          if (droppable(i) && last[ix(i)] == k) release(i);
+      }
+    }
+    return out;
+  }
+
+  /// Cheap storage patterns, all derived by phase 2, all keeping the gradients over their life:
+  /// keep every forward's data over its life (store-all), or the activations only, or the data
+  /// of every s-th forward (s = 2..), with or without its phantom, or nothing.
+  [[nodiscard]] static std::vector<keep_matrix> heuristic_keeps(const graph& g) {
+    const int T = g.compute_count();
+    const int I = g.data_count();
+    std::vector<int> fwd_rank(ix(T), -1);
+    int n = 0;
+    for (int k = 0; k < T; ++k)
+      if (g.compute(k).kind == compute_kind::forward) fwd_rank[ix(k)] = n++;
+    const keep_matrix base = base_keep(g);
+    std::vector<keep_matrix> out;
+    auto made_by_forward = [&](int i) {
+      return g.compute(g.producers(i).front()).kind == compute_kind::forward;
+    };
+    auto pattern = [&](auto chosen) {
+      keep_matrix keep = base;
+      for (int i = 0; i < I; ++i)
+        if (rounded(g, i) && (!made_by_forward(i) || chosen(i))) keep_over_life(g, keep, i);
+      out.push_back(std::move(keep));
+    };
+    auto is_phantom = [&](int i) { return g.data(i).kind == data_kind::phantom; };
+    auto rank = [&](int i) { return fwd_rank[ix(g.producers(i).front())]; };
+    pattern([](int) { return true; });
+    pattern([&](int i) { return !is_phantom(i); });
+    for (int s = 2; s <= std::max(2, n); ++s) {
+      pattern([&](int i) { return rank(i) % s == s - 1; });
+      pattern([&](int i) { return rank(i) % s == s - 1 && !is_phantom(i); });
+    }
+    pattern([](int) { return false; });
+    return out;
+  }
+
+};
+
+}  // namespace remat::detail
