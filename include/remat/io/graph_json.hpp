@@ -144,77 +144,30 @@ inline result<forward_op> op_from_json(const json& j, std::size_t i) {
   return op;
 }
 
-inline result<std::string> read_file(const std::filesystem::path& path, const std::string& where) {
-  return io::detail::read_text_file(path, where, "a graph");
-}
-
-inline result<json> parse(std::string_view text, const std::string& source) {
-  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
-    return invalid(source +
-                   ": malformed JSON: the text is empty; a forward DAG is a JSON object "
-                   "{\"name\": ..., \"input_bytes\": ..., \"ops\": [...]}");
-  return io::detail::parse_text(text, source);
-}
-
 }  // namespace detail::graph_json
+
+namespace detail {
+template <>
+struct format<forward_dag> {
+  static constexpr std::string_view noun = "forward DAG", article = "a forward DAG", items = "ops", item = "op",
+                                    last = "the loss function", file = "graph file", file_kind = "a graph";
+  static constexpr const auto& fields = graph_json::dag_fields;
+  static auto& items_of(forward_dag& f) { return f.ops; }
+  static auto item_from_json(const json& j, std::size_t i) { return graph_json::op_from_json(j, i); }
+};
+}  // namespace detail
 
 /// Reads a forward DAG from parsed JSON, then checks it with remat::validate(forward_dag).
 inline result<forward_dag> forward_dag_from_json(const nlohmann::json& j) {
-  namespace gj = detail::graph_json;
-  using gj::invalid;
-  try {
-    if (!j.is_object())
-      return invalid(
-          "a forward DAG must be a JSON object with the fields name, input_bytes and ops; got " +
-          io::detail::describe(j));
-    const std::string where = "forward DAG";
-    if (auto e = io::detail::check_unknown_fields(j, where, gj::dag_fields, "a forward DAG"))
-      return *e;
-    forward_dag f;
-    auto name = io::detail::read_name(j, where);
-    if (!name) return name.err();
-    f.name = std::move(*name);
-    auto input =
-        io::detail::read_bytes(j, where, io::detail::spec_of(gj::dag_fields, "input_bytes"), true);
-    if (!input) return input.err();
-    f.input_bytes = *input;
-    const auto ops = j.find("ops");
-    if (ops == j.end())
-      return invalid("forward DAG: missing field \"ops\" (" +
-                     std::string(io::detail::spec_of(gj::dag_fields, "ops").expect) + ")");
-    if (!ops->is_array())
-      return invalid("forward DAG: \"ops\" is " + io::detail::describe(*ops) +
-                     "; it must be an array of op objects, the last one being the loss function");
-    f.ops.reserve(ops->size());
-    for (std::size_t i = 0; i < ops->size(); ++i) {
-      auto op = gj::op_from_json((*ops)[i], i);
-      if (!op) return op.err();
-      f.ops.push_back(std::move(*op));
-    }
-    if (auto v = validate(f); !v) return v.err();
-    return f;
-  } catch (const nlohmann::json::exception& e) {
-    return invalid(std::string("forward DAG JSON could not be read: ") + e.what());
-  }
+  return detail::problem_from_json<forward_dag>(j);
 }
 
 /// Parses JSON text holding a forward DAG.
-inline result<forward_dag> parse_forward_dag(std::string_view text) {
-  auto j = detail::graph_json::parse(text, "forward DAG text");
-  if (!j) return j.err();
-  return forward_dag_from_json(*j);
-}
+inline result<forward_dag> parse_forward_dag(std::string_view text) { return detail::parse_problem<forward_dag>(text); }
 
 /// Reads a forward DAG file; every error message starts with the path.
 inline result<forward_dag> load_forward_dag(const std::filesystem::path& path) {
-  const std::string where = "graph file '" + path.string() + "'";
-  auto text = detail::graph_json::read_file(path, where);
-  if (!text) return text.err();
-  auto j = detail::graph_json::parse(*text, where);
-  if (!j) return j.err();
-  auto f = forward_dag_from_json(*j);
-  if (!f) return io::detail::with_prefix(where, f.err());
-  return f;
+  return detail::load_problem<forward_dag>(path);
 }
 
 /// The training graph of a forward DAG held in parsed JSON, text, or a file (through build_graph).

@@ -332,12 +332,13 @@ inline result<stage> stage_from_json(const json& j, std::size_t i) {
   return s;
 }
 
-/// Parses JSON text; a syntax error reports nlohmann's line/column and what was expected.
-inline result<json> parse_text(std::string_view text, const std::string& source) {
+/// Parses JSON text; a syntax error reports nlohmann's line/column and what was expected. `shape`
+/// says what the text should hold, for an empty text.
+inline result<json> parse_text(std::string_view text, const std::string& source,
+                               std::string_view shape = "a chain is a JSON object {\"name\": ..., "
+                                                        "\"input_bytes\": ..., \"stages\": [...]}") {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
-    return invalid(source +
-                   ": malformed JSON: the text is empty; a chain is a JSON object "
-                   "{\"name\": ..., \"input_bytes\": ..., \"stages\": [...]}");
+    return invalid(source + ": malformed JSON: the text is empty; " + std::string(shape));
   try {
     return json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
@@ -359,63 +360,100 @@ inline error with_prefix(const std::string& prefix, error e) {
 
 }  // namespace detail
 
-/// Reads a chain from parsed JSON, then checks it with remat::validate.
-inline result<chain> chain_from_json(const nlohmann::json& j) {
-  using detail::invalid;
+namespace detail {
+
+/// A problem's file format: an object {"name", "input_bytes", <items>: [...]} (format<chain>
+/// here, format<forward_dag> in io/graph_json.hpp). One reader serves both.
+template <class Problem>
+struct format;
+
+template <>
+struct format<chain> {
+  static constexpr std::string_view noun = "chain", article = "a chain", items = "stages", item = "stage",
+                                    last = "the loss", file = "chain file", file_kind = "a chain";
+  static constexpr const auto& fields = chain_fields;
+  static auto& items_of(chain& c) { return c.stages; }
+  static auto item_from_json(const json& j, std::size_t i) { return stage_from_json(j, i); }
+};
+
+/// Reads a problem from parsed JSON in its format, then checks it with remat::validate.
+template <class Problem>
+result<Problem> problem_from_json(const json& j) {
+  using F = format<Problem>;
+  const std::string noun(F::noun), items(F::items);
   try {
     if (!j.is_object())
-      return invalid(
-          "a chain must be a JSON object with the fields name, input_bytes and stages; "
-          "got " +
-          detail::describe(j));
-    const std::string where = "chain";
-    if (auto e = detail::check_unknown_fields(j, where, detail::chain_fields, "a chain")) return *e;
-    chain c;
-    auto name = detail::read_name(j, where);
+      return invalid(std::string(F::article) + " must be a JSON object with the fields name, input_bytes and " + items +
+                     "; got " + describe(j));
+    if (auto e = check_unknown_fields(j, noun, F::fields, F::article)) return *e;
+    Problem p;
+    auto name = read_name(j, noun);
     if (!name) return name.err();
-    c.name = std::move(*name);
-    auto input =
-        detail::read_bytes(j, where, detail::spec_of(detail::chain_fields, "input_bytes"), true);
+    p.name = std::move(*name);
+    auto input = read_bytes(j, noun, spec_of(F::fields, "input_bytes"), true);
     if (!input) return input.err();
-    c.input_bytes = *input;
-    const auto st = j.find("stages");
-    if (st == j.end())
-      return invalid("chain: missing field \"stages\" (" +
-                     std::string(detail::spec_of(detail::chain_fields, "stages").expect) + ")");
-    if (!st->is_array())
-      return invalid("chain: \"stages\" is " + detail::describe(*st) +
-                     "; it must be an array of stage objects, the last one being the loss");
-    c.stages.reserve(st->size());
-    for (std::size_t i = 0; i < st->size(); ++i) {
-      auto s = detail::stage_from_json((*st)[i], i);
-      if (!s) return s.err();
-      c.stages.push_back(std::move(*s));
+    p.input_bytes = *input;
+    const auto arr = j.find(items);
+    if (arr == j.end())
+      return invalid(noun + ": missing field \"" + items + "\" (" + std::string(spec_of(F::fields, F::items).expect) +
+                     ")");
+    if (!arr->is_array())
+      return invalid(noun + ": \"" + items + "\" is " + describe(*arr) + "; it must be an array of " +
+                     std::string(F::item) + " objects, the last one being " + std::string(F::last));
+    auto& out = F::items_of(p);
+    out.reserve(arr->size());
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      auto item = F::item_from_json((*arr)[i], i);
+      if (!item) return item.err();
+      out.push_back(std::move(*item));
     }
-    if (auto v = validate(c); !v) return v.err();
-    return c;
+    if (auto v = validate(p); !v) return v.err();
+    return p;
   } catch (const nlohmann::json::exception& e) {
-    return invalid(std::string("chain JSON could not be read: ") + e.what());
+    return invalid(noun + " JSON could not be read: " + e.what());
   }
 }
 
-/// Parses JSON text holding a chain.
-inline result<chain> parse_chain(std::string_view text) {
-  auto j = detail::parse_text(text, "chain text");
-  if (!j) return j.err();
-  return chain_from_json(*j);
+/// What an empty text should have held.
+template <class Problem>
+std::string shape_of() {
+  using F = format<Problem>;
+  return std::string(F::article) + " is a JSON object {\"name\": ..., \"input_bytes\": ..., \"" +
+         std::string(F::items) + "\": [...]}";
 }
 
-/// Reads a chain file (at most max_file_bytes); every error message names the path.
-inline result<chain> load_chain(const std::filesystem::path& path) {
-  const std::string where = "chain file '" + path.string() + "'";
-  auto text = detail::read_text_file(path, where, "a chain");
-  if (!text) return text.err();
-  auto j = detail::parse_text(*text, where);
+/// Parses JSON text holding a problem.
+template <class Problem>
+result<Problem> parse_problem(std::string_view text) {
+  auto j = parse_text(text, std::string(format<Problem>::noun) + " text", shape_of<Problem>());
   if (!j) return j.err();
-  auto c = chain_from_json(*j);
-  if (!c) return detail::with_prefix(where, c.err());
-  return c;
+  return problem_from_json<Problem>(*j);
 }
+
+/// Reads a problem's file (at most max_file_bytes); every error message names the path.
+template <class Problem>
+result<Problem> load_problem(const std::filesystem::path& path) {
+  using F = format<Problem>;
+  const std::string where = std::string(F::file) + " '" + path.string() + "'";
+  auto text = read_text_file(path, where, F::file_kind);
+  if (!text) return text.err();
+  auto j = parse_text(*text, where, shape_of<Problem>());
+  if (!j) return j.err();
+  auto p = problem_from_json<Problem>(*j);
+  if (!p) return with_prefix(where, p.err());
+  return p;
+}
+
+}  // namespace detail
+
+/// Reads a chain from parsed JSON, then checks it with remat::validate.
+inline result<chain> chain_from_json(const nlohmann::json& j) { return detail::problem_from_json<chain>(j); }
+
+/// Parses JSON text holding a chain.
+inline result<chain> parse_chain(std::string_view text) { return detail::parse_problem<chain>(text); }
+
+/// Reads a chain file (at most max_file_bytes); every error message names the path.
+inline result<chain> load_chain(const std::filesystem::path& path) { return detail::load_problem<chain>(path); }
 
 /// The chain as JSON, every field written (overheads included), in the format above.
 inline nlohmann::json to_json(const chain& c) {
