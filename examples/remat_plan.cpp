@@ -3,12 +3,18 @@
 //   remat-plan --chain examples/chains/resnet_like.json --budget 1GiB --policy rotor [--json]
 //   remat-plan --graph examples/graphs/residual_net.json --budget 4MiB --policy checkmate
 //              --solver cbc --time-limit 60 [--relax] [--json]
+//   remat-plan --chain FILE --budget 1GiB --simulate "F1_ck F2_all B2 F1_all B1"
+//              [--bandwidth 12e9] [--json]
 //
 // It loads a chain profile or a forward DAG (JSON, docs/json-format.md), runs one policy,
 // re-simulates the schedule with remat::sim::simulate (the referee: the printed makespan and peak
 // are the simulator's, not the policy's claim), and prints a summary or one JSON object. Graph
-// policies (store_all, checkmate) also plan a chain, through the chain's training graph.
-// Exit status: 0 planned, 1 planning failed (reason on stderr), 2 usage error.
+// policies (store_all, checkmate) also plan a chain, through the chain's training graph. Chain
+// plans print in the chain notation (F3_ck, B3, O3, ...), graph plans as programs (C3, C3_ff,
+// D5, ...). With --simulate it plans nothing: it replays a given program (either notation) and
+// reports whether it is valid, its peak and makespan, and the first violation.
+// Exit status: 0 planned (or a valid program), 1 planning failed or the program is invalid
+// (reason on stderr), 2 usage error.
 
 #include <algorithm>
 #include <array>
@@ -19,6 +25,8 @@
 #include <cstring>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -55,10 +63,15 @@ namespace {
 
 constexpr std::string_view usage_text =
     R"(usage: remat-plan (--chain FILE | --graph FILE) --budget BYTES --policy NAME [options]
+       remat-plan (--chain FILE | --graph FILE) --budget BYTES --simulate PROGRAM
+                  [--bandwidth BYTES_PER_S] [--json]
 
 Plans a chain's or a graph's training (a JSON chain profile or forward DAG, see
 docs/json-format.md) within a memory budget, re-simulates the schedule, and prints
-the plan.
+the plan. Chain plans are written in the chain notation (F<l>_none, F<l>_ck,
+F<l>_all, B<l>, O<k>, P<k>, W<k>), graph plans (checkmate's, and every plan of
+--graph) as programs over the training graph (C<c>, C<c>_ff, D<d>, O<d>, P<d>,
+W<d>, 0-based node indices).
 
 required:
   --chain FILE          the chain profile (JSON), or
@@ -88,6 +101,22 @@ policy knobs (each for the policies named):
                         two-phase rounding) instead of the exact MILP; for large
                         graphs, not optimal
 
+replaying a program (instead of --policy):
+  --simulate PROGRAM    replay PROGRAM in the simulator within the budget and print
+                        whether it is valid, its peak, its makespan and the first
+                        violation. PROGRAM is the text of a program, or @FILE to read
+                        it from FILE: with --chain, the chain notation ("F1_ck F2_all
+                        B2 F1_all B1", told apart by its F and B words) or a program
+                        over the chain's training graph ("C0 C1_ff D2 ..."); with
+                        --graph, a program. --json prints {"status": "ok" |
+                        "invalid_schedule", "valid", "peak_bytes", "makespan",
+                        "violation" (a string or null), "budget_bytes", ...}
+  --bandwidth BYTES_PER_S
+                        with --simulate: the speed of offloads and prefetches (O, P),
+                        each way, in bytes per second: a number (e.g. 12e9) or one with
+                        a suffix KiB, MiB, GiB, TiB, optionally "/s" (e.g. 12GiB/s);
+                        default: instantaneous transfers
+
 output:
   --json                print one JSON object instead of the summary
   --progress            report the solve's progress on stderr (default: only when
@@ -96,8 +125,10 @@ output:
   -h, --help            print this help and exit
 
 Options also take the form --option=VALUE.
-exit status: 0 planned; 1 planning failed (budget too small, time limit, invalid
-chain, ...; the reason is on stderr); 2 usage error.
+exit status: 0 planned (with --simulate: the program is valid); 1 planning failed
+(budget too small, time limit, invalid chain, ...) or, with --simulate, the
+program is invalid (over the budget, a broken rule, a word that is not an
+instruction); the reason is on stderr; 2 usage error.
 )";
 
 constexpr std::array<std::string_view, 6> policy_names = {
@@ -133,6 +164,8 @@ struct options {
   std::optional<int> segments;
   std::optional<int> snapshots;
   std::optional<double> time_limit;
+  std::optional<std::string> simulate;  ///< --simulate: the program text, or @FILE
+  std::optional<double> bandwidth;      ///< --bandwidth: bytes per second
   bool json = false;
   bool progress = false;
   bool help = false;
@@ -156,6 +189,12 @@ std::string format_size(remat::bytes b) {
   const std::string full = format_bytes(b);  // "N bytes (x.y U)" or "N bytes"
   const auto open = full.find('(');
   return open == std::string::npos ? full : full.substr(open + 1, full.size() - open - 2);
+}
+
+std::string format_number(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
 }
 
 std::string format_seconds(double s) {
@@ -229,6 +268,44 @@ std::optional<remat::bytes> parse_budget(std::string_view s, std::string& why) {
   return static_cast<remat::bytes>(b);
 }
 
+/// --bandwidth: bytes per second, a number > 0 ("12e9") or one with a binary suffix ("12GiB"),
+/// optionally followed by "/s".
+std::optional<double> parse_bandwidth(std::string_view s, std::string& why) {
+  std::string_view t = s;
+  if (t.size() >= 2 && t.substr(t.size() - 2) == "/s") t.remove_suffix(2);
+  double v = 0;
+  const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  const std::string expect =
+      "; give bytes per second, a number >= 1 (e.g. 12e9) or one with a suffix KiB, MiB, GiB, TiB "
+      "(e.g. 12GiB/s)";
+  if (ec != std::errc() || p == t.data()) {
+    why = "'" + std::string(s) + "' is not a bandwidth" + expect;
+    return std::nullopt;
+  }
+  std::string_view suffix(p, static_cast<std::size_t>(t.data() + t.size() - p));
+  if (!suffix.empty() && suffix.front() == ' ') suffix.remove_prefix(1);
+  std::string low(suffix);
+  for (auto& ch : low) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  int shift = -1;
+  if (low.empty() || low == "b") shift = 0;
+  if (low == "kib" || low == "k") shift = 10;
+  if (low == "mib" || low == "m") shift = 20;
+  if (low == "gib" || low == "g") shift = 30;
+  if (low == "tib" || low == "t") shift = 40;
+  if (shift < 0) {
+    why = "'" + std::string(s) + "' has an unknown unit '" + std::string(suffix) + "'" + expect;
+    return std::nullopt;
+  }
+  v = std::ldexp(v, shift);
+  // At least a byte per second: slower transfers of 2^52-byte tensors would not end in a
+  // finite makespan.
+  if (!std::isfinite(v) || !(v >= 1)) {
+    why = "'" + std::string(s) + "' is not a bandwidth" + expect;
+    return std::nullopt;
+  }
+  return v;
+}
+
 /// Parses argv; a usage_error says what is wrong.
 std::variant<options, usage_error> parse_args(int argc, char** argv) {
   options o;
@@ -264,9 +341,9 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       name = arg.substr(0, eq);
       value = arg.substr(eq + 1);
     }
-    static constexpr std::array<std::string_view, 9> valued = {
-        "--chain",     "--graph",      "--budget", "--policy", "--slots",
-        "--segments", "--snapshots", "--time-limit", "--solver"};
+    static constexpr std::array<std::string_view, 11> valued = {
+        "--chain",     "--graph",      "--budget", "--policy",   "--slots",    "--segments",
+        "--snapshots", "--time-limit", "--solver", "--simulate", "--bandwidth"};
     if (std::find(valued.begin(), valued.end(), name) == valued.end())
       return usage_error{"unknown option '" + std::string(name) +
                          "' (run 'remat-plan --help' for the options)"};
@@ -285,6 +362,16 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     } else if (name == "--graph") {
       if (v.empty()) return usage_error{"--graph needs a file name"};
       o.graph_path = v;
+    } else if (name == "--simulate") {
+      if (v.empty() || v == "@")
+        return usage_error{"--simulate needs a program: its text (e.g. \"F1_ck F2_all B2 F1_all B1\") or "
+                           "@FILE"};
+      o.simulate = v;
+    } else if (name == "--bandwidth") {
+      std::string why;
+      const auto b = parse_bandwidth(v, why);
+      if (!b) return usage_error{"--bandwidth " + why};
+      o.bandwidth = *b;
     } else if (name == "--solver") {
       if (v != "cbc" && v != "lpsolve")
         return usage_error{"unknown solver '" + v + "'; the solvers are cbc and lpsolve"};
@@ -326,8 +413,23 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
   if (!o.chain_path.empty() && !o.graph_path.empty())
     return usage_error{"give --chain or --graph, not both"};
   if (o.budget_text.empty()) return usage_error{"missing --budget BYTES (e.g. 6GiB)"};
+  if (o.simulate) {
+    if (!o.policy.empty())
+      return usage_error{"--simulate replays a program and plans nothing: give --simulate or --policy, not both"};
+    for (const auto& [given, opt] : {std::pair{o.slots.has_value(), "--slots"},
+                                     std::pair{!o.solver.empty(), "--solver"},
+                                     std::pair{o.relax, "--relax"},
+                                     std::pair{o.find_minimum, "--find-minimum"},
+                                     std::pair{o.segments.has_value(), "--segments"},
+                                     std::pair{o.snapshots.has_value(), "--snapshots"},
+                                     std::pair{o.time_limit.has_value(), "--time-limit"}})
+      if (given)
+        return usage_error{std::string(opt) + " applies to planning (--policy) only, not to --simulate"};
+    return o;
+  }
+  if (o.bandwidth) return usage_error{"--bandwidth applies to --simulate only"};
   if (o.policy.empty())
-    return usage_error{"missing --policy NAME; the policies are " + all_policies()};
+    return usage_error{"missing --policy NAME (or --simulate PROGRAM); the policies are " + all_policies()};
   if (!o.graph_path.empty() && !is_graph_policy(o.policy))
     return usage_error{o.policy + " plans chains only; for --graph use --policy checkmate or " +
                        "store_all"};
@@ -495,7 +597,7 @@ class milp_reporter {
 };
 
 template <class Backend>
-remat::result<remat::graph_schedule> plan_checkmate(const options& o, const remat::graph& g,
+remat::result<remat::schedule> plan_checkmate(const options& o, const remat::graph& g,
                                                     solve_info& info, bool show_progress) {
   remat::checkmate<Backend> p;
   p.relax = o.relax;
@@ -514,7 +616,7 @@ remat::result<remat::graph_schedule> plan_checkmate(const options& o, const rema
 #endif
 
 /// A graph policy on a graph; info.solve_seconds is filled by the caller.
-remat::result<remat::graph_schedule> plan_graph(const options& o, const remat::graph& g,
+remat::result<remat::schedule> plan_graph(const options& o, const remat::graph& g,
                                                 solve_info& info, bool show_progress) {
   if (o.policy == "store_all") {
     auto r = remat::store_all{}.solve(g, o.budget);
@@ -543,7 +645,7 @@ int fail(const options& o, const remat::chain* c, const remat::error& e) {
   if (o.json) {
     nlohmann::ordered_json j;
     j["status"] = std::string(remat::to_string(e.code));
-    j["policy"] = o.policy;
+    if (!o.policy.empty()) j["policy"] = o.policy;
     if (c) j["chain"] = c->name;
     if (!o.graph_path.empty()) j["graph"] = o.graph_path;
     j["budget_bytes"] = o.budget;
@@ -640,9 +742,9 @@ int run_graph(const options& o) {
   auto planned = plan_graph(o, g, info, show_progress);
   info.solve_seconds = seconds_since(t0);
   if (!planned) return fail(o, c ? &*c : nullptr, planned.err());
-  const remat::graph_schedule& s = *planned;
+  const remat::schedule& s = *planned;
 
-  const auto r = remat::sim::simulate(g, s, {.budget = o.budget});
+  const auto r = remat::sim::simulate(g, s, {.budget = o.budget, .record_timeline = false});
   if (!r.valid)
     return fail(o, c ? &*c : nullptr,
                 remat::error{remat::status::solver_error,
@@ -651,9 +753,9 @@ int run_graph(const options& o) {
                                  "please report it with the graph): " +
                                  r.first_violation->message,
                              {}});
-  const remat::graph_schedule store_all{remat::store_all_program(g), g.ideal_time(), 0};
+  const remat::schedule store_all{remat::store_all_program(g), g.ideal_time(), 0};
   const remat::bytes store_all_peak =
-      remat::sim::simulate(g, store_all, {.budget = remat::unlimited_bytes}).peak;
+      remat::sim::simulate(g, store_all, {.budget = remat::unlimited_bytes, .record_timeline = false}).peak;
   const double ideal = g.ideal_time();
 
   if (o.json)
@@ -688,7 +790,204 @@ int run_graph(const options& o) {
   return exit_ok;
 }
 
+// --- --simulate: replay a given program -------------------------------------------------------
+
+/// The most bytes --simulate @FILE reads: 16 MiB, millions of instructions.
+constexpr std::uintmax_t max_program_bytes = std::uintmax_t{16} << 20;
+
+/// The text of --simulate: the argument itself, or the content of the file it names after '@'.
+remat::result<std::string> program_text(const std::string& arg) {
+  if (arg.empty() || arg.front() != '@') return arg;
+  const std::filesystem::path path = arg.substr(1);
+  const std::string cannot = "cannot read program file '" + path.string() + "': ";
+  auto bad = [&](const std::string& why) {
+    return remat::error{remat::status::invalid_problem, cannot + why, {}};
+  };
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return bad("it is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return bad(std::filesystem::exists(path, ec) ? "it cannot be opened" : "no such file");
+  std::string text;
+  std::array<char, 1 << 16> buf{};
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    text.append(buf.data(), static_cast<std::size_t>(in.gcount()));
+    if (text.size() > max_program_bytes)
+      return bad("it holds more than the " + std::to_string(max_program_bytes >> 20) + " MiB a program may have");
+  }
+  if (in.bad()) return bad("read error");
+  return text;
+}
+
+/// The white-space separated words of a text.
+std::vector<std::string_view> words_of(std::string_view text) {
+  std::vector<std::string_view> out;
+  auto space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; };
+  for (std::size_t i = 0; i < text.size();) {
+    if (space(text[i])) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < text.size() && !space(text[j])) ++j;
+    out.push_back(text.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+/// A program --simulate replays: chain ops (the chain notation, given a chain) or instructions
+/// over the training graph.
+struct program {
+  std::optional<std::vector<remat::chain_op>> ops;
+  remat::schedule s;
+};
+
+/// The program --simulate replays: with a chain, text with an F or B word is in the chain notation;
+/// any other text is a program over the graph.
+remat::result<program> read_program(std::string_view text, const remat::chain* c) {
+  const auto words = words_of(text);
+  auto invalid = [](std::string msg) { return remat::error{remat::status::invalid_problem, std::move(msg), {}}; };
+  const bool chain_words = std::any_of(words.begin(), words.end(), [](std::string_view w) {
+    return w.front() == 'F' || w.front() == 'B';
+  });
+  program p;
+  if (chain_words && c) {
+    p.ops = remat::parse_chain_ops(text);
+    if (!p.ops) return remat::parse_chain_program(c->length(), text).err();  // names the bad word
+    return p;
+  }
+  for (std::size_t k = 0; k < words.size(); ++k) {
+    const auto ins = remat::parse_instruction(words[k]);
+    if (!ins) {
+      std::string msg = "word " + std::to_string(k) + " '" + std::string(words[k]) +
+                        "' is not an instruction of a program (C<c>, C<c>_ff, D<d>, O<d>, P<d>, W<d>, with 0-based "
+                        "node indices into the training graph)";
+      if (chain_words)
+        msg += "; the chain notation (F<l>_ck, B<l>, ...) needs --chain";
+      else if (c)
+        msg += " nor of the chain notation (F<l>_none, F<l>_ck, F<l>_all, B<l>, O<k>, P<k>, W<k>)";
+      return invalid(std::move(msg));
+    }
+    p.s.ops.push_back(*ins);
+  }
+  return p;
+}
+
+/// What --simulate found, printed as text or JSON. `violation` is the first violation, or why
+/// the program could not be read (then nothing ran: peak and makespan are 0).
+struct replay_report {
+  bool valid = false;
+  remat::bytes peak = 0, host_peak = 0;
+  double makespan = 0;
+  std::optional<std::string> violation;
+  bool read = false;  ///< the program was read (else violation says why not)
+  std::optional<std::size_t> instructions;  ///< once lowered, for the chain notation
+  std::optional<std::size_t> chain_ops;     ///< with a program in the chain notation
+};
+
+int print_replay(const options& o, const remat::chain* c, const remat::graph* g, const replay_report& r) {
+  if (!r.valid)
+    std::cerr << "remat-plan: the program is invalid: " << r.violation.value_or("?") << '\n';
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["status"] = r.valid ? "ok" : "invalid_schedule";
+    j["valid"] = r.valid;
+    j["peak_bytes"] = r.peak;
+    j["makespan"] = r.makespan;
+    j["violation"] = r.violation ? nlohmann::ordered_json(*r.violation) : nlohmann::ordered_json(nullptr);
+    if (c) j["chain"] = c->name;
+    if (g) j["graph"] = g->name;
+    j["budget_bytes"] = o.budget;
+    if (o.bandwidth) j["bandwidth"] = *o.bandwidth;
+    j["host_peak_bytes"] = r.host_peak;
+    if (r.chain_ops) j["chain_ops"] = *r.chain_ops;
+    if (r.instructions) j["instructions"] = *r.instructions;
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+  } else {
+    if (c)
+      std::cout << "chain     " << c->name << " (" << c->length() << " stages), replayed on its training graph\n";
+    else if (g)
+      std::cout << "graph     " << g->name << " (" << g->compute_count() << " compute nodes, " << g->data_count()
+                << " data nodes)\n";
+    if (r.read) {
+      std::cout << "program   ";
+      if (r.chain_ops) {
+        std::cout << *r.chain_ops << " ops of the chain notation";
+        if (r.instructions) std::cout << " (" << *r.instructions << " instructions on the training graph)";
+      } else {
+        std::cout << r.instructions.value_or(0) << " instructions";
+      }
+      std::cout << '\n';
+    } else {
+      std::cout << "program   not read\n";
+    }
+    std::cout << "budget    " << format_bytes(o.budget) << '\n'
+              << "transfers "
+              << (o.bandwidth ? format_number(*o.bandwidth) + " bytes/s each way" : std::string("instantaneous"))
+              << '\n'
+              << "valid     " << (r.valid ? "yes" : "no") << '\n';
+    if (r.read) {
+      std::cout << "makespan  " << format_seconds(r.makespan) << " simulated\n"
+                << "peak      " << format_bytes(r.peak) << " simulated";
+      if (r.host_peak > 0) std::cout << "; the host holds up to " << format_bytes(r.host_peak);
+      std::cout << '\n';
+    }
+    if (r.violation) std::cout << "violation " << *r.violation << '\n';
+  }
+  return r.valid ? exit_ok : exit_failed;
+}
+
+/// --simulate: loads the chain or graph, reads the program and replays it.
+int run_simulate(const options& o) {
+  std::optional<remat::chain> c;
+  remat::result<remat::graph> loaded = remat::error{remat::status::invalid_problem, "", {}};
+  if (!o.graph_path.empty()) {
+    loaded = remat::io::load_graph(o.graph_path);
+  } else {
+    auto lc = remat::io::load_chain(o.chain_path);
+    if (!lc) return fail(o, nullptr, lc.err());
+    c = std::move(*lc);
+    loaded = remat::build_graph(*c);
+  }
+  if (!loaded) return fail(o, c ? &*c : nullptr, loaded.err());
+  const remat::graph& g = *loaded;
+  const remat::chain* chain = c ? &*c : nullptr;
+  const remat::graph* graph = c ? nullptr : &g;
+
+  auto text = program_text(*o.simulate);
+  if (!text) return fail(o, chain, text.err());
+  replay_report rep;
+  const auto p = read_program(*text, chain);
+  if (!p) {
+    rep.violation = p.err().message;
+    return print_replay(o, chain, graph, rep);
+  }
+  const remat::sim::options opt{.budget = o.budget,
+                                .record_timeline = false,
+                                .hw = o.bandwidth ? remat::machine::with_bandwidth(*o.bandwidth) : remat::machine{}};
+  remat::sim::report r;
+  if (p->ops) {
+    // In the chain's own terms: violations name the chain op and a_k, delta_k; a break of the
+    // notation's rules (lower()) is a violation too, before anything runs.
+    r = remat::sim::simulate(*c, *p->ops, opt);
+    rep.chain_ops = p->ops->size();
+    if (const auto lowered = remat::lower(c->length(), *p->ops)) rep.instructions = lowered->ops.size();
+  } else {
+    r = remat::sim::simulate(g, p->s, opt);
+    rep.instructions = p->s.ops.size();
+  }
+  rep.read = true;
+  rep.valid = r.valid;
+  rep.peak = r.peak;
+  rep.host_peak = r.host_peak;
+  rep.makespan = r.makespan;
+  if (r.first_violation) rep.violation = r.first_violation->message;
+  return print_replay(o, chain, graph, rep);
+}
+
 int run(const options& o) {
+  if (o.simulate) return run_simulate(o);
   if (o.policy == "checkmate" || !o.graph_path.empty()) return run_graph(o);
   auto loaded = remat::io::load_chain(o.chain_path);
   if (!loaded) return fail(o, nullptr, loaded.err());
@@ -720,9 +1019,8 @@ int run(const options& o) {
                 "with the chain): " +
                 r.first_violation->message,
             {}});
-  const auto store_all_ops = remat::store_all::program(c);
   const remat::bytes store_all_peak =
-      remat::sim::simulate(c, remat::schedule{store_all_ops, 0, 0}, {.record_timeline = false})
+      remat::sim::simulate(c, *remat::lower(c.length(), remat::store_all::program(c)), {.record_timeline = false})
           .peak;
   const double ideal = c.ideal_time();
   info.optimal = r.makespan <= ideal ||
@@ -730,7 +1028,14 @@ int run(const options& o) {
 
   if (o.json)
     return print_json(o, {c.name, std::nullopt, r.makespan, r.peak, ideal, store_all_peak, info,
-                          remat::io::to_json(s)});
+                          remat::io::to_json(s, c)});
+  // The chain notation; a chain policy's program is always the lowering of chain ops.
+  const auto chain_ops = remat::to_chain_ops(c.length(), s);
+  std::vector<std::string> ops;
+  if (chain_ops)
+    for (const auto& i : *chain_ops) ops.push_back(remat::to_string(i));
+  else
+    for (const auto& i : s.ops) ops.push_back(remat::to_string(i));
   const std::string overhead = format_overhead(s.predicted_time, ideal);
   std::cout << "chain     " << c.name << " (" << c.length() << " stages, input "
             << format_size(c.input_bytes) << ")\n"
@@ -741,12 +1046,9 @@ int run(const options& o) {
             << "          " << describe_optimality(info) << '\n'
             << "peak      " << format_bytes(r.peak) << " simulated; store-all needs "
             << format_bytes(store_all_peak) << '\n'
-            << "schedule  " << s.ops.size()
+            << "schedule  " << ops.size()
             << " ops; F<l>_none keeps only stage l's output, F<l>_ck also its input,\n"
             << "          F<l>_all also all that the backward B<l> needs\n";
-  std::vector<std::string> ops;
-  ops.reserve(s.ops.size());
-  for (const auto& i : s.ops) ops.push_back(remat::to_string(i));
   print_ops(ops);
   return exit_ok;
 }
@@ -758,7 +1060,7 @@ int main(int argc, char** argv) {
   if (const auto* u = std::get_if<usage_error>(&parsed)) {
     std::cerr
         << "remat-plan: " << u->reason << "\n"
-        << "usage: remat-plan (--chain FILE | --graph FILE) --budget BYTES --policy NAME "
+        << "usage: remat-plan (--chain FILE | --graph FILE) --budget BYTES (--policy NAME | --simulate PROGRAM) "
            "[options]; see --help\n";
     return exit_usage;
   }

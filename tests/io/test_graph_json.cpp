@@ -11,8 +11,10 @@
 #include <random>
 #include <remat/io/graph_json.hpp>
 #include <remat/problem/builder.hpp>
-#include <remat/schedule/graph_schedule.hpp>
-#include <remat/sim/graph_simulate.hpp>
+#include <remat/io/json.hpp>
+#include <remat/policy/store_all.hpp>
+#include <remat/schedule/schedule.hpp>
+#include <remat/sim/simulate.hpp>
 #include <string>
 #include <string_view>
 
@@ -83,7 +85,7 @@ TEST_CASE("the example graphs load, build, simulate and round-trip") {
     for (int d = 0; d < g->data_count(); ++d) multi = multi || g->producers(d).size() > 1;
     CHECK(multi);
     // Store-all runs; its peak is above the input and below the sum of everything.
-    const auto r = sim::simulate(*g, graph_schedule{store_all_program(*g), 0, 0});
+    const auto r = sim::simulate(*g, schedule{store_all_program(*g), 0, 0});
     CHECK_MESSAGE(r.valid, (r.first_violation ? r.first_violation->message : ""));
     CHECK(r.makespan == doctest::Approx(g->ideal_time()));
     CHECK(r.peak > f->input_bytes);
@@ -177,29 +179,33 @@ TEST_CASE("load_graph: files that cannot be read") {
   std::filesystem::remove(path);
 }
 
-TEST_CASE("graph schedules: JSON round trip and malformed input") {
+TEST_CASE("graph programs: JSON round trip and malformed input") {
   const auto g = io::load_graph(graphs_dir() / "residual_net.json");
   REQUIRE(g.ok());
-  graph_schedule s{store_all_program(*g), 0, 0};
-  // A fast-forward too, so that every instruction form goes through.
-  s.ops.insert(s.ops.begin(), {graph_instruction::fast_forward(0), graph_instruction::free(1)});
+  schedule s{store_all_program(*g), 0, 0};
+  // A fast-forward and transfers too, so that every instruction form goes through.
+  s.ops.insert(s.ops.begin(), {instruction::fast_forward(0), instruction::free(1), instruction::offload(0),
+                               instruction::wait(0), instruction::prefetch(0), instruction::wait(0)});
   const auto j = io::to_json(s);
   REQUIRE(j.is_array());
   CHECK(j[0] == "C0_ff");
   CHECK(j[1] == "D1");
-  const auto back = io::graph_schedule_from_json(j);
+  CHECK(j[2] == "O0");
+  CHECK(j[3] == "W0");
+  CHECK(j[4] == "P0");
+  const auto back = io::schedule_from_json(j);
   REQUIRE(back.ok());
   CHECK(back->ops == s.ops);
-  const auto wrapped = io::graph_schedule_from_json(nlohmann::json{{"schedule", j}});
+  const auto wrapped = io::schedule_from_json(nlohmann::json{{"schedule", j}});
   REQUIRE(wrapped.ok());
   CHECK(wrapped->ops == s.ops);
 
   using nlohmann::json;
-  CHECK(says(io::graph_schedule_from_json(json::object()), {"no \"schedule\" field"}));
-  CHECK(says(io::graph_schedule_from_json(json{{"schedule", 3}}), {"must be an array"}));
-  CHECK(says(io::graph_schedule_from_json(json::array({"C0", "F1_all"})),
+  CHECK(says(io::schedule_from_json(json::object()), {"no \"schedule\" field"}));
+  CHECK(says(io::schedule_from_json(json{{"schedule", 3}}), {"must be an array"}));
+  CHECK(says(io::schedule_from_json(json::array({"C0", "F1_all"})),
              {"schedule[1]", "F1_all", "not an instruction", "C<c>_ff"}));
-  CHECK(says(io::graph_schedule_from_json(json::array({"C0", 7})), {"schedule[1]", "an integer (7)"}));
-  CHECK(says(io::graph_schedule_from_json(json::array({"D-1"})), {"schedule[0]"}));
-  CHECK(says(io::graph_schedule_from_json(json::array({"C2_fast"})), {"schedule[0]"}));
+  CHECK(says(io::schedule_from_json(json::array({"C0", 7})), {"schedule[1]", "an integer (7)"}));
+  CHECK(says(io::schedule_from_json(json::array({"D-1"})), {"schedule[0]"}));
+  CHECK(says(io::schedule_from_json(json::array({"C2_fast"})), {"schedule[0]"}));
 }

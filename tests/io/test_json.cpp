@@ -2,6 +2,7 @@
 
 #include "support/io_checks.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -230,33 +231,68 @@ TEST_CASE("json: schedules round-trip as arrays of instruction strings") {
   const chain c = small_chain();
   auto s = rotor{.slots = 0}.solve(c, 200);
   REQUIRE(s.ok());
-  const json j = io::to_json(*s);
+  const auto ops = to_chain_ops(c.length(), *s);
+  REQUIRE(ops.has_value());
+
+  // A chain's program in the chain notation: one word per chain op.
+  const json j = io::to_json(*s, c);
   REQUIRE(j.is_array());
-  CHECK(j.size() == s->ops.size());
+  CHECK(j.size() == ops->size());
   CHECK(j.front().get<std::string>().front() == 'F');
-  auto back = io::schedule_from_json(j);
+  auto back = io::schedule_from_json(j, c);
   REQUIRE(back.ok());
   CHECK(back->ops == s->ops);
   CHECK(sim::simulate(c, *back, {.budget = 200}).valid);
 
+  // The same program in the program's own text form: one word per instruction.
+  const json p = io::to_json(*s);
+  REQUIRE(p.is_array());
+  CHECK(p.size() == s->ops.size());
+  CHECK(p.front().get<std::string>().front() == 'C');
+  auto from_program = io::schedule_from_json(p);
+  REQUIRE(from_program.ok());
+  CHECK(from_program->ops == s->ops);
+  // Each reader takes only its own notation.
+  CHECK(!io::schedule_from_json(j).ok());
+  CHECK(!io::schedule_from_json(p, c).ok());
+
   const json literal =
       json::parse(R"(["F1_ck", "F2_none", "F3_all", "B3", "F1_all", "F2_all", "B2", "B1"])");
-  auto lit = io::schedule_from_json(literal);
+  auto lit = io::schedule_from_json(literal, c);
   REQUIRE(lit.ok());
-  CHECK(lit->ops[0] == instruction::forward(1, forward_mode::save_input));
-  CHECK(lit->ops[1] == instruction::forward(2, forward_mode::no_save));
-  CHECK(lit->ops[3] == instruction::backward(3));
-  CHECK(io::to_json(*lit) == literal);
+  const auto lit_ops = to_chain_ops(c.length(), *lit);
+  REQUIRE(lit_ops.has_value());
+  CHECK((*lit_ops)[0] == chain_op::forward(1, forward_mode::save_input));
+  CHECK((*lit_ops)[1] == chain_op::forward(2, forward_mode::no_save));
+  CHECK((*lit_ops)[3] == chain_op::backward(3));
+  // F1_ck, then F2_none: a fast-forward of stage 2 and the free of a_1.
+  const chain_nodes at(c.length());
+  CHECK(lit->ops[0] == instruction::fast_forward(at.fwd(1)));
+  CHECK(lit->ops[1] == instruction::fast_forward(at.fwd(2)));
+  CHECK(lit->ops[2] == instruction::free(at.a(1)));
+  CHECK(io::to_json(*lit, c) == literal);
+  CHECK(sim::simulate(c, *lit).valid);
 
   // The object remat-plan --json prints is accepted too.
-  auto wrapped = io::schedule_from_json(json{{"status", "ok"}, {"schedule", literal}});
+  auto wrapped = io::schedule_from_json(json{{"status", "ok"}, {"schedule", literal}}, c);
   REQUIRE(wrapped.ok());
   CHECK(wrapped->ops == lit->ops);
+  auto wrapped_program = io::schedule_from_json(json{{"status", "ok"}, {"schedule", p}});
+  REQUIRE(wrapped_program.ok());
+  CHECK(wrapped_program->ops == s->ops);
+
+  // A program that is not chain-shaped (here: a_1 freed by hand, then the same program) is
+  // written in the program's text form even when the chain is given.
+  schedule odd = *lit;
+  odd.ops.insert(odd.ops.begin() + 1, {instruction::free(at.a(1)), instruction::fast_forward(at.fwd(1))});
+  CHECK(!to_chain_ops(c.length(), odd).has_value());
+  CHECK(io::to_json(odd, c) == io::to_json(odd));
 }
 
 TEST_CASE("json: malformed schedules are rejected with the position") {
-  auto bad = [](const json& j, std::initializer_list<std::string_view> parts) {
-    auto r = io::schedule_from_json(j);
+  const chain c = small_chain();  // 3 stages
+  auto bad = [&](const json& j, std::initializer_list<std::string_view> parts, bool chain_notation = true) {
+    auto r = chain_notation ? io::schedule_from_json(j, c) : io::schedule_from_json(j);
     if (r.ok() || r.code() != status::invalid_problem) return false;
     for (auto p : parts)
       if (r.message().find(p) == std::string::npos) {
@@ -272,24 +308,47 @@ TEST_CASE("json: malformed schedules are rejected with the position") {
   CHECK(bad(json("F1_ck"), {"schedule is a string", "array"}));
   CHECK(bad(json::object(), {"no \"schedule\" field"}));
   CHECK(bad(json{{"schedule", 1}}, {"schedule is an integer"}));
+  // Words of the notation that break its rules on this chain: the lowering names the op.
+  CHECK(bad(json::parse(R"(["F4_ck"])"), {"F4_ck at op 0", "stage 4 does not exist"}));
+  CHECK(bad(json::parse(R"(["F1_ck", "F3_ck"])"), {"F3_ck at op 1", "a_2 is not in memory"}));
+  CHECK(bad(json::parse(R"(["F1_ck", "B1"])"), {"B1 at op 1", "delta_1"}));
+  // The program's text form has its own words.
+  CHECK(bad(json::parse(R"(["C0", "F1_ck"])"), {"schedule[1]", "F1_ck", "not an instruction", "\"C<c>_ff\""},
+            false));
+  CHECK(bad(json::parse(R"(["C0", 7])"), {"schedule[1]", "an integer (7)"}, false));
+  CHECK(bad(json::parse(R"(["D-1"])"), {"schedule[0]"}, false));
+  CHECK(bad(json::object(), {"no \"schedule\" field"}, false));
 }
 
 TEST_CASE("json: schedules with transfers round-trip, and bad transfers name the position") {
-  const json literal = json::parse(R"(["F1_ck", "O0", "F2_all", "B2", "W0", "P0", "W0", "F1_all", "B1"])");
-  auto s = io::schedule_from_json(literal);
-  REQUIRE(s.ok());
-  CHECK(s->ops[1] == instruction::offload(0));
-  CHECK(s->ops[5] == instruction::prefetch(0));
-  CHECK(s->ops[6] == instruction::wait(0));
-  CHECK(io::to_json(*s) == literal);
   const chain c{"two", 8, {{"s1", 1, 1, 8, 12, 0, 0}, {"loss", 1, 1, 4, 4, 0, 0}}};
+  const json literal = json::parse(R"(["F1_ck", "O0", "F2_all", "B2", "W0", "P0", "W0", "F1_all", "B1"])");
+  auto s = io::schedule_from_json(literal, c);
+  REQUIRE(s.ok());
+  const auto ops = to_chain_ops(c.length(), *s);
+  REQUIRE(ops.has_value());
+  CHECK((*ops)[1] == chain_op::offload(0));
+  CHECK((*ops)[5] == chain_op::prefetch(0));
+  CHECK((*ops)[6] == chain_op::wait(0));
+  const chain_nodes at(c.length());
+  CHECK(std::count(s->ops.begin(), s->ops.end(), instruction::offload(at.a(0))) == 1);
+  CHECK(std::count(s->ops.begin(), s->ops.end(), instruction::wait(at.a(0))) == 2);
+  CHECK(io::to_json(*s, c) == literal);
   CHECK(sim::simulate(c, *s).valid);
+  // The program text form carries the transfers too.
+  auto p = io::schedule_from_json(io::to_json(*s));
+  REQUIRE(p.ok());
+  CHECK(p->ops == s->ops);
   for (const char* bad : {R"(["O-1"])", R"(["O1_ck"])", R"(["W"])"}) {
-    auto r = io::schedule_from_json(json::parse(bad));
+    auto r = io::schedule_from_json(json::parse(bad), c);
     CHECK_FALSE(r.ok());
     CHECK(r.message().find("schedule[0]") != std::string::npos);
     CHECK(r.message().find("\"O<k>\"") != std::string::npos);
   }
+  auto missing = io::schedule_from_json(json::parse(R"(["O3"])"), c);
+  CHECK(says(missing, {"O3 at op 0", "a_3 does not exist"}));
+  auto whole = io::schedule_from_json(json::parse(R"(["F1_all", "O1"])"), c);
+  CHECK(says(whole, {"O1 at op 1", "abar_1", "only a plain a_k can be offloaded"}));
 }
 
 #ifdef REMAT_EXAMPLES_DIR
@@ -322,7 +381,7 @@ TEST_CASE("json: the example chains load, validate and look like their networks"
   // Both are plannable by the optimal DP at a budget between the minimum and store-all.
   for (const chain* c : {&*resnet, &*gpt}) {
     const bytes lo = rotor::minimum_budget(*c);
-    const bytes hi = sim::simulate(*c, schedule{store_all::program(*c), 0, 0}).peak;
+    const bytes hi = sim::simulate(*c, *lower(c->length(), store_all::program(*c))).peak;
     CHECK(lo < hi);
     auto s = rotor{}.solve(*c, (lo + hi) / 2);
     REQUIRE_MESSAGE(s.ok(), s.message());

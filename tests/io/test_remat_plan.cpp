@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #ifndef _WIN32
@@ -116,9 +117,11 @@ TEST_CASE("remat-plan --json: every policy plans both example chains within the 
       CHECK(r["makespan"].get<double>() >= c->ideal_time() * (1 - 1e-12));
       REQUIRE(r["schedule"].is_array());
       CHECK(!r["schedule"].empty());
-      // What it printed is a schedule the simulator accepts, with the printed numbers.
-      auto s = io::schedule_from_json(r);
-      REQUIRE(s.ok());
+      // What it printed is a schedule in the chain notation that the simulator accepts, with the
+      // printed numbers.
+      for (const auto& w : r["schedule"]) CHECK((w.get<std::string>().front() == 'F' || w.get<std::string>().front() == 'B'));
+      auto s = io::schedule_from_json(r, *c);
+      REQUIRE_MESSAGE(s.ok(), s.message());
       const auto rep = sim::simulate(*c, *s, {.budget = budget});
       CHECK(rep.valid);
       CHECK(rep.peak == r["peak_bytes"].get<bytes>());
@@ -313,8 +316,6 @@ TEST_CASE("remat-plan: budget suffixes") {
   }
 }
 
-#endif
-
 // --- graphs and checkmate ---------------------------------------------------------------------
 
 namespace {
@@ -360,8 +361,8 @@ void check_graph_plan(const json& r, const graph& g, bytes budget) {
   REQUIRE(r["optimal"].is_boolean());
   REQUIRE(r["solve_seconds"].is_number());
   CHECK(r["solve_seconds"].get<double>() >= 0);
-  auto s = io::graph_schedule_from_json(r);
-  REQUIRE(s.ok());
+  auto s = io::schedule_from_json(r);  // a program over the graph: "C0", "C1_ff", "D2", ...
+  REQUIRE_MESSAGE(s.ok(), s.message());
   const auto rep = sim::simulate(g, *s, {.budget = budget});
   CHECK(rep.valid);
   CHECK(rep.peak == r["peak_bytes"].get<bytes>());
@@ -378,7 +379,7 @@ TEST_CASE("remat-plan --graph: store_all and checkmate plan the example graphs")
     CAPTURE(name);
     auto g = io::load_graph(graph_file(name));
     REQUIRE(g.ok());
-    const graph_schedule sa{store_all_program(*g), g->ideal_time(), 0};
+    const schedule sa{store_all_program(*g), g->ideal_time(), 0};
     const bytes peak = sim::simulate(*g, sa, {.budget = unlimited_bytes}).peak;
 
     const outcome all = run_plan({"--graph", graph_file(name), "--budget", std::to_string(peak),
@@ -431,7 +432,7 @@ TEST_CASE("remat-plan: checkmate on a chain plans its graph, never slower than r
   auto g = build_graph(*c);
   REQUIRE(g.ok());
   const bytes low = rotor_floating::minimum_budget(*c);
-  const bytes high = sim::simulate(*c, schedule{store_all::program(*c), 0, 0}, {}).peak;
+  const bytes high = sim::simulate(*c, *lower(c->length(), store_all::program(*c)), {}).peak;
   for (const auto& solver : plan_solvers()) {
     for (bytes budget : {low, (low + high) / 2, high}) {
       CAPTURE(solver);
@@ -541,3 +542,313 @@ TEST_CASE("remat-plan: graph usage errors exit 2") {
   CHECK(missing.exit_code == 1);
   CHECK(has(missing.err, "no_such_graph.json"));
 }
+
+// --- the figures of the shipped examples --------------------------------------------------------
+
+TEST_CASE("remat-plan: the same figures as before on the example chains and graphs") {
+  // Recorded with remat-plan before programs became one type (commit 216f6a9): the simulated
+  // makespan and peak, and the number of chain ops of each plan (its "schedule" array). The
+  // unified pipeline must not move any of them.
+  struct figure {
+    std::string file, policy, budget;
+    double makespan;
+    bytes peak;
+    std::size_t ops;
+  };
+  const figure figures[] = {
+      {"resnet_like.json", "store_all", "3GiB", 0.1030629, 2800222208, 40},
+      {"resnet_like.json", "periodic", "1GiB", 0.1305407, 1072562176, 54},
+      {"resnet_like.json", "periodic", "1.5GiB", 0.1242255, 1271660544, 50},
+      {"resnet_like.json", "revolve", "1GiB", 0.137448, 1072562176, 59},
+      {"resnet_like.json", "rotor", "1GiB", 0.1242255, 1066139648, 50},
+      {"resnet_like.json", "rotor", "1.5GiB", 0.1139586, 1592786944, 46},
+      {"resnet_like.json", "rotor_floating", "1GiB", 0.1242255, 1066139648, 50},
+      {"resnet_like.json", "rotor_floating", "1.5GiB", 0.1139586, 1592786944, 46},
+      {"gpt_like.json", "store_all", "16GiB", 0.753315, 16303063044, 30},
+      {"gpt_like.json", "periodic", "8GiB", 0.9131347, 8500346884, 41},
+      {"gpt_like.json", "revolve", "8GiB", 1.0000397, 6914572292, 44},
+      {"gpt_like.json", "rotor", "8GiB", 0.913034, 8424849412, 40},
+      {"gpt_like.json", "rotor_floating", "8GiB", 0.913034, 8374517764, 40},
+  };
+  for (const auto& f : figures) {
+    CAPTURE(f.file);
+    CAPTURE(f.policy);
+    CAPTURE(f.budget);
+    const outcome o = run_plan({"--chain", chain_file(f.file), "--budget", f.budget, "--policy", f.policy, "--json"});
+    CAPTURE(o.err);
+    REQUIRE(o.exit_code == 0);
+    const json r = json::parse(o.out, nullptr, false);
+    REQUIRE(r.is_object());
+    CHECK(r["makespan"].get<double>() == doctest::Approx(f.makespan).epsilon(1e-12));
+    CHECK(r["peak_bytes"].get<bytes>() == f.peak);
+    CHECK(r["schedule"].size() == f.ops);
+  }
+  // The README's example plan, word for word.
+  const outcome readme = run_plan({"--chain", chain_file("resnet_like.json"), "--budget", "1GiB", "--policy", "rotor"});
+  CHECK(readme.exit_code == 0);
+  CHECK(has(readme.out, "makespan  0.1242 s predicted, +20.5% over store-all (0.1031 s)"));
+  CHECK(has(readme.out, "peak      1066139648 bytes (1016.8 MiB) simulated; store-all needs 2800222208 bytes (2.6 GiB)"));
+  CHECK(has(readme.out, "schedule  50 ops;"));
+  CHECK(has(readme.out,
+            "  F1_ck F2_none F3_ck F4_ck F5_ck F6_ck F7_none F8_ck F9_none F10_ck F11_all F12_all F13_all\n"
+            "  F14_all F15_all F16_all F17_all F18_all F19_all F20_all B20 B19 B18 B17 B16 B15 B14 B13 B12\n"
+            "  B11 F10_all B10 F8_all F9_all B9 B8 F6_all F7_all B7 B6 F5_all B5 F4_all B4 F3_all B3 F1_all\n"
+            "  F2_all B2 B1\n"));
+  // The minimum budgets reported below them.
+  for (const auto& [file, policy, minimum] :
+       std::vector<std::tuple<std::string, std::string, bytes>>{{"resnet_like.json", "store_all", 2800222208},
+                                                               {"gpt_like.json", "store_all", 16303063044},
+                                                               {"gpt_like.json", "periodic", 6914572292},
+                                                               {"gpt_like.json", "revolve", 6587416580},
+                                                               {"gpt_like.json", "rotor", 6587416580},
+                                                               {"gpt_like.json", "rotor_floating", 6587416580}}) {
+    CAPTURE(file);
+    CAPTURE(policy);
+    const outcome o = run_plan({"--chain", chain_file(file), "--budget", "1GiB", "--policy", policy, "--json"});
+    CHECK(o.exit_code == 1);
+    const json r = json::parse(o.out, nullptr, false);
+    REQUIRE(r.is_object());
+    CHECK(r["status"] == "budget_too_small");
+    CHECK(r["minimum_budget_bytes"].get<bytes>() == minimum);
+  }
+  // store_all on the example graphs: programs over their training graphs.
+  for (const auto& [name, makespan, peak, ops] :
+       std::vector<std::tuple<std::string, double, bytes, std::size_t>>{
+           {"residual_net.json", 0.01871, 430309376, 51}, {"attention_block.json", 0.01423, 402685952, 66}}) {
+    CAPTURE(name);
+    const outcome o = run_plan({"--graph", graph_file(name), "--budget", "1GiB", "--policy", "store_all", "--json"});
+    REQUIRE(o.exit_code == 0);
+    const json r = json::parse(o.out, nullptr, false);
+    REQUIRE(r.is_object());
+    CHECK(r["makespan"].get<double>() == doctest::Approx(makespan).epsilon(1e-12));
+    CHECK(r["peak_bytes"].get<bytes>() == peak);
+    CHECK(r["schedule"].size() == ops);
+    CHECK(r["schedule"][0] == "C0");
+  }
+}
+
+// --- --simulate: replaying a given program -----------------------------------------------------
+
+namespace {
+
+/// The schedule remat-plan printed with --json, as one text.
+std::string joined(const json& schedule) {
+  std::string out;
+  for (const auto& w : schedule) out += (out.empty() ? "" : " ") + w.get<std::string>();
+  return out;
+}
+
+/// Runs --simulate with --json; checks the exit code against "valid" and the fields' types.
+json simulate_json(std::vector<std::string> args) {
+  args.emplace_back("--json");
+  const outcome o = run_plan(args);
+  CAPTURE(o.err);
+  const json r = json::parse(o.out, nullptr, false);
+  REQUIRE(r.is_object());
+  REQUIRE(r["valid"].is_boolean());
+  REQUIRE(r["peak_bytes"].is_number_integer());
+  REQUIRE(r["makespan"].is_number());
+  REQUIRE(r["budget_bytes"].is_number_integer());
+  REQUIRE((r["violation"].is_null() || r["violation"].is_string()));
+  if (r["valid"] == true) {
+    CHECK(o.exit_code == 0);
+    CHECK(r["status"] == "ok");
+    CHECK(r["violation"].is_null());
+    CHECK(o.err.empty());
+  } else {
+    CHECK(o.exit_code == 1);
+    CHECK(r["status"] == "invalid_schedule");
+    CHECK(r["violation"].is_string());
+    CHECK(has(o.err, "remat-plan: the program is invalid: "));
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("remat-plan --simulate: a plan replays to its own figures, in either notation and from a file") {
+  const std::string file = chain_file("resnet_like.json");
+  const outcome planned = run_plan({"--chain", file, "--budget", "1GiB", "--policy", "rotor", "--json"});
+  REQUIRE(planned.exit_code == 0);
+  const json plan = json::parse(planned.out);
+  const std::string text = joined(plan["schedule"]);
+
+  const json r = simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", text});
+  CHECK(r["valid"] == true);
+  CHECK(r["peak_bytes"] == plan["peak_bytes"]);
+  CHECK(r["makespan"].get<double>() == doctest::Approx(plan["makespan"].get<double>()).epsilon(1e-12));
+  CHECK(r["budget_bytes"].get<bytes>() == (bytes{1} << 30));
+  CHECK(r["host_peak_bytes"] == 0);
+
+  // The same program as instructions over the chain's graph ("C0 C1_ff D2 ..."), and from a file.
+  auto c = io::load_chain(file);
+  REQUIRE(c.ok());
+  const auto s = io::schedule_from_json(plan, *c);
+  REQUIRE(s.ok());
+  const json program = simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", to_string(*s)});
+  CHECK(program["valid"] == true);
+  CHECK(program["peak_bytes"] == plan["peak_bytes"]);
+  CHECK(program["instructions"].get<std::size_t>() == s->ops.size());
+  CHECK(r["instructions"].get<std::size_t>() == s->ops.size());
+  CHECK(r["chain_ops"].get<std::size_t>() == plan["schedule"].size());
+  CHECK(!program.contains("chain_ops"));
+  const auto path = remat::testing::scratch("remat_plan_test_", "program.txt");
+  std::ofstream(path) << text << '\n';
+  const json from_file = simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", "@" + path.string()});
+  CHECK(from_file["valid"] == true);
+  CHECK(from_file["peak_bytes"] == plan["peak_bytes"]);
+  std::filesystem::remove(path);
+
+  // The readable form.
+  const outcome o = run_plan({"--chain", file, "--budget", "1GiB", "--simulate", text});
+  CHECK(o.exit_code == 0);
+  CHECK(o.err.empty());
+  CHECK(has(o.out, "valid     yes"));
+  CHECK(has(o.out, "program   50 ops of the chain notation (" + std::to_string(s->ops.size()) +
+                       " instructions on the training graph)"));
+  CHECK(has(o.out, "peak      1066139648 bytes (1016.8 MiB) simulated"));
+  CHECK(has(o.out, "makespan  0.1242 s simulated"));
+  CHECK(!has(o.out, "violation"));
+
+  // A graph's store-all program (the program text form), on the graph.
+  auto g = io::load_graph(graph_file("residual_net.json"));
+  REQUIRE(g.ok());
+  const schedule sa{store_all_program(*g), g->ideal_time(), 0};
+  const auto rep = sim::simulate(*g, sa);
+  const json gr =
+      simulate_json({"--graph", graph_file("residual_net.json"), "--budget", "1GiB", "--simulate", to_string(sa)});
+  CHECK(gr["valid"] == true);
+  CHECK(gr["peak_bytes"].get<bytes>() == rep.peak);
+  CHECK(gr["makespan"].get<double>() == doctest::Approx(rep.makespan));
+  CHECK(gr["graph"] == g->name);
+}
+
+TEST_CASE("remat-plan --simulate: over the budget, the replay goes on to the true peak") {
+  const std::string file = chain_file("resnet_like.json");
+  const outcome planned = run_plan({"--chain", file, "--budget", "1GiB", "--policy", "rotor", "--json"});
+  REQUIRE(planned.exit_code == 0);
+  const json plan = json::parse(planned.out);
+  const bytes peak = plan["peak_bytes"].get<bytes>();
+  const json r = simulate_json(
+      {"--chain", file, "--budget", std::to_string(peak - 1), "--simulate", joined(plan["schedule"])});
+  CHECK(r["valid"] == false);
+  CHECK(r["peak_bytes"].get<bytes>() == peak);
+  const std::string v = r["violation"].get<std::string>();
+  CHECK(has(v, "over the budget of " + std::to_string(peak - 1) + " bytes"));
+  CHECK(has(v, "needs " + std::to_string(peak) + " bytes while it runs"));
+  CHECK((v.front() == 'F' || v.front() == 'B'));  // it names the chain op at fault
+  const outcome text = run_plan({"--chain", file, "--budget", std::to_string(peak - 1), "--simulate",
+                                 joined(plan["schedule"])});
+  CHECK(text.exit_code == 1);
+  CHECK(has(text.out, "valid     no"));
+  CHECK(has(text.out, "violation "));
+  CHECK(has(text.err, "over the budget"));
+}
+
+TEST_CASE("remat-plan --simulate: invalid programs and words that are not instructions") {
+  const std::string file = small_chain_file();  // stages a, b, c, loss
+  struct bad_case {
+    std::vector<std::string> args;
+    std::vector<std::string> says;
+  };
+  const std::string g = graph_file("residual_net.json");
+  const bad_case cases[] = {
+      // The chain notation's own rules, checked when it is lowered: nothing runs.
+      {{"--chain", file, "--simulate", "F1_ck F3_all"}, {"F3_all at op 1", "a_2 is not in memory"}},
+      {{"--chain", file, "--simulate", "F1_ck F2_all B2"}, {"B2 at op 2", "delta_2"}},
+      {{"--chain", file, "--simulate", "F7_ck"}, {"stage 7 does not exist"}},
+      // Words that are not instructions.
+      {{"--chain", file, "--simulate", "F1_ck X3 B1"}, {"'X3' is not an instruction of the chain notation"}},
+      {{"--chain", file, "--simulate", "F1_ck C3"}, {"'C3' is not an instruction of the chain notation"}},
+      {{"--chain", file, "--simulate", "C0 Q1"}, {"word 1 'Q1'", "nor of the chain notation"}},
+      {{"--graph", g, "--simulate", "C0 F1_ck"}, {"word 1 'F1_ck'", "needs --chain"}},
+      // Rules of the simulator: a tensor used while on the host, a node run twice, the end state.
+      {{"--chain", file, "--simulate", "F1_ck O1 W1 F2_all F3_all F4_all B4 B3 B2 F1_all B1"},
+       {"F2_all", "'a_1' is on the host", "O1 at op 1", "prefetch it"}},
+      {{"--graph", g, "--simulate", "C0 C0"}, {"instruction 1 (C0)", "already in memory"}},
+      {{"--chain", file, "--simulate", "F1_all F2_all"}, {"the schedule ends without running"}},
+      {{"--graph", g, "--simulate", "C999"}, {"compute node 999 does not exist"}},
+  };
+  for (const auto& bc : cases) {
+    auto args = bc.args;
+    args.insert(args.end(), {"--budget", "1GiB"});
+    CAPTURE(joined(json(args)));
+    const json r = simulate_json(args);
+    CHECK(r["valid"] == false);
+    const std::string v = r["violation"].get<std::string>();
+    for (const auto& part : bc.says) CHECK_MESSAGE(has(v, part), v, " lacks ", part);
+  }
+  // A program the lowering rejects ran nothing.
+  const json nothing = simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", "F1_ck F3_all"});
+  CHECK(nothing["peak_bytes"] == 0);
+  CHECK(nothing["makespan"] == 0);
+  // An unreadable program file is a failure to read, not an invalid program.
+  const outcome missing =
+      run_plan({"--chain", file, "--budget", "1GiB", "--simulate", "@" + chain_file("no_such_program.txt"), "--json"});
+  CHECK(missing.exit_code == 1);
+  CHECK(has(missing.err, "cannot read program file"));
+  CHECK(json::parse(missing.out, nullptr, false)["status"] == "invalid_problem");
+}
+
+TEST_CASE("remat-plan --simulate: --bandwidth times the transfers") {
+  const std::string file = small_chain_file();  // a_1 is 400 bytes
+  // a_1 goes to the host after F2 and comes back for the second F2: without a bandwidth the
+  // transfers are free (the makespan is the sum of the compute times, 21 s); at 100 bytes/s the
+  // offload (4 s) hides behind F3..B3 (6 s), the prefetch (4 s) is waited for in full.
+  const std::string program = "F1_ck F2_ck O1 F3_all F4_all B4 B3 W1 P1 W1 F2_all B2 F1_all B1";
+  const json free_moves = simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", program});
+  CHECK(free_moves["valid"] == true);
+  CHECK(free_moves["makespan"].get<double>() == doctest::Approx(21.0));
+  CHECK(free_moves["host_peak_bytes"] == 400);
+  const json slow =
+      simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", program, "--bandwidth", "100"});
+  CHECK(slow["valid"] == true);
+  CHECK(slow["makespan"].get<double>() == doctest::Approx(25.0));
+  CHECK(slow["bandwidth"] == 100.0);
+  CHECK(slow["peak_bytes"].get<bytes>() >= free_moves["peak_bytes"].get<bytes>());
+  // Suffixes: 1KiB/s = 1024 bytes per second: the prefetch takes 400/1024 s.
+  const json kib =
+      simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", program, "--bandwidth=1KiB/s"});
+  CHECK(kib["makespan"].get<double>() == doctest::Approx(21.0 + 400.0 / 1024.0));
+  const outcome text = run_plan({"--chain", file, "--budget", "1GiB", "--simulate", program, "--bandwidth", "100"});
+  CHECK(text.exit_code == 0);
+  CHECK(has(text.out, "transfers 100 bytes/s each way"));
+  CHECK(has(text.out, "makespan  25 s simulated"));
+  CHECK(has(text.out, "the host holds up to 400 bytes"));
+}
+
+TEST_CASE("remat-plan --simulate: usage errors exit 2") {
+  const std::string c = chain_file("resnet_like.json");
+  struct usage_case {
+    std::vector<std::string> args;
+    std::string reason;
+  };
+  const usage_case cases[] = {
+      {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--simulate", "F1_all B1"}, "not both"},
+      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--slots", "3"},
+       "--slots applies to planning (--policy) only"},
+      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--time-limit", "3"},
+       "--time-limit applies to planning (--policy) only"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--bandwidth", "1e9"},
+       "--bandwidth applies to --simulate only"},
+      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "0"}, "--bandwidth '0'"},
+      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "fast"}, "not a bandwidth"},
+      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "1GB/s"}, "unknown unit"},
+      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "inf"}, "--bandwidth"},
+      {{"--chain", c, "--budget", "1GiB", "--simulate="}, "--simulate needs a program"},
+      {{"--chain", c, "--simulate", "F1_all B1"}, "missing --budget"},
+      {{"--budget", "1GiB", "--simulate", "F1_all B1"}, "missing --chain"},
+  };
+  for (const auto& uc : cases) {
+    CAPTURE(uc.reason);
+    const outcome o = run_plan(uc.args);
+    CHECK(o.exit_code == 2);
+    CHECK(has(o.err, uc.reason));
+    CHECK(o.out.empty());
+  }
+  const outcome help = run_plan({"--help"});
+  CHECK(has(help.out, "--simulate PROGRAM"));
+  CHECK(has(help.out, "--bandwidth BYTES_PER_S"));
+}
+
+#endif
