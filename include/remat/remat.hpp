@@ -9,7 +9,6 @@
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/exec/graph_concepts.hpp>
-#include <remat/exec/graph_profiler.hpp>
 #include <remat/exec/host_backend.hpp>
 #include <remat/exec/placement.hpp>
 #include <remat/exec/profiler.hpp>

@@ -12,7 +12,7 @@
 
 #include <remat/archetypes.hpp>
 #include <remat/exec/executor.hpp>
-#include <remat/exec/graph_profiler.hpp>
+#include <remat/exec/profiler.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/policy/concepts.hpp>
 

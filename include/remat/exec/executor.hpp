@@ -350,6 +350,16 @@ struct chain_stage {
   {
     deref(*layer).set_random_state(s);
   }
+  decltype(auto) name() const
+    requires requires(L& l) { deref(l).name(); }
+  {
+    return deref(*layer).name();
+  }
+  void zero_grad()
+    requires requires(L& l) { deref(l).zero_grad(); }
+  {
+    deref(*layer).zero_grad();
+  }
 };
 template <class L>
 inline constexpr bool is_chain_stage = false;

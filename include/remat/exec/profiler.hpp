@@ -1,35 +1,54 @@
 #pragma once
-// profile(): fills a chain by running the user's layers (DESIGN.md §6; the parameter
-// estimation of shilova-spec §2.6, thesis S:1472-1478), so a user goes from model to plan
-// without writing a cost by hand.
+// The profiler: one measurement loop for every model (DESIGN.md §6; the parameter estimation of
+// shilova-spec §2.6, thesis S:1472-1478), so a user goes from layers to a plan without writing a
+// cost by hand. Its result feeds every planner:
+//   profile(chain_model, sample, backend)   -> chain        (the chain DPs; build_graph for the
+//                                                            graph planners)
+//   profile_graph(dag_model, sample, backend) -> forward_dag (build_graph for the graph planners)
+// A chain model is measured through the same adapter the executor runs it with
+// (detail::chain_stage): the same loop, the same numbers.
 //
-// For each stage, on the output of the previous one (starting from the sample input), it runs
-// `warmup + repetitions` times: forward (F^∅/F^ck), forward_save (F^all) and the backward (the
-// output itself serves as the output gradient: only its shape matters, as the thesis assumes
-// data-independent layers). It records
-//   forward_time / backward_time   medians (the forward of F^all, as the thesis times it)
-//   output_bytes                   size of the output
-//   saved_bytes                    output + context
-//   forward/backward_overhead      the backend's high-water mark above what was in use plus the
-//                                  op's result, the largest seen
-//   forward_save_overhead          the same for forward_save (F^all), whose temporaries often
-//                                  end up in the context
+// The ops run in the graph's topological order, each on the outputs of the ops it reads (the
+// sample for the graph input), `warmup + repetitions` times: forward (the fast-forward, a chain's
+// F^none / F^ck), forward_save (F^all) and the backward, whose output gradient is the op's output
+// itself (only its shape matters, as the thesis assumes data-independent layers). It records per
+// op
+//   forward_time / backward_time   medians (forward_save's time, as the thesis times F; the
+//                                  fast-forward takes the same)
+//   output_bytes, phantom_bytes    the output and the context forward_save keeps (a chain's
+//                                  saved_bytes is their sum)
+//   backward_reads                 from the layer's backward_reads() (a chain layer's backward
+//                                  reads its input and its output)
+//   forward_overhead_bytes         the backend's high-water mark above what was in use plus the
+//                                  result, the largest seen; forward_save_overhead_bytes the same
+//                                  for forward_save, whose temporaries often end up in the context
+//   backward_overhead_bytes        the larger of two cases: every input gradient created by this
+//                                  backward (high-water mark above what was in use plus the
+//                                  gradients it made), and every input gradient that other ops
+//                                  also contribute to already there, so that the backward adds
+//                                  into it (above what was in use plus the gradients it made).
+//                                  A layer that accumulates in place has the same overhead in
+//                                  both, and the simulator predicts its peak exactly.
 // Times are the wall clock's, or the backend's own (events on a GPU stream) for a TimingBackend.
-// Layers with random state are restored to it afterwards; parameter gradients accumulated by
-// the profiling backwards are cleared when the layer offers zero_grad().
+// Layers with random state are restored to it afterwards; parameter gradients accumulated by the
+// profiling backwards are cleared when the layer offers zero_grad().
 
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <remat/core/result.hpp>
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/executor.hpp>
+#include <remat/exec/graph_concepts.hpp>
+#include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
 
 namespace remat::exec {
@@ -47,97 +66,191 @@ inline seconds median(std::vector<seconds> v) {
   const std::size_t m = v.size() / 2;
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
-}  // namespace detail
 
-template <class Model, class T, class B>
-result<chain> profile(Model& model, const T& sample_input, B& backend, profile_options opt = {}) {
-  static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
-                "returning its size in bytes) and must be movable");
-  static_assert(Backend<B>, "remat: profile(): the backend must satisfy remat::exec::Backend");
-  using mt = model_traits<Model>;
-  const int n = static_cast<int>(mt::size(model));
-  if (n == 0) return error{status::invalid_problem, "profile: the model has no layer", {}};
-  if (opt.repetitions < 1 || opt.warmup < 0)
-    return error{status::invalid_problem, "profile: repetitions must be >= 1 and warmup >= 0", {}};
-
-  chain c{opt.name, tensor_traits<T>::size(sample_input), {}};
-  std::optional<T> current;  // the input of the stage being profiled, past stage 1
-  int l = 0;
+/// The measurement loop (the header comment) over the ops of `layers` whose nodes in g are
+/// `nodes`. f holds the ops' names and inputs; their costs are filled in. `names[i]` receives the
+/// layer's own name() when it has one. `label(i)` names op i in errors.
+template <class Layers, class T, class B>
+result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>& nodes,
+                     const std::vector<backward_reads>& reads, const T& sample_input, B& backend,
+                     const profile_options& opt, forward_dag& f, std::vector<std::string>& names,
+                     const std::function<std::string(std::size_t)>& label) {
+  using mt = model_traits<Layers>;
+  auto k = [](int i) { return static_cast<std::size_t>(i); };
+  std::vector<std::size_t> order(nodes.size());  // the ops by their forward's index
+  for (std::size_t i = 0; i < nodes.size(); ++i) order[k(nodes[i].fwd)] = i;
+  std::vector<std::optional<T>> outputs(static_cast<std::size_t>(g.data_count()));
+  names.assign(nodes.size(), std::string());
+  std::size_t i = 0;
   try {
-    for (l = 1; l <= n; ++l) {
-      const T& x = current ? *current : sample_input;
-      std::optional<T> next;
-      mt::visit(model, static_cast<std::size_t>(l - 1), [&](auto& layer) {
+    for (std::size_t pos = 0; pos < order.size(); ++pos) {
+      i = order[pos];
+      const op_nodes& on = nodes[i];
+      forward_op& fo = f.ops[i];
+      std::vector<const T*> x;
+      for (int d : on.in) x.push_back(d == training_layout::input ? &sample_input : &*outputs[k(d)]);
+      mt::visit(layers, i, [&](auto& layer) {
         using layer_t = std::remove_reference_t<decltype(layer)>;
-        using traits = layer_traits<layer_t>;
-        static_assert(check_layer<layer_t, T, B>());
+        using traits = graph_layer_traits<layer_t>;
+        if constexpr (is_chain_stage<layer_t>)
+          static_assert(check_layer<std::remove_pointer_t<decltype(layer.layer)>, T, B>());
+        else
+          static_assert(check_graph_layer<layer_t, T, B>());
         using C = typename traits::context;
-        stage st;
-        if constexpr (requires { exec::detail::deref(layer).name(); })
-          st.name = std::string(exec::detail::deref(layer).name());
-        backend.set_activity("profiling stage " + std::to_string(l) + (st.name.empty() ? "" : " ('" + st.name + "')"));
+        if constexpr (requires { deref(layer).name(); }) names[i] = std::string(deref(layer).name());
+        backend.set_activity("profiling " + label(i));
         // Replays draw the same random numbers, and the layer ends as it began.
-        const exec::detail::saved_random_state<layer_t> rng(layer);
+        const saved_random_state<layer_t> rng(layer);
+        const std::span<const T* const> xs(x);
+        std::vector<const T*> x_read(x.size(), nullptr);
+        if (reads[i].inputs) x_read = x;
+        // Runs the backward on the given gradient slots; returns the bytes of the gradients it
+        // created (the slots that were empty).
+        auto backward = [&](const T& y, const C& ctx, std::vector<std::optional<T>>& dx) {
+          std::vector<char> fresh;
+          for (const auto& s : dx) fresh.push_back(!s);
+          const T* yr = reads[i].output ? &y : nullptr;
+          const std::span<std::optional<T>> slots(dx);
+          if (i + 1 == nodes.size()) {
+            if constexpr (requires { traits::loss_backward(layer, std::span<const T* const>(x_read), yr, ctx, slots,
+                                                           backend); })
+              traits::loss_backward(layer, std::span<const T* const>(x_read), yr, ctx, slots, backend);
+            else
+              throw execution_failure("it is the loss (the last op), but its layer has no loss backward");
+          } else {
+            if constexpr (requires { traits::backward(layer, std::span<const T* const>(x_read), yr, ctx, y, slots,
+                                                      backend); })
+              traits::backward(layer, std::span<const T* const>(x_read), yr, ctx, y, slots, backend);
+            else
+              throw execution_failure("only the last op may be a loss");
+          }
+          bytes made = 0;
+          for (std::size_t j = 0; j < dx.size(); ++j) {
+            if (!dx[j])
+              throw execution_failure("its backward left the gradient of input " + std::to_string(j) + " empty");
+            if (fresh[j]) made += tensor_traits<T>::size(*dx[j]);
+          }
+          return made;
+        };
+        bool shared = false;  // an input gradient other ops contribute to: measure accumulation
+        for (int d : on.in_grad) shared = shared || g.producers(d).size() > 1;
         std::vector<seconds> tf, tb;
+        bytes fwd_overhead = 0, save_overhead = 0, bwd_overhead = 0;
         for (int rep = 0; rep < opt.warmup + opt.repetitions; ++rep) {
           const bool timed = rep >= opt.warmup;
           rng.restore();
           {
             const bytes before = backend.in_use();
             backend.reset_high_water();
-            T y = traits::forward(layer, x, backend);
-            st.output_bytes = tensor_traits<T>::size(y);
-            st.forward_overhead_bytes = std::max(st.forward_overhead_bytes,
-                                                 backend.high_water() - before - st.output_bytes);
+            T y = traits::forward(layer, xs, backend);
+            fo.output_bytes = tensor_traits<T>::size(y);
+            fwd_overhead = std::max(fwd_overhead, backend.high_water() - before - fo.output_bytes);
           }
           rng.restore();
           const bytes before = backend.in_use();
           backend.reset_high_water();
           C ctx{};
-          const auto t_fwd = detail::start_timer(backend);
-          T y = traits::forward_save(layer, x, ctx, backend);
-          if (timed) tf.push_back(detail::stop_timer(backend, t_fwd));
-          const bytes saved = tensor_traits<T>::size(y) + traits::context_bytes(ctx);
-          st.saved_bytes = std::max(st.saved_bytes, saved);
-          st.forward_save_overhead_bytes =
-              std::max(st.forward_save_overhead_bytes.value_or(0), backend.high_water() - before - saved);
-          const bytes held = backend.in_use();
+          const auto t_fwd = start_timer(backend);
+          T y = traits::forward_save(layer, xs, ctx, backend);
+          if (timed) tf.push_back(stop_timer(backend, t_fwd));
+          fo.phantom_bytes = std::max(fo.phantom_bytes, traits::context_bytes(ctx));
+          save_overhead = std::max(save_overhead, backend.high_water() - before - tensor_traits<T>::size(y) -
+                                                      traits::context_bytes(ctx));
+          std::vector<std::optional<T>> dx(x.size());
+          bytes held = backend.in_use();
           backend.reset_high_water();
-          const auto t_bwd = detail::start_timer(backend);
-          std::optional<T> dx;
-          if (l == n) {
-            if constexpr (HasLossBackward<layer_t, T, B>)
-              dx.emplace(traits::loss_backward(layer, x, y, ctx, backend));
-            else
-              throw detail::execution_failure("the last stage is the loss, but its layer has no loss backward");
-          } else {
-            if constexpr (HasBackward<layer_t, T, B>)
-              dx.emplace(traits::backward(layer, x, y, ctx, y, backend));
-            else
-              throw detail::execution_failure("only the last stage may be a loss");
-          }
-          if (timed) tb.push_back(detail::stop_timer(backend, t_bwd));
-          st.backward_overhead_bytes = std::max(st.backward_overhead_bytes,
-                                                backend.high_water() - held - tensor_traits<T>::size(*dx));
+          const auto t_bwd = start_timer(backend);
+          bytes made = backward(y, ctx, dx);
+          if (timed) tb.push_back(stop_timer(backend, t_bwd));
+          bwd_overhead = std::max(bwd_overhead, backend.high_water() - held - made);
+          if (!shared) continue;
+          for (std::size_t j = 0; j < dx.size(); ++j)
+            if (g.producers(on.in_grad[j]).size() == 1) dx[j].reset();
+          held = backend.in_use();
+          backend.reset_high_water();
+          made = backward(y, ctx, dx);
+          bwd_overhead = std::max(bwd_overhead, backend.high_water() - held - made);
         }
-        st.forward_time = detail::median(tf);
-        st.backward_time = detail::median(tb);
+        fo.forward_time = median(tf);
+        fo.backward_time = median(tb);
+        fo.forward_overhead_bytes = fwd_overhead;
+        fo.forward_save_overhead_bytes = save_overhead;
+        fo.backward_overhead_bytes = bwd_overhead;
+        if (reads[i].inputs) fo.backward_reads = fo.inputs;
+        if (reads[i].output) fo.backward_reads.emplace_back(::remat::detail::own_output_name);
         rng.restore();
-        if (l < n) next.emplace(traits::forward(layer, x, backend));
+        if (i + 1 < nodes.size()) outputs[k(on.act)].emplace(traits::forward(layer, xs, backend));
         rng.restore();
-        if constexpr (requires { exec::detail::deref(layer).zero_grad(); }) exec::detail::deref(layer).zero_grad();
-        c.stages.push_back(std::move(st));
+        if constexpr (requires { deref(layer).zero_grad(); }) deref(layer).zero_grad();
       });
-      current = std::move(next);
     }
   } catch (const std::exception& e) {
     backend.set_activity("an allocation");
-    return error{status::execution_error,
-                 "profile: stage " + std::to_string(l) + " failed: " + e.what(), {}};
+    return error{status::execution_error, label(i) + " failed: " + e.what(), {}};
   }
   backend.set_activity("an allocation");
+  return {};
+}
+}  // namespace detail
+
+/// The chain of a chain model (a range or tuple of chain layers), measured.
+template <class Model, class T, class B>
+result<chain> profile(Model& model, const T& sample_input, B& backend, profile_options opt = {}) {
+  static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
+                "returning its size in bytes) and must be movable");
+  static_assert(Backend<B>, "remat: profile(): the backend must satisfy remat::exec::Backend");
+  const int n = static_cast<int>(model_traits<Model>::size(model));
+  if (n == 0) return error{status::invalid_problem, "profile: the model has no layer", {}};
+  if (opt.repetitions < 1 || opt.warmup < 0)
+    return error{status::invalid_problem, "profile: repetitions must be >= 1 and warmup >= 0", {}};
+  // The chain's structure, costs to come: its graph and a forward DAG to fill.
+  const chain shape{opt.name, tensor_traits<T>::size(sample_input), std::vector<stage>(static_cast<std::size_t>(n))};
+  forward_dag f = to_forward_dag(shape);
+  const graph g = *build_graph(shape);
+  detail::chain_layers<Model> layers{&model};
+  std::vector<std::string> names;
+  if (auto r = detail::measure(layers, g, detail::chain_op_nodes(n),
+                               std::vector<backward_reads>(static_cast<std::size_t>(n)), sample_input, backend, opt, f,
+                               names, [&](std::size_t i) {
+                                 std::string s = "stage " + std::to_string(i + 1);
+                                 return names[i].empty() ? s : s + " ('" + names[i] + "')";
+                               });
+      !r)
+    return error{status::execution_error, "profile: " + r.err().message, {}};
+  chain c{opt.name, f.input_bytes, {}};
+  for (std::size_t i = 0; i < f.ops.size(); ++i) {
+    const forward_op& op = f.ops[i];
+    c.stages.push_back({names[i], op.forward_time, op.backward_time, op.output_bytes, op.output_bytes + op.phantom_bytes,
+                        op.forward_overhead_bytes, op.backward_overhead_bytes, op.forward_save_overhead_bytes});
+  }
   if (auto v = validate(c); !v) return v.err();
   return c;
+}
+
+/// The forward DAG of a DAG model (dag_model), measured; build_graph makes its training graph.
+template <class Model, class T, class B>
+result<forward_dag> profile_graph(Model& model, const T& sample_input, B& backend, profile_options opt = {}) {
+  static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
+                "returning its size in bytes) and must be movable");
+  static_assert(Backend<B>, "remat: profile_graph(): the backend must satisfy remat::exec::Backend");
+  if (opt.repetitions < 1 || opt.warmup < 0)
+    return error{status::invalid_problem, "profile_graph: repetitions must be >= 1 and warmup >= 0", {}};
+  if (model.ops.empty()) return error{status::invalid_problem, "profile_graph: the model has no op", {}};
+  auto structure = detail::model_graph(model, opt.name);
+  if (!structure) return structure.err();
+  forward_dag f{opt.name, tensor_traits<T>::size(sample_input), {}};
+  for (const auto& op : model.ops) {
+    f.ops.emplace_back();
+    f.ops.back().name = op.name;
+    f.ops.back().inputs = op.inputs;
+  }
+  std::vector<std::string> names;
+  if (auto r = detail::measure(model.layers, structure->g, structure->ops, detail::reads_of(model), sample_input,
+                               backend, opt, f, names, [&](std::size_t i) { return "op '" + f.ops[i].name + "'"; });
+      !r)
+    return error{status::execution_error, "profile_graph: " + r.err().message, {}};
+  if (auto v = validate(f); !v) return v.err();
+  return f;
 }
 
 }  // namespace remat::exec
