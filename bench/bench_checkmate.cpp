@@ -25,7 +25,7 @@
 #include <random>
 #include <remat/policy/checkmate.hpp>
 #include <remat/problem/builder.hpp>
-#include <remat/sim/graph_simulate.hpp>
+#include <remat/sim/simulate.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -126,7 +126,7 @@ struct setting {
   bytes budget, peak;
   double ideal;
   explicit setting(const remat::graph& g) {
-    const remat::graph_schedule sa{remat::store_all_program(g), g.ideal_time(), 0};
+    const remat::schedule sa{remat::store_all_program(g), g.ideal_time(), 0};
     const auto all = remat::sim::simulate(g, sa);
     peak = all.peak;
     ideal = all.makespan;

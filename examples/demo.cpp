@@ -11,7 +11,7 @@
 // Then a DAG model (an attention block: layer norm, q/k/v projections, attention, residual adds,
 // an MLP; examples/eigen/models.hpp), profiled into a forward DAG (profile_graph), planned by
 // checkmate (CBC when built in, else lp_solve; without either this part says it is skipped) at
-// budgets from the smallest feasible to the store-all peak, and trained by the graph executor.
+// budgets from the smallest feasible to the store-all peak, and trained by the same executor.
 //
 //   remat-demo [--model residual|mlp] [--depth N] [--width W] [--hidden H] [--batch B]
 //              [--steps K] [--dropout P] [--budgets K] [--json]
@@ -23,7 +23,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <type_traits>
 #include <vector>
 
 #include <remat/remat.hpp>
@@ -41,8 +40,8 @@ using demo_milp = remat::milp::lpsolve;
 #define REMAT_DEMO_HAVE_MILP 1
 #include <remat/policy/checkmate.hpp>
 #endif
-#include <remat/exec/graph_executor.hpp>
-#include <remat/exec/graph_profiler.hpp>
+#include <remat/exec/executor.hpp>
+#include <remat/exec/profiler.hpp>
 
 namespace {
 
@@ -142,20 +141,15 @@ struct row {
   bool match = false;
 };
 
-/// Trains o.steps steps of the schedule inside a backend limited to the budget: an executor
-/// for a chain schedule, a graph executor for a graph schedule, over a model from `make`.
-template <class Make, class Problem, class Schedule>
-row train(const options& o, Make make, const Problem& problem, const Schedule& s, std::string policy,
+/// Trains o.steps steps of the schedule inside a backend limited to the budget, over a model
+/// from `make`: a chain model on its chain, or a DAG model on its graph (one executor for both).
+template <class Make, class Problem>
+row train(const options& o, Make make, const Problem& problem, const remat::schedule& s, std::string policy,
           remat::bytes budget, const std::vector<step_record>& reference) {
   row r{std::move(policy), budget, "ok", s.predicted_peak, 0, s.predicted_time, 0, true};
   auto m = make();
   remat::exec::host_backend b(budget);
-  auto ex = [&] {
-    if constexpr (std::is_same_v<Problem, remat::chain>)
-      return remat::exec::executor(m, problem, b);
-    else
-      return remat::exec::graph_executor(m, problem, b);
-  }();
+  remat::exec::executor ex(m, problem, b);
   std::vector<double> times;
   for (int k = 0; k < o.steps; ++k) {
     eg::zero_grad(layers_of(m));
@@ -218,7 +212,7 @@ int main(int argc, char** argv) {
     if (floating) add(remat::rotor_floating{}, budget);
   }
 
-  // A DAG model: profiled into a forward DAG, planned by checkmate, run by the graph executor.
+  // A DAG model: profiled into a forward DAG, planned by checkmate, run by the executor.
   const std::size_t graph_first_row = rows.size();
   double graph_store_all_time = 0;
   remat::bytes graph_peak = 0, graph_lo = 0;
@@ -237,7 +231,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     const auto dag_reference = plain_training(o, make_dag);
-    remat::graph_schedule sa{remat::store_all_program(*g), g->ideal_time(), 0};
+    remat::schedule sa{remat::store_all_program(*g), g->ideal_time(), 0};
     graph_peak = sa.predicted_peak = remat::sim::simulate(*g, sa).peak;
     rows.push_back(train(o, make_dag, *g, sa, "graph store_all", graph_peak, dag_reference));
     graph_store_all_time = rows.back().measured;

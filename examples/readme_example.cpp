@@ -17,7 +17,7 @@ int main() {
     return 1;
   }
   const auto report = remat::sim::simulate(net, *plan, {.budget = 1536_MiB});
-  std::cout << *plan << "\n"
+  std::cout << *remat::to_chain_string(net.length(), *plan) << "\n"
             << "time " << report.makespan << " s (plain training " << net.ideal_time() << " s), peak "
             << report.peak / (1 << 20) << " MiB\n";
 }

@@ -31,8 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(back.ok(), back.message());
   FUZZ_CHECK(*back == c, "to_json then parse_chain gave another chain: " + dumped);
   if (c.stages.size() <= 1000) {
-    const schedule s{store_all::program(c), 0, 0};
-    const auto rep = sim::simulate(c, s, {.record_timeline = false});
+    const auto s = lower(c.length(), store_all::program(c));
+    FUZZ_CHECK(s.ok(), "store-all's chain ops do not lower: " + s.message());
+    const auto rep = sim::simulate(c, *s, {.record_timeline = false});
     FUZZ_CHECK(rep.valid, "store-all's program is invalid: " +
                               (rep.first_violation ? rep.first_violation->message : std::string()));
   }

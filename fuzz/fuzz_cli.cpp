@@ -165,6 +165,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (args[i].rfind("--policy=", 0) == 0) policy = args[i].substr(9);
   }
   if (policy.size() > 20) policy = "other";
+  for (const auto& a : args)
+    if (a == "--simulate" || a.rfind("--simulate=", 0) == 0) policy = "simulate";
 
   std::vector<char*> argv;
   static std::string exe = REMAT_PLAN_EXE;

@@ -2,7 +2,7 @@
 // include/remat/io/graph_json.hpp).
 // Properties: no crash, abort, sanitizer report or exception (but bad_alloc); a failure is an
 // invalid_problem with a message; a forward DAG it accepts round-trips through to_json, builds a
-// training graph, and the graph's store-all program replays in the graph simulator.
+// training graph, and the graph's store-all program replays in the simulator.
 
 #include <cstddef>
 #include <cstdint>
@@ -10,7 +10,8 @@
 #include <string_view>
 
 #include <remat/io/graph_json.hpp>
-#include <remat/sim/graph_simulate.hpp>
+#include <remat/policy/store_all.hpp>
+#include <remat/sim/simulate.hpp>
 
 #include "check.hpp"
 
@@ -33,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   if (g->compute_count() <= 2000) {
-    const graph_schedule s{store_all_program(*g), 0, 0};
+    const schedule s{store_all_program(*g), 0, 0};
     const auto rep = sim::simulate(*g, s, {.record_timeline = false});
     FUZZ_CHECK(rep.valid, "the graph's store-all program is invalid: " +
                               (rep.first_violation ? rep.first_violation->message : std::string()));

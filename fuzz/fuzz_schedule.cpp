@@ -1,11 +1,13 @@
-// Fuzz target: schedule text and JSON (remat::parse_schedule and parse_instruction,
-// include/remat/schedule/schedule.hpp; parse_graph_instruction, schedule/graph_schedule.hpp;
-// io::schedule_from_json and io::graph_schedule_from_json).
-// The input is read as a text program ("F1_ck F2_none ... B1") and as a graph program
-// ("C0 C1_ff D2 ...") and, when it is JSON, as both JSON forms. Properties: no crash, abort,
-// sanitizer report or exception (but bad_alloc); what parses round-trips through its written form;
-// the simulators replay any parsed program on a small chain and a small graph without crashing,
-// and a program they call valid stays within their peak.
+// Fuzz target: program text and JSON in both notations (include/remat/schedule/schedule.hpp:
+// parse_program, parse_instruction; schedule/notation.hpp: parse_chain_ops, parse_chain_op,
+// parse_chain_program, lower, to_chain_ops; io::schedule_from_json, with and without a chain).
+// The input is read as a program ("C0 C1_ff D2 O3 ...") and as chain notation ("F1_ck F2_none
+// ... B1"), and, when it is JSON, as both JSON forms. Properties: no crash, abort, sanitizer report
+// or exception (but bad_alloc); what parses round-trips through its written form (text and JSON);
+// lowered chain ops that the simulator accepts raise back to the same ops (to_chain_ops), and
+// every chain-shaped program prints in the notation and parses back to itself; the simulator
+// replays any parsed program on a small chain's graph and a small DAG's graph, with instantaneous
+// and with slow transfers, without crashing, and a program it calls valid stays within the budget.
 
 #include <cstddef>
 #include <cstdint>
@@ -15,11 +17,11 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <remat/core/machine.hpp>
 #include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
-#include <remat/schedule/graph_schedule.hpp>
+#include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
-#include <remat/sim/graph_simulate.hpp>
 #include <remat/sim/simulate.hpp>
 
 #include "check.hpp"
@@ -28,10 +30,21 @@ namespace {
 
 using namespace remat;
 
+constexpr bytes budget = 1000;
+
 const chain& small_chain() {
   static const chain c{"fuzz", 8,
                        {{"a", 1, 2, 16, 32, 4, 8}, {"b", 1, 2, 16, 16, 0, 0}, {"loss", 0.5, 0.5, 4, 4, 0, 0}}};
   return c;
+}
+
+const graph& chain_graph() {
+  static const graph g = [] {
+    auto built = build_graph(small_chain());
+    FUZZ_CHECK(built.ok(), built.message());
+    return *built;
+  }();
+  return g;
 }
 
 const graph& small_graph() {
@@ -50,29 +63,55 @@ const graph& small_graph() {
   return g;
 }
 
-void check_chain_program(const schedule& s, const std::string& where) {
-  const auto back = parse_schedule(to_string(s));
-  FUZZ_CHECK(back && back->ops == s.ops, where + ": to_string then parse_schedule differ");
-  const auto j = io::to_json(s);
-  const auto from_json = io::schedule_from_json(j);
-  FUZZ_CHECK(from_json.ok() && from_json->ops == s.ops, where + ": to_json then back differ");
-  if (s.ops.size() > 20000) return;
-  const auto r = sim::simulate(small_chain(), s, {.budget = 1000, .record_timeline = false});
-  FUZZ_CHECK(r.valid || r.first_violation, where + ": an invalid replay without a violation");
-  if (r.valid) FUZZ_CHECK(r.peak <= 1000, where + ": a valid replay over the budget");
+/// Replays s on g with instantaneous and with slow transfers.
+void replay(const graph& g, const schedule& s, const std::string& where) {
+  for (const machine& hw : {machine{}, machine::with_bandwidth(3.0)}) {
+    const auto r = sim::simulate(g, s, {.budget = budget, .record_timeline = false, .hw = hw});
+    FUZZ_CHECK(r.valid || r.first_violation, where + ": an invalid replay without a violation");
+    if (r.valid) FUZZ_CHECK(r.peak <= budget, where + ": a valid replay over the budget");
+  }
 }
 
-void check_graph_program(const graph_schedule& s, const std::string& where) {
-  for (const auto& i : s.ops) {
-    const auto back = parse_graph_instruction(to_string(i));
-    FUZZ_CHECK(back && *back == i, where + ": to_string then parse_graph_instruction differ");
-  }
-  const auto from_json = io::graph_schedule_from_json(io::to_json(s));
+/// A program over the small chain's graph that is chain-shaped prints in the chain notation and
+/// parses back to itself.
+void check_chain_shape(const schedule& s, const std::string& where) {
+  const int n = small_chain().length();
+  const auto text = to_chain_string(n, s);
+  if (!text) return;
+  const auto back = parse_chain_program(n, *text);
+  FUZZ_CHECK(back.ok() && back->ops == s.ops, where + ": to_chain_string then parse_chain_program differ");
+}
+
+void check_program(const schedule& s, const std::string& where) {
+  const auto back = parse_program(to_string(s));
+  FUZZ_CHECK(back && back->ops == s.ops, where + ": to_string then parse_program differ");
+  const auto from_json = io::schedule_from_json(io::to_json(s));
   FUZZ_CHECK(from_json.ok() && from_json->ops == s.ops, where + ": to_json then back differ");
   if (s.ops.size() > 20000) return;
-  const auto r = sim::simulate(small_graph(), s, {.budget = 1000, .record_timeline = false});
-  FUZZ_CHECK(r.valid || r.first_violation, where + ": an invalid replay without a violation");
-  if (r.valid) FUZZ_CHECK(r.peak <= 1000, where + ": a valid replay over the budget");
+  replay(small_graph(), s, where + " on the DAG");
+  replay(chain_graph(), s, where + " on the chain's graph");
+  check_chain_shape(s, where);
+}
+
+void check_chain_ops(const std::vector<chain_op>& ops, const std::string& where) {
+  const auto again = parse_chain_ops(to_string(std::span<const chain_op>(ops)));
+  FUZZ_CHECK(again && *again == ops, where + ": to_string then parse_chain_ops differ");
+  if (ops.size() > 20000) return;
+  const int n = small_chain().length();
+  const auto s = lower(n, ops);
+  if (!s) {
+    FUZZ_CHECK(s.code() == status::invalid_problem && !s.message().empty(), where + ": " + s.message());
+    return;
+  }
+  // Written back with the chain: the same words; as a program: the same instructions.
+  const auto from_json = io::schedule_from_json(io::to_json(*s, small_chain()), small_chain());
+  FUZZ_CHECK(from_json.ok() && from_json->ops == s->ops, where + ": to_json(s, chain) then back differ");
+  check_program(*s, where + " (lowered)");
+  const auto r = sim::simulate(chain_graph(), *s, {.budget = unlimited_bytes, .record_timeline = false});
+  if (r.valid) {
+    const auto raised = to_chain_ops(n, *s);
+    FUZZ_CHECK(raised && *raised == ops, where + ": a valid lowered program does not raise to its chain ops");
+  }
 }
 
 }  // namespace
@@ -80,14 +119,15 @@ void check_graph_program(const graph_schedule& s, const std::string& where) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
 
-  // The chain program's text form.
-  if (const auto s = parse_schedule(text)) check_chain_program(*s, "text program");
+  if (const auto s = parse_program(text)) check_program(*s, "text program");
+  if (const auto ops = parse_chain_ops(text)) check_chain_ops(*ops, "chain notation");
+  // parse_chain_program agrees with parse_chain_ops + lower, and fails with a message.
+  const auto lowered = parse_chain_program(small_chain().length(), text);
+  if (!lowered) FUZZ_CHECK(lowered.code() == status::invalid_problem && !lowered.message().empty(), "parse_chain_program");
 
-  // The graph program's text form: words separated by white space, each "C3", "C3_ff" or "D5".
-  graph_schedule gs;
-  bool graph_ok = true;
-  std::size_t words = 0;
-  for (std::size_t i = 0; i < text.size();) {
+  // Word by word: every instruction and chain op round-trips through its text.
+  std::size_t i = 0;
+  while (i < text.size()) {
     if (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r') {
       ++i;
       continue;
@@ -95,28 +135,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::size_t j = i;
     while (j < text.size() && text[j] != ' ' && text[j] != '\n' && text[j] != '\t' && text[j] != '\r') ++j;
     const std::string_view word = text.substr(i, j - i);
-    ++words;
     if (const auto ins = parse_instruction(word)) {
       const auto again = parse_instruction(to_string(*ins));
       FUZZ_CHECK(again && *again == *ins, "instruction '" + std::string(word) + "' round trip");
     }
-    if (const auto gi = parse_graph_instruction(word)) {
-      if (graph_ok) gs.ops.push_back(*gi);
-    } else {
-      graph_ok = false;
+    if (const auto op = parse_chain_op(word)) {
+      const auto again = parse_chain_op(to_string(*op));
+      FUZZ_CHECK(again && *again == *op, "chain op '" + std::string(word) + "' round trip");
     }
     i = j;
   }
-  if (graph_ok && words > 0) check_graph_program(gs, "graph text program");
 
   // Both JSON forms, when the input is JSON at all.
   const auto j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
   if (j.is_discarded()) return 0;
-  const auto cs = io::schedule_from_json(j);
-  if (cs) check_chain_program(*cs, "JSON program");
-  else FUZZ_CHECK(cs.code() == status::invalid_problem && !cs.message().empty(), cs.message());
-  const auto g = io::graph_schedule_from_json(j);
-  if (g) check_graph_program(*g, "JSON graph program");
-  else FUZZ_CHECK(g.code() == status::invalid_problem && !g.message().empty(), g.message());
+  const auto p = io::schedule_from_json(j);
+  if (p) check_program(*p, "JSON program");
+  else FUZZ_CHECK(p.code() == status::invalid_problem && !p.message().empty(), p.message());
+  const auto cs = io::schedule_from_json(j, small_chain());
+  if (cs) {
+    check_program(*cs, "JSON chain program");
+    check_chain_shape(*cs, "JSON chain program");
+  } else {
+    FUZZ_CHECK(cs.code() == status::invalid_problem && !cs.message().empty(), cs.message());
+  }
   return 0;
 }
