@@ -19,6 +19,7 @@
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/rotor_floating.hpp>
 #include <remat/policy/store_all.hpp>
+#include <remat/problem/block.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>

@@ -1,0 +1,181 @@
+#pragma once
+// The block view of a training graph: a set of forward ops, their backwards, and the data they
+// touch, as a training graph of its own that an inner solver (checkmate, rotor, ...) can plan,
+// and the way back from its programs to the whole graph (rockmate-spec §1.2, "loss node" for a
+// sub-graph; §8, Lemma 3.2.1).
+//
+// extract_block(g, forwards) takes forward compute nodes of g; their paired backwards join them.
+// The block graph has:
+//   * the block's compute nodes, in g's order, with their costs and names;
+//   * every data node they read or make. The interface (Def. 3.2.4, T:1154) is protected in the
+//     block graph, so that a block program never frees it (Lemma 3.2.1 asks sub-schedules not
+//     to delete interface nodes; the enclosing schedule does): its inputs, data the block reads
+//     and does not make (the block input, gradients coming from the rest of the graph), and its
+//     outputs, data the block makes and the rest of the graph reads or keeps (the block output,
+//     the gradient of the block input; a gradient the rest of the graph contributes to as well
+//     keeps only the block's contributions here);
+//   * no loss of g, unless the block makes everything g's loss reads (then the loss joins it): a
+//     placeholder loss instead (time 0, overhead 0),
+//     which stands for "everything the rest of the graph does between the block's last forward
+//     and its first backward" (T:723, T:1130): it reads the block outputs that are activations
+//     and makes the gradients the block's backwards read from outside. So the block graph passes
+//     validate() and every graph policy plans it as it is.
+// lift() maps a program of the block graph back onto g's nodes, split at the placeholder loss
+// into the block's forward part and backward part (RK-Rotor's F^o and B^o): the pieces an outer
+// schedule splices in where it runs the block's forward and its backward.
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/schedule.hpp>
+
+namespace remat {
+
+/// A block of a training graph as a graph of its own, and where its nodes are in the whole graph.
+struct block_graph {
+  graph g;
+  std::vector<int> compute_in_parent;  ///< per compute node of g: its index in the parent; -1 for the placeholder loss
+  std::vector<int> data_in_parent;     ///< per data node of g: its index in the parent
+  std::vector<int> inputs;             ///< interface data the block reads and does not make (block graph indices)
+  std::vector<int> outputs;            ///< interface data the block makes for the rest of the graph (block graph indices)
+  int placeholder_loss = -1;           ///< the placeholder loss (block graph index), -1 when the block holds g's loss
+};
+
+/// The block of `forwards` (forward compute nodes of parent) and their backwards. Errors
+/// (status::invalid_problem) name the node at fault: not a forward, out of range, listed twice,
+/// or a block whose graph is not a valid training graph (with validate()'s reason).
+inline result<block_graph> extract_block(const graph& parent, std::span<const int> forwards) {
+  auto bad = [&](std::string msg) {
+    return error{status::invalid_problem, "extract_block of graph '" + parent.name + "': " + std::move(msg), {}};
+  };
+  if (auto v = validate(parent); !v) return v.err();
+  if (forwards.empty()) return bad("no forward given; a block has at least one forward op");
+  const int nc = parent.compute_count();
+  std::vector<char> in_block(static_cast<std::size_t>(nc), 0);
+  for (int f : forwards) {
+    if (f < 0 || f >= nc)
+      return bad("compute node " + std::to_string(f) + " does not exist (the graph has compute nodes 0.." +
+                 std::to_string(nc - 1) + ")");
+    if (parent.compute(f).kind != compute_kind::forward)
+      return bad(detail::compute_label(parent, f) + " is a " + std::string(to_string(parent.compute(f).kind)) +
+                 "; give the block's forward ops (their backwards join them)");
+    if (in_block[static_cast<std::size_t>(f)]) return bad(detail::compute_label(parent, f) + " is listed twice");
+    in_block[static_cast<std::size_t>(f)] = 1;
+    if (const int b = parent.backward_of(f); b >= 0) in_block[static_cast<std::size_t>(b)] = 1;
+  }
+  // The loss joins a block that makes everything it reads.
+  const int parent_loss = parent.loss();
+  bool loss_inside = parent_loss >= 0;
+  for (int d : parent.inputs(parent_loss))
+    for (int p : parent.producers(d)) loss_inside = loss_inside && in_block[static_cast<std::size_t>(p)];
+  if (loss_inside) in_block[static_cast<std::size_t>(parent_loss)] = 1;
+  std::vector<int> nodes;  // the block's compute nodes in the parent's (topological) order
+  for (int c = 0; c < nc; ++c)
+    if (in_block[static_cast<std::size_t>(c)]) nodes.push_back(c);
+
+  // The data touched, and which of it is interface.
+  const int nd = parent.data_count();
+  std::vector<char> touched(static_cast<std::size_t>(nd), 0), made(touched.size(), 0), used_out(touched.size(), 0);
+  for (int c : nodes) {
+    for (int d : parent.inputs(c)) touched[static_cast<std::size_t>(d)] = 1;
+    for (int d : parent.outputs(c)) touched[static_cast<std::size_t>(d)] = made[static_cast<std::size_t>(d)] = 1;
+  }
+  for (int d = 0; d < nd; ++d) {
+    if (!touched[static_cast<std::size_t>(d)]) continue;
+    bool outside = parent.data(d).is_protected;
+    for (int c : parent.consumers(d)) outside = outside || !in_block[static_cast<std::size_t>(c)];
+    for (int c : parent.producers(d)) outside = outside || !in_block[static_cast<std::size_t>(c)];
+    used_out[static_cast<std::size_t>(d)] = outside;
+  }
+
+  block_graph out;
+  graph& g = out.g;
+  g.name = parent.name + " [block]";
+  std::vector<int> data_map(static_cast<std::size_t>(nd), -1);
+  for (int d = 0; d < nd; ++d) {
+    if (!touched[static_cast<std::size_t>(d)]) continue;
+    data_node n = parent.data(d);
+    n.is_protected = used_out[static_cast<std::size_t>(d)] != 0;
+    data_map[static_cast<std::size_t>(d)] = g.add_data(std::move(n));
+    out.data_in_parent.push_back(d);
+  }
+  const bool holds_loss = parent_loss >= 0 && in_block[static_cast<std::size_t>(parent_loss)];
+  std::vector<int> compute_map(static_cast<std::size_t>(nc), -1);
+  auto add = [&](int c) {
+    const int k = g.add_compute(parent.compute(c));
+    compute_map[static_cast<std::size_t>(c)] = k;
+    out.compute_in_parent.push_back(c);
+    for (int d : parent.inputs(c)) g.add_input(k, data_map[static_cast<std::size_t>(d)]);
+    for (int d : parent.outputs(c)) g.add_output(k, data_map[static_cast<std::size_t>(d)]);
+  };
+  bool placed = holds_loss;
+  for (int c : nodes) {
+    if (!placed && parent.compute(c).kind == compute_kind::backward) {
+      out.placeholder_loss = g.add_compute({"loss (the rest of '" + parent.name + "')", compute_kind::loss, 0, 0, 0, 0});
+      out.compute_in_parent.push_back(-1);
+      placed = true;
+    }
+    add(c);
+  }
+  if (!placed) {  // forwards whose backwards are not in the graph
+    out.placeholder_loss = g.add_compute({"loss (the rest of '" + parent.name + "')", compute_kind::loss, 0, 0, 0, 0});
+    out.compute_in_parent.push_back(-1);
+  }
+  for (int c : nodes) {
+    const int b = parent.backward_of(c);
+    if (parent.compute(c).kind == compute_kind::forward && b >= 0 && in_block[static_cast<std::size_t>(b)])
+      g.set_backward(compute_map[static_cast<std::size_t>(c)], compute_map[static_cast<std::size_t>(b)]);
+  }
+  for (int d = 0; d < nd; ++d) {
+    const int t = parent.gradient_of(d);
+    if (t > d && data_map[static_cast<std::size_t>(d)] >= 0 && data_map[static_cast<std::size_t>(t)] >= 0)
+      g.set_gradient(data_map[static_cast<std::size_t>(d)], data_map[static_cast<std::size_t>(t)]);
+  }
+  // The interface, and the placeholder loss's edges: it reads the block outputs that are
+  // activations and makes the gradients the block reads from outside.
+  for (int d = 0; d < nd; ++d) {
+    const int k = data_map[static_cast<std::size_t>(d)];
+    if (k < 0) continue;
+    const bool is_input = !made[static_cast<std::size_t>(d)] || parent.producers(d).empty();
+    if (is_input && g.producers(k).empty()) {
+      if (out.placeholder_loss >= 0 && parent.data(d).kind == data_kind::gradient)
+        g.add_output(out.placeholder_loss, k);  // from the rest of the graph, "through the loss"
+      out.inputs.push_back(k);
+    } else if (used_out[static_cast<std::size_t>(d)]) {
+      out.outputs.push_back(k);
+      if (out.placeholder_loss >= 0 && parent.data(d).kind == data_kind::activation)
+        g.add_input(out.placeholder_loss, k);
+    }
+  }
+  if (out.placeholder_loss >= 0 && g.outputs(out.placeholder_loss).empty())
+    return bad("the block of " + detail::compute_list(parent, forwards) +
+               " reads no gradient from the rest of the graph, so its backwards cannot start; a block holds "
+               "forwards whose outputs the rest of the graph reads");
+  if (auto v = validate(g); !v) return bad("its graph is not a valid training graph: " + v.message());
+  return out;
+}
+
+/// A program of the block graph as two programs of the parent graph: the instructions before the
+/// placeholder loss (the block's forward part) and after it (its backward part), node indices
+/// mapped. Without a placeholder (the block holds the loss) everything is in the first.
+inline std::pair<schedule, schedule> lift(const block_graph& b, const schedule& s) {
+  std::pair<schedule, schedule> out;
+  schedule* part = &out.first;
+  for (const instruction& ins : s.ops) {
+    if (ins.is_compute() && ins.node == b.placeholder_loss) {
+      part = &out.second;
+      continue;
+    }
+    const auto& map = ins.is_compute() ? b.compute_in_parent : b.data_in_parent;
+    part->ops.push_back({ins.op, map.at(static_cast<std::size_t>(ins.node))});
+  }
+  return out;
+}
+
+}  // namespace remat
