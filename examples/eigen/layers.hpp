@@ -19,7 +19,7 @@
 //   the executor saves and restores (random_state / set_random_state) before recomputing.
 //
 // Every layer is also an op of a DAG model (remat::exec::dag_model, <remat/exec/graph_concepts.hpp>):
-// the base offers the multi-input members the graph executor calls (forward(span), backward with
+// the base offers the multi-input members the executor calls on a DAG model (forward(span), backward with
 // gradient slots). A single-input layer runs its chain hooks on x[0] and hands its input gradient
 // to accumulate(), which makes it the gradient or adds it element by element; backward_reads()
 // says which of x and y its backward uses (so a graph need not keep the others). Multi-input
@@ -135,7 +135,7 @@ class layer {
   [[nodiscard]] virtual rng_state random_state() const { return std::nullopt; }
   virtual void set_random_state(const rng_state&) {}
 
-  // --- as an op of a DAG model (the graph executor finds these through the base class) -----
+  // --- as an op of a DAG model (the executor finds these through the base class) -----------
   using inputs = std::span<const tensor* const>;
   using input_gradients = std::span<std::optional<tensor>>;
   /// y = f(x[0], x[1], ...), keeping nothing.
@@ -621,7 +621,7 @@ class multi_input_layer : public layer {
  private:
   [[nodiscard]] std::invalid_argument single_input() const {
     return std::invalid_argument(where() + "has several inputs: it runs as an op of a DAG model "
-                                           "(remat::exec::graph_executor), not as a chain stage");
+                                           "(remat::exec::dag_model), not as a chain stage");
   }
 };
 

@@ -34,6 +34,6 @@ int main() {
                               {.name = "loss", .inputs = {"f"}, .output_bytes = 4}}};
   const remat::graph g = *remat::build_graph(f);
   host_backend b;
-  remat::exec::graph_executor ex(model, g, b);
-  (void)ex.run(remat::graph_schedule{remat::store_all_program(g), 0, 0}, tensor{b.allocate(4)});
+  remat::exec::executor ex(model, g, b);
+  (void)ex.run(remat::schedule{remat::store_all_program(g), 0, 0}, tensor{b.allocate(4)});
 }

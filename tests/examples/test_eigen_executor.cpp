@@ -51,7 +51,7 @@ void check_model(const std::function<eg::model()>& build, eg::index batch, eg::i
     const bytes budget = lo + (peak - lo) * step / 3;
     const auto s = rotor{.slots = 0}.solve(c, budget);
     REQUIRE_MESSAGE(s.ok(), s.message());
-    INFO("budget ", budget, ": ", to_string(*s));
+    INFO("budget ", budget, ": ", to_chain_string(c.length(), *s).value_or(to_string(*s)));
     eg::model m = build();
     eg::zero_grad(m);
     host_backend b(budget);
@@ -68,7 +68,7 @@ void check_model(const std::function<eg::model()>& build, eg::index batch, eg::i
     CHECK(r->measured_peak == sim.peak);
     REQUIRE(r->op_peaks.size() == sim.timeline.size());
     for (std::size_t i = 0; i < sim.timeline.size(); ++i) {
-      INFO(to_string(s->ops[i]));
+      INFO("instruction ", i, ": ", to_string(s->ops[i]));
       CHECK(r->op_peaks[i] == sim.timeline[i].peak);
     }
     const auto& dx = r->input_gradient;

@@ -1,5 +1,5 @@
 // The Eigen example layers as ops of DAG models: the multi-input layers (add, attention) against
-// finite differences, and the residual net and the attention block under the graph executor
+// finite differences, and the residual net and the attention block under the executor
 // (profiled, planned by checkmate when a MILP backend is built in), bit for bit equal to plain
 // training (eg::backprop on the DAG).
 #include <doctest/doctest.h>
@@ -12,14 +12,17 @@
 #include <string>
 #include <vector>
 
-#include <remat/exec/graph_executor.hpp>
-#include <remat/exec/graph_profiler.hpp>
+#include <remat/exec/executor.hpp>
+#include <remat/exec/profiler.hpp>
+#include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
-#include <remat/sim/graph_simulate.hpp>
+#include <remat/schedule/notation.hpp>
+#include <remat/sim/simulate.hpp>
 
 #include <eigen/models.hpp>
 
 #include "exec/checkmate_backend.hpp"
+#include "exec/test_offload_schedules.hpp"
 
 using namespace remat;
 using remat::exec::host_backend;
@@ -103,7 +106,7 @@ namespace {
 /// Profiles the DAG model, checks store-all against eg::backprop (an independent plain
 /// training), then runs every schedule given (plus store-all's) and compares bit for bit.
 void check_dag(const std::function<eg::dag()>& build, eg::index batch, eg::index width,
-               const std::function<std::vector<graph_schedule>(const graph&)>& schedules) {
+               const std::function<std::vector<schedule>(const graph&)>& schedules) {
   host_backend pb;
   eg::dag pm = build();
   auto f = exec::profile_graph(pm, eg::make_input(pb, batch, width, 5), pb,
@@ -127,7 +130,11 @@ void check_dag(const std::function<eg::dag()>& build, eg::index batch, eg::index
   REQUIRE(ref_dx.has_value());
   const auto ref_grads = eg::flat_gradients(ref_model.layers);
 
-  std::vector<graph_schedule> all{{store_all_program(g), g.ideal_time(), 0}};
+  std::vector<schedule> all{{store_all_program(g), g.ideal_time(), 0}};
+  // Store-all with every activation (the input included) on the host between its uses.
+  all.push_back(offload_test::with_graph_offloads(
+      g, all.front(), [&](int d) { return g.data(d).kind == data_kind::activation; }));
+  REQUIRE(offload_test::transfers_in(all.back()) > 0);
   for (auto& s : schedules(g)) all.push_back(std::move(s));
   int executed = 0;
   for (const auto& s : all) {
@@ -137,12 +144,12 @@ void check_dag(const std::function<eg::dag()>& build, eg::index batch, eg::index
     eg::dag m = build();
     eg::zero_grad(m.layers);
     host_backend b(sim.peak);
-    exec::graph_executor ex(m, g, b);
+    exec::executor ex(m, g, b);
     auto r = ex.run(s, eg::make_input(b, batch, width, 5));
     // checkmate may recompute a backward (its MILP allows it); the executor refuses those.
     std::vector<int> runs(static_cast<std::size_t>(g.compute_count()), 0);
     for (const auto& ins : s.ops)
-      if (ins.kind == graph_op_kind::compute) ++runs[static_cast<std::size_t>(ins.node)];
+      if (ins.is_compute()) ++runs[static_cast<std::size_t>(ins.node)];
     bool rerun = false;
     for (int c = 0; c < g.compute_count(); ++c)
       rerun = rerun || (g.compute(c).kind == compute_kind::backward && runs[static_cast<std::size_t>(c)] > 1);
@@ -160,26 +167,28 @@ void check_dag(const std::function<eg::dag()>& build, eg::index batch, eg::index
     // backward overhead of creating and of accumulating a gradient, and linear accumulates
     // through a temporary), and equal wherever no gradient is accumulated into.
     CHECK(r->measured_peak <= sim.peak);
+    CHECK(b.host_in_use() == 0);  // every host copy released
+    CHECK(b.host_high_water() == sim.host_peak);
     REQUIRE(r->op_peaks.size() == sim.timeline.size());
     for (std::size_t i = 0; i < sim.timeline.size(); ++i) {
       INFO(to_string(g, s.ops[i]));
       CHECK(r->op_peaks[i] <= sim.timeline[i].peak);
-      if (s.ops[i].kind == graph_op_kind::free || g.compute(s.ops[i].node).kind != compute_kind::backward)
+      if (!s.ops[i].is_compute() || g.compute(s.ops[i].node).kind != compute_kind::backward)
         CHECK(r->op_peaks[i] == sim.timeline[i].peak);
     }
   }
-  // Store-all and, with a MILP backend, the plan (with recomputation; with the fixed times, the
-  // plans of CBC and of lp_solve run every backward once).
-  CHECK(executed >= (all.size() > 1 ? 2 : 1));
+  // Store-all, its offloading variant and, with a MILP backend, the plan (with recomputation;
+  // with the fixed times, the plans of CBC and of lp_solve run every backward once).
+  CHECK(executed >= (all.size() > 2 ? 3 : 2));
 }
 
 /// checkmate's plan at `fraction` of store-all's peak: one MILP per model keeps the test quick
 /// (with the fixed times, at 80% each solves in under a second with CBC and a few with lp_solve,
 /// where lower budgets take tens of seconds, and runs every backward once; the time limit is a
 /// guard). Below store-all's peak the plan recomputes: some forward runs more than once.
-std::function<std::vector<graph_schedule>(const graph&)> planned_at(double fraction) {
+std::function<std::vector<schedule>(const graph&)> planned_at(double fraction) {
   return [fraction](const graph& g) {
-    std::vector<graph_schedule> out;
+    std::vector<schedule> out;
 #if defined(REMAT_TEST_HAVE_MILP)
     const bytes peak = sim::simulate(g, {store_all_program(g), 0, 0}).peak;
     const bytes budget = static_cast<bytes>(static_cast<double>(peak) * fraction);
@@ -187,7 +196,7 @@ std::function<std::vector<graph_schedule>(const graph&)> planned_at(double fract
     REQUIRE_MESSAGE(s.ok(), s.message());
     std::vector<int> runs(static_cast<std::size_t>(g.compute_count()), 0);
     for (const auto& ins : s->ops)
-      if (ins.kind == graph_op_kind::compute && g.compute(ins.node).kind == compute_kind::forward)
+      if (ins.is_compute() && g.compute(ins.node).kind == compute_kind::forward)
         ++runs[static_cast<std::size_t>(ins.node)];
     CHECK(std::any_of(runs.begin(), runs.end(), [](int r) { return r > 1; }));
     out.push_back(std::move(*s));
@@ -201,7 +210,7 @@ std::function<std::vector<graph_schedule>(const graph&)> planned_at(double fract
 
 }  // namespace
 
-TEST_CASE("eg DAG models under the graph executor: plain training's gradients bit for bit") {
+TEST_CASE("eg DAG models under the executor: plain training's gradients bit for bit") {
   SUBCASE("residual net") {
     check_dag([] { return eg::make_residual_dag(2, 8, 16, 6, 3); }, 6, 8, planned_at(0.8));
   }

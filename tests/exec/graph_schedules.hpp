@@ -1,39 +1,39 @@
 #pragma once
-// Hand-written graph schedules for the graph executor's tests (host and GPU): any built graph
+// Hand-written programs for the executor's tests on DAG models (host and GPU): any built graph
 // (build_graph's layout, training_layout), freeing as early as the simulator allows.
 
 #include <cstddef>
 #include <functional>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/graph.hpp>
-#include <remat/schedule/graph_schedule.hpp>
+#include <remat/schedule/schedule.hpp>
 #include <vector>
 
 namespace toy {
 
 using remat::data_kind;
 using remat::graph;
-using remat::graph_instruction;
-using remat::graph_schedule;
+using remat::instruction;
+using remat::schedule;
 using remat::training_layout;
 
 /// Runs the compute nodes in `order` (an entry -1 - d frees data node d there), freeing each data
 /// node after its last reader in it.
-inline graph_schedule program_in_order(const graph& g, const std::vector<int>& order) {
+inline schedule program_in_order(const graph& g, const std::vector<int>& order) {
   std::vector<int> last(static_cast<std::size_t>(g.data_count()), -1);
   for (std::size_t p = 0; p < order.size(); ++p)
     if (order[p] >= 0)
       for (int d : g.inputs(order[p])) last[static_cast<std::size_t>(d)] = static_cast<int>(p);
-  graph_schedule s;
+  schedule s;
   for (std::size_t p = 0; p < order.size(); ++p) {
     if (order[p] < 0) {
-      s.ops.push_back(graph_instruction::free(-1 - order[p]));
+      s.ops.push_back(instruction::free(-1 - order[p]));
       continue;
     }
-    s.ops.push_back(graph_instruction::compute(order[p]));
+    s.ops.push_back(instruction::compute(order[p]));
     for (int d = 0; d < g.data_count(); ++d)
       if (last[static_cast<std::size_t>(d)] == static_cast<int>(p) && !g.data(d).is_protected)
-        s.ops.push_back(graph_instruction::free(d));
+        s.ops.push_back(instruction::free(d));
   }
   return s;
 }
@@ -41,21 +41,21 @@ inline graph_schedule program_in_order(const graph& g, const std::vector<int>& o
 /// Maximal recomputation: a fast-forward pass that frees each activation once its forward readers
 /// ran (every `keep`-th op's output kept), then for each backward, its forward recomputed in
 /// normal mode from recomputed (fast-forwarded) ancestors, and everything freed again.
-inline graph_schedule recompute_all(const graph& g, int keep) {
+inline schedule recompute_all(const graph& g, int keep) {
   const training_layout lay{g.loss()};
   const int n = g.loss();
-  graph_schedule s;
+  schedule s;
   std::vector<char> alive(static_cast<std::size_t>(g.data_count()), 0);
   alive[0] = 1;
   auto at = [&](int d) -> char& { return alive[static_cast<std::size_t>(d)]; };
   auto run = [&](int c, bool fast) {
-    s.ops.push_back(fast ? graph_instruction::fast_forward(c) : graph_instruction::compute(c));
+    s.ops.push_back(fast ? instruction::fast_forward(c) : instruction::compute(c));
     for (int d : g.outputs(c))
       if (!fast || g.data(d).kind != data_kind::phantom) at(d) = 1;
   };
   auto drop = [&](int d) {
     if (!at(d) || g.data(d).is_protected) return;
-    s.ops.push_back(graph_instruction::free(d));
+    s.ops.push_back(instruction::free(d));
     at(d) = 0;
   };
   auto kept = [&](int p) { return keep > 0 && p % keep == 0; };

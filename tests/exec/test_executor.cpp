@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -60,12 +61,15 @@ TEST_CASE("executor: every policy gives bitwise the gradients of plain training,
       outcome o;
       for (int i = 0; i < r->input_gradient.n; ++i) o.input_grad.push_back(r->input_gradient[i]);
       for (const auto& st : m) o.param_grads.push_back(st.gw);
-      // The forwards each stage ran are the schedule's.
-      std::vector<int> expected(static_cast<std::size_t>(n + 1), 0);
-      for (const auto& ins : s.ops)
-        if (ins.kind == op_kind::forward) ++expected[static_cast<std::size_t>(ins.index)];
+      // The forwards each stage ran are the program's (both variants), counted per op, 0-based.
+      const chain_nodes at(n);
+      REQUIRE(r->forwards.size() == static_cast<std::size_t>(n));
       for (int l = 1; l <= n; ++l) {
-        CHECK(m[static_cast<std::size_t>(l - 1)].forward_calls == expected[static_cast<std::size_t>(l)]);
+        const auto expected = std::count_if(s.ops.begin(), s.ops.end(), [&](const instruction& ins) {
+          return ins.is_compute() && ins.node == at.fwd(l);
+        });
+        CHECK(m[static_cast<std::size_t>(l - 1)].forward_calls == expected);
+        CHECK(r->forwards[static_cast<std::size_t>(l - 1)] == expected);
         CHECK(m[static_cast<std::size_t>(l - 1)].backward_calls == 1);
       }
       CHECK(b.in_use() == r->input_gradient.bytes());  // nothing else kept alive
@@ -80,7 +84,7 @@ TEST_CASE("executor: every policy gives bitwise the gradients of plain training,
       const bytes budget = lo + (peak - lo) * step / 4;
       auto check = [&](const result<schedule>& s, const char* policy) {
         if (!s) return;  // e.g. periodic below its own minimum
-        INFO(policy, " budget ", budget, " seed ", seed, ": ", to_string(*s));
+        INFO(policy, " budget ", budget, " seed ", seed, ": ", to_chain_string(n, *s).value_or(to_string(*s)));
         const auto got = run(*s, budget);
         REQUIRE_MESSAGE(got.ok(), got.message());
         CHECK(got->input_grad == reference->input_grad);
@@ -118,7 +122,9 @@ TEST_CASE("executor: a layer that throws gives a clear error, and the model is a
   auto r = ex.run(*s, make_input(backend, 12));
   REQUIRE_FALSE(r.ok());
   CHECK(r.code() == status::execution_error);
-  CHECK(r.message().find("stage 3 ('t3')") != std::string::npos);
+  CHECK(r.message().rfind("executor: ", 0) == 0);
+  CHECK(r.message().find("'fwd t3'") != std::string::npos);
+  CHECK(r.message().find("instruction ") != std::string::npos);
   CHECK(r.message().find("injected failure") != std::string::npos);
   CHECK(bad.w == w_before);
   CHECK(bad.random_state() == rng_before);
@@ -135,7 +141,8 @@ TEST_CASE("executor: a layer whose output outgrew its profile is reported, not r
   auto r = ex.run(*store_all{}.solve(*c, unlimited_bytes), make_input(backend, 12));
   REQUIRE_FALSE(r.ok());
   CHECK(r.code() == status::execution_error);
-  CHECK(r.message().find("stage 2") != std::string::npos);
+  CHECK(r.message().find("'fwd t2'") != std::string::npos);
+  CHECK(r.message().find("'t2'") != std::string::npos);  // the output, data node a_2
   CHECK(r.message().find("profile the model again") != std::string::npos);
 }
 
@@ -150,8 +157,19 @@ TEST_CASE("executor: a budget below the plan's peak stops at the allocation, nam
   auto r = ex.run(s, make_input(tight, 12));
   REQUIRE_FALSE(r.ok());
   CHECK(r.code() == status::execution_error);
+  CHECK(r.message().rfind("executor: ", 0) == 0);
   CHECK(r.message().find("would exceed the budget of " + std::to_string(s.predicted_peak - 1)) != std::string::npos);
-  CHECK(r.message().find("of stage") != std::string::npos);
+  // The instruction and node that allocated: the first whose simulated peak is over the budget.
+  const auto sim = sim::simulate(*c, s);
+  const auto g = build_graph(*c);
+  REQUIRE(g.ok());
+  std::size_t first = 0;
+  while (sim.timeline[first].peak <= s.predicted_peak - 1) ++first;
+  const instruction at = s.ops[first];
+  REQUIRE(at.is_compute());
+  INFO(r.message());
+  CHECK(r.message().find("instruction " + std::to_string(first) + " (" + to_string(at) + "), '" +
+                         g->compute(at.node).name + "'") != std::string::npos);
   CHECK(tight.in_use() == 0);
 }
 
@@ -161,14 +179,26 @@ TEST_CASE("executor: schedules and models that do not match the chain are reject
   auto c = exec::profile(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
   exec::executor ex(m, *c, backend);
-  schedule broken{{instruction::forward(1, forward_mode::save_all), instruction::backward(2)}, 0, 0};
+  // F1_all then B2 (without delta_2, F2 or the loss): the lowering refuses it, and the program
+  // written out by hand is refused by the executor (the simulator's message, with graph names).
+  CHECK(parse_chain_program(4, "F1_all B2").code() == status::invalid_problem);
+  const chain_nodes at(4);
+  schedule broken{{instruction::compute(at.fwd(1)), instruction::compute(at.bwd(2))}, 0, 0};
   auto r = ex.run(broken, make_input(backend, 12));
   CHECK(r.code() == status::invalid_problem);
+  CHECK(r.message().rfind("executor: ", 0) == 0);
   CHECK(r.message().find("not valid") != std::string::npos);
+  CHECK(r.message().find("'bwd t2'") != std::string::npos);
+  CHECK(r.message().find("'grad t2'") != std::string::npos);  // delta_2, not in memory
   model shorter = make_model(3, 2, false);
   exec::executor ex2(shorter, *c, backend);
-  CHECK(ex2.run(*store_all{}.solve(*c, unlimited_bytes), make_input(backend, 12)).code() == status::invalid_problem);
-  CHECK(ex.run(*store_all{}.solve(*c, unlimited_bytes), make_input(backend, 20)).code() == status::execution_error);
+  const auto r2 = ex2.run(*store_all{}.solve(*c, unlimited_bytes), make_input(backend, 12));
+  CHECK(r2.code() == status::invalid_problem);
+  CHECK(r2.message().find("executor: the model has 3 layers but the chain") != std::string::npos);
+  const auto r3 = ex.run(*store_all{}.solve(*c, unlimited_bytes), make_input(backend, 20));
+  CHECK(r3.code() == status::execution_error);
+  CHECK(r3.message().find("more than the graph input's") != std::string::npos);
+  CHECK(backend.in_use() == 0);
 }
 
 TEST_CASE("profile: exact sizes and overheads for layers that allocate only through the backend") {

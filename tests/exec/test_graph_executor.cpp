@@ -1,7 +1,8 @@
-// The graph executor on toy DAGs (a diamond, a residual net, a node with 3 consumers) whose layers
-// allocate exactly: store-all, hand-written schedules with recomputation and fast-forwards, and
-// checkmate's at several budgets give bitwise the gradients of store-all, with a measured peak
-// equal to the graph simulator's op by op; failures come back as statuses.
+// The executor on DAG models (exec/executor.hpp): toy DAGs (a diamond, a residual net, a node with
+// 3 consumers) whose layers allocate exactly: store-all, hand-written programs with
+// recomputation, fast-forwards and offloads to the host, and checkmate's at several budgets give
+// bitwise the gradients of store-all, with a measured peak equal to the simulator's instruction by
+// instruction; failures come back as statuses.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,13 +11,16 @@
 #include <string>
 #include <vector>
 
-#include <remat/exec/graph_executor.hpp>
-#include <remat/exec/graph_profiler.hpp>
+#include <remat/exec/executor.hpp>
+#include <remat/exec/profiler.hpp>
+#include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
-#include <remat/schedule/graph_schedule.hpp>
-#include <remat/sim/graph_simulate.hpp>
+#include <remat/schedule/notation.hpp>
+#include <remat/schedule/schedule.hpp>
+#include <remat/sim/simulate.hpp>
 
 #include "graph_schedules.hpp"
+#include "test_offload_schedules.hpp"
 #include "toy_graph_layers.hpp"
 
 #include "checkmate_backend.hpp"
@@ -100,15 +104,16 @@ graph profiled_graph(const std::vector<op_spec>& spec, unsigned seed, bool noisy
 
 struct outcome {
   std::vector<float> input_grad, param_grads;
-  exec::graph_run_result<toy::tensor> run;
+  exec::run_result<toy::tensor> run;
+  bytes host_high_water = 0;
 };
 
 /// Runs s on a fresh model in a backend limited to the budget.
 result<outcome> execute(const std::vector<op_spec>& spec, unsigned seed, bool noisy, const graph& g,
-                        const graph_schedule& s, bytes budget = unlimited_bytes) {
+                        const schedule& s, bytes budget = unlimited_bytes) {
   model m = make_model(spec, seed, noisy);
   host_backend b(budget);
-  exec::graph_executor ex(m, g, b);
+  exec::executor ex(m, g, b);
   auto r = ex.run(s, make_input(b));
   if (!r) return r.err();
   outcome o;
@@ -117,24 +122,26 @@ result<outcome> execute(const std::vector<op_spec>& spec, unsigned seed, bool no
   // The forwards each op ran are the schedule's; each backward ran once; nothing is left.
   for (std::size_t i = 0; i < m.layers.size(); ++i) {
     const int fwd = g.find_compute("fwd " + m.ops[i].name);
-    const auto runs = std::count_if(s.ops.begin(), s.ops.end(), [&](const graph_instruction& ins) {
-      return ins.kind == graph_op_kind::compute && ins.node == fwd;
+    const auto runs = std::count_if(s.ops.begin(), s.ops.end(), [&](const instruction& ins) {
+      return ins.is_compute() && ins.node == fwd;
     });
     CHECK(m.layers[i].forward_calls == runs);
     CHECK(r->forwards[i] == runs);
     CHECK(m.layers[i].backward_calls == 1);
   }
   CHECK(b.in_use() == r->input_gradient.bytes());
+  CHECK(b.host_in_use() == 0);  // every host copy released
+  o.host_high_water = b.host_high_water();
   o.run = std::move(*r);
   return o;
 }
 
-graph_schedule store_all_of(const graph& g) { return {store_all_program(g), g.ideal_time(), 0}; }
+schedule store_all_of(const graph& g) { return {store_all_program(g), g.ideal_time(), 0}; }
 
 /// Gradients equal store-all's bit for bit; peak within the budget and equal to the simulator's
-/// op by op.
-void check_schedule(const std::vector<op_spec>& spec, unsigned seed, bool noisy, const graph& g,
-                    const graph_schedule& s, bytes budget, const outcome& reference) {
+/// instruction by instruction, and the host's peak the simulator's. Returns the host's peak.
+bytes check_schedule(const std::vector<op_spec>& spec, unsigned seed, bool noisy, const graph& g,
+                    const schedule& s, bytes budget, const outcome& reference) {
   INFO(to_string(g, s));
   const auto sim = sim::simulate(g, s, {.budget = budget});
   REQUIRE_MESSAGE(sim.valid, (sim.first_violation ? sim.first_violation->message : ""));
@@ -149,6 +156,8 @@ void check_schedule(const std::vector<op_spec>& spec, unsigned seed, bool noisy,
     INFO("instruction ", i, ": ", to_string(g, s.ops[i]));
     CHECK(got->run.op_peaks[i] == sim.timeline[i].peak);
   }
+  CHECK(got->host_high_water == sim.host_peak);
+  return got->host_high_water;
 }
 
 struct toy_case {
@@ -159,26 +168,89 @@ const toy_case cases[] = {{"diamond", &diamond}, {"residual", &residual}, {"thre
 
 }  // namespace
 
-TEST_CASE("graph_executor: store-all and recomputing schedules give store-all's gradients bit for bit") {
+TEST_CASE("executor on DAGs: store-all and recomputing schedules give store-all's gradients bit for bit") {
   for (const auto& tc : cases)
     for (unsigned seed = 1; seed <= 3; ++seed) {
       const bool noisy = seed != 2;
       INFO(tc.name, " seed ", seed);
       const graph g = profiled_graph(*tc.spec, seed, noisy);
-      const graph_schedule sa = store_all_of(g);
+      const schedule sa = store_all_of(g);
       const bytes peak = sim::simulate(g, sa).peak;
       const auto reference = execute(*tc.spec, seed, noisy, g, sa, peak);
       REQUIRE_MESSAGE(reference.ok(), reference.message());
       check_schedule(*tc.spec, seed, noisy, g, sa, peak, *reference);
       for (int keep : {0, 2, 3}) {
-        const graph_schedule s = recompute_all(g, keep);
-        CHECK(std::any_of(s.ops.begin(), s.ops.end(), [](const auto& i) { return i.fast; }));
+        const schedule s = recompute_all(g, keep);
+        CHECK(std::any_of(s.ops.begin(), s.ops.end(), [](const auto& i) { return i.op == op_kind::fast_forward; }));
         check_schedule(*tc.spec, seed, noisy, g, s, sim::simulate(g, s).peak, *reference);
       }
     }
 }
 
-TEST_CASE("graph_executor: a 3-contribution gradient is summed in store-all's order or refused") {
+TEST_CASE("executor on DAGs: activations offloaded to the host and prefetched back, as simulated") {
+  int runs = 0;
+  for (const auto& tc : cases)
+    for (unsigned seed = 1; seed <= 3; ++seed) {
+      const bool noisy = seed != 2;
+      INFO(tc.name, " seed ", seed);
+      const graph g = profiled_graph(*tc.spec, seed, noisy);
+      const schedule sa = store_all_of(g);
+      const auto reference = execute(*tc.spec, seed, noisy, g, sa);
+      REQUIRE_MESSAGE(reference.ok(), reference.message());
+      CHECK(reference->host_high_water == 0);
+      // Every activation (the graph input included) between its uses, or every other one; and
+      // also before it is freed (a tensor freed on the host: its host copy released).
+      const std::function<bool(int)> all = [&](int d) { return g.data(d).kind == data_kind::activation; };
+      const std::function<bool(int)> every_other = [&](int d) { return all(d) && d % 2 == 0; };
+      for (const schedule& base : {sa, recompute_all(g, 0), recompute_all(g, 2)})
+        for (const auto* movable : {&all, &every_other})
+          for (const bool before_free : {false, true}) {
+            const schedule s = offload_test::with_graph_offloads(g, base, *movable, before_free);
+            REQUIRE(offload_test::transfers_in(s) > 0);
+            const auto sim = sim::simulate(g, s);
+            INFO(to_string(g, s));
+            REQUIRE_MESSAGE(sim.valid, (sim.first_violation ? sim.first_violation->message : ""));
+            CHECK(sim.peak <= sim::simulate(g, base).peak);  // moving data out never raises the peak
+            CHECK(sim.host_peak > 0);
+            // A finite link changes the times, not the validity.
+            const auto slow = sim::simulate(g, s, {.hw = machine::with_bandwidth(1e4)});
+            CHECK_MESSAGE(slow.valid, (slow.first_violation ? slow.first_violation->message : ""));
+            // Bitwise store-all's gradients, the simulator's memory instruction by instruction,
+            // in a backend whose budget is exactly the simulated peak.
+            CHECK(check_schedule(*tc.spec, seed, noisy, g, s, sim.peak, *reference) > 0);
+            ++runs;
+          }
+    }
+  CHECK(runs == 3 * 3 * 3 * 2 * 2);
+}
+
+TEST_CASE("executor on DAGs: transfers on a backend that cannot move data are refused up front") {
+  const graph g = profiled_graph(diamond, 2, false);
+  const schedule s = offload_test::with_graph_offloads(
+      g, store_all_of(g), [&](int d) { return g.data(d).kind == data_kind::activation; });
+  REQUIRE(sim::simulate(g, s).valid);
+  // host_backend moves data; one with its transfers hidden does not (the toy layers take any
+  // host_backend).
+  struct plain_backend : host_backend {
+    using host_backend::host_backend;
+    void offload() = delete;
+    void prefetch() = delete;
+    void wait() = delete;
+  };
+  static_assert(!exec::TransferBackend<plain_backend>);
+  model m = make_model(diamond, 2, false);
+  plain_backend b;
+  exec::executor ex(m, g, b);
+  const auto r = ex.run(s, make_input(b));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.code() == status::invalid_problem);
+  CHECK(r.message().find("executor: instruction ") != std::string::npos);
+  CHECK(r.message().find("moves a tensor, but the backend has no offload/prefetch/wait") != std::string::npos);
+  for (const auto& n : m.layers) CHECK(n.forward_calls == 0);
+  CHECK(b.in_use() == 0);
+}
+
+TEST_CASE("executor on DAGs: a 3-contribution gradient is summed in store-all's order or refused") {
   const graph g = profiled_graph(three, 4, false);
   const auto sa = store_all_of(g);
   const auto reference = execute(three, 4, false, g, sa);
@@ -202,7 +274,7 @@ TEST_CASE("graph_executor: a 3-contribution gradient is summed in store-all's or
     REQUIRE(sim::simulate(g, s).valid);
     model m = make_model(three, 4, false);
     host_backend b;
-    exec::graph_executor ex(m, g, b);
+    exec::executor ex(m, g, b);
     auto r = ex.run(s, make_input(b));
     REQUIRE_FALSE(r.ok());
     CHECK(r.code() == status::invalid_problem);
@@ -214,7 +286,7 @@ TEST_CASE("graph_executor: a 3-contribution gradient is summed in store-all's or
   }
 }
 
-TEST_CASE("graph_executor: a backward run twice is refused (parameter gradients would double)") {
+TEST_CASE("executor on DAGs: a backward run twice is refused (parameter gradients would double)") {
   const graph g = profiled_graph(three, 5, false);
   // bwd v, bwd k, bwd q, then free grad a and run the three again.
   std::vector<int> order;
@@ -224,14 +296,14 @@ TEST_CASE("graph_executor: a backward run twice is refused (parameter gradients 
       order.insert(order.end(), {-1 - g.find_data("grad a"), g.find_compute("bwd v"),
                                  g.find_compute("bwd k"), g.find_compute("bwd q")});
   }
-  const graph_schedule s2 = program_in_order(g, order);
+  const schedule s2 = program_in_order(g, order);
   // The simulator refuses it too (every backward runs once), and so does the executor.
   const auto rep = sim::simulate(g, s2);
   REQUIRE_FALSE(rep.valid);
-  CHECK(rep.first_violation->kind == sim::graph_violation_kind::backward_repeated);
+  CHECK(rep.first_violation->kind == sim::violation_kind::backward_repeated);
   model m = make_model(three, 5, false);
   host_backend b;
-  exec::graph_executor ex(m, g, b);
+  exec::executor ex(m, g, b);
   auto r = ex.run(s2, make_input(b));
   REQUIRE_FALSE(r.ok());
   CHECK(r.code() == status::invalid_problem);
@@ -240,13 +312,13 @@ TEST_CASE("graph_executor: a backward run twice is refused (parameter gradients 
 }
 
 #if defined(REMAT_TEST_HAVE_MILP)
-TEST_CASE("graph_executor: checkmate's schedules from low budgets to store-all's peak") {
+TEST_CASE("executor on DAGs: checkmate's schedules from low budgets to store-all's peak") {
   int runs = 0;
   for (const auto& tc : cases) {
     const unsigned seed = 7;
     INFO(tc.name);
     const graph g = profiled_graph(*tc.spec, seed, true);
-    const graph_schedule sa = store_all_of(g);
+    const schedule sa = store_all_of(g);
     const bytes peak = sim::simulate(g, sa).peak;
     const auto reference = execute(*tc.spec, seed, true, g, sa);
     REQUIRE(reference.ok());
@@ -266,7 +338,7 @@ TEST_CASE("graph_executor: checkmate's schedules from low budgets to store-all's
 }
 #endif
 
-TEST_CASE("graph_profiler: exact sizes, overheads and backward reads") {
+TEST_CASE("profile_graph: exact sizes, overheads and backward reads") {
   host_backend b;
   model m = make_model(three, 9, true);
   const auto rng = m.layers[1].random_state();
@@ -295,7 +367,7 @@ TEST_CASE("graph_profiler: exact sizes, overheads and backward reads") {
   CHECK(b.in_use() == 0);
 }
 
-TEST_CASE("graph_executor: a layer that throws, outgrows its profile or forgets a gradient") {
+TEST_CASE("executor on DAGs: a layer that throws, outgrows its profile or forgets a gradient") {
   const graph g = profiled_graph(residual, 3, true);
   const auto s = recompute_all(g, 0);
   SUBCASE("throws: the instruction and node are named, random states are as before") {
@@ -304,7 +376,7 @@ TEST_CASE("graph_executor: a layer that throws, outgrows its profile or forgets 
     const auto rng_before = bad.random_state();
     bad.throw_at_forward = 1;  // its recomputation
     host_backend b;
-    exec::graph_executor ex(m, g, b);
+    exec::executor ex(m, g, b);
     auto r = ex.run(s, make_input(b));
     REQUIRE_FALSE(r.ok());
     CHECK(r.code() == status::execution_error);
@@ -318,7 +390,7 @@ TEST_CASE("graph_executor: a layer that throws, outgrows its profile or forgets 
     model m = make_model(residual, 3, true);
     m.layers[1].grow_by = 2;
     host_backend b;
-    exec::graph_executor ex(m, g, b);
+    exec::executor ex(m, g, b);
     auto r = ex.run(s, make_input(b));
     CHECK(r.code() == status::execution_error);
     CHECK(r.message().find("'fwd f1'") != std::string::npos);
@@ -328,7 +400,7 @@ TEST_CASE("graph_executor: a layer that throws, outgrows its profile or forgets 
     model m = make_model(residual, 3, true);
     m.layers[2].leave_empty = true;  // f2: the only reader of f1, its gradient starts empty
     host_backend b;
-    exec::graph_executor ex(m, g, b);
+    exec::executor ex(m, g, b);
     auto r = ex.run(s, make_input(b));
     CHECK(r.code() == status::execution_error);
     CHECK(r.message().find("'bwd f2'") != std::string::npos);
@@ -338,7 +410,7 @@ TEST_CASE("graph_executor: a layer that throws, outgrows its profile or forgets 
     model m = make_model(residual, 3, true);
     const bytes peak = sim::simulate(g, s).peak;
     host_backend b(peak - 1);
-    exec::graph_executor ex(m, g, b);
+    exec::executor ex(m, g, b);
     auto r = ex.run(s, make_input(b));
     CHECK(r.code() == status::execution_error);
     CHECK(r.message().find("would exceed the budget of") != std::string::npos);
@@ -347,13 +419,13 @@ TEST_CASE("graph_executor: a layer that throws, outgrows its profile or forgets 
   }
 }
 
-TEST_CASE("graph_executor: schedules and models that do not match the graph are refused up front") {
+TEST_CASE("executor on DAGs: schedules and models that do not match the graph are refused up front") {
   const graph g = profiled_graph(diamond, 2, false);
   host_backend b;
   SUBCASE("a schedule the simulator rejects") {
     model m = make_model(diamond, 2, false);
-    exec::graph_executor ex(m, g, b);
-    graph_schedule broken{{graph_instruction::compute(g.find_compute("fwd b"))}, 0, 0};
+    exec::executor ex(m, g, b);
+    schedule broken{{instruction::compute(g.find_compute("fwd b"))}, 0, 0};
     auto r = ex.run(broken, make_input(b));
     CHECK(r.code() == status::invalid_problem);
     CHECK(r.message().find("not valid") != std::string::npos);
@@ -363,7 +435,7 @@ TEST_CASE("graph_executor: schedules and models that do not match the graph are 
     auto other = diamond;
     other[3].inputs = {"c", "b"};
     model m = make_model(other, 2, false);
-    exec::graph_executor ex(m, g, b);
+    exec::executor ex(m, g, b);
     auto r = ex.run(store_all_of(g), make_input(b));
     CHECK(r.code() == status::invalid_problem);
     CHECK(r.message().find("was not built from this model") != std::string::npos);
@@ -371,7 +443,7 @@ TEST_CASE("graph_executor: schedules and models that do not match the graph are 
   SUBCASE("fewer layers than ops") {
     model m = make_model(diamond, 2, false);
     m.layers.pop_back();
-    exec::graph_executor ex(m, g, b);
+    exec::executor ex(m, g, b);
     auto r = ex.run(store_all_of(g), make_input(b));
     CHECK(r.code() == status::invalid_problem);
     CHECK(r.message().find("4 layers but 5 ops") != std::string::npos);
@@ -379,14 +451,14 @@ TEST_CASE("graph_executor: schedules and models that do not match the graph are 
   SUBCASE("an op reading a tensor twice") {
     model m = make_model(diamond, 2, false);
     m.ops[3].inputs = {"b", "b"};
-    exec::graph_executor ex(m, g, b);
+    exec::executor ex(m, g, b);
     auto r = ex.run(store_all_of(g), make_input(b));
     CHECK(r.code() == status::invalid_problem);
     CHECK(r.message().find("reads 'b' twice") != std::string::npos);
   }
   SUBCASE("an input larger than planned") {
     model m = make_model(diamond, 2, false);
-    exec::graph_executor ex(m, g, b);
+    exec::executor ex(m, g, b);
     auto r = ex.run(store_all_of(g), toy::tensor::make(b, input_floats + 1));
     CHECK(r.code() == status::execution_error);
   }
@@ -419,7 +491,7 @@ static_assert(exec::RunAwareBackend<hooked_backend>);
 
 }  // namespace
 
-TEST_CASE("graph_executor and profile_graph: a backend's timing marks and run hooks") {
+TEST_CASE("executor on DAGs and profile_graph: a backend's timing marks and run hooks") {
   hooked_backend probe;
   model pm = make_model(diamond, 6, true);
   const auto f = exec::profile_graph(pm, make_input(probe), probe, {.repetitions = 3, .warmup = 1});
@@ -436,7 +508,7 @@ TEST_CASE("graph_executor and profile_graph: a backend's timing marks and run ho
   SUBCASE("a run: marks around every instruction, begin and end around the run") {
     model m = make_model(diamond, 6, true);
     hooked_backend b;
-    exec::graph_executor ex(m, *g, b);
+    exec::executor ex(m, *g, b);
     const auto r = ex.run(s, make_input(b));
     REQUIRE_MESSAGE(r.ok(), r.message());
     CHECK(b.marks == static_cast<int>(s.ops.size()) + 1);
@@ -453,7 +525,7 @@ TEST_CASE("graph_executor and profile_graph: a backend's timing marks and run ho
     model m = make_model(diamond, 6, true);
     m.layers[2].throw_at_forward = 0;
     hooked_backend b;
-    exec::graph_executor ex(m, *g, b);
+    exec::executor ex(m, *g, b);
     const auto r = ex.run(s, make_input(b));
     REQUIRE_FALSE(r.ok());
     CHECK(r.code() == status::execution_error);
@@ -465,8 +537,8 @@ TEST_CASE("graph_executor and profile_graph: a backend's timing marks and run ho
   SUBCASE("a schedule refused up front is no run") {
     model m = make_model(diamond, 6, true);
     hooked_backend b;
-    exec::graph_executor ex(m, *g, b);
-    const graph_schedule broken{{graph_instruction::compute(g->find_compute("fwd b"))}, 0, 0};
+    exec::executor ex(m, *g, b);
+    const schedule broken{{instruction::compute(g->find_compute("fwd b"))}, 0, 0};
     CHECK(ex.run(broken, make_input(b)).code() == status::invalid_problem);
     CHECK(b.begins == 0);
     CHECK(b.ends == 0);

@@ -1,7 +1,9 @@
-// The executor's offload, prefetch and wait on host_backend (exec/executor.hpp): hand-written
-// offloading schedules on toy layers and on an Eigen model give bitwise the gradients of plain
-// training, the measured memory equals the simulator's op by op, round trips are exact, and a
-// schedule with transfers is refused where the backend or the tensor cannot move data.
+// The executor's offload, prefetch and wait on host_backend (exec/executor.hpp), on chain models:
+// hand-written offloading programs (chain notation, lowered) on toy layers and on an Eigen model,
+// and the issue's F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1, give bitwise the gradients of
+// plain training, the measured memory equals the simulator's instruction by instruction, round
+// trips are exact, and a program with transfers is refused where the backend or the tensor cannot
+// move data. (Transfers on DAG models: test_graph_executor.cpp.)
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -104,7 +106,7 @@ TEST_CASE("offload: toy chains under offloading schedules: bitwise gradients, th
       const auto planned = rotor{.slots = 0}.solve(c, lo + (peak - lo) * step / 2);
       REQUIRE(planned.ok());
       const schedule s = offload_test::with_offloads(*planned, n);
-      INFO("seed ", seed, ": ", to_string(s));
+      INFO("seed ", seed, ": ", to_chain_string(n, s).value_or(to_string(s)));
       REQUIRE(offload_test::transfers_in(s) > 0);
       const auto sim = sim::simulate(c, s);
       REQUIRE_MESSAGE(sim.valid, sim.first_violation->message);
@@ -117,7 +119,7 @@ TEST_CASE("offload: toy chains under offloading schedules: bitwise gradients, th
       CHECK(r->measured_peak == sim.peak);
       REQUIRE(r->op_peaks.size() == sim.timeline.size());
       for (std::size_t i = 0; i < sim.timeline.size(); ++i) {
-        INFO("op ", i, " ", to_string(s.ops[i]));
+        INFO("instruction ", i, " ", to_string(s.ops[i]));
         CHECK(r->op_peaks[i] == sim.timeline[i].peak);
       }
       CHECK(b.in_use() == r->input_gradient.bytes());
@@ -127,6 +129,55 @@ TEST_CASE("offload: toy chains under offloading schedules: bitwise gradients, th
     }
   }
   CHECK(runs == 15);
+}
+
+TEST_CASE("offload: the issue's chain program F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1 runs as simulated") {
+  const char* text = "F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1";
+  for (unsigned seed = 1; seed <= 3; ++seed) {
+    INFO("seed ", seed);
+    host_backend pb;
+    toy_model pm = make_toy(3, seed);
+    auto profiled = exec::profile(pm, toy_input(pb), pb, {.repetitions = 1, .warmup = 0});
+    REQUIRE_MESSAGE(profiled.ok(), profiled.message());
+    const chain& c = *profiled;
+    const auto s = parse_chain_program(3, text);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    CHECK(to_chain_string(3, *s) == text);
+    CHECK(offload_test::transfers_in(*s) == 4);
+    const auto sim = sim::simulate(c, *s);
+    REQUIRE_MESSAGE(sim.valid, sim.first_violation->message);
+    CHECK(sim.host_peak == c.at(1).output_bytes);  // a_1 on the host
+    // With a finite link the program stays valid, only its time changes.
+    const auto slow = sim::simulate(c, *s, {.hw = machine::with_bandwidth(1e3)});
+    REQUIRE_MESSAGE(slow.valid, slow.first_violation->message);
+    CHECK(slow.makespan > sim.makespan);
+
+    // The reference: plain training (store-all).
+    toy_model rm = make_toy(3, seed);
+    host_backend rb;
+    exec::executor ref_ex(rm, c, rb);
+    const auto ref = ref_ex.run(*store_all{}.solve(c, unlimited_bytes), toy_input(rb));
+    REQUIRE_MESSAGE(ref.ok(), ref.message());
+
+    toy_model m = make_toy(3, seed);
+    host_backend b(sim.peak);  // exactly the simulated peak
+    exec::executor ex(m, c, b);
+    const auto r = ex.run(*s, toy_input(b));
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    for (std::size_t l = 0; l < 3; ++l) CHECK(m[l].gw == rm[l].gw);
+    REQUIRE(r->input_gradient.n == ref->input_gradient.n);
+    for (int i = 0; i < r->input_gradient.n; ++i) CHECK(r->input_gradient[i] == ref->input_gradient[i]);
+    CHECK(r->forwards == std::vector<int>{2, 1, 1});  // F1_ck and F1_all
+    CHECK(r->measured_peak == sim.peak);
+    REQUIRE(r->op_peaks.size() == sim.timeline.size());
+    for (std::size_t i = 0; i < sim.timeline.size(); ++i) {
+      INFO("instruction ", i, " ", to_string(s->ops[i]));
+      CHECK(r->op_peaks[i] == sim.timeline[i].peak);
+    }
+    CHECK(b.in_use() == r->input_gradient.bytes());
+    CHECK(b.host_in_use() == 0);
+    CHECK(b.host_high_water() == c.at(1).output_bytes);
+  }
 }
 
 TEST_CASE("offload: an Eigen MLP with its input and checkpoints on the host") {
@@ -152,7 +203,7 @@ TEST_CASE("offload: an Eigen MLP with its input and checkpoints on the host") {
     const auto planned = rotor{.slots = 0}.solve(c, budget);
     REQUIRE(planned.ok());
     const schedule s = offload_test::with_offloads(*planned, n);
-    INFO(to_string(s));
+    INFO(to_chain_string(n, s).value_or(to_string(s)));
     REQUIRE(offload_test::transfers_in(s) > 0);
     const auto sim = sim::simulate(c, s);
     REQUIRE_MESSAGE(sim.valid, sim.first_violation->message);
@@ -222,10 +273,12 @@ struct copy_layer {
 TEST_CASE("offload: a schedule with transfers where data cannot move is an invalid_problem") {
   const chain c{"copy", 8, {{"c1", 1, 1, 8, 8, 0, 0}, {"loss", 1, 1, 8, 8, 0, 0}}};
   std::vector<copy_layer> m(2);
-  schedule with;
-  for (const char* t : {"F1_ck", "O0", "F2_all", "B2", "W0", "P0", "W0", "F1_all", "B1"})
-    with.ops.push_back(*parse_instruction(t));
+  const char* text = "F1_ck O0 F2_all B2 W0 P0 W0 F1_all B1";
+  const auto lowered = parse_chain_program(2, text);
+  REQUIRE_MESSAGE(lowered.ok(), lowered.message());
+  const schedule with = *lowered;
   REQUIRE(sim::simulate(c, with).valid);
+  CHECK(to_chain_string(2, with) == text);
   const schedule without = *store_all{}.solve(c, unlimited_bytes);
   {
     plain_backend b;
@@ -233,8 +286,8 @@ TEST_CASE("offload: a schedule with transfers where data cannot move is an inval
     const auto r = ex.run(with, toy::tensor{b.allocate(8), 2});
     REQUIRE_FALSE(r.ok());
     CHECK(r.code() == status::invalid_problem);
-    CHECK(r.message().find("op 1 (O0) moves an activation, but the backend has no offload/prefetch/wait") !=
-          std::string::npos);
+    CHECK(r.message().find("executor: instruction 1 (O0) moves a tensor, but the backend has no "
+                           "offload/prefetch/wait") != std::string::npos);
     CHECK(ex.run(without, toy::tensor{b.allocate(8), 2}).ok());  // the rest still runs
   }
   {
@@ -250,11 +303,13 @@ TEST_CASE("offload: a schedule with transfers where data cannot move is an inval
     // The simulator's violations come back as before, transfers included.
     host_backend b;
     exec::executor ex(m, c, b);
-    schedule bad = with;
-    bad.ops.erase(bad.ops.begin() + 4);  // no W0 before P0
-    const auto r = ex.run(bad, toy::tensor{b.allocate(8), 2});
+    const auto bad = parse_chain_program(2, "F1_ck O0 F2_all B2 P0 W0 F1_all B1");  // no W0 before P0
+    REQUIRE(bad.ok());  // the lowering leaves transfers to the simulator
+    const auto r = ex.run(*bad, toy::tensor{b.allocate(8), 2});
     REQUIRE_FALSE(r.ok());
     CHECK(r.code() == status::invalid_problem);
-    CHECK(r.message().find("P0: the offload of a_0 (O0 at op 1) was not waited for") != std::string::npos);
+    CHECK(r.message().find("executor: the schedule is not valid") != std::string::npos);
+    CHECK(r.message().find("instruction 9 (P0): 'input' was offloaded (instruction 1 (O0)) but not waited for") !=
+          std::string::npos);
   }
 }

@@ -13,6 +13,7 @@
 #include <remat/policy/revolve.hpp>
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/store_all.hpp>
+#include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
 
 #include "exec/test_offload_schedules.hpp"
@@ -141,7 +142,7 @@ TEST_CASE("cuda.executor: chain schedules on the CUDA backend give store-all's g
   for (const bytes budget : {lo, (lo + all) / 2, all}) {
     for (const auto& s : {rotor{}.solve(*c, budget), revolve{}.solve(*c, budget)}) {
       if (!s) continue;
-      INFO("budget ", budget, ": ", to_string(*s));
+      INFO("budget ", budget, ": ", to_chain_string(stages, *s).value_or(to_string(*s)));
       cuda::backend b(budget + slack);
       auto m = make_model(params);
       exec::executor ex(m, *c, b);
@@ -207,7 +208,7 @@ TEST_CASE("cuda.executor: offloading schedules on the copy streams give store-al
     const auto planned = rotor{}.solve(*c, budget);
     REQUIRE(planned.ok());
     const schedule s = offload_test::with_offloads(*planned, stages);
-    INFO("budget ", budget, ": ", to_string(s));
+    INFO("budget ", budget, ": ", to_chain_string(stages, s).value_or(to_string(s)));
     REQUIRE(offload_test::transfers_in(s) > 0);
     const auto sim = sim::simulate(*c, s);
     REQUIRE_MESSAGE(sim.valid, sim.first_violation->message);

@@ -1,21 +1,24 @@
-// The graph executor on the CUDA backend, with a small DAG of deterministic CUDA toy ops: "a" is
+// The executor on DAG models on the CUDA backend, with a small DAG of deterministic CUDA toy ops: "a" is
 // read by three ops (its gradient sums three contributions), "sum" adds three inputs and "res"
 // two (the graph input is read twice), then a chain of five. Store-all, hand-written recomputing
 // and fast-forward schedules and (with a MILP backend) checkmate's give store-all's gradients bit
 // for bit, with a measured peak within the budget and equal to the graph simulator's; a recorded
-// run's static placement is replayed; profile_graph measures the ops' sizes exactly, with
-// CUDA-event times.
+// run's static placement is replayed; activations offloaded on the copy streams and prefetched
+// back give the same gradients; profile_graph measures the ops' sizes exactly, with CUDA-event
+// times.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <remat/exec/cuda/backend.hpp>
-#include <remat/exec/graph_executor.hpp>
-#include <remat/exec/graph_profiler.hpp>
+#include <remat/exec/executor.hpp>
+#include <remat/exec/profiler.hpp>
+#include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
-#include <remat/schedule/graph_schedule.hpp>
-#include <remat/sim/graph_simulate.hpp>
+#include <remat/schedule/notation.hpp>
+#include <remat/schedule/schedule.hpp>
+#include <remat/sim/simulate.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -23,6 +26,7 @@
 
 #include "exec/checkmate_backend.hpp"
 #include "exec/graph_schedules.hpp"
+#include "exec/test_offload_schedules.hpp"
 #include "graph_kernels.hpp"
 #include "toy_kernels.hpp"
 
@@ -36,6 +40,8 @@ struct gtensor {
   int n = 0;
   [[nodiscard]] remat::bytes bytes() const { return buf.size(); }
   [[nodiscard]] float* data() const { return buf.as<float>(); }
+  /// The buffer holding the data, for offload and prefetch.
+  cuda::device_buffer& storage() { return buf; }
   static gtensor make(cuda::backend& b, int n) { return {b.allocate(remat::bytes{4} * n), n}; }
 };
 
@@ -232,17 +238,17 @@ graph toy_graph() {
   return *g;
 }
 
-graph_schedule store_all_of(const graph& g) { return {store_all_program(g), g.ideal_time(), 0}; }
+schedule store_all_of(const graph& g) { return {store_all_program(g), g.ideal_time(), 0}; }
 
 /// Runs s on a fresh model in b; returns the gradients. The run's result is checked against the
 /// graph simulator: peak within `budget`, equal to the simulator's, instruction by instruction.
-std::vector<float> run_checked(const graph& g, const graph_schedule& s, bytes budget,
+std::vector<float> run_checked(const graph& g, const schedule& s, bytes budget,
                                cuda::backend& b, cuda::backend& params) {
   INFO(to_string(g, s));
   const auto sim = sim::simulate(g, s, {.budget = budget});
   REQUIRE_MESSAGE(sim.valid, (sim.first_violation ? sim.first_violation->message : ""));
   model m = make_model(params);
-  exec::graph_executor ex(m, g, b);
+  exec::executor ex(m, g, b);
   const auto r = ex.run(s, make_input(b));
   REQUIRE_MESSAGE(r.ok(), r.message());
   CHECK(r->measured_peak <= budget);
@@ -307,9 +313,9 @@ TEST_CASE(
   const auto reference = reference_gradients(g, params);
   for (int keep : {0, 2, 3}) {
     INFO("recompute_all keeping every ", keep, "th activation");
-    const graph_schedule s = toy::recompute_all(g, keep);
+    const schedule s = toy::recompute_all(g, keep);
     CHECK(
-        std::any_of(s.ops.begin(), s.ops.end(), [](const graph_instruction& i) { return i.fast; }));
+        std::any_of(s.ops.begin(), s.ops.end(), [](const instruction& i) { return i.op == op_kind::fast_forward; }));
     const bytes budget = sim::simulate(g, s).peak;
     cuda::backend b(budget + slack);
     CHECK(run_checked(g, s, budget, b, params) == reference);
@@ -342,7 +348,7 @@ TEST_CASE(
   cuda::backend params(1_MiB);
   const graph g = toy_graph();
   const auto reference = reference_gradients(g, params);
-  const graph_schedule s = toy::recompute_all(g, 2);
+  const schedule s = toy::recompute_all(g, 2);
   const bytes budget = sim::simulate(g, s).peak;
   REQUIRE(budget < sim::simulate(g, store_all_of(g)).peak);
   cuda::backend b(budget + slack);
@@ -358,4 +364,37 @@ TEST_CASE(
   }
   MESSAGE("graph placement: placed peak ", report->placed_peak, ", live peak ", report->live_peak,
           ", best fit ", report->recorded_extent, ", planned peak ", budget);
+}
+
+static_assert(exec::TransferableTensor<gtensor, cuda::backend>);
+
+TEST_CASE("cuda.graph: activations offloaded on the copy streams give store-all's gradients bit for bit") {
+  cuda::backend params(1_MiB);
+  const graph g = toy_graph();
+  const auto reference = reference_gradients(g, params);
+  const auto activation = [&](int d) { return g.data(d).kind == data_kind::activation; };
+  for (const schedule& base : {store_all_of(g), toy::recompute_all(g, 2)})
+    for (const bool before_free : {false, true}) {
+      const schedule s = offload_test::with_graph_offloads(g, base, activation, before_free);
+      INFO(to_string(g, s));
+      REQUIRE(offload_test::transfers_in(s) > 0);
+      const auto sim = sim::simulate(g, s);
+      REQUIRE_MESSAGE(sim.valid, (sim.first_violation ? sim.first_violation->message : ""));
+      const bytes planned = sim::simulate(g, base).peak;
+      // Room on the host for every tensor of the graph at once.
+      cuda::backend b(planned + slack, {.host_pool = static_cast<bytes>(g.data_count()) * tensor_bytes + slack});
+      model m = make_model(params);
+      exec::executor ex(m, g, b);
+      const auto r = ex.run(s, make_input(b));
+      REQUIRE_MESSAGE(r.ok(), r.message());
+      CHECK(gradients(r->input_gradient, m, b) == reference);
+      // An offload frees its buffer once its copy is seen done, at the latest at its wait: never
+      // later than the program without transfers, never earlier than the simulator's instant
+      // copies.
+      CHECK(r->measured_peak <= planned);
+      CHECK(r->measured_peak >= sim.peak);
+      REQUIRE(r->op_peaks.size() == s.ops.size());
+      CHECK(b.host_in_use() == 0);
+      CHECK(b.host_high_water() > 0);
+    }
 }
