@@ -389,3 +389,28 @@ TEST_CASE("json: the example chains load, validate and look like their networks"
   }
 }
 #endif
+
+TEST_CASE("chain JSON: stages' options (cost sets) round-trip, and bad ones are named") {
+  chain c{"opts", 10, {{"s1", 1, 2, 100, 150, 5, 6}, {"loss", 1, 1, 4, 4, 0, 0}}};
+  c.stages[0].options = {{0.5, 3, 400, 0, 8}, {2, 1, 100, 1, 1}};
+  const auto back = io::chain_from_json(io::to_json(c));
+  REQUIRE_MESSAGE(back.ok(), back.message());
+  CHECK(*back == c);
+  // Without options, nothing is written: older files and tools see the same JSON.
+  c.stages[0].options.clear();
+  CHECK_FALSE(io::to_json(c)["stages"][0].contains("options"));
+  auto msg = [](const char* opts) {
+    const std::string text = std::string(R"({"name": "x", "input_bytes": 1, "stages": [{"forward_time": 1, )"
+                                         R"("backward_time": 1, "output_bytes": 4, "saved_bytes": 4, "options": )") +
+                             opts + "}]}";
+    return io::parse_chain(text).message();
+  };
+  CHECK(msg("3").find("\"options\" is an integer (3); it must be an array of option objects") != std::string::npos);
+  CHECK(msg(R"([{"forward_time": 1, "backward_time": 1}])").find("options[0]: missing field \"saved_bytes\"") !=
+        std::string::npos);
+  CHECK(msg(R"([{"forward_time": 1, "backward_time": 1, "saved_bytes": 8, "saved": 1}])")
+            .find("options[0]: unknown field \"saved\"") != std::string::npos);
+  CHECK(msg(R"([{"forward_time": 1, "backward_time": 1, "saved_bytes": 2}])").find("option 1: saved_bytes (2)") !=
+        std::string::npos);
+  CHECK(msg(R"([{"forward_time": 1, "backward_time": 1, "saved_bytes": 8}])") == "");
+}

@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include <remat/policy/rotor.hpp>
 #include <remat/problem/chain.hpp>
 
 using namespace remat;
@@ -112,3 +113,37 @@ TEST_CASE("chain validation: times too large for any sum are invalid_problem, na
   }
 }
 
+
+TEST_CASE("cost sets: several options per stage; option 0 is the stage's own; checked like stages") {
+  chain c{"opts", 10, {{"s1", 1, 2, 100, 150, 5, 6}, {"loss", 1, 1, 4, 4, 0, 0}}};
+  CHECK(c.option_count(1) == 1);
+  CHECK(c.option(1, 0) == stage_option{1, 2, 150, 5, 6});
+  c.stages[0].options = {{0.5, 3, 400, 0, 8}, {2, 1, 100, 1, 1}};
+  CHECK(validate(c).ok());
+  CHECK(c.option_count(1) == 3);
+  CHECK(c.option(1, 2) == stage_option{2, 1, 100, 1, 1});
+  CHECK(c.ideal_time() == 5);  // option 0's times
+  auto bad = c;
+  bad.stages[0].options[1].saved_bytes = 99;
+  CHECK(validate(bad).message().find("stage 1 ('s1'), option 2: saved_bytes (99) is smaller than the stage's "
+                                     "output_bytes (100)") != std::string::npos);
+  bad = c;
+  bad.stages[0].options[0].backward_overhead_bytes = -1;
+  CHECK(validate(bad).message().find("option 1: backward_overhead_bytes is negative") != std::string::npos);
+  bad = c;
+  bad.stages[0].options[0].forward_time = -1;
+  CHECK_FALSE(validate(bad).ok());
+}
+
+TEST_CASE("cost sets: a chain policy plans with option 0, so extra options change nothing for it") {
+  chain c{"opts", 10, {}};
+  for (int l = 1; l <= 6; ++l) c.stages.push_back({"s" + std::to_string(l), 1.0 + l, 2.0, 100 * l, 150 * l, 3, 4});
+  chain with = c;
+  for (auto& s : with.stages) s.options = {{0.5, 1, s.output_bytes, 0, 0}, {3, 3, s.saved_bytes * 2, 1, 1}};
+  const bytes budget = 1200;
+  const auto a = rotor{}.solve(c, budget);
+  const auto b = rotor{}.solve(with, budget);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(*a == *b);
+}

@@ -51,6 +51,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -145,6 +146,16 @@ inline constexpr field_spec stage_fields[] = {
     {"forward_save_overhead_bytes",
      "temporary bytes while the forward runs keeping what the backward needs (F_all), an "
      "integer >= 0 (default: forward_overhead_bytes)"},
+    {"options",
+     "an array of option objects, other ways to run the stage's F_all and B (a cost set; default none)"},
+};
+
+inline constexpr field_spec option_fields[] = {
+    {"forward_time", "the forward's duration in seconds, a number >= 0"},
+    {"backward_time", "the backward's duration in seconds, a number >= 0"},
+    {"saved_bytes", "the bytes the forward keeps for the backward, the output included, an integer"},
+    {"forward_overhead_bytes", "temporary bytes while the forward runs, an integer >= 0 (default 0)"},
+    {"backward_overhead_bytes", "temporary bytes while the backward runs, an integer >= 0 (default 0)"},
 };
 
 template <std::size_t N>
@@ -329,6 +340,34 @@ inline result<stage> stage_from_json(const json& j, std::size_t i) {
     if (auto e = size(v, "forward_save_overhead_bytes", true)) return *e;
     s.forward_save_overhead_bytes = v;
   }
+  if (const auto opts = j.find("options"); opts != j.end()) {
+    if (!opts->is_array())
+      return invalid(where + ": \"options\" is " + describe(*opts) + "; it must be " +
+                     std::string(spec_of(stage_fields, "options").expect));
+    for (std::size_t o = 0; o < opts->size(); ++o) {
+      const json& oj = (*opts)[o];
+      const std::string at = where + ", options[" + std::to_string(o) + "]";
+      if (!oj.is_object())
+        return invalid(at + " is " + describe(oj) +
+                       "; an option is an object with the fields forward_time, backward_time, saved_bytes (and "
+                       "optionally forward_overhead_bytes, backward_overhead_bytes)");
+      if (auto e = check_unknown_fields(oj, at, option_fields, "an option")) return *e;
+      stage_option op;
+      for (auto [out, field] : {std::pair{&op.forward_time, "forward_time"}, std::pair{&op.backward_time, "backward_time"}}) {
+        auto v = read_seconds(oj, at, spec_of(option_fields, field));
+        if (!v) return v.err();
+        *out = *v;
+      }
+      for (auto [out, field, required] : {std::tuple{&op.saved_bytes, "saved_bytes", true},
+                                          std::tuple{&op.forward_overhead_bytes, "forward_overhead_bytes", false},
+                                          std::tuple{&op.backward_overhead_bytes, "backward_overhead_bytes", false}}) {
+        auto v = read_bytes(oj, at, spec_of(option_fields, field), required);
+        if (!v) return v.err();
+        *out = *v;
+      }
+      s.options.push_back(op);
+    }
+  }
   return s;
 }
 
@@ -467,6 +506,16 @@ inline nlohmann::json to_json(const chain& c) {
                       {"forward_overhead_bytes", s.forward_overhead_bytes},
                       {"backward_overhead_bytes", s.backward_overhead_bytes}});
     if (s.forward_save_overhead_bytes) stages.back()["forward_save_overhead_bytes"] = *s.forward_save_overhead_bytes;
+    if (!s.options.empty()) {
+      nlohmann::json opts = nlohmann::json::array();
+      for (const auto& o : s.options)
+        opts.push_back({{"forward_time", o.forward_time},
+                        {"backward_time", o.backward_time},
+                        {"saved_bytes", o.saved_bytes},
+                        {"forward_overhead_bytes", o.forward_overhead_bytes},
+                        {"backward_overhead_bytes", o.backward_overhead_bytes}});
+      stages.back()["options"] = std::move(opts);
+    }
   }
   return {{"name", c.name}, {"input_bytes", c.input_bytes}, {"stages", std::move(stages)}};
 }

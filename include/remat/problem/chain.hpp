@@ -14,17 +14,37 @@
 // temporaries that were moved into the context. Unset, it is o_F: the thesis' model.
 // input_bytes is a_0 (= abar_0). By the thesis' convention delta_N = 0: the gradient that
 // starts the backward pass is the constant 1 and is not stored (S:1587).
+//
+// Cost sets. A stage may have several ways to run its F_l^all and B_l (rockmate-spec §5.3, §6.1:
+// the options of a block, each from an inner solver's schedule of the block): option 0 is the
+// stage's own fields, `options` holds the others, each with its own times, kept bytes (x̄, the
+// output included) and overheads; F_l^none and F_l^ck (RK-Rotor's option 0, the fast-forward) are
+// the stage's own. Planners that choose among options (RK-Rotor's sequence DP) read them through
+// option(l, o); the other chain policies plan with option 0, so a chain whose stages have one
+// option each is planned exactly as before.
 
 #include <cmath>
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 
 namespace remat {
+
+/// Another way to run a stage's F^all and B (see "Cost sets" above).
+struct stage_option {
+  seconds forward_time = 0;
+  seconds backward_time = 0;
+  bytes saved_bytes = 0;  ///< what the forward keeps for the backward, the output included
+  bytes forward_overhead_bytes = 0;
+  bytes backward_overhead_bytes = 0;
+
+  friend bool operator==(const stage_option&, const stage_option&) = default;
+};
 
 struct stage {
   std::string name;
@@ -35,6 +55,8 @@ struct stage {
   bytes forward_overhead_bytes = 0;
   bytes backward_overhead_bytes = 0;
   std::optional<bytes> forward_save_overhead_bytes = std::nullopt;
+  /// Options 1.. of the stage's F^all / B pair (option 0 is the fields above); usually empty.
+  std::vector<stage_option> options = {};
 
   friend bool operator==(const stage&, const stage&) = default;
 };
@@ -65,6 +87,13 @@ struct chain {
     return at(l).forward_save_overhead_bytes.value_or(at(l).forward_overhead_bytes);
   }
   [[nodiscard]] bytes ob(int l) const { return at(l).backward_overhead_bytes; }
+  /// The number of options of stage l (1 + its extra options).
+  [[nodiscard]] int option_count(int l) const { return 1 + static_cast<int>(at(l).options.size()); }
+  /// Option o of stage l; option 0 is the stage's own F^all / B.
+  [[nodiscard]] stage_option option(int l, int o) const {
+    if (o == 0) return {uf(l), ub(l), abar(l), of_all(l), ob(l)};
+    return at(l).options.at(static_cast<std::size_t>(o - 1));
+  }
 
   /// Time of plain training: every forward and every backward once.
   [[nodiscard]] seconds ideal_time() const {
@@ -120,6 +149,22 @@ inline result<void> validate(const chain& c) {
                    check_size(s.backward_overhead_bytes, "backward_overhead_bytes"),
                    check_size(s.forward_save_overhead_bytes.value_or(0), "forward_save_overhead_bytes")})
       if (e) return *e;
+    for (std::size_t o = 0; o < s.options.size(); ++o) {
+      const stage_option& op = s.options[o];
+      const std::string at_o = where + ", option " + std::to_string(o + 1);
+      for (auto [v, field] : {std::pair{op.forward_time, "forward_time"}, std::pair{op.backward_time, "backward_time"}})
+        if (auto e = detail::time_field_error(v, at_o, field)) return bad(*e);
+      for (auto [v, field] : {std::pair{op.saved_bytes, "saved_bytes"},
+                              std::pair{op.forward_overhead_bytes, "forward_overhead_bytes"},
+                              std::pair{op.backward_overhead_bytes, "backward_overhead_bytes"}}) {
+        if (v < 0) return bad(at_o + ": " + field + " is negative (" + std::to_string(v) + "); sizes are byte counts >= 0");
+        if (v > max_size) return bad(at_o + ": " + field + " (" + std::to_string(v) + ") exceeds 2^52 bytes");
+      }
+      if (op.saved_bytes < s.output_bytes)
+        return bad(at_o + ": saved_bytes (" + std::to_string(op.saved_bytes) + ") is smaller than the stage's "
+                   "output_bytes (" + std::to_string(s.output_bytes) + "); every option keeps the output, so it "
+                   "must be >= output_bytes");
+    }
     if (s.saved_bytes < s.output_bytes)
       return bad(where + ": saved_bytes (" + std::to_string(s.saved_bytes) +
                  ") is smaller than output_bytes (" + std::to_string(s.output_bytes) +
