@@ -115,7 +115,9 @@ std::vector<tiny_case> tiny_cases() {
 template <class Backend>
 void against_brute_force() {
   const checkmate<Backend> cm{};
-  for (const auto& [g, budgets] : tiny_cases()) {
+  for (const auto& tc : tiny_cases()) {
+    const graph& g = tc.g;
+    const std::vector<bytes>& budgets = tc.budgets;
     CAPTURE(g.name);
     CHECK(budgets.back() <= store_all_peak(g));
     CHECK_FALSE(std::isfinite(brute(g, budgets.front())));
@@ -321,7 +323,9 @@ void relaxed_against_brute_force() {
   checkmate<Backend> cm{};
   cm.relax = true;
   int solved = 0, at_optimum = 0;
-  for (const auto& [g, budgets] : tiny_cases()) {
+  for (const auto& tc : tiny_cases()) {
+    const graph& g = tc.g;
+    const std::vector<bytes>& budgets = tc.budgets;
     CAPTURE(g.name);
     for (bytes b : budgets) {
       CAPTURE(b);
@@ -450,7 +454,9 @@ void warm_start_checks() {
       CHECK(r.value().optimal);
       CHECK(r.value().schedule.predicted_time == doctest::Approx(g.ideal_time()));
     }
-    for (const auto& [g, budgets] : tiny_cases()) {
+    for (const auto& tc : tiny_cases()) {
+      const graph& g = tc.g;
+      const std::vector<bytes>& budgets = tc.budgets;
       const bytes b = *std::find_if(budgets.begin(), budgets.end(),
                                     [&](bytes x) { return std::isfinite(brute(g, x)); });
       CAPTURE(g.name);

@@ -40,6 +40,7 @@
 // After a failure the layers' random states are as before the run; parameters are never
 // touched by the executor (parameter gradients may hold a partial accumulation: zero them).
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <exception>
@@ -47,6 +48,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>

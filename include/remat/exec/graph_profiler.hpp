@@ -31,6 +31,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <remat/core/result.hpp>

@@ -27,14 +27,18 @@
 //   returned if lp_solve finds nothing better in time (feasible) or proves that nothing better
 //   exists (optimal). An infeasible warm start is ignored.
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <remat/core/result.hpp>
 #include <remat/milp/detail/backend.hpp>
 #include <remat/milp/model.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace remat::milp {

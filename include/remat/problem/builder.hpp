@@ -77,6 +77,7 @@
 #include <remat/schedule/graph_schedule.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>

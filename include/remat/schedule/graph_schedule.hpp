@@ -22,6 +22,7 @@
 #include <remat/problem/graph.hpp>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 namespace remat {

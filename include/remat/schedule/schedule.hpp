@@ -20,10 +20,12 @@
 // Text form: F3_none, F3_ck, F3_all, B3, O3, P3, W3 (O0, P0, W0 for the input a_0).
 
 #include <charconv>
+#include <cstddef>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <remat/core/units.hpp>

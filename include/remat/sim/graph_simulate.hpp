@@ -30,6 +30,7 @@
 #include <remat/schedule/graph_schedule.hpp>
 #include <remat/sim/simulate.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace remat::sim {

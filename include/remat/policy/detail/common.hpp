@@ -2,12 +2,14 @@
 // Shared plumbing of the chain policies: request checks, budget-too-small errors, and the
 // final check of every schedule in the simulator (the referee) before it is returned.
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <remat/core/result.hpp>
