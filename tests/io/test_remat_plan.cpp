@@ -194,7 +194,7 @@ TEST_CASE("remat-plan: times too large to sum are a clear invalid_problem for ev
       {"name": "loss", "forward_time": 1e-05, "backward_time": 1e-05, "output_bytes": 4,
        "saved_bytes": 4}]})";
     std::vector<std::string> policies = {"store_all", "periodic", "revolve", "rotor", "rotor_floating"};
-#if defined(REMAT_TEST_PLAN_HAVE_CBC) || defined(REMAT_TEST_PLAN_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
     policies.emplace_back("checkmate");
 #endif
     for (const auto& policy : policies) {
@@ -327,13 +327,13 @@ std::string graph_file(const std::string& name) {
   return (std::filesystem::path(REMAT_EXAMPLES_DIR) / "graphs" / name).string();
 }
 
-/// The MILP solvers remat-plan was built with (tests/CMakeLists.txt passes what the build found).
+/// remat-plan's MILP solvers: the ones this program links too (tests/CMakeLists.txt).
 std::vector<std::string> plan_solvers() {
   std::vector<std::string> v;
-#ifdef REMAT_TEST_PLAN_HAVE_CBC
+#ifdef REMAT_HAS_CBC
   v.emplace_back("cbc");
 #endif
-#ifdef REMAT_TEST_PLAN_HAVE_LPSOLVE
+#ifdef REMAT_HAS_LPSOLVE
   v.emplace_back("lpsolve");
 #endif
   return v;

@@ -4,7 +4,7 @@
 // be); warm starts (same optimum, never worse than the start, bad starts are clear errors).
 #include <doctest/doctest.h>
 
-#if defined(REMAT_TEST_HAVE_LPSOLVE) || defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_LPSOLVE) || defined(REMAT_HAS_CBC)
 
 #include <algorithm>
 #include <array>
@@ -22,10 +22,10 @@
 
 #include "support/graph_brute_force.hpp"
 
-#if defined(REMAT_TEST_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_LPSOLVE)
 #include <remat/milp/lpsolve.hpp>
 #endif
-#if defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_CBC)
 #include <remat/milp/cbc.hpp>
 using default_backend = remat::milp::cbc;
 #else
@@ -138,12 +138,12 @@ void against_brute_force() {
 
 }  // namespace
 
-#if defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_CBC)
 TEST_CASE("checkmate (cbc) equals exhaustive search on tiny DAGs") {
   against_brute_force<milp::cbc>();
 }
 #endif
-#if defined(REMAT_TEST_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_LPSOLVE)
 TEST_CASE("checkmate (lp_solve) equals exhaustive search on tiny DAGs") {
   against_brute_force<milp::lpsolve>();
 }
@@ -359,12 +359,12 @@ void relaxed_against_brute_force() {
 
 }  // namespace
 
-#if defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_CBC)
 TEST_CASE("checkmate relax (cbc): valid, never better than exhaustive search") {
   relaxed_against_brute_force<milp::cbc>();
 }
 #endif
-#if defined(REMAT_TEST_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_LPSOLVE)
 TEST_CASE("checkmate relax (lp_solve): valid, never better than exhaustive search") {
   relaxed_against_brute_force<milp::lpsolve>();
 }
@@ -496,10 +496,10 @@ void warm_start_checks() {
 
 }  // namespace
 
-#if defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_CBC)
 TEST_CASE("checkmate (cbc): warm starts") { warm_start_checks<milp::cbc>(); }
 #endif
-#if defined(REMAT_TEST_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_LPSOLVE)
 TEST_CASE("checkmate (lp_solve): warm starts") { warm_start_checks<milp::lpsolve>(); }
 #endif
 
