@@ -29,10 +29,10 @@
 #include <string>
 #include <string_view>
 #include <vector>
-#ifdef REMAT_BENCH_LPSOLVE
+#ifdef REMAT_HAS_LPSOLVE
 #include <remat/milp/lpsolve.hpp>
 #endif
-#ifdef REMAT_BENCH_CBC
+#ifdef REMAT_HAS_CBC
 #include <remat/milp/cbc.hpp>
 #endif
 
@@ -263,7 +263,7 @@ void small_sizes(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
-#ifdef REMAT_BENCH_CBC
+#ifdef REMAT_HAS_CBC
 using remat::milp::cbc;
 BENCHMARK(chain_exact<cbc>)->Apply(sizes);
 BENCHMARK(residual_exact<cbc>)->Apply(sizes);
@@ -275,7 +275,7 @@ BENCHMARK(chain_exact_threads2<cbc>)->Apply(small_sizes);
 BENCHMARK(chain_exact_spread<cbc>)->Arg(10)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(residual_exact_spread<cbc>)->Arg(10)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 #endif
-#ifdef REMAT_BENCH_LPSOLVE
+#ifdef REMAT_HAS_LPSOLVE
 using remat::milp::lpsolve;
 BENCHMARK(chain_exact<lpsolve>)->Apply(sizes);
 BENCHMARK(residual_exact<lpsolve>)->Apply(sizes);

@@ -9,10 +9,10 @@
 #include <string_view>
 
 #include <remat/milp/model.hpp>
-#ifdef REMAT_BENCH_LPSOLVE
+#ifdef REMAT_HAS_LPSOLVE
 #include <remat/milp/lpsolve.hpp>
 #endif
-#ifdef REMAT_BENCH_CBC
+#ifdef REMAT_HAS_CBC
 #include <remat/milp/cbc.hpp>
 #endif
 
@@ -63,7 +63,7 @@ void set_cover(benchmark::State& state) {
 
 }  // namespace
 
-#ifdef REMAT_BENCH_LPSOLVE
+#ifdef REMAT_HAS_LPSOLVE
 using remat::milp::lpsolve;
 BENCHMARK(knapsack<lpsolve>)->Arg(20)->Arg(40)->Arg(60)->Arg(100)->Unit(benchmark::kMillisecond);
 BENCHMARK(knapsack_correlated<lpsolve>)->Arg(20)->Arg(40)->Arg(60)->Unit(benchmark::kMillisecond);
@@ -75,7 +75,7 @@ BENCHMARK(set_cover<lpsolve>)
     ->Arg(400)
     ->Unit(benchmark::kMillisecond);
 #endif
-#ifdef REMAT_BENCH_CBC
+#ifdef REMAT_HAS_CBC
 using remat::milp::cbc;
 /// CBC with its preprocessing, which remat::milp::cbc leaves off by default (see cbc.hpp).
 struct cbc_preprocess {

@@ -1,20 +1,20 @@
-# Finds remat's required and optional dependencies. Each optional one sets REMAT_HAVE_<X> and is
+# Finds remat's required and optional dependencies. Each optional one sets REMAT_HAS_<X> and is
 # switched off cleanly when missing.
 
 find_package(Eigen3 3.4 REQUIRED NO_MODULE)
 
 find_package(nlohmann_json 3 QUIET)
-set(REMAT_HAVE_JSON ${nlohmann_json_FOUND})
+set(REMAT_HAS_JSON ${nlohmann_json_FOUND})
 
 find_package(LpSolve QUIET)
-set(REMAT_HAVE_LPSOLVE ${LpSolve_FOUND})
+set(REMAT_HAS_LPSOLVE ${LpSolve_FOUND})
 
 find_package(PkgConfig QUIET)
-set(REMAT_HAVE_CBC OFF)
+set(REMAT_HAS_CBC OFF)
 if(PkgConfig_FOUND)
   pkg_check_modules(REMAT_CBC QUIET IMPORTED_TARGET cbc)
   if(REMAT_CBC_FOUND)
-    set(REMAT_HAVE_CBC ON)
+    set(REMAT_HAS_CBC ON)
   endif()
 endif()
 
@@ -22,22 +22,22 @@ endif()
 # never, ON fails the configuration without them. A GPU is never needed to configure or build.
 set(REMAT_ENABLE_CUDA AUTO CACHE STRING "Build remat's CUDA backend, tests and examples (AUTO, ON, OFF)")
 set_property(CACHE REMAT_ENABLE_CUDA PROPERTY STRINGS AUTO ON OFF)
-set(REMAT_HAVE_CUDA OFF)
+set(REMAT_HAS_CUDA OFF)
 if(NOT REMAT_ENABLE_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     find_package(CUDAToolkit QUIET)
     if(CUDAToolkit_FOUND)
-      set(REMAT_HAVE_CUDA ON)
+      set(REMAT_HAS_CUDA ON)
     endif()
   endif()
-  if(REMAT_ENABLE_CUDA STREQUAL "ON" AND NOT REMAT_HAVE_CUDA)
+  if(REMAT_ENABLE_CUDA STREQUAL "ON" AND NOT REMAT_HAS_CUDA)
     message(FATAL_ERROR "remat: REMAT_ENABLE_CUDA=ON but no CUDA compiler or toolkit was found "
                         "(set CMAKE_CUDA_COMPILER, or use REMAT_ENABLE_CUDA=AUTO)")
   endif()
 endif()
-if(REMAT_HAVE_CUDA)
+if(REMAT_HAS_CUDA)
   # Never `native`: configuring would fail on a machine without a GPU. Ampere and Hopper by
   # default (sm_80 also embeds PTX, which newer GPUs JIT); a user's own list wins.
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
@@ -47,16 +47,16 @@ if(REMAT_HAVE_CUDA)
 endif()
 
 find_package(doctest QUIET)
-set(REMAT_HAVE_DOCTEST ${doctest_FOUND})
+set(REMAT_HAS_DOCTEST ${doctest_FOUND})
 
 find_package(benchmark QUIET)
-set(REMAT_HAVE_BENCHMARK ${benchmark_FOUND})
+set(REMAT_HAS_BENCHMARK ${benchmark_FOUND})
 
 # Report ON/OFF, not an empty string, for what was not found.
 foreach(dep JSON LPSOLVE CBC CUDA DOCTEST BENCHMARK)
-  if(REMAT_HAVE_${dep})
-    set(REMAT_HAVE_${dep} ON)
+  if(REMAT_HAS_${dep})
+    set(REMAT_HAS_${dep} ON)
   else()
-    set(REMAT_HAVE_${dep} OFF)
+    set(REMAT_HAS_${dep} OFF)
   endif()
 endforeach()

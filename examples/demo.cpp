@@ -29,15 +29,14 @@
 
 #include <eigen/models.hpp>
 
-#if defined(REMAT_DEMO_HAVE_CBC)
+#if defined(REMAT_HAS_CBC)
 #include <remat/milp/cbc.hpp>
 using demo_milp = remat::milp::cbc;
-#elif defined(REMAT_DEMO_HAVE_LPSOLVE)
+#elif defined(REMAT_HAS_LPSOLVE)
 #include <remat/milp/lpsolve.hpp>
 using demo_milp = remat::milp::lpsolve;
 #endif
-#if defined(REMAT_DEMO_HAVE_CBC) || defined(REMAT_DEMO_HAVE_LPSOLVE)
-#define REMAT_DEMO_HAVE_MILP 1
+#if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
 #include <remat/policy/checkmate.hpp>
 #endif
 #include <remat/exec/executor.hpp>
@@ -217,7 +216,7 @@ int main(int argc, char** argv) {
   double graph_store_all_time = 0;
   remat::bytes graph_peak = 0, graph_lo = 0;
   std::size_t graph_ops = 0;
-#if defined(REMAT_DEMO_HAVE_MILP)
+#if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
   {
     // Its MLP is 2 x width wide, so that attention and the MLP weigh alike in memory.
     const auto make_dag = [&] { return eg::make_attention_dag(o.width, 2 * o.width, o.batch, seed); };
@@ -293,7 +292,7 @@ int main(int argc, char** argv) {
                   100.0 * (r.measured / baseline - 1.0), r.match ? "bitwise equal" : "DIFFER");
     }
   }
-#if !defined(REMAT_DEMO_HAVE_MILP)
+#if !defined(REMAT_HAS_CBC) && !defined(REMAT_HAS_LPSOLVE)
   if (!o.json)
     std::printf("\nattention block planned by checkmate: skipped (remat-demo was built without CBC or lp_solve)\n");
 #endif

@@ -49,13 +49,13 @@
 #include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
 #include <remat/remat.hpp>
-#if defined(REMAT_PLAN_HAVE_CBC) || defined(REMAT_PLAN_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
 #include <remat/policy/checkmate.hpp>
 #endif
-#ifdef REMAT_PLAN_HAVE_CBC
+#ifdef REMAT_HAS_CBC
 #include <remat/milp/cbc.hpp>
 #endif
-#ifdef REMAT_PLAN_HAVE_LPSOLVE
+#ifdef REMAT_HAS_LPSOLVE
 #include <remat/milp/lpsolve.hpp>
 #endif
 
@@ -140,10 +140,10 @@ bool is_graph_policy(std::string_view p) { return p == "store_all" || p == "chec
 /// The MILP solvers this build has, in order of preference.
 std::vector<std::string_view> solvers_built() {
   std::vector<std::string_view> v;
-#ifdef REMAT_PLAN_HAVE_CBC
+#ifdef REMAT_HAS_CBC
   v.push_back("cbc");
 #endif
-#ifdef REMAT_PLAN_HAVE_LPSOLVE
+#ifdef REMAT_HAS_LPSOLVE
   v.push_back("lpsolve");
 #endif
   return v;
@@ -552,7 +552,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-#if defined(REMAT_PLAN_HAVE_CBC) || defined(REMAT_PLAN_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
 /// Progress of a MILP solve on stderr: incumbent, bound and gap, a self-overwriting line on a
 /// terminal, a line every few seconds otherwise.
 class milp_reporter {
@@ -623,10 +623,10 @@ remat::result<remat::schedule> plan_graph(const options& o, const remat::graph& 
     info.optimal = r.ok();  // its makespan is the ideal time, a lower bound
     return r;
   }
-#ifdef REMAT_PLAN_HAVE_CBC
+#ifdef REMAT_HAS_CBC
   if (o.solver == "cbc") return plan_checkmate<remat::milp::cbc>(o, g, info, show_progress);
 #endif
-#ifdef REMAT_PLAN_HAVE_LPSOLVE
+#ifdef REMAT_HAS_LPSOLVE
   if (o.solver == "lpsolve") return plan_checkmate<remat::milp::lpsolve>(o, g, info, show_progress);
 #endif
   (void)show_progress;

@@ -38,6 +38,7 @@
 #include <memory>
 #include <remat/core/units.hpp>
 #include <remat/exec/cuda/backend.hpp>
+#include <remat/exec/cuda/cublas_error.hpp>
 #include <remat/exec/cuda/error.hpp>
 #include <span>
 #include <stdexcept>

@@ -7,6 +7,8 @@
 // concepts ask (move-only where only movability is required) and does nothing useful: they are
 // for compiling, not for running.
 
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>

@@ -189,7 +189,7 @@ void check_dag(const std::function<eg::dag()>& build, eg::index batch, eg::index
 std::function<std::vector<schedule>(const graph&)> planned_at(double fraction) {
   return [fraction](const graph& g) {
     std::vector<schedule> out;
-#if defined(REMAT_TEST_HAVE_MILP)
+#if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
     const bytes peak = sim::simulate(g, {store_all_program(g), 0, 0}).peak;
     const bytes budget = static_cast<bytes>(static_cast<double>(peak) * fraction);
     auto s = checkmate<milp_backend>{.time_limit = 10}.solve(g, budget);

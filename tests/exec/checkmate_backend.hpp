@@ -1,15 +1,14 @@
 #pragma once
-// The MILP backend the graph executor's tests plan with: CBC when built in, else lp_solve;
-// REMAT_TEST_HAVE_MILP is defined when there is one (tests/CMakeLists.txt links test_exec).
+// The MILP backend the graph executor's tests plan with: CBC when the program links remat::cbc
+// (REMAT_HAS_CBC), else lp_solve (remat::lpsolve, REMAT_HAS_LPSOLVE); with neither there is no
+// milp_backend and the tests that need one compile to nothing.
 
-#if defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_CBC)
 #include <remat/milp/cbc.hpp>
 #include <remat/policy/checkmate.hpp>
-#define REMAT_TEST_HAVE_MILP 1
 using milp_backend = remat::milp::cbc;
-#elif defined(REMAT_TEST_HAVE_LPSOLVE)
+#elif defined(REMAT_HAS_LPSOLVE)
 #include <remat/milp/lpsolve.hpp>
 #include <remat/policy/checkmate.hpp>
-#define REMAT_TEST_HAVE_MILP 1
 using milp_backend = remat::milp::lpsolve;
 #endif

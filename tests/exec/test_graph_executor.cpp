@@ -311,7 +311,7 @@ TEST_CASE("executor on DAGs: a backward run twice is refused (parameter gradient
   for (const auto& n : m.layers) CHECK(n.forward_calls == 0);
 }
 
-#if defined(REMAT_TEST_HAVE_MILP)
+#if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
 TEST_CASE("executor on DAGs: checkmate's schedules from low budgets to store-all's peak") {
   int runs = 0;
   for (const auto& tc : cases) {

@@ -5,12 +5,12 @@
 // "Memory units" in include/remat/policy/checkmate.hpp).
 #include <doctest/doctest.h>
 
-#if defined(REMAT_TEST_HAVE_CBC) && defined(REMAT_EXAMPLES_DIR)
+#if defined(REMAT_HAS_CBC) && defined(REMAT_EXAMPLES_DIR)
 
 #include <filesystem>
 #include <remat/io/graph_json.hpp>
 #include <remat/milp/cbc.hpp>
-#if defined(REMAT_TEST_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_LPSOLVE)
 #include <remat/milp/lpsolve.hpp>
 #endif
 #include <remat/policy/checkmate.hpp>
@@ -45,7 +45,7 @@ TEST_CASE("checkmate (cbc) on residual_net.json: the same optimum with and witho
             doctest::Approx(reference->schedule.predicted_time).epsilon(1e-12));
       CHECK(r->schedule.predicted_peak <= budget);
     }
-#if defined(REMAT_TEST_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_LPSOLVE)
     // lp_solve's depth-first search does not close the gap at 360 MiB within 60 s (nor did it
     // before memory was counted in exact fractions): the other three budgets take it < 1 s.
     if (mib == 360) continue;

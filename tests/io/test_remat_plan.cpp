@@ -197,7 +197,7 @@ TEST_CASE("remat-plan: times too large to sum are a clear invalid_problem for ev
       {"name": "loss", "forward_time": 1e-05, "backward_time": 1e-05, "output_bytes": 4,
        "saved_bytes": 4}]})";
     std::vector<std::string> policies = {"store_all", "periodic", "revolve", "rotor", "rotor_floating"};
-#if defined(REMAT_TEST_PLAN_HAVE_CBC) || defined(REMAT_TEST_PLAN_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
     policies.emplace_back("checkmate");
 #endif
     for (const auto& policy : policies) {
@@ -299,13 +299,17 @@ TEST_CASE("remat-plan --help") {
 }
 
 TEST_CASE("remat-plan: budget suffixes") {
-  for (const auto& [text, expect] :
+  // Not `[text, expect]`: CAPTURE captures in a lambda, and Clang 14 cannot capture a structured
+  // binding (C++20's P1091, Clang 16).
+  for (const auto& c :
        std::vector<std::pair<std::string, bytes>>{{"3221225472", bytes{3} << 30},
                                                   {"3GiB", bytes{3} << 30},
                                                   {"3072MiB", bytes{3} << 30},
                                                   {"3145728KiB", bytes{3} << 30},
                                                   {"3g", bytes{3} << 30},
                                                   {"2.5GiB", bytes{5} << 29}}) {
+    const std::string& text = c.first;
+    const bytes expect = c.second;
     CAPTURE(text);
     const outcome o = run_plan({"--chain", chain_file("resnet_like.json"), "--budget=" + text,
                                 "--policy=rotor", "--slots=100", "--json"});
@@ -324,13 +328,13 @@ std::string graph_file(const std::string& name) {
   return (std::filesystem::path(REMAT_EXAMPLES_DIR) / "graphs" / name).string();
 }
 
-/// The MILP solvers remat-plan was built with (tests/CMakeLists.txt passes what the build found).
+/// remat-plan's MILP solvers: the ones this program links too (tests/CMakeLists.txt).
 std::vector<std::string> plan_solvers() {
   std::vector<std::string> v;
-#ifdef REMAT_TEST_PLAN_HAVE_CBC
+#ifdef REMAT_HAS_CBC
   v.emplace_back("cbc");
 #endif
-#ifdef REMAT_TEST_PLAN_HAVE_LPSOLVE
+#ifdef REMAT_HAS_LPSOLVE
   v.emplace_back("lpsolve");
 #endif
   return v;
@@ -373,9 +377,11 @@ void check_graph_plan(const json& r, const graph& g, bytes budget) {
 
 TEST_CASE("remat-plan --graph: store_all and checkmate plan the example graphs") {
   // Budgets that need recomputation yet fit: the attention block's minimum is 95% of its peak.
-  for (const auto& [name, fraction] :
+  for (const auto& c :
        std::vector<std::pair<std::string, double>>{{"residual_net.json", 0.9},
                                                    {"attention_block.json", 0.97}}) {
+    const std::string& name = c.first;  // not a structured binding: see "budget suffixes"
+    const double fraction = c.second;
     CAPTURE(name);
     auto g = io::load_graph(graph_file(name));
     REQUIRE(g.ok());

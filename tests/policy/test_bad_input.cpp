@@ -77,7 +77,11 @@ TEST_CASE_TEMPLATE("bad input: malformed chains are invalid_problem naming the s
         {&stage::saved_bytes, "saved_bytes"},
         {&stage::forward_overhead_bytes, "forward_overhead_bytes"},
         {&stage::backward_overhead_bytes, "backward_overhead_bytes"}};
-    for (const auto& [f, name] : fields) {
+    // Not `[f, name]`: INFO captures name in a lambda, and Clang 14 cannot capture a structured
+    // binding (C++20's P1091, Clang 16).
+    for (const auto& field_name : fields) {
+      const auto f = field_name.first;
+      const char* const name = field_name.second;
       INFO(name);
       chain c = good_chain();
       c.stages[1].*f = -5;
@@ -95,8 +99,10 @@ TEST_CASE_TEMPLATE("bad input: malformed chains are invalid_problem naming the s
                                                     {&stage::backward_time, "backward_time"}};
     const double values[] = {std::numeric_limits<double>::quiet_NaN(),
                              std::numeric_limits<double>::infinity(), -1.0, -0.0 - 1e-300};
-    for (const auto& [f, name] : fields)
+    for (const auto& field_name : fields)  // not `[f, name]`: see above
       for (const double v : values) {
+        const auto f = field_name.first;
+        const char* const name = field_name.second;
         INFO(name, " = ", v);
         chain c = good_chain();
         c.stages[3].*f = v;

@@ -4,7 +4,7 @@
 // be); warm starts (same optimum, never worse than the start, bad starts are clear errors).
 #include <doctest/doctest.h>
 
-#if defined(REMAT_TEST_HAVE_LPSOLVE) || defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_LPSOLVE) || defined(REMAT_HAS_CBC)
 
 #include <algorithm>
 #include <array>
@@ -24,10 +24,10 @@
 
 #include "support/graph_brute_force.hpp"
 
-#if defined(REMAT_TEST_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_LPSOLVE)
 #include <remat/milp/lpsolve.hpp>
 #endif
-#if defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_CBC)
 #include <remat/milp/cbc.hpp>
 using default_backend = remat::milp::cbc;
 #else
@@ -117,7 +117,9 @@ std::vector<tiny_case> tiny_cases() {
 template <class Backend>
 void against_brute_force() {
   const checkmate<Backend> cm{};
-  for (const auto& [g, budgets] : tiny_cases()) {
+  for (const auto& tc : tiny_cases()) {
+    const graph& g = tc.g;
+    const std::vector<bytes>& budgets = tc.budgets;
     CAPTURE(g.name);
     CHECK(budgets.back() <= store_all_peak(g));
     CHECK_FALSE(std::isfinite(brute(g, budgets.front())));
@@ -138,12 +140,12 @@ void against_brute_force() {
 
 }  // namespace
 
-#if defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_CBC)
 TEST_CASE("checkmate (cbc) equals exhaustive search on tiny DAGs") {
   against_brute_force<milp::cbc>();
 }
 #endif
-#if defined(REMAT_TEST_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_LPSOLVE)
 TEST_CASE("checkmate (lp_solve) equals exhaustive search on tiny DAGs") {
   against_brute_force<milp::lpsolve>();
 }
@@ -323,7 +325,9 @@ void relaxed_against_brute_force() {
   checkmate<Backend> cm{};
   cm.relax = true;
   int solved = 0, at_optimum = 0;
-  for (const auto& [g, budgets] : tiny_cases()) {
+  for (const auto& tc : tiny_cases()) {
+    const graph& g = tc.g;
+    const std::vector<bytes>& budgets = tc.budgets;
     CAPTURE(g.name);
     for (bytes b : budgets) {
       CAPTURE(b);
@@ -357,12 +361,12 @@ void relaxed_against_brute_force() {
 
 }  // namespace
 
-#if defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_CBC)
 TEST_CASE("checkmate relax (cbc): valid, never better than exhaustive search") {
   relaxed_against_brute_force<milp::cbc>();
 }
 #endif
-#if defined(REMAT_TEST_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_LPSOLVE)
 TEST_CASE("checkmate relax (lp_solve): valid, never better than exhaustive search") {
   relaxed_against_brute_force<milp::lpsolve>();
 }
@@ -453,7 +457,9 @@ void warm_start_checks() {
       CHECK(r.value().optimal);
       CHECK(r.value().schedule.predicted_time == doctest::Approx(g.ideal_time()));
     }
-    for (const auto& [g, budgets] : tiny_cases()) {
+    for (const auto& tc : tiny_cases()) {
+      const graph& g = tc.g;
+      const std::vector<bytes>& budgets = tc.budgets;
       const bytes b = *std::find_if(budgets.begin(), budgets.end(),
                                     [&](bytes x) { return std::isfinite(brute(g, x)); });
       CAPTURE(g.name);
@@ -493,10 +499,10 @@ void warm_start_checks() {
 
 }  // namespace
 
-#if defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_CBC)
 TEST_CASE("checkmate (cbc): warm starts") { warm_start_checks<milp::cbc>(); }
 #endif
-#if defined(REMAT_TEST_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_LPSOLVE)
 TEST_CASE("checkmate (lp_solve): warm starts") { warm_start_checks<milp::lpsolve>(); }
 #endif
 

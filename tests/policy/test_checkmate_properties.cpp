@@ -4,7 +4,7 @@
 // reported minimum must be a budget at which checkmate then plans; a time limit is kept.
 #include <doctest/doctest.h>
 
-#if defined(REMAT_TEST_HAVE_LPSOLVE) || defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_LPSOLVE) || defined(REMAT_HAS_CBC)
 
 #include <algorithm>
 #include <chrono>
@@ -23,10 +23,10 @@
 
 #include "support/random_chain.hpp"
 
-#if defined(REMAT_TEST_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_LPSOLVE)
 #include <remat/milp/lpsolve.hpp>
 #endif
-#if defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_CBC)
 #include <remat/milp/cbc.hpp>
 #endif
 
@@ -206,7 +206,7 @@ void time_scale_invariant(const char* backend_name) {
 }  // namespace
 
 TEST_CASE("checkmate refuses at once a graph whose MILP would not fit in memory") {
-#if defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_CBC)
   using backend = milp::cbc;
 #else
   using backend = milp::lpsolve;
@@ -221,13 +221,13 @@ TEST_CASE("checkmate refuses at once a graph whose MILP would not fit in memory"
   CHECK(took < 1.0);
 }
 
-#if defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_CBC)
 TEST_CASE("checkmate (cbc) keeps its time limit on long chains") { keeps_time_limit<milp::cbc>("cbc"); }
 TEST_CASE("checkmate (cbc): the same plans with times scaled by 1e-12 and 1e14") {
   time_scale_invariant<milp::cbc>("cbc");
 }
 #endif
-#if defined(REMAT_TEST_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_LPSOLVE)
 TEST_CASE("checkmate (lpsolve) keeps its time limit on long chains") {
   keeps_time_limit<milp::lpsolve>("lpsolve");
 }
@@ -236,7 +236,7 @@ TEST_CASE("checkmate (lpsolve): the same plans with times scaled by 1e-12 and 1e
 }
 #endif
 
-#if defined(REMAT_TEST_HAVE_CBC)
+#if defined(REMAT_HAS_CBC)
 TEST_CASE("checkmate (cbc) at real sizes: plans wherever rotor or store-all does, never slower") {
   const graph g = graph_of(reproducer());
   CHECK(store_all_peak(g) == 1091786);
@@ -245,7 +245,7 @@ TEST_CASE("checkmate (cbc) at real sizes: plans wherever rotor or store-all does
 }
 #endif
 
-#if defined(REMAT_TEST_HAVE_LPSOLVE)
+#if defined(REMAT_HAS_LPSOLVE)
 TEST_CASE("checkmate (lpsolve) at real sizes: plans wherever rotor or store-all does, never slower") {
   const graph g = graph_of(reproducer());
   check_plans(checkmate<milp::lpsolve>{}, g, 1091786, g.ideal_time(), "the issue's reproducer");

@@ -72,7 +72,8 @@ inline double graph_brute_force(const graph& g, bytes budget, bool fast_forward 
   best[start] = 0;
   q.push({estimate(start), start});
   while (!q.empty()) {
-    auto [f, s] = q.top();
+    const double f = q.top().first;
+    std::string s = q.top().second;  // not const: the helpers above take std::string&
     q.pop();
     const double d = best[s];
     if (d + estimate(s) < f) continue;  // a stale entry: s was reached cheaper since

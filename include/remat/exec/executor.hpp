@@ -75,15 +75,15 @@
 #include <cstddef>
 #include <exception>
 #include <memory>
-#include <stdexcept>
-#include <type_traits>
-#include <variant>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <remat/core/result.hpp>

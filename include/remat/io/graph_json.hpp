@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <remat/core/result.hpp>
 #include <remat/io/json.hpp>
 #include <remat/problem/builder.hpp>

@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <string_view>

@@ -30,15 +30,19 @@
 //   returned if lp_solve finds nothing better in time (feasible) or proves that nothing better
 //   exists (optimal). An infeasible warm start is ignored.
 
+#include <algorithm>
 #include <climits>  // CHAR_BIT and NULL, which lp_solve defines too, exist before the save below
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <remat/core/result.hpp>
 #include <remat/milp/detail/backend.hpp>
 #include <remat/milp/model.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace remat::milp {

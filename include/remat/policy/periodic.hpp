@@ -14,10 +14,12 @@
 // the limit the solve returns status::time_limit (not the best k so far, which would depend on
 // the machine's speed). A given k is one program, O(N): the limit is not checked.
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <remat/policy/detail/common.hpp>

@@ -20,11 +20,14 @@
 // from the simulator's speed on the store-all program, fits in the time left. Past the limit:
 // status::time_limit.
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <functional>
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <remat/policy/detail/common.hpp>
@@ -49,7 +52,7 @@ struct revolve {
     /// Stops early once `dl` has passed; then complete() is false and the table unusable.
     table(int n_max, int c_max, const detail::deadline& dl,
           const std::function<void(double)>& progress = {})
-        : n_(n_max), c_(c_max) {
+        : n_(n_max) {
       detail::deadline_poll poll(dl);
       // Column by column (c is the slow index), so that memory grows only as the table fills.
       for (int c = 0; c <= c_max; ++c) {
@@ -85,7 +88,7 @@ struct revolve {
       return static_cast<std::size_t>(c) * static_cast<std::size_t>(n_ + 1) + static_cast<std::size_t>(n);
     }
     [[nodiscard]] long at(int n, int c) const { return g_[idx(n, c)]; }
-    int n_, c_;
+    int n_;  // n_max: each column (one per c) holds n = 0..n_max
     bool complete_ = false;
     std::vector<long> g_;
     std::vector<int> split_;

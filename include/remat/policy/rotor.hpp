@@ -21,6 +21,7 @@
 // or so; the table's memory is touched only as it fills. Past the limit: status::time_limit.
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>

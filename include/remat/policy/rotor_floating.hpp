@@ -36,6 +36,7 @@
 // reconstruction scheme as rotor.
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -43,6 +44,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <remat/policy/detail/common.hpp>

@@ -8,7 +8,10 @@
 // makespan is the graph's ideal time, a lower bound for any schedule, so whenever it fits it is
 // optimal.
 
+#include <cstddef>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <remat/policy/detail/common.hpp>

@@ -64,6 +64,7 @@
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>

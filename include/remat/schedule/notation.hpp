@@ -43,6 +43,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <remat/core/result.hpp>

@@ -30,6 +30,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <remat/core/units.hpp>

@@ -49,6 +49,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <remat/core/machine.hpp>

@@ -322,7 +322,7 @@ TEST_CASE(
   }
 }
 
-#if defined(REMAT_TEST_HAVE_MILP)
+#if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
 TEST_CASE("cuda.graph: checkmate's schedules from a hand-written schedule's peak to store-all's") {
   cuda::backend params(1_MiB);
   const graph g = toy_graph();

@@ -2,7 +2,7 @@
 // MILP with lp_solve where the package has remat::lpsolve.
 #include <cstdio>
 #include <remat/remat.hpp>
-#ifdef REMAT_CONSUMER_LPSOLVE
+#ifdef REMAT_HAS_LPSOLVE
 #include <remat/milp/lpsolve.hpp>
 #endif
 
@@ -14,7 +14,7 @@ int main() {
     std::printf("rotor failed: %s\n", plan.message().c_str());
     return 1;
   }
-#ifdef REMAT_CONSUMER_LPSOLVE
+#ifdef REMAT_HAS_LPSOLVE
   remat::milp::model m;
   const auto x = m.add_binary();
   m.maximize(x);

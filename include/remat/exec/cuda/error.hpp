@@ -1,7 +1,9 @@
 #pragma once
-// CUDA runtime and cuBLAS errors become exceptions that carry the call and the CUDA message
-// (issue 5), so a failure deep in the backend reads "cudaMemcpyAsync(...) failed: invalid
-// argument (cudaErrorInvalidValue, 1)" instead of an error code nobody looks at.
+// CUDA runtime errors become exceptions that carry the call and the CUDA message (issue 5), so
+// a failure deep in the backend reads "cudaMemcpyAsync(...) failed: invalid argument
+// (cudaErrorInvalidValue, 1)" instead of an error code nobody looks at. cuBLAS statuses get the
+// same treatment from <remat/exec/cuda/cublas_error.hpp>, kept apart so that remat::cuda needs
+// the CUDA runtime only.
 //
 // Part of the opt-in remat::cuda target (style-anchors §9.9): no umbrella header includes it.
 
@@ -9,7 +11,6 @@
 #  error "remat/exec/cuda needs the CUDA toolkit; link remat::cuda"
 #endif
 
-#include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
 #include <stdexcept>
@@ -47,14 +48,6 @@ inline void check(cudaError_t e, const char* call) {
                        std::to_string(static_cast<int>(e)) + ")");
 }
 
-/// Throws cuda_error unless `s` is CUBLAS_STATUS_SUCCESS.
-inline void check(cublasStatus_t s, const char* call) {
-  if (s == CUBLAS_STATUS_SUCCESS) return;
-  throw cuda_error(call, static_cast<int>(s),
-                   std::string(cublasGetStatusString(s)) + " (" + cublasGetStatusName(s) + ", " +
-                       std::to_string(static_cast<int>(s)) + ")");
-}
-
 }  // namespace remat::exec::cuda
 
 namespace remat {
@@ -62,5 +55,6 @@ namespace remat {
 namespace cuda = exec::cuda;
 }  // namespace remat
 
-/// Checks a CUDA runtime or cuBLAS call, throwing remat::cuda::cuda_error with the call's text.
+/// Checks a CUDA runtime call, throwing remat::cuda::cuda_error with the call's text (a cuBLAS
+/// call too, after <remat/exec/cuda/cublas_error.hpp>: any status type with a check overload).
 #define REMAT_CUDA_CHECK(call) ::remat::exec::cuda::check((call), #call)

@@ -10,10 +10,12 @@
 #include <cstddef>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <remat/core/result.hpp>

@@ -3,12 +3,14 @@
 // of every schedule in the simulator (the referee) before it is returned: one finishing step for
 // every policy, chain or graph.
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <remat/core/result.hpp>

@@ -7,11 +7,19 @@
 // keeps every discrete-feasible schedule feasible in bytes: sum q(x_i)*M/S >= sum x_i. With S
 // equal to M (one slot per byte) the sizes are exact, and so is the DP.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include <remat/problem/chain.hpp>
+
+// q(x) needs the exact product x * S of two sizes of up to 2^63 bytes: 128 bits. __int128 is a
+// GCC and Clang extension on 64-bit targets, the compilers remat supports (README, "Compilers");
+// MSVC has no 128-bit integer type.
+#if !defined(__SIZEOF_INT128__)
+#error "remat needs a compiler with __int128, GCC or Clang on a 64-bit target (README, Compilers): <remat/policy/detail/discretize.hpp> rounds sizes to slots with 128-bit products"
+#endif
 
 namespace remat::detail {
 

@@ -5,8 +5,10 @@
 // stays small (refinement_table_bytes). Past that, the budget is within rounding of the
 // minimum: the caller's fallback (a schedule that fits the exact minimum) is returned.
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
