@@ -25,7 +25,7 @@ const remat::chain& profiled_chain() {
   static const remat::chain c = [] {
     eg::model m = build();
     remat::exec::host_backend b;
-    return *remat::exec::profile(m, eg::make_input(b, batch, width, 1), b, {.repetitions = 5, .warmup = 2});
+    return *remat::exec::profile_chain(m, eg::make_input(b, batch, width, 1), b, {.repetitions = 5, .warmup = 2});
   }();
   return c;
 }

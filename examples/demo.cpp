@@ -9,7 +9,7 @@
 // those of plain training bit for bit.
 //
 // Then a DAG model (an attention block: layer norm, q/k/v projections, attention, residual adds,
-// an MLP; examples/eigen/models.hpp), profiled into a forward DAG (profile_graph), planned by
+// an MLP; examples/eigen/models.hpp), profiled into a forward DAG (profile_dag), planned by
 // checkmate (CBC when built in, else lp_solve; without either this part says it is skipped) at
 // budgets from the smallest feasible to the store-all peak, and trained by the same executor.
 //
@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
   const options o = parse(argc, argv);
   eg::model probe = build(o);
   remat::exec::host_backend profiling;
-  auto profiled = remat::exec::profile(probe, eg::make_input(profiling, o.batch, o.width, seed), profiling,
+  auto profiled = remat::exec::profile_chain(probe, eg::make_input(profiling, o.batch, o.width, seed), profiling,
                                        {.repetitions = 3, .warmup = 1, .name = o.model});
   if (!profiled) {
     std::fprintf(stderr, "remat-demo: %s\n", profiled.message().c_str());
@@ -222,7 +222,7 @@ int main(int argc, char** argv) {
     const auto make_dag = [&] { return eg::make_attention_dag(o.width, 2 * o.width, o.batch, seed); };
     eg::dag probe_dag = make_dag();
     graph_ops = probe_dag.ops.size();
-    auto f = remat::exec::profile_graph(probe_dag, eg::make_input(profiling, o.batch, o.width, seed), profiling,
+    auto f = remat::exec::profile_dag(probe_dag, eg::make_input(profiling, o.batch, o.width, seed), profiling,
                                         {.repetitions = 3, .warmup = 1, .name = "attention block"});
     auto g = f ? remat::build_graph(*f) : remat::result<remat::graph>(f.err());
     if (!g) {

@@ -282,7 +282,7 @@ int run_demo(const options& o) {
     gpt::bind(d.m, *b);
     const gpt::tensor x = gpt::load_batch(d.m, o.model, batch_of_step(o, 0), *b);
     auto profiled =
-        remat::exec::profile(d.m, x, *b, {.repetitions = 3, .warmup = 1, .name = "gpt"});
+        remat::exec::profile_chain(d.m, x, *b, {.repetitions = 3, .warmup = 1, .name = "gpt"});
     if (!profiled) {
       std::fprintf(stderr, "remat-gpu-demo: %s\n", profiled.message().c_str());
       return 1;

@@ -1,7 +1,7 @@
 #pragma once
 // GPT-2-style layers on gpt::tensor, written the way a user of remat would write their own CUDA
 // layers: an abstract base gpt::layer that meets remat::exec::Layer through the members the
-// default layer_traits look for (like examples/eigen's eg::layer), so a model is a
+// default chain_layer_traits look for (like examples/eigen's eg::layer), so a model is a
 // std::vector<std::unique_ptr<gpt::layer>>. The chain (model.hpp):
 //
 //   embedding | attention_block x L, mlp_block x L (interleaved) | final_norm | lm_loss

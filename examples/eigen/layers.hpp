@@ -1,7 +1,7 @@
 #pragma once
 // Example layers on eg::tensor, written the way a user of remat would write their own: an
 // abstract base eg::layer that meets remat::exec::Layer through the members the default
-// layer_traits look for (see <remat/exec/concepts.hpp>), so a model is simply a
+// chain_layer_traits look for (see <remat/exec/concepts.hpp>), so a model is simply a
 // std::vector<std::unique_ptr<eg::layer>>.
 //
 // Rules every layer here follows (they are what lets the executor promise bitwise-equal
@@ -18,7 +18,7 @@
 // - Deterministic: single-threaded Eigen; no randomness but dropout's own engine, whose state
 //   the executor saves and restores (random_state / set_random_state) before recomputing.
 //
-// Every layer is also an op of a DAG model (remat::exec::dag_model, <remat/exec/graph_concepts.hpp>):
+// Every layer is also an op of a DAG model (remat::exec::dag_model, <remat/exec/concepts.hpp>):
 // the base offers the multi-input members the executor calls on a DAG model (forward(span), backward with
 // gradient slots). A single-input layer runs its chain hooks on x[0] and hands its input gradient
 // to accumulate(), which makes it the gradient or adds it element by element; backward_reads()
@@ -44,7 +44,7 @@
 #include <vector>
 
 #include <remat/core/units.hpp>
-#include <remat/exec/graph_concepts.hpp>
+#include <remat/exec/concepts.hpp>
 #include <remat/exec/host_backend.hpp>
 
 #include <eigen/tensor.hpp>

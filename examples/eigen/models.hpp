@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <remat/exec/graph_concepts.hpp>
+#include <remat/exec/concepts.hpp>
 #include <remat/exec/host_backend.hpp>
 
 #include <eigen/layers.hpp>

@@ -97,7 +97,7 @@ struct chain_layer {
   tensor backward(const tensor&, const tensor&, const context&, backend&) { detail::unreachable(); }
 };
 
-/// A graph (DAG) layer (exec::GraphLayer): both backwards.
+/// A graph (DAG) layer (exec::DagLayer): both backwards.
 struct dag_layer {
   using context = archetypes::context;
   tensor forward(std::span<const tensor* const>, backend&) { detail::unreachable(); }

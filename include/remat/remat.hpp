@@ -8,7 +8,7 @@
 #include <remat/core/units.hpp>
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/executor.hpp>
-#include <remat/exec/graph_concepts.hpp>
+#include <remat/exec/concepts.hpp>
 #include <remat/exec/host_backend.hpp>
 #include <remat/exec/placement.hpp>
 #include <remat/exec/profiler.hpp>

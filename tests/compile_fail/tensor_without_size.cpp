@@ -23,6 +23,6 @@ int main() {
   remat::chain c{"c", 4, {{"a", 1, 1, 4, 4, 0, 0}, {"b", 1, 1, 4, 4, 0, 0}}};
   remat::exec::host_backend b;
   remat::exec::host_backend::buffer in = b.allocate(4);
-  auto r = remat::exec::profile(model, tensor{std::move(in)}, b);
+  auto r = remat::exec::profile_chain(model, tensor{std::move(in)}, b);
   (void)r;
 }

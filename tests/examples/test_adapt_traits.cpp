@@ -49,7 +49,7 @@ struct remat::exec::tensor_traits<vendor::blob> {
 };
 
 template <>
-struct remat::exec::layer_traits<vendor::scale> {
+struct remat::exec::chain_layer_traits<vendor::scale> {
   using blob = vendor::blob;
   struct context {  // y = k x: the backward needs x only, which the executor keeps
     [[nodiscard]] remat::bytes bytes() const { return 0; }
@@ -71,11 +71,11 @@ struct remat::exec::layer_traits<vendor::scale> {
   static remat::bytes context_bytes(const context& c) { return c.bytes(); }
 };
 
-static_assert(remat::exec::check_layer<vendor::scale, vendor::blob, host_backend>());
+static_assert(remat::exec::check_chain_layer<vendor::scale, vendor::blob, host_backend>());
 // --- README end ---
 
 TEST_CASE("README: a third-party layer adapted by specialising the traits") {
-  using traits = remat::exec::layer_traits<vendor::scale>;
+  using traits = remat::exec::chain_layer_traits<vendor::scale>;
   host_backend b;
   vendor::scale l;
   vendor::blob x = vendor::make_blob(b, 3);

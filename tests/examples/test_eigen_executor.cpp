@@ -37,7 +37,7 @@ void check_model(const std::function<eg::model()>& build, eg::index batch, eg::i
   host_backend pb;
   eg::model pm = build();
   const auto sample = eg::make_input(pb, batch, width, 5);
-  auto profiled = exec::profile(pm, sample, pb, {.repetitions = 1, .warmup = 0});
+  auto profiled = exec::profile_chain(pm, sample, pb, {.repetitions = 1, .warmup = 0});
   REQUIRE_MESSAGE(profiled.ok(), profiled.message());
   const chain& c = *profiled;
   const outcome ref = reference(build, batch, width);

@@ -27,9 +27,9 @@
 using namespace remat;
 using remat::exec::host_backend;
 
-static_assert(exec::check_graph_layer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>());
-static_assert(exec::GraphLayer<eg::attention, eg::tensor, host_backend>);
-static_assert(exec::Layer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>);  // still a chain layer
+static_assert(exec::check_dag_layer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>());
+static_assert(exec::DagLayer<eg::attention, eg::tensor, host_backend>);
+static_assert(exec::ChainLayer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>);  // still a chain layer
 
 namespace {
 
@@ -109,7 +109,7 @@ void check_dag(const std::function<eg::dag()>& build, eg::index batch, eg::index
                const std::function<std::vector<schedule>(const graph&)>& schedules) {
   host_backend pb;
   eg::dag pm = build();
-  auto f = exec::profile_graph(pm, eg::make_input(pb, batch, width, 5), pb,
+  auto f = exec::profile_dag(pm, eg::make_input(pb, batch, width, 5), pb,
                                {.repetitions = 1, .warmup = 0, .name = "eg dag"});
   REQUIRE_MESSAGE(f.ok(), f.message());
   // Fixed times instead of the measured ones, so that the plans (and what runs) are the same in

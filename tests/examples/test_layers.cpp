@@ -18,10 +18,10 @@
 
 using remat::exec::host_backend;
 
-static_assert(remat::exec::check_layer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>());
-static_assert(remat::exec::Layer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>);
-static_assert(remat::exec::Layer<eg::linear, eg::tensor, host_backend>);
-static_assert(remat::exec::Layer<eg::mse_loss*, eg::tensor, host_backend>);
+static_assert(remat::exec::check_chain_layer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>());
+static_assert(remat::exec::ChainLayer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>);
+static_assert(remat::exec::ChainLayer<eg::linear, eg::tensor, host_backend>);
+static_assert(remat::exec::ChainLayer<eg::mse_loss*, eg::tensor, host_backend>);
 static_assert(remat::exec::HasRandomState<std::unique_ptr<eg::layer>>);
 static_assert(remat::exec::Tensor<eg::tensor>);
 static_assert(!std::is_copy_constructible_v<eg::tensor>);
@@ -264,7 +264,7 @@ TEST_CASE("eg layers: every allocation goes through the backend and is returned"
       eg::context ctx;
       const auto y = l->forward_save(x, ctx, b);
       CHECK(ctx.bytes() == expected_context_bytes(*l));
-      CHECK(remat::exec::layer_traits<std::unique_ptr<eg::layer>>::context_bytes(ctx) ==
+      CHECK(remat::exec::chain_layer_traits<std::unique_ptr<eg::layer>>::context_bytes(ctx) ==
             ctx.bytes());
       CHECK(b.in_use() == base + out_bytes + ctx.bytes());
       const remat::bytes held = b.in_use();

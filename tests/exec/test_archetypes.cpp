@@ -37,13 +37,13 @@ result<schedule> plan_twice(const P& p, const chain& c, bytes budget) {
   std::vector<arch::chain_layer> chain_model;
   exec::executor chain_ex(chain_model, c, b);
   (void)chain_ex.run(schedule{}, arch::tensor(arch::buffer{}));
-  (void)exec::profile(chain_model, arch::tensor(arch::buffer{}), b);
+  (void)exec::profile_chain(chain_model, arch::tensor(arch::buffer{}), b);
 
   exec::dag_model<std::vector<arch::dag_layer>> dag{{}, {}};
   const graph g;
   exec::executor dag_ex(dag, g, b);
   (void)dag_ex.run(schedule{}, arch::tensor(arch::buffer{}));
-  (void)exec::profile_graph(dag, arch::tensor(arch::buffer{}), b);
+  (void)exec::profile_dag(dag, arch::tensor(arch::buffer{}), b);
 
   (void)plan_twice(arch::policy{}, c, 0);
 }
@@ -56,8 +56,8 @@ TEST_CASE("archetypes meet exactly the concepts they stand for") {
   static_assert(exec::Backend<arch::backend>);
   static_assert(exec::TransferBackend<arch::backend>);
   static_assert(exec::TransferableTensor<arch::tensor, arch::backend>);
-  static_assert(exec::Layer<arch::chain_layer, arch::tensor, arch::backend>);
-  static_assert(exec::GraphLayer<arch::dag_layer, arch::tensor, arch::backend>);
+  static_assert(exec::ChainLayer<arch::chain_layer, arch::tensor, arch::backend>);
+  static_assert(exec::DagLayer<arch::dag_layer, arch::tensor, arch::backend>);
   static_assert(ChainPolicy<arch::policy> && GraphPolicy<arch::policy>);
   CHECK(machine_of(arch::policy{}) == machine{});
   CHECK_THROWS_AS(static_cast<void>(arch::backend{}.in_use()), std::logic_error);

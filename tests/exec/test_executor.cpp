@@ -47,7 +47,7 @@ TEST_CASE("executor: every policy gives bitwise the gradients of plain training,
     host_backend backend;
     model prof_model = make_model(n, seed, noisy);
     const auto sample = make_input(backend, 12);
-    auto profiled = exec::profile(prof_model, sample, backend, {.repetitions = 1, .warmup = 0});
+    auto profiled = exec::profile_chain(prof_model, sample, backend, {.repetitions = 1, .warmup = 0});
     REQUIRE_MESSAGE(profiled.ok(), profiled.message());
     const chain& c = *profiled;
     // Layers allocate only through the backend, identically in both forward modes: the profile
@@ -110,7 +110,7 @@ TEST_CASE("executor: every policy gives bitwise the gradients of plain training,
 TEST_CASE("executor: a layer that throws gives a clear error, and the model is as before") {
   host_backend backend;
   model m = make_model(5, 3, true);
-  auto c = exec::profile(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
+  auto c = exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
   const auto s = rotor{.slots = 0}.solve(*c, rotor::minimum_budget(*c));
   REQUIRE(s.ok());
@@ -134,7 +134,7 @@ TEST_CASE("executor: a layer that throws gives a clear error, and the model is a
 TEST_CASE("executor: a layer whose output outgrew its profile is reported, not run past") {
   host_backend backend;
   model m = make_model(4, 5, false);
-  auto c = exec::profile(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
+  auto c = exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
   m[1].grow_by = 3;
   exec::executor ex(m, *c, backend);
@@ -149,7 +149,7 @@ TEST_CASE("executor: a layer whose output outgrew its profile is reported, not r
 TEST_CASE("executor: a budget below the plan's peak stops at the allocation, naming it") {
   host_backend backend;
   model m = make_model(5, 9, false);
-  auto c = exec::profile(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
+  auto c = exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
   const auto s = *store_all{}.solve(*c, unlimited_bytes);
   host_backend tight(s.predicted_peak - 1);
@@ -176,7 +176,7 @@ TEST_CASE("executor: a budget below the plan's peak stops at the allocation, nam
 TEST_CASE("executor: schedules and models that do not match the chain are rejected up front") {
   host_backend backend;
   model m = make_model(4, 2, false);
-  auto c = exec::profile(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
+  auto c = exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
   exec::executor ex(m, *c, backend);
   // F1_all then B2 (without delta_2, F2 or the loss): the lowering refuses it, and the program
@@ -205,7 +205,7 @@ TEST_CASE("profile: exact sizes and overheads for layers that allocate only thro
   host_backend backend;
   model m = make_model(4, 11, true);
   const auto rng = m[1].random_state();
-  auto c = exec::profile(m, make_input(backend, 12), backend, {.repetitions = 3, .warmup = 1});
+  auto c = exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 3, .warmup = 1});
   REQUIRE(c.ok());
   CHECK(c->input_bytes == 48);
   for (int l = 1; l <= 3; ++l) {
@@ -227,7 +227,7 @@ TEST_CASE("executor: a std::tuple of different layer types is a model") {
   std::tuple<toy::stage, toy::stage, toy::loss> m;
   std::get<0>(m).n_out = 8;
   std::get<1>(m).n_out = 5;
-  auto c = exec::profile(m, make_input(backend, 6), backend, {.repetitions = 1, .warmup = 0});
+  auto c = exec::profile_chain(m, make_input(backend, 6), backend, {.repetitions = 1, .warmup = 0});
   REQUIRE_MESSAGE(c.ok(), c.message());
   const auto s = rotor{.slots = 0}.solve(*c, rotor::minimum_budget(*c));
   REQUIRE(s.ok());

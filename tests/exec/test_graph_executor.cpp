@@ -95,7 +95,7 @@ toy::tensor make_input(host_backend& b) {
 graph profiled_graph(const std::vector<op_spec>& spec, unsigned seed, bool noisy) {
   host_backend b;
   model m = make_model(spec, seed, noisy);
-  auto f = exec::profile_graph(m, make_input(b), b, {.repetitions = 1, .warmup = 0, .name = "toy"});
+  auto f = exec::profile_dag(m, make_input(b), b, {.repetitions = 1, .warmup = 0, .name = "toy"});
   REQUIRE_MESSAGE(f.ok(), f.message());
   auto g = build_graph(*f);
   REQUIRE_MESSAGE(g.ok(), g.message());
@@ -338,11 +338,11 @@ TEST_CASE("executor on DAGs: checkmate's schedules from low budgets to store-all
 }
 #endif
 
-TEST_CASE("profile_graph: exact sizes, overheads and backward reads") {
+TEST_CASE("profile_dag: exact sizes, overheads and backward reads") {
   host_backend b;
   model m = make_model(three, 9, true);
   const auto rng = m.layers[1].random_state();
-  auto f = exec::profile_graph(m, make_input(b), b, {.repetitions = 3, .warmup = 1, .name = "three"});
+  auto f = exec::profile_dag(m, make_input(b), b, {.repetitions = 3, .warmup = 1, .name = "three"});
   REQUIRE_MESSAGE(f.ok(), f.message());
   CHECK(f->name == "three");
   CHECK(f->input_bytes == 4 * input_floats);
@@ -491,10 +491,10 @@ static_assert(exec::RunAwareBackend<hooked_backend>);
 
 }  // namespace
 
-TEST_CASE("executor on DAGs and profile_graph: a backend's timing marks and run hooks") {
+TEST_CASE("executor on DAGs and profile_dag: a backend's timing marks and run hooks") {
   hooked_backend probe;
   model pm = make_model(diamond, 6, true);
-  const auto f = exec::profile_graph(pm, make_input(probe), probe, {.repetitions = 3, .warmup = 1});
+  const auto f = exec::profile_dag(pm, make_input(probe), probe, {.repetitions = 3, .warmup = 1});
   REQUIRE_MESSAGE(f.ok(), f.message());
   for (const auto& op : f->ops) {
     CHECK(op.forward_time == 0.25);  // one mark before, one after: the backend's clock

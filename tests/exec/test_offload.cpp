@@ -81,7 +81,7 @@ TEST_CASE("offload: toy chains under offloading schedules: bitwise gradients, th
     const int n = 3 + static_cast<int>(seed % 4);
     host_backend pb;
     toy_model pm = make_toy(n, seed);
-    auto profiled = exec::profile(pm, toy_input(pb), pb, {.repetitions = 1, .warmup = 0});
+    auto profiled = exec::profile_chain(pm, toy_input(pb), pb, {.repetitions = 1, .warmup = 0});
     REQUIRE_MESSAGE(profiled.ok(), profiled.message());
     const chain& c = *profiled;
     auto run = [&](const schedule& s, host_backend& b, toy_model& m) {
@@ -137,7 +137,7 @@ TEST_CASE("offload: the issue's chain program F1_ck F2_all O1 W1 F3_all B3 P1 W1
     INFO("seed ", seed);
     host_backend pb;
     toy_model pm = make_toy(3, seed);
-    auto profiled = exec::profile(pm, toy_input(pb), pb, {.repetitions = 1, .warmup = 0});
+    auto profiled = exec::profile_chain(pm, toy_input(pb), pb, {.repetitions = 1, .warmup = 0});
     REQUIRE_MESSAGE(profiled.ok(), profiled.message());
     const chain& c = *profiled;
     const auto s = parse_chain_program(3, text);
@@ -185,7 +185,7 @@ TEST_CASE("offload: an Eigen MLP with its input and checkpoints on the host") {
   auto build = [] { return eg::make_mlp(3, width, batch, 11, 0.25f); };
   host_backend pb;
   eg::model pm = build();
-  auto profiled = exec::profile(pm, eg::make_input(pb, batch, width, 5), pb, {.repetitions = 1, .warmup = 0});
+  auto profiled = exec::profile_chain(pm, eg::make_input(pb, batch, width, 5), pb, {.repetitions = 1, .warmup = 0});
   REQUIRE_MESSAGE(profiled.ok(), profiled.message());
   const chain& c = *profiled;
   const int n = c.length();

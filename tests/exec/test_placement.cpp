@@ -378,7 +378,7 @@ TEST_CASE("executor + placement: the replayed run takes the planned offsets, its
   pool_backend prof(1 << 20);
   auto prof_model = make_players(stages);
   const auto sample = make_input(prof);
-  const auto c = exec::profile(prof_model, sample, prof, {.repetitions = 1, .warmup = 0});
+  const auto c = exec::profile_chain(prof_model, sample, prof, {.repetitions = 1, .warmup = 0});
   REQUIRE_MESSAGE(c.ok(), c.message());
 
   const bytes all = store_all{}.solve(*c, unlimited_bytes)->predicted_peak;

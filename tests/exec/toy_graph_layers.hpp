@@ -2,7 +2,7 @@
 // Graph layers for the graph executor's tests (toy_layers.hpp's tensors and contexts): any
 // number of inputs, exact control of every allocation (so the measured peak can be compared with
 // the graph simulator's byte for byte), input gradients accumulated in place without a temporary
-// (as graph_concepts.hpp asks), call counters, optional randomness and misbehaviour.
+// (as exec/concepts.hpp asks), call counters, optional randomness and misbehaviour.
 
 #include <cmath>
 #include <optional>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <remat/exec/graph_concepts.hpp>
+#include <remat/exec/concepts.hpp>
 #include <remat/exec/host_backend.hpp>
 
 #include "toy_layers.hpp"

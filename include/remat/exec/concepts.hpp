@@ -1,12 +1,16 @@
 #pragma once
-// What the executor needs from the user's types (DESIGN.md §6). User types are adapted either
-// by providing the members the default traits look for, or by specialising tensor_traits /
-// layer_traits (as fmt's formatter<T>). Host-only: no CUDA header here.
+// What the executor and the profiler need from the user's types (DESIGN.md §6): tensors,
+// backends, and the layers of the two kinds of models, chain models (a range or tuple of chain
+// layers) and DAG models (dag_model, below). Names follow one scheme: chain_layer_traits /
+// ChainLayer / check_chain_layer for chain layers, dag_layer_traits / DagLayer / check_dag_layer
+// for DAG layers. User types are adapted either by providing the members the default traits look
+// for, or by specialising tensor_traits / chain_layer_traits / dag_layer_traits (as fmt's
+// formatter<T>). Host-only: no CUDA header here.
 //
 // Tensor T: movable; tensor_traits<T>::size(t) is its size in bytes (default: t.bytes()).
 //   A tensor owns memory allocated through the backend, so destroying it frees that memory.
 //
-// Layer L (or a pointer-like to one: std::unique_ptr<Base>, Base*; the traits dereference it),
+// Chain layer L (or a pointer-like to one: std::unique_ptr<Base>, Base*; the traits dereference it),
 // with a context type `context` (default-constructible, movable; what forward_save keeps for
 // the backward, its size in bytes from ctx.bytes()):
 //   T forward(const T& x, Backend& b)                        F^∅ / F^ck: computes y, keeps nothing
@@ -31,10 +35,13 @@
 #include <concepts>
 #include <cstddef>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <remat/core/units.hpp>
 
@@ -168,7 +175,7 @@ using target_t = std::remove_cvref_t<decltype(deref(std::declval<L&>()))>;
 }  // namespace detail
 
 template <class L>
-struct layer_traits {
+struct chain_layer_traits {
   using target = detail::target_t<L>;
   using context = typename target::context;
 
@@ -204,60 +211,60 @@ struct layer_traits {
 };
 
 /// The parts of a layer the executor needs for a tensor T and a backend B. Each requirement
-/// has its own concept so that a misfit says which one is missing (see check_layer).
+/// has its own concept so that a misfit says which one is missing (see check_chain_layer).
 template <class L>
-concept HasContext = requires { typename layer_traits<L>::context; } &&
-                     std::default_initializable<typename layer_traits<L>::context> &&
-                     std::movable<typename layer_traits<L>::context>;
+concept HasChainContext = requires { typename chain_layer_traits<L>::context; } &&
+                     std::default_initializable<typename chain_layer_traits<L>::context> &&
+                     std::movable<typename chain_layer_traits<L>::context>;
 template <class L, class T, class B>
-concept HasForward = requires(L& l, const T& x, B& b) {
-  { layer_traits<L>::forward(l, x, b) } -> std::same_as<T>;
+concept HasChainForward = requires(L& l, const T& x, B& b) {
+  { chain_layer_traits<L>::forward(l, x, b) } -> std::same_as<T>;
 };
 template <class L, class T, class B>
-concept HasForwardSave = HasContext<L> && requires(L& l, const T& x, typename layer_traits<L>::context& c, B& b) {
-  { layer_traits<L>::forward_save(l, x, c, b) } -> std::same_as<T>;
+concept HasChainForwardSave = HasChainContext<L> && requires(L& l, const T& x, typename chain_layer_traits<L>::context& c, B& b) {
+  { chain_layer_traits<L>::forward_save(l, x, c, b) } -> std::same_as<T>;
 };
 template <class L, class T, class B>
-concept HasBackward = HasContext<L> &&
-    requires(L& l, const T& x, const typename layer_traits<L>::context& c, B& b) {
-  { layer_traits<L>::backward(l, x, x, c, x, b) } -> std::same_as<T>;
+concept HasChainBackward = HasChainContext<L> &&
+    requires(L& l, const T& x, const typename chain_layer_traits<L>::context& c, B& b) {
+  { chain_layer_traits<L>::backward(l, x, x, c, x, b) } -> std::same_as<T>;
 };
 template <class L, class T, class B>
-concept HasLossBackward = HasContext<L> &&
-    requires(L& l, const T& x, const typename layer_traits<L>::context& c, B& b) {
-  { layer_traits<L>::loss_backward(l, x, x, c, b) } -> std::same_as<T>;
+concept HasChainLossBackward = HasChainContext<L> &&
+    requires(L& l, const T& x, const typename chain_layer_traits<L>::context& c, B& b) {
+  { chain_layer_traits<L>::loss_backward(l, x, x, c, b) } -> std::same_as<T>;
 };
 template <class L>
-concept HasContextBytes = HasContext<L> && requires(const typename layer_traits<L>::context& c) {
-  { layer_traits<L>::context_bytes(c) } -> std::convertible_to<bytes>;
+concept HasChainContextBytes = HasChainContext<L> && requires(const typename chain_layer_traits<L>::context& c) {
+  { chain_layer_traits<L>::context_bytes(c) } -> std::convertible_to<bytes>;
 };
 
 /// A chain stage: everything but the loss backward (a stage may provide both backwards).
 template <class L, class T, class B>
-concept Layer = Tensor<T> && Backend<B> && HasContext<L> && HasForward<L, T, B> &&
-                HasForwardSave<L, T, B> && HasContextBytes<L> &&
-                (HasBackward<L, T, B> || HasLossBackward<L, T, B>);
+concept ChainLayer = Tensor<T> && Backend<B> && HasChainContext<L> && HasChainForward<L, T, B> &&
+                HasChainForwardSave<L, T, B> && HasChainContextBytes<L> &&
+                (HasChainBackward<L, T, B> || HasChainLossBackward<L, T, B>);
 
 /// Stops a misfit with a message that names the missing piece.
 template <class L, class T, class B>
-consteval bool check_layer() {
+consteval bool check_chain_layer() {
   static_assert(Tensor<T>,
                 "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` "
                 "member returning its size in bytes) and must be movable");
   static_assert(Backend<B>, "remat: the backend type does not satisfy remat::exec::Backend");
-  static_assert(HasContext<L>,
+  static_assert(HasChainContext<L>,
                 "remat: the layer type needs a default-constructible, movable `context` type "
-                "(what forward_save keeps for the backward), or a layer_traits<L> specialisation");
-  static_assert(HasForward<L, T, B>,
+                "(what forward_save keeps for the backward), or a chain_layer_traits<L> specialisation");
+  static_assert(HasChainForward<L, T, B>,
                 "remat: the layer type needs `T forward(const T& x, Backend& b)`, or a "
-                "layer_traits<L>::forward");
-  static_assert(HasForwardSave<L, T, B>,
+                "chain_layer_traits<L>::forward");
+  static_assert(HasChainForwardSave<L, T, B>,
                 "remat: the layer type needs `T forward_save(const T& x, context& ctx, Backend& b)`, "
-                "or a layer_traits<L>::forward_save");
-  static_assert(HasContextBytes<L>,
+                "or a chain_layer_traits<L>::forward_save");
+  static_assert(HasChainContextBytes<L>,
                 "remat: the layer's context needs `bytes() const` (its size in bytes), or a "
-                "layer_traits<L>::context_bytes");
-  static_assert(HasBackward<L, T, B> || HasLossBackward<L, T, B>,
+                "chain_layer_traits<L>::context_bytes");
+  static_assert(HasChainBackward<L, T, B> || HasChainLossBackward<L, T, B>,
                 "remat: the layer type needs `T backward(const T& x, const T& y, const context& "
                 "ctx, const T& dy, Backend& b)` (or, for the loss, the same without dy)");
   return true;
@@ -326,6 +333,183 @@ struct model_traits<std::tuple<Ls...>> {
     static constexpr fn table[] = {[](std::tuple<Ls...>& t, F& g) -> R { return g(std::get<I>(t)); }...};
     return table[i](m, f);
   }
+};
+
+// --- DAG layers and models ---------------------------------------------------------------------
+//
+// DAG layers: the ops of a forward DAG (rockmate-spec §1.2), each reading one or more tensors.
+// As for chains, user types are adapted by providing the members the default dag_layer_traits
+// look for, or by specialising dag_layer_traits; tensors and backends are the same.
+//
+// A graph layer L (or a pointer-like to one), with a `context` type as a chain layer's
+// (default-constructible, movable, ctx.bytes()):
+//   T forward(std::span<const T* const> x, Backend& b)                  fast-forward: keeps nothing
+//   T forward_save(std::span<const T* const> x, context& ctx, Backend& b)
+//                    computes the same y, fills ctx (the graph's phantom)
+//   void backward(std::span<const T* const> x, const T* y, const context& ctx, const T& dy,
+//                 std::span<std::optional<T>> dx, Backend& b)
+//   void backward(std::span<const T* const> x, const T* y, const context& ctx,
+//                 std::span<std::optional<T>> dx, Backend& b)      the loss: dy is the constant 1
+// x holds the op's inputs in the order its dag_op lists them. In the backward, x[j] and y are
+// null unless backward_reads() says the backward reads them (the graph keeps alive exactly what
+// it reads, so a backward that reads nothing lets the planner free the tensors early).
+//
+// dx[j] is the gradient of input j, shared by every op that reads that tensor (a tensor read by k
+// ops has k contributions, rockmate-spec §1.2). When dx[j] is empty, the backward creates it
+// (through b) with its contribution; when it holds the sum of earlier contributions, the backward
+// adds its own in place, element by element: dx[j][e] = dx[j][e] + c[e], with c computed by the
+// same operations as when it creates dx[j]. This is what makes the executor's gradients bitwise
+// those of plain training: one rounding per contribution and element, so two contributions give
+// the same bits in either order (floating-point addition is commutative); for three or more the
+// executor keeps store-all's order (executor.hpp). Adding in place, without a temporary,
+// is also what the graph model counts (an alive gradient costs nothing more to accumulate into);
+// a layer that needs a temporary to accumulate is still safe: the profiler measures the backward
+// both ways and plans for the larger overhead.
+//
+// Optional: backward_reads backward_reads() const (default: every input and the output), and the
+// chain layers' S random_state() const / void set_random_state(const S&) and zero_grad().
+//
+// A model is a dag_model: the layers (a random-access range or a std::tuple, as for chains) and,
+// per layer, its op: a name and the tensors it reads ("input" for the graph input, or other
+// ops' names). The last op is the loss.
+/// What a layer's backward reads besides its context and the output gradient.
+struct backward_reads {
+  bool inputs = true;  ///< every input x[j] (false: none)
+  bool output = true;  ///< its output y
+
+  friend constexpr bool operator==(const backward_reads&, const backward_reads&) = default;
+};
+
+template <class L>
+struct dag_layer_traits {
+  using target = detail::target_t<L>;
+  using context = typename target::context;
+
+  template <class T, class B>
+  static T forward(L& l, std::span<const T* const> x, B& b)
+    requires requires(target& t) { { t.forward(x, b) } -> std::convertible_to<T>; }
+  {
+    return detail::deref(l).forward(x, b);
+  }
+  template <class T, class B>
+  static T forward_save(L& l, std::span<const T* const> x, context& ctx, B& b)
+    requires requires(target& t) { { t.forward_save(x, ctx, b) } -> std::convertible_to<T>; }
+  {
+    return detail::deref(l).forward_save(x, ctx, b);
+  }
+  template <class T, class B>
+  static void backward(L& l, std::span<const T* const> x, const T* y, const context& ctx, const T& dy,
+                       std::span<std::optional<T>> dx, B& b)
+    requires requires(target& t) { t.backward(x, y, ctx, dy, dx, b); }
+  {
+    detail::deref(l).backward(x, y, ctx, dy, dx, b);
+  }
+  template <class T, class B>
+  static void loss_backward(L& l, std::span<const T* const> x, const T* y, const context& ctx,
+                            std::span<std::optional<T>> dx, B& b)
+    requires requires(target& t) { t.backward(x, y, ctx, dx, b); }
+  {
+    detail::deref(l).backward(x, y, ctx, dx, b);
+  }
+  static bytes context_bytes(const context& ctx)
+    requires requires { { ctx.bytes() } -> std::convertible_to<bytes>; }
+  {
+    return static_cast<bytes>(ctx.bytes());
+  }
+  static backward_reads reads(L& l) {
+    if constexpr (requires(target& t) { { t.backward_reads() } -> std::convertible_to<backward_reads>; })
+      return detail::deref(l).backward_reads();
+    else
+      return {};
+  }
+};
+
+/// The parts of a graph layer, one concept each so that a misfit says which is missing.
+template <class L>
+concept HasDagContext = requires { typename dag_layer_traits<L>::context; } &&
+                          std::default_initializable<typename dag_layer_traits<L>::context> &&
+                          std::movable<typename dag_layer_traits<L>::context>;
+template <class L, class T, class B>
+concept HasDagForward = requires(L& l, std::span<const T* const> x, B& b) {
+  { dag_layer_traits<L>::forward(l, x, b) } -> std::same_as<T>;
+};
+template <class L, class T, class B>
+concept HasDagForwardSave =
+    HasDagContext<L> &&
+    requires(L& l, std::span<const T* const> x, typename dag_layer_traits<L>::context& c, B& b) {
+      { dag_layer_traits<L>::forward_save(l, x, c, b) } -> std::same_as<T>;
+    };
+template <class L, class T, class B>
+concept HasDagBackward =
+    HasDagContext<L> && requires(L& l, std::span<const T* const> x, const T* y, const T& dy,
+                                   const typename dag_layer_traits<L>::context& c,
+                                   std::span<std::optional<T>> dx, B& b) {
+      dag_layer_traits<L>::backward(l, x, y, c, dy, dx, b);
+    };
+template <class L, class T, class B>
+concept HasDagLossBackward =
+    HasDagContext<L> && requires(L& l, std::span<const T* const> x, const T* y,
+                                   const typename dag_layer_traits<L>::context& c,
+                                   std::span<std::optional<T>> dx, B& b) {
+      dag_layer_traits<L>::loss_backward(l, x, y, c, dx, b);
+    };
+template <class L>
+concept HasDagContextBytes =
+    HasDagContext<L> && requires(const typename dag_layer_traits<L>::context& c) {
+      { dag_layer_traits<L>::context_bytes(c) } -> std::convertible_to<bytes>;
+    };
+
+/// An op of a DAG model: everything but the loss backward (an op may provide both backwards).
+template <class L, class T, class B>
+concept DagLayer = Tensor<T> && Backend<B> && HasDagContext<L> && HasDagForward<L, T, B> &&
+                     HasDagForwardSave<L, T, B> && HasDagContextBytes<L> &&
+                     (HasDagBackward<L, T, B> || HasDagLossBackward<L, T, B>);
+
+/// Stops a misfit with a message that names the missing piece.
+template <class L, class T, class B>
+consteval bool check_dag_layer() {
+  static_assert(Tensor<T>,
+                "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` "
+                "member returning its size in bytes) and must be movable");
+  static_assert(Backend<B>, "remat: the backend type does not satisfy remat::exec::Backend");
+  static_assert(HasDagContext<L>,
+                "remat: the graph layer type needs a default-constructible, movable `context` type "
+                "(what forward_save keeps for the backward), or a dag_layer_traits<L> "
+                "specialisation");
+  static_assert(HasDagForward<L, T, B>,
+                "remat: the graph layer type needs `T forward(std::span<const T* const> x, Backend& "
+                "b)`, or a dag_layer_traits<L>::forward");
+  static_assert(HasDagForwardSave<L, T, B>,
+                "remat: the graph layer type needs `T forward_save(std::span<const T* const> x, "
+                "context& ctx, Backend& b)`, or a dag_layer_traits<L>::forward_save");
+  static_assert(HasDagContextBytes<L>,
+                "remat: the graph layer's context needs `bytes() const` (its size in bytes), or a "
+                "dag_layer_traits<L>::context_bytes");
+  static_assert(HasDagBackward<L, T, B> || HasDagLossBackward<L, T, B>,
+                "remat: the graph layer type needs `void backward(std::span<const T* const> x, "
+                "const T* y, const context& ctx, const T& dy, std::span<std::optional<T>> dx, "
+                "Backend& b)` (or, for the loss, the same without dy)");
+  return true;
+}
+
+// --- models: a DAG of layers ---------------------------------------------------------------------
+
+/// One op of a DAG model: its name (unique; not "input" nor "output") and the tensors it reads,
+/// in the order its layer takes them: "input" (the graph input) or other ops' names. An op reads
+/// a tensor once (a layer that uses a tensor twice reads it once and uses it twice).
+struct dag_op {
+  std::string name;
+  std::vector<std::string> inputs;
+
+  friend bool operator==(const dag_op&, const dag_op&) = default;
+};
+
+/// A DAG of layers: op i runs element i of `layers` (a random-access range of layers or a
+/// std::tuple, as a chain model) and reads ops[i].inputs. The last op is the loss function.
+template <class Layers>
+struct dag_model {
+  Layers layers;
+  std::vector<dag_op> ops;
 };
 
 }  // namespace remat::exec

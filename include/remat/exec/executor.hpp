@@ -1,7 +1,7 @@
 #pragma once
 // executor<Backend, Model>: runs a schedule (schedule/schedule.hpp) over the user's layers
 // (DESIGN.md §6, docs/design.md): one executor for every model. A DAG model (dag_model, the
-// ops of a forward DAG, exec/graph_concepts.hpp) runs on the graph it was planned with; a chain
+// ops of a forward DAG, exec/concepts.hpp) runs on the graph it was planned with; a chain
 // model (a range or tuple of chain layers, exec/concepts.hpp) runs on its chain's graph,
 // build_graph(chain), each chain layer entering through an adapter (detail::chain_stage): users'
 // chain models work unchanged. The semantics are the simulator's (sim/simulate.hpp), and
@@ -12,7 +12,7 @@
 //   compute(loss)        the loss op's output gradient, the constant 1: nothing is allocated
 //   compute(bwd o)       backward(x..., y, ctx, dy, dx...): o's contribution to the gradient of
 //                        each input, created by the first contribution, accumulated in place by
-//                        the next ones (graph_concepts.hpp); a chain layer returns its dx
+//                        the next ones (exec/concepts.hpp); a chain layer returns its dx
 //   free(d)              releases the tensor (or context) of data node d, or its host copy
 //   offload(d)           the buffer of d goes to the host through backend.offload (a
 //                        TransferBackend and a TransferableTensor, exec/concepts.hpp); its device
@@ -28,7 +28,7 @@
 // which can be later than the simulator's model of the link says (the pool's budget still
 // holds: an allocation that does not fit is an execution_error).
 //
-// A DAG model must be the one the graph was built from: build_graph(profile_graph(model, ...)),
+// A DAG model must be the one the graph was built from: build_graph(profile_dag(model, ...)),
 // or any forward DAG with the model's ops, inputs and backward reads. The executor checks this up
 // front (node names, kinds and edges; the costs are free), and maps op o to "fwd o", "bwd o",
 // data nodes "o", "grad o", "phantom o"; the graph input is data node 0, its gradient node 1. A
@@ -88,7 +88,7 @@
 
 #include <remat/core/result.hpp>
 #include <remat/exec/concepts.hpp>
-#include <remat/exec/graph_concepts.hpp>
+#include <remat/exec/concepts.hpp>
 #include <remat/exec/host_backend.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
@@ -144,8 +144,7 @@ template <class L>
 using random_state_t = std::remove_cvref_t<decltype(deref(std::declval<L&>()).random_state())>;
 
 /// Puts back, for each layer i of `model` with a saved state saved[first + i], that random
-/// state (the chain executor keeps stage l's at index l: first = 1; the graph executor op i's
-/// at i: first = 0).
+/// state (the executor keeps op i's at i: first = 0).
 template <class Model>
 void restore_random_states(Model& model, std::size_t layers,
                            const std::vector<std::unique_ptr<box_base>>& saved,
@@ -194,7 +193,7 @@ std::vector<backward_reads> reads_of(Model& m) {
   std::vector<backward_reads> r;
   for (std::size_t i = 0; i < mt::size(m.layers); ++i)
     mt::visit(m.layers, i, [&](auto& layer) {
-      r.push_back(graph_layer_traits<std::remove_reference_t<decltype(layer)>>::reads(layer));
+      r.push_back(dag_layer_traits<std::remove_reference_t<decltype(layer)>>::reads(layer));
     });
   return r;
 }
@@ -412,41 +411,41 @@ struct model_traits<detail::chain_layers<Model>> {
   }
 };
 
-/// A chain layer as a graph layer: the traits of the adapter forward to layer_traits<L>.
+/// A chain layer as a graph layer: the traits of the adapter forward to chain_layer_traits<L>.
 template <class L>
-struct graph_layer_traits<detail::chain_stage<L>> {
-  using base = layer_traits<L>;
+struct dag_layer_traits<detail::chain_stage<L>> {
+  using base = chain_layer_traits<L>;
   using context = typename base::context;
   using stage = detail::chain_stage<L>;
 
   template <class T, class B>
   static T forward(stage& s, std::span<const T* const> x, B& b)
-    requires HasForward<L, T, B>
+    requires HasChainForward<L, T, B>
   {
     return base::forward(*s.layer, *x[0], b);
   }
   template <class T, class B>
   static T forward_save(stage& s, std::span<const T* const> x, context& ctx, B& b)
-    requires HasForwardSave<L, T, B>
+    requires HasChainForwardSave<L, T, B>
   {
     return base::forward_save(*s.layer, *x[0], ctx, b);
   }
   template <class T, class B>
   static void backward(stage& s, std::span<const T* const> x, const T* y, const context& ctx, const T& dy,
                        std::span<std::optional<T>> dx, B& b)
-    requires HasBackward<L, T, B>
+    requires HasChainBackward<L, T, B>
   {
     dx[0].emplace(base::backward(*s.layer, *x[0], *y, ctx, dy, b));
   }
   template <class T, class B>
   static void loss_backward(stage& s, std::span<const T* const> x, const T* y, const context& ctx,
                             std::span<std::optional<T>> dx, B& b)
-    requires HasLossBackward<L, T, B>
+    requires HasChainLossBackward<L, T, B>
   {
     dx[0].emplace(base::loss_backward(*s.layer, *x[0], *y, ctx, b));
   }
   static bytes context_bytes(const context& ctx)
-    requires HasContextBytes<L>
+    requires HasChainContextBytes<L>
   {
     return base::context_bytes(ctx);
   }
@@ -493,7 +492,7 @@ result<detail::run_plan> executor<B, Model>::plan() {
     if (auto diff = detail::structure_difference(*graph_, ref->g); !diff.empty())
       return error{status::invalid_problem,
                    "executor: graph '" + graph_->name + "' was not built from this model: " + diff +
-                       "; plan with build_graph(profile_graph(model, ...))",
+                       "; plan with build_graph(profile_dag(model, ...))",
                    {}};
     return detail::run_plan{graph_, std::move(ref->ops), detail::reads_of(model_)};  // same nodes, same indices
   } else {
@@ -657,11 +656,11 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
     const detail::op_nodes& on = nodes[i];
     mt::visit(layers, i, [&](auto& layer) {
       using layer_t = std::remove_reference_t<decltype(layer)>;
-      using traits = graph_layer_traits<layer_t>;
+      using traits = dag_layer_traits<layer_t>;
       if constexpr (detail::is_chain_stage<layer_t>)
-        static_assert(check_layer<std::remove_pointer_t<decltype(layer.layer)>, T, B>());
+        static_assert(check_chain_layer<std::remove_pointer_t<decltype(layer.layer)>, T, B>());
       else
-        static_assert(check_graph_layer<layer_t, T, B>());
+        static_assert(check_dag_layer<layer_t, T, B>());
       using C = typename traits::context;
       const std::string who = where(at_op) + ", " + detail::compute_label(g, c);
       backend_.set_activity(who);

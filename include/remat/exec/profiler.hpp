@@ -2,9 +2,9 @@
 // The profiler: one measurement loop for every model (DESIGN.md §6; the parameter estimation of
 // shilova-spec §2.6, thesis S:1472-1478), so a user goes from layers to a plan without writing a
 // cost by hand. Its result feeds every planner:
-//   profile(chain_model, sample, backend)   -> chain        (the chain DPs; build_graph for the
+//   profile_chain(chain_model, sample, backend)   -> chain        (the chain DPs; build_graph for the
 //                                                            graph planners)
-//   profile_graph(dag_model, sample, backend) -> forward_dag (build_graph for the graph planners)
+//   profile_dag(dag_model, sample, backend) -> forward_dag (build_graph for the graph planners)
 // A chain model is measured through the same adapter the executor runs it with
 // (detail::chain_stage): the same loop, the same numbers.
 //
@@ -49,7 +49,7 @@
 #include <remat/core/result.hpp>
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/executor.hpp>
-#include <remat/exec/graph_concepts.hpp>
+#include <remat/exec/concepts.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
 
@@ -93,11 +93,11 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
       for (int d : on.in) x.push_back(d == training_layout::input ? &sample_input : &*outputs[k(d)]);
       mt::visit(layers, i, [&](auto& layer) {
         using layer_t = std::remove_reference_t<decltype(layer)>;
-        using traits = graph_layer_traits<layer_t>;
+        using traits = dag_layer_traits<layer_t>;
         if constexpr (is_chain_stage<layer_t>)
-          static_assert(check_layer<std::remove_pointer_t<decltype(layer.layer)>, T, B>());
+          static_assert(check_chain_layer<std::remove_pointer_t<decltype(layer.layer)>, T, B>());
         else
-          static_assert(check_graph_layer<layer_t, T, B>());
+          static_assert(check_dag_layer<layer_t, T, B>());
         using C = typename traits::context;
         if constexpr (requires { deref(layer).name(); }) names[i] = std::string(deref(layer).name());
         backend.set_activity("profiling " + label(i));
@@ -197,14 +197,14 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
 
 /// The chain of a chain model (a range or tuple of chain layers), measured.
 template <class Model, class T, class B>
-result<chain> profile(Model& model, const T& sample_input, B& backend, profile_options opt = {}) {
+result<chain> profile_chain(Model& model, const T& sample_input, B& backend, profile_options opt = {}) {
   static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
                 "returning its size in bytes) and must be movable");
-  static_assert(Backend<B>, "remat: profile(): the backend must satisfy remat::exec::Backend");
+  static_assert(Backend<B>, "remat: profile_chain(): the backend must satisfy remat::exec::Backend");
   const int n = static_cast<int>(model_traits<Model>::size(model));
-  if (n == 0) return error{status::invalid_problem, "profile: the model has no layer", {}};
+  if (n == 0) return error{status::invalid_problem, "profile_chain: the model has no layer", {}};
   if (opt.repetitions < 1 || opt.warmup < 0)
-    return error{status::invalid_problem, "profile: repetitions must be >= 1 and warmup >= 0", {}};
+    return error{status::invalid_problem, "profile_chain: repetitions must be >= 1 and warmup >= 0", {}};
   // The chain's structure, costs to come: its graph and a forward DAG to fill.
   const chain shape{opt.name, tensor_traits<T>::size(sample_input), std::vector<stage>(static_cast<std::size_t>(n))};
   forward_dag f = to_forward_dag(shape);
@@ -218,7 +218,7 @@ result<chain> profile(Model& model, const T& sample_input, B& backend, profile_o
                                  return names[i].empty() ? s : s + " ('" + names[i] + "')";
                                });
       !r)
-    return error{status::execution_error, "profile: " + r.err().message, {}};
+    return error{status::execution_error, "profile_chain: " + r.err().message, {}};
   chain c{opt.name, f.input_bytes, {}};
   for (std::size_t i = 0; i < f.ops.size(); ++i) {
     const forward_op& op = f.ops[i];
@@ -231,13 +231,13 @@ result<chain> profile(Model& model, const T& sample_input, B& backend, profile_o
 
 /// The forward DAG of a DAG model (dag_model), measured; build_graph makes its training graph.
 template <class Model, class T, class B>
-result<forward_dag> profile_graph(Model& model, const T& sample_input, B& backend, profile_options opt = {}) {
+result<forward_dag> profile_dag(Model& model, const T& sample_input, B& backend, profile_options opt = {}) {
   static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
                 "returning its size in bytes) and must be movable");
-  static_assert(Backend<B>, "remat: profile_graph(): the backend must satisfy remat::exec::Backend");
+  static_assert(Backend<B>, "remat: profile_dag(): the backend must satisfy remat::exec::Backend");
   if (opt.repetitions < 1 || opt.warmup < 0)
-    return error{status::invalid_problem, "profile_graph: repetitions must be >= 1 and warmup >= 0", {}};
-  if (model.ops.empty()) return error{status::invalid_problem, "profile_graph: the model has no op", {}};
+    return error{status::invalid_problem, "profile_dag: repetitions must be >= 1 and warmup >= 0", {}};
+  if (model.ops.empty()) return error{status::invalid_problem, "profile_dag: the model has no op", {}};
   auto structure = detail::model_graph(model, opt.name);
   if (!structure) return structure.err();
   forward_dag f{opt.name, tensor_traits<T>::size(sample_input), {}};
@@ -250,7 +250,7 @@ result<forward_dag> profile_graph(Model& model, const T& sample_input, B& backen
   if (auto r = detail::measure(model.layers, structure->g, structure->ops, detail::reads_of(model), sample_input,
                                backend, opt, f, names, [&](std::size_t i) { return "op '" + f.ops[i].name + "'"; });
       !r)
-    return error{status::execution_error, "profile_graph: " + r.err().message, {}};
+    return error{status::execution_error, "profile_dag: " + r.err().message, {}};
   if (auto v = validate(f); !v) return v.err();
   return f;
 }

@@ -1,6 +1,6 @@
 #pragma once
 // The one kernel the GPU graph tests add to toy_kernels.hpp's: in-place accumulation, for the
-// multi-input toy ops and the gradients several ops contribute to (graph_concepts.hpp asks for
+// multi-input toy ops and the gradients several ops contribute to (exec/concepts.hpp asks for
 // one rounding per contribution and element). Built by nvcc (graph_kernels.cu).
 
 #include <cuda_runtime_api.h>

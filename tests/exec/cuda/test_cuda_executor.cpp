@@ -132,7 +132,7 @@ TEST_CASE("cuda.executor: chain schedules on the CUDA backend give store-all's g
   cuda::backend probe(64_MiB);
   auto prof_model = make_model(params);
   const auto sample = make_input(probe);
-  const auto c = exec::profile(prof_model, sample, probe, {.repetitions = 2, .warmup = 1});
+  const auto c = exec::profile_chain(prof_model, sample, probe, {.repetitions = 2, .warmup = 1});
   REQUIRE_MESSAGE(c.ok(), c.message());
   CHECK(c->stages[0].forward_time > 0.0);  // CUDA-event timings
 
@@ -161,7 +161,7 @@ TEST_CASE("cuda.executor: a recorded run's placement is replayed; the pool exten
   cuda::backend params(1_MiB);
   cuda::backend probe(64_MiB);
   auto prof_model = make_model(params);
-  const auto c = exec::profile(prof_model, make_input(probe), probe, {.repetitions = 1, .warmup = 0});
+  const auto c = exec::profile_chain(prof_model, make_input(probe), probe, {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
   const bytes lo = rotor::minimum_budget(*c);
   const auto s = rotor{}.solve(*c, lo);
@@ -199,7 +199,7 @@ TEST_CASE("cuda.executor: offloading schedules on the copy streams give store-al
   cuda::backend params(1_MiB);
   cuda::backend probe(64_MiB);
   auto prof_model = make_model(params);
-  const auto c = exec::profile(prof_model, make_input(probe), probe, {.repetitions = 1, .warmup = 0});
+  const auto c = exec::profile_chain(prof_model, make_input(probe), probe, {.repetitions = 1, .warmup = 0});
   REQUIRE_MESSAGE(c.ok(), c.message());
   const bytes all = store_all{}.solve(*c, unlimited_bytes)->predicted_peak;
   const std::vector<float> reference = store_all_gradients(*c, params);

@@ -4,7 +4,7 @@
 // and fast-forward schedules and (with a MILP backend) checkmate's give store-all's gradients bit
 // for bit, with a measured peak within the budget and equal to the graph simulator's; a recorded
 // run's static placement is replayed; activations offloaded on the copy streams and prefetched
-// back give the same gradients; profile_graph measures the ops' sizes exactly, with CUDA-event
+// back give the same gradients; profile_dag measures the ops' sizes exactly, with CUDA-event
 // times.
 #include <doctest/doctest.h>
 
@@ -209,7 +209,7 @@ std::vector<float> gradients(const gtensor& dx, const model& m, cuda::backend& b
   return all;
 }
 
-/// What profile_graph must measure: the sizes the ops allocate, known exactly; the times are
+/// What profile_dag must measure: the sizes the ops allocate, known exactly; the times are
 /// fixed (not measured) so that the plans are the same on every machine.
 forward_dag expected_dag() {
   forward_dag f{"toy cuda dag", tensor_bytes, {}};
@@ -274,12 +274,12 @@ std::vector<float> reference_gradients(const graph& g, cuda::backend& params) {
 
 }  // namespace
 
-TEST_CASE("cuda.graph: profile_graph measures the toy ops exactly, with CUDA-event times") {
+TEST_CASE("cuda.graph: profile_dag measures the toy ops exactly, with CUDA-event times") {
   cuda::backend params(1_MiB);
   cuda::backend probe(64_MiB);
   model m = make_model(params);
   const auto sample = make_input(probe);
-  const auto f = exec::profile_graph(m, sample, probe,
+  const auto f = exec::profile_dag(m, sample, probe,
                                      {.repetitions = 2, .warmup = 1, .name = "toy cuda dag"});
   REQUIRE_MESSAGE(f.ok(), f.message());
   const forward_dag want = expected_dag();
