@@ -50,6 +50,8 @@ std::vector<chain_op> random_program(int n, std::mt19937_64& rng) {
   const int wild_at = pick(0, 9) == 0 ? pick(0, 4 * n) : -1;  // one program in ten gets any op there
   while (static_cast<int>(ops.size()) < max_ops && !grad[0]) {
     if (static_cast<int>(ops.size()) == wild_at) {  // anything
+      // The program ends with this op. An F1_none here, which lower() rejects (it would free a_0),
+      // leaves a program without B1, which the reference finds invalid too (no delta_0 at the end).
       const int kind = pick(0, 4);
       const int idx = kind < 2 ? pick(0, n + 1) : pick(-1, n + 1);
       ops.push_back(kind == 0 ? chain_op::forward(idx, static_cast<forward_mode>(pick(0, 2)))
@@ -208,6 +210,13 @@ TEST_CASE("chain notation: the lowering's own rules, with the thesis' names") {
   };
   CHECK(why("F1_ck F2_all O2") .find("abar_2") != std::string::npos);
   CHECK(why("F1_all F2_none").find("F2_none consumes a plain a_1") != std::string::npos);
+  // F1_none would free a_0, the chain's input: B1 needs it and nothing can recompute it.
+  CHECK(why("F1_none F2_all F3_all B3 B2").find("F1_none at op 0: F1_none consumes a_0, the chain's input, which B1 "
+                                                 "needs and nothing can recompute; use F1_ck") != std::string::npos);
+  lowering_failure failure;
+  CHECK_FALSE(lower(c.length(), *parse_chain_ops("F1_ck F2_ck F1_none"), nullptr, &failure));
+  CHECK(failure.op == 2);
+  CHECK(failure.rule == chain_rule::missing_input);
   CHECK(why("F2_ck").find("a_1 is not in memory") != std::string::npos);
   CHECK(why("F1_ck F1_ck").find("a_1 is already in memory") != std::string::npos);
   CHECK(why("F1_ck F2_ck F3_ck B3").find("needs abar_3") != std::string::npos);

@@ -208,11 +208,19 @@ TEST_CASE("violations: missing input") {
     CHECK(mentions(r, "a_2 is not in memory"));
   }
   SUBCASE("the input consumed by F_none is gone") {
-    const auto r = first("F1_none F1_ck");
+    const auto r = first("F1_ck F2_none F2_ck");
     REQUIRE(r.first_violation);
     CHECK(r.first_violation->kind == sim::violation_kind::missing_input);
-    CHECK(r.first_violation->op == 1);
-    CHECK(mentions(r, "a_0"));
+    CHECK(r.first_violation->op == 2);
+    CHECK(mentions(r, "a_1 is not in memory"));
+  }
+  SUBCASE("F1_none would lose the chain's input a_0, which B1 needs: a rule of the notation") {
+    const auto r = first("F1_none F2_ck");
+    REQUIRE(r.first_violation);
+    CHECK(r.first_violation->kind == sim::violation_kind::missing_input);
+    CHECK(r.first_violation->op == 0);
+    CHECK(mentions(r, "F1_none consumes a_0, the chain's input"));
+    CHECK(mentions(r, "use F1_ck"));
   }
   SUBCASE("a backward without its gradient") {
     const auto r = first("F1_all B1");

@@ -25,7 +25,8 @@
 // The lowering also checks the chain notation's own rules, which the graph model does not have
 // (its messages use the thesis' names a_k, abar_k, delta_k): a stage or activation that does not
 // exist, a forward whose input is not stored or whose output already is, F^∅ of an input kept as
-// abar, B_l without delta_l or abar_l or a_{l-1}, delta_{l-1} already there, and a transfer of
+// abar, F_1^∅ (it would free a_0, the chain's input, which B_1 needs and nothing can recompute),
+// B_l without delta_l or abar_l or a_{l-1}, delta_{l-1} already there, and a transfer of
 // abar_k (only a plain a_k moves: the chain model keeps a layer's output and context together).
 // Memory, time, residency (a tensor used while offloaded) and transfers are the simulator's to
 // judge, on the lowered program. Every valid chain schedule lowers to a valid program with the
@@ -191,7 +192,7 @@ struct chain_nodes {
 /// Which rule of the chain notation a chain op breaks (lower()).
 enum class chain_rule : unsigned char {
   unknown_index,     ///< a stage or activation that does not exist
-  missing_input,     ///< an input is not stored (or F^none's input is abar)
+  missing_input,     ///< an input is not stored (or F^none's input is abar, or is a_0)
   already_present,   ///< the output is already stored
   transfer_of_abar,  ///< an offload of abar_k
 };
@@ -253,6 +254,8 @@ inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<
     held& in = act[k(l - 1)];
     held& self = act[k(l)];
     if (op.kind == chain_op_kind::forward) {
+      if (l == 1 && op.mode == forward_mode::no_save)
+        return bad("F1_none consumes a_0, the chain's input, which B1 needs and nothing can recompute; use F1_ck");
       if (in == held::none) return bad("its input a_" + std::to_string(l - 1) + " is not in memory");
       if (op.mode == forward_mode::no_save && in == held::full)
         return bad("F" + std::to_string(l) + "_none consumes a plain a_" + std::to_string(l - 1) + ", but abar_" +
