@@ -252,9 +252,11 @@ TEST_CASE("json: schedules round-trip as arrays of instruction strings") {
   auto from_program = io::schedule_from_json(p);
   REQUIRE(from_program.ok());
   CHECK(from_program->ops == s->ops);
-  // Each reader takes only its own notation.
+  // Without the chain only program text is read; with it, either (told apart by the F and B words).
   CHECK(!io::schedule_from_json(j).ok());
-  CHECK(!io::schedule_from_json(p, c).ok());
+  auto program_with_chain = io::schedule_from_json(p, c);
+  REQUIRE(program_with_chain.ok());
+  CHECK(program_with_chain->ops == s->ops);
 
   const json literal =
       json::parse(R"(["F1_ck", "F2_none", "F3_all", "B3", "F1_all", "F2_all", "B2", "B1"])");
@@ -287,6 +289,61 @@ TEST_CASE("json: schedules round-trip as arrays of instruction strings") {
   odd.ops.insert(odd.ops.begin() + 1, {instruction::free(at.a(1)), instruction::fast_forward(at.fwd(1))});
   CHECK(!to_chain_ops(c.length(), odd).has_value());
   CHECK(io::to_json(odd, c) == io::to_json(odd));
+}
+
+TEST_CASE("json: with the chain, every program round-trips, chain-shaped or not") {
+  const chain c = small_chain();
+  const graph g = *build_graph(c);
+  const chain_nodes at(c.length());
+
+  // A graph policy's program over the chain's graph (store_all's, as checkmate would plan it:
+  // its frees are not in the lowering's order), and the same with an offload of a gradient,
+  // which the chain notation cannot name (delta_1, from B2 to B1): neither is chain-shaped.
+  const schedule graph_plan{store_all_program(g), 0, 0};
+  schedule offloading = graph_plan;
+  const auto bwd2 = std::find(offloading.ops.begin(), offloading.ops.end(), instruction::compute(at.bwd(2)));
+  REQUIRE(bwd2 != offloading.ops.end());
+  offloading.ops.insert(bwd2 + 1, {instruction::offload(at.delta(1)), instruction::wait(at.delta(1))});
+  const auto bwd1 = std::find(offloading.ops.begin(), offloading.ops.end(), instruction::compute(at.bwd(1)));
+  REQUIRE(bwd1 != offloading.ops.end());
+  offloading.ops.insert(bwd1, {instruction::prefetch(at.delta(1)), instruction::wait(at.delta(1))});
+  for (const schedule& s : {graph_plan, offloading}) {
+    INFO("program: ", to_string(s));
+    REQUIRE(sim::simulate(g, s).valid);
+    CHECK_FALSE(to_chain_ops(c.length(), s).has_value());
+    const json j = io::to_json(s, c);
+    CHECK(j == io::to_json(s));  // program text: "C0", "C1", ...
+    auto back = io::schedule_from_json(j, c);
+    REQUIRE_MESSAGE(back.ok(), back.message());
+    CHECK(back->ops == s.ops);
+    // The object remat-plan --json prints for checkmate on a --chain, too.
+    auto wrapped = io::schedule_from_json(json{{"status", "ok"}, {"schedule", j}}, c);
+    REQUIRE(wrapped.ok());
+    CHECK(wrapped->ops == s.ops);
+  }
+
+  // A chain-shaped program still writes, and reads back, in the chain notation (lowered).
+  const json literal = json::parse(R"(["F1_ck", "O0", "F2_none", "F3_all", "B3", "W0", "F1_all", "F2_all", "B2", "B1"])");
+  auto lowered = io::schedule_from_json(literal, c);
+  REQUIRE_MESSAGE(lowered.ok(), lowered.message());
+  CHECK(lowered->ops == parse_chain_program(c.length(), "F1_ck O0 F2_none F3_all B3 W0 F1_all F2_all B2 B1")->ops);
+  CHECK(lowered->ops[1] == instruction::offload(at.a(0)));
+  CHECK(io::to_json(*lowered, c) == literal);
+  CHECK(io::schedule_from_json(io::to_json(*lowered, c), c)->ops == lowered->ops);
+
+  // A chain-shaped program of transfers alone has no F or B word to mark the notation: it is
+  // written as program text ("O5", a_2's data node, not "O2"), so that it reads back as itself.
+  const schedule transfers{{instruction::offload(at.a(2)), instruction::wait(at.a(2))}, 0, 0};
+  REQUIRE(to_chain_ops(c.length(), transfers).has_value());
+  const json tj = io::to_json(transfers, c);
+  CHECK(tj == json::array({"O" + std::to_string(at.a(2)), "W" + std::to_string(at.a(2))}));
+  CHECK(io::schedule_from_json(tj, c)->ops == transfers.ops);
+  // The empty program, either way.
+  CHECK(io::schedule_from_json(io::to_json(schedule{}, c), c)->ops.empty());
+
+  // Program text that is not, with the chain's notation named as the alternative.
+  CHECK(says(io::schedule_from_json(json::parse(R"(["C0", "X1"])"), c),
+             {"schedule[1]", "not an instruction", "\"C<c>_ff\"", "or the chain notation", "\"F<l>_ck\""}));
 }
 
 TEST_CASE("json: malformed schedules are rejected with the position") {
@@ -345,8 +402,12 @@ TEST_CASE("json: schedules with transfers round-trip, and bad transfers name the
     CHECK(r.message().find("schedule[0]") != std::string::npos);
     CHECK(r.message().find("\"O<k>\"") != std::string::npos);
   }
-  auto missing = io::schedule_from_json(json::parse(R"(["O3"])"), c);
-  CHECK(says(missing, {"O3 at op 0", "a_3 does not exist"}));
+  auto missing = io::schedule_from_json(json::parse(R"(["F1_ck", "O3"])"), c);
+  CHECK(says(missing, {"O3 at op 1", "a_3 does not exist"}));
+  // Without an F or B word, O, P and W words are program text: data node 3, not a_3.
+  auto program = io::schedule_from_json(json::parse(R"(["O3"])"), c);
+  REQUIRE(program.ok());
+  CHECK(program->ops == std::vector{instruction::offload(3)});
   auto whole = io::schedule_from_json(json::parse(R"(["F1_all", "O1"])"), c);
   CHECK(says(whole, {"O1 at op 1", "abar_1", "only a plain a_k can be offloaded"}));
 }

@@ -16,8 +16,14 @@
 //     "O3", "P3", "W3", ...], 0-based node indices into the training graph;
 //   * for a chain's schedule, the chain notation (schedule/notation.hpp): ["F1_ck", "O0",
 //     "F2_none", "F3_all", "B3", ...], which is lowered onto the chain's graph when read.
-// to_json(s) writes the first, to_json(s, chain) the second when the program is chain-shaped.
-// schedule_from_json also accepts an object holding such an array under "schedule" (what
+// to_json(s) writes the first. to_json(s, chain) writes the second when the program is
+// chain-shaped and has a forward or a backward, else the first. schedule_from_json(j) reads the
+// first; schedule_from_json(j, chain) reads either, told apart as remat-plan --simulate does: an
+// array with a word that begins with 'F' or 'B' is the chain notation (its O, P, W words name
+// activations a_k), any other is program text (O, P, W name data nodes). So
+// schedule_from_json(to_json(s, chain), chain) gives back s for every program s (a chain-shaped
+// program of transfers alone, with no F or B word to mark the notation, is written as program
+// text). Both readers also accept an object holding such an array under "schedule" (what
 // `remat-plan --json` prints); its other fields are ignored.
 //
 // Nothing here throws on bad input: every failure comes back as status::invalid_problem with a
@@ -528,30 +534,36 @@ inline nlohmann::json to_json(const schedule& s) {
   return ops;
 }
 
-/// A chain's program in the chain notation ("F1_ck", "O0", "B2", ...) when it is chain-shaped,
-/// else as to_json(s).
+/// A chain's program in the chain notation ("F1_ck", "O0", "B2", ...) when it is chain-shaped
+/// and has a forward or a backward (the F or B word that schedule_from_json(j, chain) tells the
+/// notation by), else as to_json(s).
 inline nlohmann::json to_json(const schedule& s, const chain& c) {
   const auto ops = to_chain_ops(c.length(), s);
-  if (!ops) return to_json(s);
+  if (!ops || std::none_of(ops->begin(), ops->end(), [](const chain_op& o) { return o.is_compute(); }))
+    return to_json(s);
   nlohmann::json out = nlohmann::json::array();
   for (const auto& i : *ops) out.push_back(to_string(i));
   return out;
 }
 
 namespace detail {
+/// The array of instruction strings of a schedule JSON: `j` itself, or its "schedule" field;
+/// nullptr when `j` is an object without one.
+inline const nlohmann::json* words_array(const nlohmann::json& j) {
+  if (!j.is_object()) return &j;
+  const auto it = j.find("schedule");
+  return it == j.end() ? nullptr : &*it;
+}
+
 /// The instruction strings of a schedule JSON (an array, or an object with one under
 /// "schedule"), each checked by `parse` (nullopt: not an instruction, described by `forms`).
 template <class Parse>
 auto read_words(const nlohmann::json& j, std::string_view forms, Parse parse)
     -> result<std::vector<typename decltype(parse(std::string()))::value_type>> {
-  const nlohmann::json* arr = &j;
-  if (j.is_object()) {
-    const auto it = j.find("schedule");
-    if (it == j.end())
-      return invalid("a schedule must be a JSON array of instructions " + std::string(forms) +
-                     ", or an object with such an array under \"schedule\"; this object has no \"schedule\" field");
-    arr = &*it;
-  }
+  const nlohmann::json* arr = words_array(j);
+  if (arr == nullptr)
+    return invalid("a schedule must be a JSON array of instructions " + std::string(forms) +
+                   ", or an object with such an array under \"schedule\"; this object has no \"schedule\" field");
   if (!arr->is_array())
     return invalid("schedule is " + describe(*arr) + "; it must be an array of instructions " + std::string(forms));
   std::vector<typename decltype(parse(std::string()))::value_type> out;
@@ -565,34 +577,58 @@ auto read_words(const nlohmann::json& j, std::string_view forms, Parse parse)
   }
   return out;
 }
+
+/// Whether a schedule JSON is in the chain notation: one of its words begins with 'F' or 'B'
+/// (the program text form has no such word; both have O, P and W words).
+inline bool in_chain_notation(const nlohmann::json& j) {
+  const nlohmann::json* arr = words_array(j);
+  if (arr == nullptr || !arr->is_array()) return false;
+  return std::any_of(arr->begin(), arr->end(), [](const nlohmann::json& v) {
+    if (!v.is_string()) return false;
+    const auto& w = v.get_ref<const std::string&>();
+    return !w.empty() && (w.front() == 'F' || w.front() == 'B');
+  });
+}
+
+inline constexpr std::string_view program_forms =
+    "\"C<c>\" (compute node c), \"C<c>_ff\" (fast-forward of forward node c), \"D<d>\" (free data node d), "
+    "\"O<d>\", \"P<d>\", \"W<d>\" (offload, prefetch, wait for data node d), with 0-based node indices, e.g. "
+    "[\"C0\", \"C1_ff\", \"D0\"]";
+inline constexpr std::string_view chain_forms =
+    "\"F<l>_none\", \"F<l>_ck\", \"F<l>_all\" or \"B<l>\" with a stage number l >= 1, or \"O<k>\", \"P<k>\", "
+    "\"W<k>\" (offload, prefetch, wait for the activation a_k) with k >= 0, e.g. [\"F1_ck\", \"F2_all\", \"B2\"]";
+
+/// Program text; `forms` describes the words accepted, for the messages.
+inline result<schedule> program_from_json(const nlohmann::json& j, std::string_view forms) {
+  try {
+    auto ops = read_words(j, forms, [](const std::string& w) { return parse_instruction(w); });
+    if (!ops) return ops.err();
+    return schedule{std::move(*ops), 0, 0};
+  } catch (const nlohmann::json::exception& e) {
+    return invalid(std::string("schedule JSON could not be read: ") + e.what());
+  }
+}
 }  // namespace detail
 
 /// Reads a program in its text form: an array of instruction strings, or an object holding one
 /// under "schedule". Node indices are checked against a graph by sim::simulate, not here.
 inline result<schedule> schedule_from_json(const nlohmann::json& j) {
-  try {
-    auto ops = detail::read_words(j,
-                                  "\"C<c>\" (compute node c), \"C<c>_ff\" (fast-forward of forward node c), \"D<d>\" "
-                                  "(free data node d), \"O<d>\", \"P<d>\", \"W<d>\" (offload, prefetch, wait for data "
-                                  "node d), with 0-based node indices, e.g. [\"C0\", \"C1_ff\", \"D0\"]",
-                                  [](const std::string& w) { return parse_instruction(w); });
-    if (!ops) return ops.err();
-    return schedule{std::move(*ops), 0, 0};
-  } catch (const nlohmann::json::exception& e) {
-    return detail::invalid(std::string("schedule JSON could not be read: ") + e.what());
-  }
+  return detail::program_from_json(j, detail::program_forms);
 }
 
-/// Reads a chain's schedule in the chain notation (an array of instruction strings, or an object
-/// holding one under "schedule") and lowers it onto the chain's graph (schedule/notation.hpp):
-/// stage and activation numbers, and the notation's rules, are checked against the chain here.
+/// Reads a chain's schedule (an array of instruction strings, or an object holding one under
+/// "schedule") in either notation. With a word that begins with 'F' or 'B' it is the chain
+/// notation, lowered onto the chain's graph (schedule/notation.hpp): stage and activation
+/// numbers, and the notation's rules, are checked against the chain here. Otherwise it is
+/// program text, as schedule_from_json(j): node indices into build_graph(chain), checked by
+/// sim::simulate. schedule_from_json(to_json(s, c), c) gives back s for every program s.
 inline result<schedule> schedule_from_json(const nlohmann::json& j, const chain& c) {
+  if (!detail::in_chain_notation(j))
+    return detail::program_from_json(j, std::string(detail::program_forms) +
+                                            "; or the chain notation, with a forward or backward: " +
+                                            std::string(detail::chain_forms));
   try {
-    auto ops = detail::read_words(
-        j,
-        "\"F<l>_none\", \"F<l>_ck\", \"F<l>_all\" or \"B<l>\" with a stage number l >= 1, or \"O<k>\", \"P<k>\", "
-        "\"W<k>\" (offload, prefetch, wait for the activation a_k) with k >= 0, e.g. [\"F1_ck\", \"F2_all\", \"B2\"]",
-        [](const std::string& w) { return parse_chain_op(w); });
+    auto ops = detail::read_words(j, detail::chain_forms, [](const std::string& w) { return parse_chain_op(w); });
     if (!ops) return ops.err();
     return lower(c.length(), *ops);
   } catch (const nlohmann::json::exception& e) {
