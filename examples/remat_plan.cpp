@@ -721,20 +721,30 @@ std::string describe_optimality(const solve_info& info) {
   return s + ", solved in " + format_seconds(info.solve_seconds);
 }
 
+/// The problem of --graph (its graph), or of --chain (the chain and its graph).
+struct loaded_problem {
+  std::optional<remat::chain> chain;
+  remat::result<remat::graph> graph = remat::error{remat::status::invalid_problem, "", {}};
+};
+loaded_problem load_problem(const options& o) {
+  loaded_problem p;
+  if (!o.graph_path.empty()) {
+    p.graph = remat::io::load_graph(o.graph_path);
+  } else if (auto lc = remat::io::load_chain(o.chain_path); !lc) {
+    p.graph = lc.err();
+  } else {
+    p.chain = std::move(*lc);
+    p.graph = remat::build_graph(*p.chain);
+  }
+  return p;
+}
+
 /// A graph policy on the graph of --graph, or on the chain of --chain through its graph.
 int run_graph(const options& o) {
-  std::optional<remat::chain> c;
-  remat::result<remat::graph> loaded = remat::error{remat::status::invalid_problem, "", {}};
-  if (!o.graph_path.empty()) {
-    loaded = remat::io::load_graph(o.graph_path);
-  } else {
-    auto lc = remat::io::load_chain(o.chain_path);
-    if (!lc) return fail(o, nullptr, lc.err());
-    c = std::move(*lc);
-    loaded = remat::build_graph(*c);
-  }
-  if (!loaded) return fail(o, c ? &*c : nullptr, loaded.err());
-  const remat::graph& g = *loaded;
+  const loaded_problem lp = load_problem(o);
+  const std::optional<remat::chain>& c = lp.chain;
+  if (!lp.graph) return fail(o, c ? &*c : nullptr, lp.graph.err());
+  const remat::graph& g = *lp.graph;
 
   const bool show_progress = o.progress || REMAT_PLAN_ISATTY(2);
   solve_info info;
@@ -819,22 +829,6 @@ remat::result<std::string> program_text(const std::string& arg) {
   return text;
 }
 
-/// The white-space separated words of a text.
-std::vector<std::string_view> words_of(std::string_view text) {
-  std::vector<std::string_view> out;
-  auto space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; };
-  for (std::size_t i = 0; i < text.size();) {
-    if (space(text[i])) {
-      ++i;
-      continue;
-    }
-    std::size_t j = i;
-    while (j < text.size() && !space(text[j])) ++j;
-    out.push_back(text.substr(i, j - i));
-    i = j;
-  }
-  return out;
-}
 
 /// A program --simulate replays: chain ops (the chain notation, given a chain) or instructions
 /// over the training graph.
@@ -846,7 +840,7 @@ struct program {
 /// The program --simulate replays: with a chain, text with an F or B word is in the chain notation;
 /// any other text is a program over the graph.
 remat::result<program> read_program(std::string_view text, const remat::chain* c) {
-  const auto words = words_of(text);
+  const auto words = remat::words_of(text);
   auto invalid = [](std::string msg) { return remat::error{remat::status::invalid_problem, std::move(msg), {}}; };
   const bool chain_words = std::any_of(words.begin(), words.end(), [](std::string_view w) {
     return w.front() == 'F' || w.front() == 'B';
@@ -940,18 +934,10 @@ int print_replay(const options& o, const remat::chain* c, const remat::graph* g,
 
 /// --simulate: loads the chain or graph, reads the program and replays it.
 int run_simulate(const options& o) {
-  std::optional<remat::chain> c;
-  remat::result<remat::graph> loaded = remat::error{remat::status::invalid_problem, "", {}};
-  if (!o.graph_path.empty()) {
-    loaded = remat::io::load_graph(o.graph_path);
-  } else {
-    auto lc = remat::io::load_chain(o.chain_path);
-    if (!lc) return fail(o, nullptr, lc.err());
-    c = std::move(*lc);
-    loaded = remat::build_graph(*c);
-  }
-  if (!loaded) return fail(o, c ? &*c : nullptr, loaded.err());
-  const remat::graph& g = *loaded;
+  const loaded_problem lp = load_problem(o);
+  const std::optional<remat::chain>& c = lp.chain;
+  if (!lp.graph) return fail(o, c ? &*c : nullptr, lp.graph.err());
+  const remat::graph& g = *lp.graph;
   const remat::chain* chain = c ? &*c : nullptr;
   const remat::graph* graph = c ? nullptr : &g;
 

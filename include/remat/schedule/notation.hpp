@@ -169,12 +169,11 @@ inline std::optional<chain_op> parse_chain_op(std::string_view s) {
 /// Parses chain ops separated by white space; nullopt when a word is not one.
 inline std::optional<std::vector<chain_op>> parse_chain_ops(std::string_view text) {
   std::vector<chain_op> ops;
-  const bool ok = detail::for_each_word(text, [&](std::string_view w) {
+  for (std::string_view w : words_of(text)) {
     const auto op = parse_chain_op(w);
-    if (op) ops.push_back(*op);
-    return op.has_value();
-  });
-  if (!ok) return std::nullopt;
+    if (!op) return std::nullopt;
+    ops.push_back(*op);
+  }
   return ops;
 }
 
@@ -302,18 +301,18 @@ inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<
 
 /// Parses chain notation and lowers it over an N-stage chain.
 inline result<schedule> parse_chain_program(int n, std::string_view text) {
-  std::optional<std::string> bad_word;
-  detail::for_each_word(text, [&](std::string_view w) {
-    if (!parse_chain_op(w)) bad_word = std::string(w);
-    return !bad_word;
-  });
-  if (bad_word)
-    return error{status::invalid_problem,
-                 "'" + *bad_word +
-                     "' is not an instruction of the chain notation (F<l>_none, F<l>_ck, F<l>_all, B<l>, O<k>, "
-                     "P<k>, W<k>)",
-                 {}};
-  return lower(n, *parse_chain_ops(text));
+  std::vector<chain_op> ops;
+  for (std::string_view w : words_of(text)) {
+    const auto op = parse_chain_op(w);
+    if (!op)
+      return error{status::invalid_problem,
+                   "'" + std::string(w) +
+                       "' is not an instruction of the chain notation (F<l>_none, F<l>_ck, F<l>_all, B<l>, O<k>, "
+                       "P<k>, W<k>)",
+                   {}};
+    ops.push_back(*op);
+  }
+  return lower(n, ops);
 }
 
 /// The chain ops a program is the lowering of, over an N-stage chain; nullopt when it is not

@@ -111,10 +111,9 @@ inline std::optional<instruction> parse_instruction(std::string_view s) {
   }
 }
 
-namespace detail {
-/// Calls f(word) for each white-space separated word of text; stops when f returns false.
-template <class F>
-bool for_each_word(std::string_view text, F&& f) {
+/// The white-space separated words of a program's text (either notation).
+inline std::vector<std::string_view> words_of(std::string_view text) {
+  std::vector<std::string_view> out;
   auto space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; };
   for (std::size_t i = 0; i < text.size();) {
     if (space(text[i])) {
@@ -123,23 +122,21 @@ bool for_each_word(std::string_view text, F&& f) {
     }
     std::size_t j = i;
     while (j < text.size() && !space(text[j])) ++j;
-    if (!f(text.substr(i, j - i))) return false;
+    out.push_back(text.substr(i, j - i));
     i = j;
   }
-  return true;
+  return out;
 }
-}  // namespace detail
 
 /// Parses a program from its text form (instructions separated by white space); nullopt when a
 /// word is not an instruction.
 inline std::optional<schedule> parse_program(std::string_view text) {
   schedule s;
-  const bool ok = detail::for_each_word(text, [&](std::string_view w) {
+  for (std::string_view w : words_of(text)) {
     const auto ins = parse_instruction(w);
-    if (ins) s.ops.push_back(*ins);
-    return ins.has_value();
-  });
-  if (!ok) return std::nullopt;
+    if (!ins) return std::nullopt;
+    s.ops.push_back(*ins);
+  }
   return s;
 }
 
