@@ -211,6 +211,23 @@ std::optional<Int> parse_int(std::string_view s) {
   return v;
 }
 
+/// The text in lower case.
+std::string lowercase(std::string_view s) {
+  std::string low(s);
+  for (auto& ch : low) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return low;
+}
+
+/// log2 of a binary unit in lower case: "" or "b" 0, "kib"/"k" 10, ... "tib"/"t" 40; -1 if none.
+int binary_shift(std::string_view low) {
+  if (low.empty() || low == "b") return 0;
+  if (low == "kib" || low == "k") return 10;
+  if (low == "mib" || low == "m") return 20;
+  if (low == "gib" || low == "g") return 30;
+  if (low == "tib" || low == "t") return 40;
+  return -1;
+}
+
 /// BYTES: digits, or a decimal number followed by a binary suffix (KiB = 2^10 ... TiB = 2^40).
 std::optional<remat::bytes> parse_budget(std::string_view s, std::string& why) {
   std::size_t k = 0;
@@ -218,14 +235,8 @@ std::optional<remat::bytes> parse_budget(std::string_view s, std::string& why) {
   const std::string_view number = s.substr(0, k);
   std::string_view suffix = s.substr(k);
   if (!suffix.empty() && suffix.front() == ' ') suffix.remove_prefix(1);
-  std::string low(suffix);
-  for (auto& ch : low) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  int shift = -1;
-  if (low.empty() || low == "b") shift = 0;
-  if (low == "kib" || low == "k") shift = 10;
-  if (low == "mib" || low == "m") shift = 20;
-  if (low == "gib" || low == "g") shift = 30;
-  if (low == "tib" || low == "t") shift = 40;
+  const std::string low = lowercase(suffix);
+  const int shift = binary_shift(low);
   if (number.empty() || std::count(number.begin(), number.end(), '.') > 1 || number == ".") {
     why = "'" + std::string(s) +
           "' is not a byte count; give bytes (e.g. 1073741824) or a number "
@@ -284,14 +295,8 @@ std::optional<double> parse_bandwidth(std::string_view s, std::string& why) {
   }
   std::string_view suffix(p, static_cast<std::size_t>(t.data() + t.size() - p));
   if (!suffix.empty() && suffix.front() == ' ') suffix.remove_prefix(1);
-  std::string low(suffix);
-  for (auto& ch : low) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  int shift = -1;
-  if (low.empty() || low == "b") shift = 0;
-  if (low == "kib" || low == "k") shift = 10;
-  if (low == "mib" || low == "m") shift = 20;
-  if (low == "gib" || low == "g") shift = 30;
-  if (low == "tib" || low == "t") shift = 40;
+  const std::string low = lowercase(suffix);
+  const int shift = binary_shift(low);
   if (shift < 0) {
     why = "'" + std::string(s) + "' has an unknown unit '" + std::string(suffix) + "'" + expect;
     return std::nullopt;

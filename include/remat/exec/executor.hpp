@@ -480,7 +480,7 @@ class executor {
   Model& model_;
   const graph* graph_ = nullptr;
   const chain* chain_ = nullptr;
-  std::optional<graph> chain_graph_;  // build_graph(*chain_), built at the first run
+  std::optional<graph> chain_graph_;  // build_graph(*chain_) of the current run
   B& backend_;
 };
 
@@ -503,11 +503,10 @@ result<detail::run_plan> executor<B, Model>::plan() {
                    "executor: the model has " + std::to_string(layers) + " layers but the chain '" + chain_->name +
                        "' has " + std::to_string(n) + " stages; plan with the chain of this model",
                    {}};
-    if (!chain_graph_) {
-      auto g = build_graph(*chain_);
-      if (!g) return g.err();
-      chain_graph_ = std::move(*g);
-    }
+    // Built at every run from the chain as it is now (the executor holds the chain by reference).
+    auto g = build_graph(*chain_);
+    if (!g) return g.err();
+    chain_graph_ = std::move(*g);
     return detail::run_plan{&*chain_graph_, detail::chain_op_nodes(n),
                             std::vector<backward_reads>(static_cast<std::size_t>(n))};
   }

@@ -73,7 +73,7 @@ struct periodic {
                                         "with " + std::to_string(segments) + " segments");
       const seconds t = detail::time_of(c, ops);
       if (progress) progress(1.0);
-      return detail::finish(name, c, budget, std::move(ops), t);
+      return detail::finish(name, g, budget, std::move(ops), t);
     }
     std::vector<chain_op> best;
     seconds best_time = 0;
@@ -97,7 +97,7 @@ struct periodic {
     }
     if (progress) progress(1.0);
     if (best.empty()) return detail::budget_too_small(name, c, budget, min_peak, "with any number of segments");
-    return detail::finish(name, c, budget, std::move(best), best_time);
+    return detail::finish(name, g, budget, std::move(best), best_time);
   }
 };
 

@@ -179,7 +179,7 @@ struct revolve {
                                         "with " + std::to_string(snapshots) + " snapshots");
       const seconds t = detail::time_of(c, ops);
       if (progress) progress(1.0);
-      return detail::finish(name, c, budget, std::move(ops), t);
+      return detail::finish(name, g, budget, std::move(ops), t);
     }
     std::vector<chain_op> best;
     seconds best_time = 0;
@@ -207,7 +207,7 @@ struct revolve {
       }
     }
     if (best.empty()) return detail::budget_too_small(name, c, budget, min_peak, "with any number of snapshots");
-    return detail::finish(name, c, budget, std::move(best), best_time);
+    return detail::finish(name, g, budget, std::move(best), best_time);
   }
 };
 

@@ -61,9 +61,10 @@ struct store_all {
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
     if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
     auto ops = program(c);
-    const bytes peak = detail::peak_of(detail::chain_graph(c), ops);
+    const graph g = detail::chain_graph(c);
+    const bytes peak = detail::peak_of(g, ops);
     if (peak > budget) return detail::budget_too_small(name, c, budget, peak, "it keeps every activation");
-    return detail::finish(name, c, budget, std::move(ops), c.ideal_time());
+    return detail::finish(name, g, budget, std::move(ops), c.ideal_time());
   }
 
   [[nodiscard]] result<schedule> solve(const graph& g, bytes budget) const {

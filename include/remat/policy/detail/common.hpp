@@ -92,12 +92,13 @@ inline result<schedule> lower_decisions(std::string_view policy, int n, const st
   return s;
 }
 
-/// finish() for a chain policy's decisions.
-inline result<schedule> finish(std::string_view policy, const chain& c, bytes budget, const std::vector<chain_op>& ops,
+/// finish() for a chain policy's decisions, on the chain's graph g (chain_graph: its loss is
+/// compute node N).
+inline result<schedule> finish(std::string_view policy, const graph& g, bytes budget, const std::vector<chain_op>& ops,
                                seconds claimed_time) {
-  auto s = lower_decisions(policy, c.length(), ops, claimed_time);
+  auto s = lower_decisions(policy, g.loss(), ops, claimed_time);
   if (!s) return s.err();
-  return finish(policy, chain_graph(c), budget, std::move(*s));
+  return finish(policy, g, budget, std::move(*s));
 }
 
 /// Peak of a chain policy's decisions without any budget, on the chain's graph g (chain_graph).

@@ -43,9 +43,10 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
                                    Fallback fallback) {
   // Storing everything costs sum(u_F + u_B), a lower bound for any schedule: when it fits, it
   // is optimal, and the rounding of a coarse discretisation must not hide it.
-  if (std::vector<chain_op> all = store_all::program(c); peak_of(chain_graph(c), all) <= budget) {
+  const graph g = chain_graph(c);  // the referee's graph, built once
+  if (std::vector<chain_op> all = store_all::program(c); peak_of(g, all) <= budget) {
     if (progress) progress(1.0);
-    return finish(policy, c, budget, std::move(all), c.ideal_time());
+    return finish(policy, g, budget, std::move(all), c.ideal_time());
   }
   const std::int64_t first = slots <= 0 ? budget : std::min<std::int64_t>(slots, budget);
   auto table_bytes = [&](const discrete_chain& d) {
@@ -82,7 +83,7 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
       // minimum. The fallback fits the exact minimum, hence the budget.
       if (std::optional<std::pair<std::vector<chain_op>, seconds>> fb = fallback()) {
         if (progress && shown < 1.0) progress(1.0);
-        return finish(policy, c, budget, std::move(fb->first), fb->second);
+        return finish(policy, g, budget, std::move(fb->first), fb->second);
       }
       if (dl.passed()) return time_limit_reached(policy, dl, "while computing a fallback schedule", advice);
     }
@@ -102,7 +103,7 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
         return time_limit_reached(policy, dl, "while filling the table (" + std::to_string(s) + " slots)", advice);
       if (dp.value() < std::numeric_limits<double>::infinity()) {
         if (progress && shown < 1.0) progress(1.0);
-        return finish(policy, c, budget, dp.reconstruct(), dp.value());
+        return finish(policy, g, budget, dp.reconstruct(), dp.value());
       }
     }
     if (dl.passed()) return time_limit_reached(policy, dl, "while refining the slots", advice);
