@@ -65,23 +65,49 @@ class rotor_min_memory {
     lo_.reset(new std::int64_t[cur]);
     time_.reset(new double[cur]);
     split_.reset(new int[cur]);
+    option_.reset(new int[cur]);
     // Column t, s descending (as rotor's fill): C(s'+1,t) is this column, kept contiguous in
     // col_lo/col_time, and C(s,s') is row s, contiguous in the table.
     std::vector<std::int64_t> col_lo(k(n_ + 2), inf);
     std::vector<double> col_time(k(n_ + 2), 0.0);
     deadline_poll poll(dl);
     for (int t = 1; t <= n_; ++t) {
-      at(t, t) = d.m_all(t, t);
-      time_[idx(t, t)] = d.uf[k(t)] + d.ub[k(t)];
+      // C(t,t): the option that needs least memory, the fastest among those.
+      std::int64_t best_t = inf;
+      double best_t_time = 0;
+      int best_t_option = 0;
+      for (std::size_t o = 0; o < d.options[k(t)].size(); ++o) {
+        const discrete_option& x = d.options[k(t)][o];
+        const std::int64_t m = d.m_all(t, t, x);
+        if (m < best_t || (m == best_t && x.uf + x.ub < best_t_time)) {
+          best_t = m;
+          best_t_time = x.uf + x.ub;
+          best_t_option = static_cast<int>(o);
+        }
+      }
+      at(t, t) = best_t;
+      time_[idx(t, t)] = best_t_time;
+      split_[idx(t, t)] = 0;
+      option_[idx(t, t)] = best_t_option;
       col_lo[k(t)] = at(t, t);
       col_time[k(t)] = time_[idx(t, t)];
       // max over h in (s, t] of f_none(s, h) (which does not depend on s for h > s).
       std::int64_t fnone_above = 0;
       for (int s = t - 1; s >= 1; --s) {
         fnone_above = std::max(fnone_above, d.f_none(s, s + 1));
-        std::int64_t best = std::max(d.m_all(s, t), d.abar[k(s)] + col_lo[k(s + 1)]);
-        double best_time = d.uf[k(s)] + d.ub[k(s)] + col_time[k(s + 1)];
-        int split = 0;
+        std::int64_t best = inf;
+        double best_time = 0;
+        int split = 0, option = 0;
+        for (std::size_t o = 0; o < d.options[k(s)].size(); ++o) {
+          const discrete_option& x = d.options[k(s)][o];
+          const std::int64_t m = std::max(d.m_all(s, t, x), x.abar + col_lo[k(s + 1)]);
+          const double tm = x.uf + x.ub + col_time[k(s + 1)];
+          if (m < best || (m == best && tm < best_time)) {
+            best = m;
+            best_time = tm;
+            option = static_cast<int>(o);
+          }
+        }
         const std::int64_t mnone = std::max(d.f_none(s, s), fnone_above) + d.delta[k(t)];
         const std::int64_t* row_lo = lo_.get() + off_[k(s)];  // row_lo[sp - s] = lo(s, sp)
         const double* row_time = time_.get() + off_[k(s)];
@@ -99,6 +125,7 @@ class rotor_min_memory {
         at(s, t) = best;
         time_[idx(s, t)] = best_time;
         split_[idx(s, t)] = split;
+        option_[idx(s, t)] = option;
         col_lo[k(s)] = best;
         col_time[k(s)] = best_time;
         if (poll.passed(t - s)) return;
@@ -111,30 +138,33 @@ class rotor_min_memory {
   [[nodiscard]] std::int64_t operator()(int s, int t) const { return lo_[idx(s, t)]; }
 
   /// The schedule that reaches lo(1,N), and its time.
-  [[nodiscard]] std::pair<std::vector<chain_op>, seconds> schedule() const {
-    std::vector<chain_op> ops;
-    struct job { int s, t; bool backward_only; };
-    std::vector<job> todo{{1, n_, false}};
+  [[nodiscard]] decisions schedule() const {
+    decisions out;
+    auto emit = [&](chain_op op, int option) {
+      out.ops.push_back(op);
+      out.options.push_back(option);
+    };
+    struct job { int s, t; int backward_option; };  // backward_option >= 0: B_s only
+    std::vector<job> todo{{1, n_, -1}};
     while (!todo.empty()) {
       const job j = todo.back();
       todo.pop_back();
-      if (j.backward_only) {
-        ops.push_back(chain_op::backward(j.s));
-      } else if (j.s == j.t) {
-        ops.push_back(chain_op::forward(j.s, forward_mode::save_all));
-        ops.push_back(chain_op::backward(j.s));
-      } else if (const int sp = split_[idx(j.s, j.t)]; sp > 0) {
-        ops.push_back(chain_op::forward(j.s, forward_mode::save_input));
-        for (int q = j.s + 1; q <= sp; ++q) ops.push_back(chain_op::forward(q, forward_mode::no_save));
-        todo.push_back({j.s, sp, false});
-        todo.push_back({sp + 1, j.t, false});
+      if (j.backward_option >= 0) {
+        emit(chain_op::backward(j.s), j.backward_option);
+      } else if (const int sp = split_[idx(j.s, j.t)]; j.s < j.t && sp > 0) {
+        emit(chain_op::forward(j.s, forward_mode::save_input), 0);
+        for (int q = j.s + 1; q <= sp; ++q) emit(chain_op::forward(q, forward_mode::no_save), 0);
+        todo.push_back({j.s, sp, -1});
+        todo.push_back({sp + 1, j.t, -1});
       } else {
-        ops.push_back(chain_op::forward(j.s, forward_mode::save_all));
-        todo.push_back({j.s, j.s, true});
-        todo.push_back({j.s + 1, j.t, false});
+        const int o = option_[idx(j.s, j.t)];
+        emit(chain_op::forward(j.s, forward_mode::save_all), o);
+        todo.push_back({j.s, j.s, o});
+        if (j.s < j.t) todo.push_back({j.s + 1, j.t, -1});
       }
     }
-    return {std::move(ops), time_[idx(1, n_)]};
+    out.time = time_[idx(1, n_)];
+    return out;
   }
 
  private:
@@ -148,6 +178,7 @@ class rotor_min_memory {
   std::unique_ptr<std::int64_t[]> lo_;
   std::unique_ptr<double[]> time_;
   std::unique_ptr<int[]> split_;
+  std::unique_ptr<int[]> option_;  ///< the option of C1 (and of C(s,s))
 };
 
 }  // namespace detail
@@ -171,18 +202,18 @@ struct rotor {
   }
 
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const;
-
- private:
-  class dp;
 };
 
 // ---------------------------------------------------------------------------------------------
 
-class rotor::dp {
+namespace detail {
+
+/// Rotor's table (and RK-Rotor's: C1 chooses among the options of discrete_chain::options).
+class rotor_dp {
  public:
   static constexpr double inf = detail::infinite_cost;
 
-  explicit dp(const detail::discrete_chain& d) : d_(d), n_(d.n), w_(d.dp_budget + 1) {
+  explicit rotor_dp(const detail::discrete_chain& d) : d_(d), n_(d.n), w_(d.dp_budget + 1) {
     off_.assign(static_cast<std::size_t>(n_ + 2), 0);
     std::size_t cur = 0;
     for (int s = 1; s <= n_; ++s) {
@@ -199,11 +230,12 @@ class rotor::dp {
   bool fill(const detail::deadline& dl, const std::function<void(double)>& report) {
     for (int s = 1; s <= n_; ++s) {
       double* row = row_of(s, s);
-      const std::int64_t from = std::min(d_.m_all(s, s), w_);
-      const double v = d_.uf[idx(s)] + d_.ub[idx(s)];
-      std::fill(row, row + from, inf);
-      std::fill(row + from, row + w_, v);
-      lo(s, s) = from;
+      std::fill(row, row + w_, inf);
+      for (const detail::discrete_option& o : d_.options[idx(s)]) {
+        const double v = o.uf + o.ub;
+        detail::relax_row(row, std::min(d_.m_all(s, s, o), w_), w_, [&](std::int64_t) { return v; });
+      }
+      lo(s, s) = detail::first_finite(row, w_);
     }
     detail::deadline_poll poll(dl);
     // Order: t ascending, s descending. C(s,t) reads C(s'+1,t) for s' >= s (this column, just
@@ -233,29 +265,28 @@ class rotor::dp {
     return !lo.complete() || lo(1, d.n) <= d.dp_budget;
   }
 
-  /// Alg. 4 (OptRecP), iteratively.
-  [[nodiscard]] std::vector<chain_op> reconstruct() const {
-    std::vector<chain_op> ops;
-    struct job { int s, t; std::int64_t m; bool backward_only; };
-    std::vector<job> todo{{1, n_, w_ - 1, false}};
+  /// Alg. 4 (OptRecP), iteratively; with the option of every F^all and B.
+  [[nodiscard]] detail::decisions reconstruct() const {
+    detail::decisions out;
+    auto emit = [&](chain_op op, int option) {
+      out.ops.push_back(op);
+      out.options.push_back(option);
+    };
+    struct job { int s, t; std::int64_t m; int backward_option; };  // backward_option >= 0: B_s only
+    std::vector<job> todo{{1, n_, w_ - 1, -1}};
     while (!todo.empty()) {
       const job j = todo.back();
       todo.pop_back();
-      if (j.backward_only) {
-        ops.push_back(chain_op::backward(j.s));
+      if (j.backward_option >= 0) {
+        emit(chain_op::backward(j.s), j.backward_option);
         continue;
       }
       const auto [s, t, m, unused] = j;
       (void)unused;
-      if (s == t) {
-        ops.push_back(chain_op::forward(s, forward_mode::save_all));
-        ops.push_back(chain_op::backward(s));
-        continue;
-      }
       const double target = row_of(s, t)[m];
       int split = 0;  // 0 = C1
       double sum_f = 0;
-      if (m >= mnone(s, t))
+      if (s < t && m >= mnone(s, t))
         for (int sp = s; sp < t && split == 0; ++sp) {
           sum_f += d_.uf[idx(sp)];
           const std::int64_t mm = m - d_.a[idx(sp)];
@@ -263,17 +294,30 @@ class rotor::dp {
           if (sum_f + row_of(sp + 1, t)[mm] + row_of(s, sp)[m] == target) split = sp;
         }
       if (split > 0) {
-        ops.push_back(chain_op::forward(s, forward_mode::save_input));
-        for (int k = s + 1; k <= split; ++k) ops.push_back(chain_op::forward(k, forward_mode::no_save));
-        todo.push_back({s, split, m, false});
-        todo.push_back({split + 1, t, m - d_.a[idx(split)], false});
-      } else {
-        ops.push_back(chain_op::forward(s, forward_mode::save_all));
-        todo.push_back({s, s, 0, true});
-        todo.push_back({s + 1, t, m - d_.abar[idx(s)], false});
+        emit(chain_op::forward(s, forward_mode::save_input), 0);
+        for (int k = s + 1; k <= split; ++k) emit(chain_op::forward(k, forward_mode::no_save), 0);
+        todo.push_back({s, split, m, -1});
+        todo.push_back({split + 1, t, m - d_.a[idx(split)], -1});
+        continue;
       }
+      // C1 (or C(s,s)): the first option whose value is the table's, as fill() kept it.
+      const auto& options = d_.options[idx(s)];
+      int option = 0;
+      for (std::size_t o = 0; o < options.size(); ++o) {
+        const detail::discrete_option& x = options[o];
+        if (m < d_.m_all(s, t, x) || m < x.abar) continue;
+        const double v = s == t ? x.uf + x.ub : (x.uf + x.ub) + row_of(s + 1, t)[m - x.abar];
+        if (v == target) {
+          option = static_cast<int>(o);
+          break;
+        }
+      }
+      emit(chain_op::forward(s, forward_mode::save_all), option);
+      todo.push_back({s, s, 0, option});
+      if (s < t) todo.push_back({s + 1, t, m - options[static_cast<std::size_t>(option)].abar, -1});
     }
-    return ops;
+    out.time = value();
+    return out;
   }
 
  private:
@@ -304,11 +348,12 @@ class rotor::dp {
       const double* head = row_of(s, sp);
       detail::relax_row(row, from, w_, [&](std::int64_t m) { return sum_f + tail[m - a] + head[m]; });
     }
-    {
-      const std::int64_t ab = d_.abar[idx(s)];
-      const std::int64_t from = std::max(d_.m_all(s, t), ab + lo(s + 1, t));
-      const double* next = row_of(s + 1, t);
-      const double ufb = d_.uf[idx(s)] + d_.ub[idx(s)];
+    // C1, an option at a time (RK-Rotor's E; rotor has one): ties keep C2, then the first option.
+    const double* next = row_of(s + 1, t);
+    for (const detail::discrete_option& o : d_.options[idx(s)]) {
+      const std::int64_t ab = o.abar;
+      const std::int64_t from = std::max(d_.m_all(s, t, o), ab + lo(s + 1, t));
+      const double ufb = o.uf + o.ub;
       detail::relax_row(row, from, w_, [&](std::int64_t m) { return ufb + next[m - ab]; });
     }
     lo(s, t) = detail::first_finite(row, w_);
@@ -322,13 +367,15 @@ class rotor::dp {
   std::vector<std::int64_t> lo_;
 };
 
+}  // namespace detail
+
 inline result<schedule> rotor::solve(const chain& c, bytes budget) const {
   if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
   const detail::deadline dl(time_limit);
   std::optional<detail::rotor_min_memory> exact;  // of exact sizes, once computed
   // A budget within rounding of the minimum that no affordable discretisation can plan gets
   // the fastest of the minimum-memory schedules (exact sizes): valid, but not proven optimal.
-  return detail::solve_discretized<dp>(
+  return detail::solve_discretized<detail::rotor_dp>(
       name, c, budget, slots, max_table_bytes, dl, progress,
       // The minimum-memory table is O(N^2) too: it counts as 2.5 slots a pair.
       [](int n, double w) { return n * (n + 1) / 2.0 * std::max(w, detail::rotor_min_memory::bytes_per_pair / 8); },
@@ -338,7 +385,7 @@ inline result<schedule> rotor::solve(const chain& c, bytes budget) const {
         return c.a(0) + (*exact)(1, c.length());
       },
       "raise time_limit, or use fewer slots (the DP is O(N^3 S), its minimum-memory step O(N^3))",
-      [&] { return std::optional(exact->schedule()); });
+      [&] { return std::optional(exact->schedule()); }, detail::chain_target{name, c, budget});
 }
 
 }  // namespace remat

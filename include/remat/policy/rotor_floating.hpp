@@ -217,7 +217,7 @@ class rotor_floating::dp {
   }
 
   /// Alg. 2 (OptRecFL) with the second call's budget of Eq. 2.7.
-  [[nodiscard]] std::vector<chain_op> reconstruct() const {
+  [[nodiscard]] detail::decisions reconstruct() const {
     std::vector<chain_op> ops;
     struct job { int s, t, l; std::int64_t m; bool backward_only; };
     std::vector<job> todo{{1, n_, 1, w_ - 1, false}};
@@ -268,7 +268,7 @@ class rotor_floating::dp {
       todo.push_back({mv.r, mv.tp - 1, l, mr, false});
       todo.push_back({mv.sp + 1, t, mv.tp, mr - d_.a[k(mv.sp)], false});
     }
-    return ops;
+    return {std::move(ops), {}, value()};
   }
 
  private:
@@ -374,11 +374,12 @@ inline result<schedule> rotor_floating::solve(const chain& c, bytes budget) cons
       },
       "raise time_limit, or use fewer slots; the floating DP is O(N^6 S): use rotor (O(N^3 S)) for "
       "long chains",
-      [&]() -> std::optional<std::pair<std::vector<chain_op>, seconds>> {
+      [&]() -> std::optional<detail::decisions> {
         const detail::rotor_min_memory persistent(detail::exact_sizes(c), dl);
         if (!persistent.complete() || c.a(0) + persistent(1, c.length()) > budget) return std::nullopt;
         return persistent.schedule();
-      });
+      },
+      detail::chain_target{name, c, budget});
 }
 
 }  // namespace remat

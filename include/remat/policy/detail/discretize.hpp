@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <remat/problem/chain.hpp>
+#include <remat/schedule/notation.hpp>
 
 // q(x) needs the exact product x * S of two sizes of up to 2^63 bytes: 128 bits. __int128 is a
 // GCC and Clang extension on 64-bit targets, the compilers remat supports (README, "Compilers");
@@ -23,7 +24,14 @@
 
 namespace remat::detail {
 
+/// One way to run a stage's F^all and B (chain.hpp, "Cost sets"), in slots.
+struct discrete_option {
+  double uf = 0, ub = 0;
+  std::int64_t abar = 0, of_all = 0, ob = 0;
+};
+
 /// The chain's sizes in slots and times, 1-based as in the thesis (index 0 = the input).
+/// abar/of_all/ob/uf/ub are option 0 (the stage's own); uf and of are also F^ck's and F^none's.
 struct discrete_chain {
   int n = 0;
   std::int64_t slots = 0;        ///< S
@@ -31,12 +39,18 @@ struct discrete_chain {
   bool exact = false;            ///< one slot per byte
   std::vector<std::int64_t> a, abar, delta, of, of_all, ob;  // of/of_all/ob: index 1..n
   std::vector<double> uf, ub;                        // index 1..n
+  /// index 1..n: the options the DP chooses F_s^all / B_s among; options[s][0] is the stage's
+  /// own, the others its cost set when discretize() was asked for them (RK-Rotor).
+  std::vector<std::vector<discrete_option>> options;
 
-  /// m_all(s,t): memory F_s^all and B_s need besides the input (shilova-spec §2.4, S:1286).
-  [[nodiscard]] std::int64_t m_all(int s_, int t_) const {
+  /// m_all(s,t): memory F_s^all and B_s need besides the input (shilova-spec §2.4, S:1286),
+  /// with option o (rockmate-spec §6.3: the forward with delta_t alive, the backward with
+  /// delta_s and delta_{s-1}).
+  [[nodiscard]] std::int64_t m_all(int s_, int t_, const discrete_option& o) const {
     const auto s = static_cast<std::size_t>(s_), t = static_cast<std::size_t>(t_);
-    return std::max(delta[t] + abar[s] + of_all[s], abar[s] + delta[s] + delta[s - 1] + ob[s]);
+    return std::max(delta[t] + o.abar + o.of_all, o.abar + delta[s] + delta[s - 1] + o.ob);
   }
+  [[nodiscard]] std::int64_t m_all(int s, int t) const { return m_all(s, t, options[static_cast<std::size_t>(s)][0]); }
   /// max over h in [s, t] of M_F∅(s,t,h) without the delta_t term (add delta[t]).
   [[nodiscard]] std::int64_t f_none(int s_, int h_) const {
     const auto s = static_cast<std::size_t>(s_), h = static_cast<std::size_t>(h_);
@@ -44,8 +58,9 @@ struct discrete_chain {
   }
 };
 
-/// q(x) = ceil(x * S / M), or x itself in exact mode.
-inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slots) {
+/// q(x) = ceil(x * S / M), or x itself in exact mode. With `with_options`, every stage offers
+/// its whole cost set to the DP (RK-Rotor); without, its own F^all / B only (Rotor).
+inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slots, bool with_options = false) {
   discrete_chain d;
   d.n = c.length();
   d.exact = slots <= 0 || slots >= budget;
@@ -59,6 +74,7 @@ inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slot
   const auto sz = static_cast<std::size_t>(d.n + 1);
   d.a.resize(sz); d.abar.resize(sz); d.delta.resize(sz); d.of.assign(sz, 0); d.of_all.assign(sz, 0); d.ob.assign(sz, 0);
   d.uf.assign(sz, 0.0); d.ub.assign(sz, 0.0);
+  d.options.assign(sz, {});
   for (int k = 0; k <= d.n; ++k) {
     const auto i = static_cast<std::size_t>(k);
     d.a[i] = q(c.a(k));
@@ -67,6 +83,12 @@ inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slot
     if (k > 0) {
       d.of[i] = q(c.of(k)); d.of_all[i] = q(c.of_all(k)); d.ob[i] = q(c.ob(k));
       d.uf[i] = c.uf(k); d.ub[i] = c.ub(k);
+      const int count = with_options ? c.option_count(k) : 1;
+      for (int o = 0; o < count; ++o) {
+        const stage_option x = c.option(k, o);
+        d.options[i].push_back({x.forward_time, x.backward_time, q(x.saved_bytes), q(x.forward_overhead_bytes),
+                                q(x.backward_overhead_bytes)});
+      }
     }
   }
   d.dp_budget = d.slots - d.a[0];
@@ -74,6 +96,17 @@ inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slot
 }
 
 /// The chain in exact bytes, for the minimum-memory recurrences.
-inline discrete_chain exact_sizes(const chain& c) { return discretize(c, 0, 0); }
+inline discrete_chain exact_sizes(const chain& c, bool with_options = false) {
+  return discretize(c, 0, 0, with_options);
+}
+
+/// What a chain DP decided: its ops in the chain notation, the option of each (0 for the
+/// forwards that are not F^all, and for every op when the DP had no cost sets; empty = all 0),
+/// and the time the DP claims.
+struct decisions {
+  std::vector<chain_op> ops;
+  std::vector<int> options;
+  seconds time = 0;
+};
 
 }  // namespace remat::detail

@@ -22,7 +22,7 @@
 namespace remat::detail {
 
 /// Dp: constructible from a discrete_chain; fill(deadline, progress) -> bool (false: time out);
-/// value() -> double (infinity when infeasible); reconstruct() -> std::vector<chain_op>;
+/// value() -> double (infinity when infeasible); reconstruct() -> decisions;
 /// static feasible(discrete_chain, deadline) -> bool: whether value() will be finite, from the
 /// min-memory recurrence on the same sizes (no table), so that refinement skips the fills of
 /// discretisations that cannot plan.
@@ -30,23 +30,38 @@ namespace remat::detail {
 /// minimum() -> optional<bytes>: the policy's exact minimum budget, nullopt when `dl` passed
 /// first (then `advice` ends the time_limit message). It is O(N^3) or worse, so the size of
 /// the first table is checked before it.
-/// fallback() -> optional<pair<ops, time>>: a schedule that fits the minimum (called only after
+/// fallback() -> optional<decisions>: a schedule that fits the minimum (called only after
 /// minimum()).
+/// Target: where the decisions become a program: store_all_peak() -> bytes, the peak of
+/// storing everything (every F^all with option 0, then every B), and finish(decisions) ->
+/// result<schedule>, the program checked by the referee (chain_target: the chain's graph).
+/// with_options: the DP chooses among every stage's cost set (RK-Rotor), else option 0.
 /// The deadline is checked by minimum(), Dp::feasible and Dp::fill, every few milliseconds.
 inline constexpr std::int64_t refinement_table_bytes = std::int64_t{256} << 20;
 
-template <class Dp, class Cells, class Minimum, class Fallback>
+/// The chain policies' target: their decisions lowered onto the chain's graph (built once).
+struct chain_target {
+  std::string_view policy;
+  const chain& c;
+  bytes budget;
+  graph g = chain_graph(c);
+  [[nodiscard]] bytes store_all_peak() const { return peak_of(g, store_all::program(c)); }
+  [[nodiscard]] result<schedule> finish(decisions d) const {
+    return detail::finish(policy, g, budget, std::move(d.ops), d.time);
+  }
+};
+
+template <class Dp, class Target, class Cells, class Minimum, class Fallback>
 result<schedule> solve_discretized(std::string_view policy, const chain& c, bytes budget,
                                    std::int64_t slots, std::int64_t max_table_bytes,
                                    const deadline& dl, const std::function<void(double)>& progress,
                                    Cells cells, Minimum minimum_of, std::string_view advice,
-                                   Fallback fallback) {
+                                   Fallback fallback, const Target& target, bool with_options = false) {
   // Storing everything costs sum(u_F + u_B), a lower bound for any schedule: when it fits, it
   // is optimal, and the rounding of a coarse discretisation must not hide it.
-  const graph g = chain_graph(c);  // the referee's graph, built once
-  if (std::vector<chain_op> all = store_all::program(c); peak_of(g, all) <= budget) {
+  if (target.store_all_peak() <= budget) {
     if (progress) progress(1.0);
-    return finish(policy, g, budget, std::move(all), c.ideal_time());
+    return target.finish({store_all::program(c), {}, c.ideal_time()});
   }
   const std::int64_t first = slots <= 0 ? budget : std::min<std::int64_t>(slots, budget);
   auto table_bytes = [&](const discrete_chain& d) {
@@ -61,7 +76,7 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
   };
   // The first table's size, before the minimum (O(N^3) or more) is computed: a chain far too
   // long for the slots is refused at once.
-  if (const double need = table_bytes(discretize(c, budget, first)); need > static_cast<double>(max_table_bytes))
+  if (const double need = table_bytes(discretize(c, budget, first, with_options)); need > static_cast<double>(max_table_bytes))
     return error{status::invalid_problem, too_large(first, need) + "; use fewer slots (or raise max_table_bytes)", {}};
   const std::optional<bytes> min_budget = minimum_of();
   if (!min_budget) return time_limit_reached(policy, dl, "while computing the minimum memory", advice);
@@ -76,14 +91,14 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
       if (f > shown) progress(shown = std::min(f, 1.0));
     };
   for (std::int64_t s = first;;) {
-    const discrete_chain d = discretize(c, budget, s);
+    const discrete_chain d = discretize(c, budget, s, with_options);
     const double need = table_bytes(d);
     if (s != first && need > static_cast<double>(std::min(max_table_bytes, refinement_table_bytes))) {
       // No affordable discretisation leaves a plan: the budget is within rounding of the
       // minimum. The fallback fits the exact minimum, hence the budget.
-      if (std::optional<std::pair<std::vector<chain_op>, seconds>> fb = fallback()) {
+      if (std::optional<decisions> fb = fallback()) {
         if (progress && shown < 1.0) progress(1.0);
-        return finish(policy, g, budget, std::move(fb->first), fb->second);
+        return target.finish(std::move(*fb));
       }
       if (dl.passed()) return time_limit_reached(policy, dl, "while computing a fallback schedule", advice);
     }
@@ -103,7 +118,7 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
         return time_limit_reached(policy, dl, "while filling the table (" + std::to_string(s) + " slots)", advice);
       if (dp.value() < std::numeric_limits<double>::infinity()) {
         if (progress && shown < 1.0) progress(1.0);
-        return finish(policy, g, budget, dp.reconstruct(), dp.value());
+        return target.finish(dp.reconstruct());
       }
     }
     if (dl.passed()) return time_limit_reached(policy, dl, "while refining the slots", advice);
