@@ -161,6 +161,92 @@ inline result<block_graph> extract_block(const graph& parent, std::span<const in
   return out;
 }
 
+/// The forward ops of g cut into a sequence of blocks (rockmate-spec §5.1, P:157, P:433-435):
+/// block k ends at a forward op every path from the graph's input to the loss goes through (a
+/// 1-separator), so that block k+1 depends on block k only through that op's output a_k and
+/// block k's backward on block k+1 only through its gradient g_k. Each block lists its forward
+/// compute nodes in g's order; the last block ends with the last forward, and the loss joins it
+/// in extract_block. A graph with no cut point is one block.
+///
+/// Decision: the cut is decided on the whole training graph, not on the forward edges alone
+/// (the source's BFS over the forward graph, impl find_cutting_points): every data node spans
+/// the positions of the compute nodes that make or read it (a backward at its forward's
+/// position, the loss after every forward, a graph input from before the first), and a cut
+/// after forward op r is allowed when no data node but r's output and its gradient spans across
+/// it. On graphs from build_graph the two agree; on hand-made graphs (a backward reading a
+/// tensor of another block, a protected output in the middle) this keeps each block's interface
+/// to a_{k-1}, g_{k-1}, a_k, g_k, which RK-Rotor's accounting needs. A protected data node that
+/// some node makes (a graph output) spans to the end, except the gradient of a graph input,
+/// which the first block's backward makes as the chain model's delta_0.
+inline std::vector<std::vector<int>> cut_into_blocks(const graph& g) {
+  std::vector<int> forwards, rank(static_cast<std::size_t>(g.compute_count()), -1);
+  for (int c = 0; c < g.compute_count(); ++c)
+    if (g.compute(c).kind == compute_kind::forward) {
+      rank[static_cast<std::size_t>(c)] = static_cast<int>(forwards.size());
+      forwards.push_back(c);
+    }
+  const int n = static_cast<int>(forwards.size());
+  if (n == 0) return {};
+  auto position = [&](int c) {
+    const compute_node& node = g.compute(c);
+    if (node.kind == compute_kind::forward) return rank[static_cast<std::size_t>(c)];
+    if (node.kind == compute_kind::backward && g.forward_of(c) >= 0) return rank[static_cast<std::size_t>(g.forward_of(c))];
+    return n;  // the loss, and a backward without a forward: after every forward
+  };
+  // crossing[r]: data nodes that span across the cut after forward r (lo <= r < hi), minus
+  // forward r's own output and its gradient.
+  std::vector<int> crossing(static_cast<std::size_t>(n) + 1, 0);
+  auto output_of = [&](int r) {  // the activations forward r makes
+    return g.outputs(forwards[static_cast<std::size_t>(r)]);
+  };
+  for (int d = 0; d < g.data_count(); ++d) {
+    int lo = g.producers(d).empty() ? -1 : n, hi = -1;
+    for (int c : g.producers(d)) lo = std::min(lo, position(c)), hi = std::max(hi, position(c));
+    for (int c : g.consumers(d)) lo = std::min(lo, position(c)), hi = std::max(hi, position(c));
+    const int twin = g.gradient_of(d);
+    const bool input_gradient = twin >= 0 && g.data(d).kind == data_kind::gradient && g.producers(twin).empty();
+    if (g.data(d).is_protected && !g.producers(d).empty() && !input_gradient) hi = n;
+    if (hi <= lo) continue;  // within one forward's position, or read by nothing
+    // Forward r's output (or its gradient) spans from r: it may cross the cut after r.
+    bool own = false;
+    if (lo >= 0 && lo < n) {
+      const int a = g.data(d).kind == data_kind::gradient ? twin : d;
+      for (int o : output_of(lo)) own = own || o == a;
+    }
+    // A graph input (lo = -1) crosses every cut before its last reader.
+    for (int r = std::max(lo, 0) + (own ? 1 : 0); r < std::min(hi, n); ++r) ++crossing[static_cast<std::size_t>(r)];
+  }
+  std::vector<std::vector<int>> blocks(1);
+  for (int r = 0; r < n; ++r) {
+    blocks.back().push_back(forwards[static_cast<std::size_t>(r)]);
+    if (r + 1 < n && crossing[static_cast<std::size_t>(r)] == 0) blocks.emplace_back();
+  }
+  return blocks;
+}
+
+/// Whether two blocks are the same up to names (rockmate-spec §5.2): node by node in order,
+/// the same kinds, costs, sizes, edges and interface. Identical blocks share their options.
+inline bool same_block(const block_graph& x, const block_graph& y) {
+  const graph &a = x.g, &b = y.g;
+  if (a.compute_count() != b.compute_count() || a.data_count() != b.data_count() ||
+      x.inputs != y.inputs || x.outputs != y.outputs || x.placeholder_loss != y.placeholder_loss)
+    return false;
+  auto same_span = [](std::span<const int> p, std::span<const int> q) { return std::ranges::equal(p, q); };
+  for (int c = 0; c < a.compute_count(); ++c) {
+    const compute_node &p = a.compute(c), &q = b.compute(c);
+    if (p.kind != q.kind || p.time != q.time || p.overhead != q.overhead || p.fast_time != q.fast_time ||
+        p.fast_overhead != q.fast_overhead || a.backward_of(c) != b.backward_of(c) ||
+        !same_span(a.inputs(c), b.inputs(c)) || !same_span(a.outputs(c), b.outputs(c)))
+      return false;
+  }
+  for (int d = 0; d < a.data_count(); ++d) {
+    const data_node &p = a.data(d), &q = b.data(d);
+    if (p.kind != q.kind || p.size != q.size || p.is_protected != q.is_protected || a.gradient_of(d) != b.gradient_of(d))
+      return false;
+  }
+  return true;
+}
+
 /// A program of the block graph as two programs of the parent graph: the instructions before the
 /// placeholder loss (the block's forward part) and after it (its backward part), node indices
 /// mapped. Without a placeholder (the block holds the loss) everything is in the first.
