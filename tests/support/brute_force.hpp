@@ -55,9 +55,17 @@ class brute_force {
   /// loss_gradient_bytes: the size of delta_N. remat's chain has delta_N = 0 (the thesis'
   /// convention, S:1587); shilova-spec's prototype examples took delta_k = a_k for every k, the
   /// loss included, and some of its numbers are only reproduced with delta_N = a_N.
-  explicit brute_force(const chain& c, std::optional<bytes> loss_gradient_bytes = std::nullopt)
-      : c_(c), n_(c.length()), delta_n_(loss_gradient_bytes.value_or(c.delta(c.length()))) {
+  ///
+  /// with_options: F_l^all and B_l may use any option of the stage's cost set (chain.hpp,
+  /// RK-Rotor's choice, rockmate-spec §6): abar_l is held with the option that made it, and B_l
+  /// runs with that option. Up to 6 options per stage.
+  explicit brute_force(const chain& c, std::optional<bytes> loss_gradient_bytes = std::nullopt,
+                       bool with_options = false)
+      : c_(c), n_(c.length()), delta_n_(loss_gradient_bytes.value_or(c.delta(c.length()))),
+        with_options_(with_options) {
     if (n_ < 1 || n_ > 12) throw std::invalid_argument("brute_force: chains of 1..12 stages only");
+    for (int l = 1; l <= n_ && with_options; ++l)
+      if (c.option_count(l) > 6) throw std::invalid_argument("brute_force: at most 6 options per stage");
   }
 
   /// The optimal makespan within budget M (infinity if no sequence fits), and one optimal
@@ -83,17 +91,18 @@ class brute_force {
   }
 
  private:
-  enum held : std::uint64_t { none = 0, plain = 1, full = 2 };
-  // Key: 2 bits per activation index k = 0..N (bits 2k, 2k+1), then one bit per gradient.
-  [[nodiscard]] held act(std::uint64_t key, int k) const {
-    return static_cast<held>((key >> (2 * k)) & 3u);
-  }
+  // What is held of a_k: nothing, a plain a_k, or abar_k made by option o (full + o).
+  using held = std::uint64_t;
+  static constexpr held none = 0, plain = 1, full = 2;
+  // Key: 3 bits per activation index k = 0..N (bits 3k..3k+2), then one bit per gradient.
+  [[nodiscard]] held act(std::uint64_t key, int k) const { return (key >> (3 * k)) & 7u; }
   static std::uint64_t set_act(std::uint64_t key, int k, held h) {
-    return (key & ~(std::uint64_t{3} << (2 * k))) | (static_cast<std::uint64_t>(h) << (2 * k));
+    return (key & ~(std::uint64_t{7} << (3 * k))) | (h << (3 * k));
   }
   [[nodiscard]] std::uint64_t grad_bit(int k) const {
-    return std::uint64_t{1} << (2 * (n_ + 1) + k);
+    return std::uint64_t{1} << (3 * (n_ + 1) + k);
   }
+  [[nodiscard]] stage_option option(int l, held h) const { return c_.option(l, static_cast<int>(h - full)); }
   [[nodiscard]] bool grad(std::uint64_t key, int k) const { return (key & grad_bit(k)) != 0; }
 
   [[nodiscard]] bytes delta(int k) const { return k == n_ ? delta_n_ : c_.delta(k); }
@@ -102,7 +111,7 @@ class brute_force {
     bytes m = 0;
     for (int k = 0; k <= n_; ++k) {
       if (act(key, k) == plain) m += c_.a(k);
-      if (act(key, k) == full) m += c_.abar(k);
+      if (act(key, k) >= full) m += k == 0 ? c_.abar(0) : option(k, act(key, k)).saved_bytes;
       if (grad(key, k)) m += delta(k);
     }
     return m;
@@ -129,15 +138,19 @@ class brute_force {
                          c_.uf(l)});
         out.push_back({chain_op::forward(l, forward_mode::save_input), set_act(key, l, plain),
                        mem + c_.a(l) + c_.of(l), c_.uf(l)});
-        out.push_back({chain_op::forward(l, forward_mode::save_all), set_act(key, l, full),
-                       mem + c_.abar(l) + c_.of_all(l), c_.uf(l)});
+        for (int o = 0; o < (with_options_ ? c_.option_count(l) : 1); ++o) {
+          const stage_option x = c_.option(l, o);
+          out.push_back({chain_op::forward(l, forward_mode::save_all), set_act(key, l, full + static_cast<held>(o)),
+                         mem + x.saved_bytes + x.forward_overhead_bytes, x.forward_time});
+        }
       }
       // Backward.
-      if (grad(key, l) && act(key, l) == full && in != none && !grad(key, l - 1)) {
+      if (grad(key, l) && act(key, l) >= full && in != none && !grad(key, l - 1)) {
+        const stage_option x = option(l, act(key, l));
         std::uint64_t next = set_act(key, l, none) & ~grad_bit(l);
         if (in == plain) next = set_act(next, l - 1, none);
         next |= grad_bit(l - 1);
-        out.push_back({chain_op::backward(l), next, mem + delta(l - 1) + c_.ob(l), c_.ub(l)});
+        out.push_back({chain_op::backward(l), next, mem + delta(l - 1) + x.backward_overhead_bytes, x.backward_time});
       }
     }
     return out;
@@ -201,6 +214,7 @@ class brute_force {
   chain c_;  // a copy: the oracle never depends on the caller keeping the chain alive
   int n_;
   bytes delta_n_;
+  bool with_options_ = false;
 };
 
 }  // namespace remat::test

@@ -1,0 +1,301 @@
+// rockmate (policy/rockmate.hpp): the block cut, RK-Rotor against the worked instance of
+// rockmate-spec §10.4 and against exhaustive search with cost sets, RK-Rotor == Rotor with one
+// option per block (§10.3.1), rockmate with checkmate's options never slower than with
+// store-all's only and below its minimum, the whole-graph MILP never slower than rockmate
+// (§10.3.5), identical blocks, and bad input.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <remat/policy/rockmate.hpp>
+#include <remat/policy/rotor.hpp>
+#include <remat/policy/store_all.hpp>
+#include <remat/problem/builder.hpp>
+
+#include "exec/checkmate_backend.hpp"
+#include "support/brute_force.hpp"
+#include "support/random_chain.hpp"
+
+using namespace remat;
+
+namespace {
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+/// RK-Rotor's optimum at budget M, exact sizes (one slot per byte).
+double rk_rotor(const chain& c, bytes m, bool with_options = true) {
+  const auto d = detail::discretize(c, m, 0, with_options);
+  if (d.dp_budget < 0) return inf;
+  detail::rotor_dp dp(d);
+  const detail::deadline dl(0);
+  REQUIRE(dp.fill(dl, {}));
+  return dp.value();
+}
+
+/// rockmate-spec §10.4: three blocks and the loss; "full" keeps a cheap internal of size 2,
+/// "partial" recomputes it in the backward.
+chain worked_instance() {
+  chain c{"§10.4", 1, {}};
+  for (int i = 1; i <= 3; ++i) {
+    stage s{"b" + std::to_string(i), 1, 2, 1, 3, 2, 0, 0, {}};
+    s.options.push_back({1, 2.25, 1, 0, 2});
+    c.stages.push_back(s);
+  }
+  c.stages.push_back({"loss", 0, 0, 0, 0, 0, 0, std::nullopt, {}});
+  return c;
+}
+
+/// A forward op for the test graphs: backward twice the forward.
+forward_op op(std::string name, std::vector<std::string> in, double t, bytes out, std::vector<std::string> reads,
+              bytes phantom = 0) {
+  return {std::move(name), std::move(in), t, 2 * t, out, phantom, std::move(reads), 0, 0};
+}
+
+/// `layers` transformer-like MLP blocks: x -> ln -> fc1 (wide) -> gelu (wide, cheap) -> fc2 ->
+/// add(fc2, x); then the loss. Rotor on its blocks can only recompute whole blocks; rockmate can
+/// drop the cheap wide activations inside one.
+forward_dag mlp_stack(int layers) {
+  forward_dag f{"mlp stack", 100, {}};
+  std::string x = "input";
+  for (int i = 0; i < layers; ++i) {
+    const std::string p = "h" + std::to_string(i) + ".";
+    f.ops.push_back(op(p + "ln", {x}, 0.1, 100, {x}, 8));
+    f.ops.push_back(op(p + "fc1", {p + "ln"}, 1, 400, {p + "ln"}));
+    f.ops.push_back(op(p + "gelu", {p + "fc1"}, 0.1, 400, {p + "fc1"}));
+    f.ops.push_back(op(p + "fc2", {p + "gelu"}, 1, 100, {p + "gelu"}));
+    f.ops.push_back(op(p + "add", {p + "fc2", x}, 0.05, 100, {}));
+    x = p + "add";
+  }
+  f.ops.push_back(op("loss", {x}, 0.1, 4, {x}));
+  return f;
+}
+
+std::vector<std::vector<std::string>> block_names(const graph& g) {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& b : cut_into_blocks(g)) {
+    out.emplace_back();
+    for (int c : b) out.back().push_back(g.compute(c).name);
+  }
+  return out;
+}
+
+bytes store_all_peak(const graph& g) {
+  return sim::simulate(g, {store_all_program(g), 0, 0}, {.record_timeline = false}).peak;
+}
+
+}  // namespace
+
+TEST_CASE("RK-Rotor: the worked instance of rockmate-spec §10.4") {
+  const chain c = worked_instance();
+  REQUIRE(validate(c));
+  // M, RK-Rotor (full + partial), Rotor (full only): the spec's table.
+  const double table[][3] = {{6, inf, inf},  {7, 11.25, 12}, {8, 9.5, 11}, {9, 9.5, 11},
+                             {10, 9.25, 10}, {11, 9.25, 10}, {12, 9, 9},   {13, 9, 9}};
+  for (const auto& row : table) {
+    const auto m = static_cast<bytes>(row[0]);
+    INFO("M = ", m);
+    CHECK(rk_rotor(c, m) == row[1]);
+    CHECK(rk_rotor(c, m, false) == row[2]);
+  }
+}
+
+TEST_CASE("RK-Rotor equals exhaustive search over schedules with cost sets") {
+  testing::chain_generator gen(2023);
+  testing::chain_shape shape{.min_length = 1, .max_length = 5, .max_bytes = 12};
+  int compared = 0, with_gain = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    chain c = gen(shape, "rk" + std::to_string(trial));
+    for (auto& s : c.stages) {
+      const int extra = gen.between(0, 3);
+      for (int o = 0; o < extra; ++o) {
+        stage_option x{gen.time(0.1), gen.time(0.1), 0, 0, 0};
+        x.saved_bytes = s.output_bytes + gen.size(12, 0.3);
+        x.forward_overhead_bytes = gen.size(12, 0.5);
+        x.backward_overhead_bytes = gen.size(12, 0.5);
+        s.options.push_back(x);
+      }
+    }
+    REQUIRE(validate(c));
+    const test::brute_force with(c, std::nullopt, true), without(c);
+    const bytes lo = without.minimum_budget() > 6 ? without.minimum_budget() - 6 : 0;
+    for (bytes m = lo; m <= without.minimum_budget() + 30; m += 3) {
+      INFO(testing::describe(c), " M = ", m);
+      const double rk = rk_rotor(c, m), rotor = rk_rotor(c, m, false);
+      const double opt = with.optimum(m).time;
+      if (std::isinf(opt))
+        CHECK(std::isinf(rk));
+      else
+        CHECK(rk == doctest::Approx(opt).epsilon(1e-12));
+      CHECK(rk <= rotor);  // more options never hurt (§10.3.2)
+      with_gain += rk < rotor;
+      ++compared;
+    }
+  }
+  CHECK(compared > 300);
+  CHECK(with_gain > 20);  // the cost sets matter on these chains
+}
+
+TEST_CASE("cut_into_blocks: 1-separators of the training graph") {
+  SUBCASE("a chain's graph: a block per stage") {
+    testing::chain_generator gen(7);
+    const chain c = gen({.min_length = 5, .max_length = 5}, "c");
+    const graph g = *build_graph(c);
+    const auto blocks = cut_into_blocks(g);
+    REQUIRE(blocks.size() == 5);
+    for (int l = 0; l < 5; ++l) CHECK(blocks[static_cast<std::size_t>(l)] == std::vector<int>{l});
+  }
+  SUBCASE("residual connections stay inside their block") {
+    const graph g = *build_graph(mlp_stack(2));
+    const std::vector<std::vector<std::string>> want{
+        {"fwd h0.ln", "fwd h0.fc1", "fwd h0.gelu", "fwd h0.fc2", "fwd h0.add"},
+        {"fwd h1.ln", "fwd h1.fc1", "fwd h1.gelu", "fwd h1.fc2", "fwd h1.add"},
+        {"fwd loss"}};
+    CHECK(block_names(g) == want);
+  }
+  SUBCASE("an op reading the graph input late: no cut before it") {
+    forward_dag f = mlp_stack(2);
+    f.ops[6].inputs.push_back("input");  // h1.fc1 reads the input too
+    f.ops[6].backward_reads.push_back("input");
+    const graph g = *build_graph(f);
+    const auto names = block_names(g);
+    REQUIRE(names.size() == 2);  // h1.add reads h0.add: no cut inside h1 either
+    CHECK(names[0].size() == 10);
+    CHECK(names[1] == std::vector<std::string>{"fwd loss"});
+  }
+  SUBCASE("a backward reading a tensor of an earlier block: no cut between them") {
+    // In the forward edges h1.ln and h1.fc1 are separators; h1.fc2's backward reading h1.ln
+    // ties them into one block (the interface stays a_{k-1}, g_{k-1}, a_k, g_k).
+    forward_dag f = mlp_stack(1);
+    f.ops[3].backward_reads.push_back("h0.fc1");
+    f.ops[3].inputs.push_back("h0.fc1");
+    const graph g = *build_graph(f);
+    CHECK(block_names(g).size() == 2);
+  }
+}
+
+TEST_CASE("rockmate<store_all> is Rotor on the chain of blocks (rockmate-spec §10.3.1)") {
+  testing::chain_generator gen(11);
+  int planned = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const chain c = gen({.min_length = 2, .max_length = 9, .max_bytes = bytes{1} << 20}, "c" + std::to_string(trial));
+    const graph g = *build_graph(c);
+    const bytes top = store_all_peak(g), low = rotor::minimum_budget(c);
+    for (int i = 0; i <= 4; ++i) {
+      const bytes budget = low + (top - low) * i / 4;
+      INFO(testing::describe(c), " budget ", budget);
+      const auto r = rotor{}.solve(c, budget);
+      const auto p = rockmate<store_all>{.threads = 1}.plan(g, budget);
+      REQUIRE(r.ok() == p.ok());
+      if (!r) continue;
+      CHECK(p->program.predicted_time == doctest::Approx(r->predicted_time).epsilon(1e-12));
+      CHECK(p->program.predicted_peak <= budget);
+      ++planned;
+    }
+    // The same minimum: below it, both say so with the minimum.
+    const auto below = rockmate<store_all>{.threads = 1}.plan(g, low - 1);
+    REQUIRE_FALSE(below.ok());
+    CHECK(below.code() == status::budget_too_small);
+    CHECK(below.err().minimum_budget == low);
+  }
+  CHECK(planned > 150);
+}
+
+TEST_CASE("rockmate: identical blocks are solved once; the plan runs every block's backward once") {
+  const graph g = *build_graph(mlp_stack(4));
+  int progress_calls = 0;
+  rockmate<store_all> p{.threads = 2, .progress = [&](const rockmate_progress& r) {
+                          ++progress_calls;
+                          CHECK(r.kinds == 2);  // the 4 layers (the graph input is protected like a
+                                                // block input), the loss
+                        }};
+  const auto plan = p.plan(g, store_all_peak(g) * 6 / 10);
+  REQUIRE_MESSAGE(plan.ok(), plan.message());
+  CHECK(plan->kinds == 2);
+  REQUIRE(plan->blocks.size() == 5);
+  for (int k = 1; k < 4; ++k) CHECK(plan->blocks[static_cast<std::size_t>(k)].kind == plan->blocks[0].kind);
+  CHECK(plan->blocks[4].kind != plan->blocks[0].kind);
+  CHECK(progress_calls == 2);
+  std::vector<int> runs(static_cast<std::size_t>(g.compute_count()), 0);
+  for (const auto& i : plan->program.ops)
+    if (i.is_compute()) ++runs[static_cast<std::size_t>(i.node)];
+  for (int c = 0; c < g.compute_count(); ++c)
+    if (g.compute(c).kind != compute_kind::forward) CHECK(runs[static_cast<std::size_t>(c)] == 1);
+  CHECK(std::any_of(plan->blocks.begin(), plan->blocks.end(), [](const rockmate_block& b) { return b.forward_runs > 1; }));
+}
+
+TEST_CASE("rockmate: bad input") {
+  const graph g = *build_graph(mlp_stack(2));
+  rockmate<store_all> p{.threads = 1};
+  CHECK(p.solve(g, -1).code() == status::invalid_problem);
+  auto grid = p;
+  grid.peak_budgets = 0;
+  CHECK(grid.solve(g, store_all_peak(g)).code() == status::invalid_problem);
+  const auto small = p.solve(g, 10);
+  REQUIRE(small.code() == status::budget_too_small);
+  const bytes minimum = small.err().minimum_budget.value();
+  CHECK(small.message().find("minimum") != std::string::npos);
+  CHECK(p.solve(g, minimum).ok());
+  testing::chain_generator gen(3);
+  chain with_options = gen({.min_length = 3, .max_length = 3}, "c");
+  with_options.stages[1].options.push_back({1, 1, 1, 0, 0});
+  const auto r = p.solve(with_options, unlimited_bytes);
+  CHECK(r.code() == status::invalid_problem);
+  CHECK(r.message().find("stage 2") != std::string::npos);
+  SUBCASE("a graph with no cut point is one block, planned by the inner policy") {
+    forward_dag f{"no cut", 100, {}};
+    f.ops.push_back(op("a", {"input"}, 1, 100, {"input"}));
+    f.ops.push_back(op("loss", {"a", "input"}, 1, 4, {"a", "input"}));
+    const graph one = *build_graph(f);
+    REQUIRE(cut_into_blocks(one).size() == 1);
+    const auto plan = p.plan(one, store_all_peak(one));
+    REQUIRE(plan.ok());
+    REQUIRE(plan->notes.size() == 1);
+    CHECK(plan->notes[0].find("no cut point") != std::string::npos);
+    const auto fail = p.plan(one, 10);
+    CHECK(fail.code() == status::budget_too_small);
+    CHECK(fail.message().find("no cut point") != std::string::npos);
+  }
+}
+
+#if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
+TEST_CASE("rockmate<checkmate>: never slower than Rotor on the blocks, a lower minimum, and the whole-graph MILP never slower") {
+  const graph g = *build_graph(mlp_stack(3));
+  const rockmate<checkmate<milp_backend>> rk{.peak_budgets = 6, .save_budgets = 6, .threads = 2};
+  const rockmate<store_all> blocks_only{.threads = 1};
+  const auto low = rk.solve(g, 0);
+  const auto low_rotor = blocks_only.solve(g, 0);
+  REQUIRE(low.code() == status::budget_too_small);
+  REQUIRE(low_rotor.code() == status::budget_too_small);
+  const bytes min_rk = *low.err().minimum_budget, min_rotor = *low_rotor.err().minimum_budget;
+  CHECK(min_rk < min_rotor);  // the wide gelu output need not be kept
+  CHECK(rk.solve(g, min_rk).ok());
+  const bytes top = store_all_peak(g);
+  int faster = 0;
+  for (int i = 0; i <= 5; ++i) {
+    const bytes budget = min_rotor + (top - min_rotor) * i / 5;
+    INFO("budget ", budget);
+    const auto a = rk.plan(g, budget);
+    const auto b = blocks_only.plan(g, budget);
+    REQUIRE_MESSAGE(a.ok(), a.message());
+    REQUIRE_MESSAGE(b.ok(), b.message());
+    CHECK(a->program.predicted_time <= b->program.predicted_time * (1 + 1e-12));
+    CHECK(a->program.predicted_peak <= budget);
+    faster += a->program.predicted_time < b->program.predicted_time * (1 - 1e-9);
+  }
+  CHECK(faster >= 2);
+  // §10.3.5 on a small instance: the exact MILP over the whole graph is never slower.
+  const graph small = *build_graph(mlp_stack(1));
+  for (double frac : {0.6, 0.8}) {
+    const auto budget = static_cast<bytes>(frac * static_cast<double>(store_all_peak(small)));
+    const auto a = rk.solve(small, budget);
+    if (!a) continue;
+    const auto exact = checkmate<milp_backend>{.time_limit = 60}.solve(small, budget);
+    REQUIRE_MESSAGE(exact.ok(), exact.message());
+    CHECK(exact->predicted_time <= a->predicted_time * (1 + 1e-9));
+  }
+}
+#endif
