@@ -34,6 +34,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -51,6 +52,7 @@
 #include <remat/remat.hpp>
 #if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
 #include <remat/policy/checkmate.hpp>
+#include <remat/policy/rockmate.hpp>
 #endif
 #ifdef REMAT_HAS_CBC
 #include <remat/milp/cbc.hpp>
@@ -80,12 +82,13 @@ required:
                         with a suffix KiB, MiB, GiB, TiB (also K, M, G, T), e.g.
                         6GiB, 512MiB, 1.5GiB
   --policy NAME         chains: store_all | periodic | revolve | rotor | rotor_floating
-                        | checkmate; graphs: store_all | checkmate (graph policies
-                        plan a chain through its training graph)
+                        | checkmate | rockmate; graphs: store_all | checkmate |
+                        rockmate (graph policies plan a chain through its training
+                        graph)
 
 policy knobs (each for the policies named):
-  --slots N             rotor, rotor_floating: memory slots of the DP (default 500,
-                        0 = one per byte, exact)
+  --slots N             rotor, rotor_floating, rockmate: memory slots of the DP
+                        (default 500, 0 = one per byte, exact)
   --segments K          periodic: number of segments (default 0 = the best that fits)
   --snapshots C         revolve: free snapshot slots (default -1 = the best that fits)
   --time-limit SECONDS  every policy: wall-clock limit of the solve (kept within a
@@ -93,13 +96,16 @@ policy knobs (each for the policies named):
                         then (not proven optimal) or fails if it found none, the
                         others fail with "time limit" (store_all is linear and
                         always within it)
-  --solver NAME         checkmate: the MILP solver, cbc | lpsolve (default: cbc when
-                        this build has it, else lpsolve)
+  --solver NAME         checkmate, rockmate: the MILP solver, cbc | lpsolve (default:
+                        cbc when this build has it, else lpsolve)
   --find-minimum        checkmate: when no schedule fits, find the smallest budget
                         that has one (several MILP solves)
-  --relax               checkmate: solve the LP relaxation and round it (Checkmate's
-                        two-phase rounding) instead of the exact MILP; for large
-                        graphs, not optimal
+  --relax               checkmate (and rockmate's blocks): solve the LP relaxation and
+                        round it (Checkmate's two-phase rounding) instead of the
+                        exact MILP; for large graphs, not optimal
+  --grid P,S            rockmate: the budget grid of each block's solves, P peak
+                        budgets and S saved-memory budgets per peak (default 10,10)
+  --threads N           rockmate: threads for the blocks' solves (default: all cores)
 
 replaying a program (instead of --policy):
   --simulate PROGRAM    replay PROGRAM in the simulator within the budget and print
@@ -131,11 +137,11 @@ program is invalid (over the budget, a broken rule, a word that is not an
 instruction); the reason is on stderr; 2 usage error.
 )";
 
-constexpr std::array<std::string_view, 6> policy_names = {
-    "store_all", "periodic", "revolve", "rotor", "rotor_floating", "checkmate"};
+constexpr std::array<std::string_view, 7> policy_names = {
+    "store_all", "periodic", "revolve", "rotor", "rotor_floating", "checkmate", "rockmate"};
 
 /// Policies that plan training graphs (and chains through their graph).
-bool is_graph_policy(std::string_view p) { return p == "store_all" || p == "checkmate"; }
+bool is_graph_policy(std::string_view p) { return p == "store_all" || p == "checkmate" || p == "rockmate"; }
 
 /// The MILP solvers this build has, in order of preference.
 std::vector<std::string_view> solvers_built() {
@@ -164,6 +170,8 @@ struct options {
   std::optional<int> segments;
   std::optional<int> snapshots;
   std::optional<double> time_limit;
+  std::optional<std::pair<int, int>> grid;  ///< rockmate: peak and save budgets per block
+  std::optional<int> threads;               ///< rockmate
   std::optional<std::string> simulate;  ///< --simulate: the program text, or @FILE
   std::optional<double> bandwidth;      ///< --bandwidth: bytes per second
   bool json = false;
@@ -346,9 +354,9 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       name = arg.substr(0, eq);
       value = arg.substr(eq + 1);
     }
-    static constexpr std::array<std::string_view, 11> valued = {
-        "--chain",     "--graph",      "--budget", "--policy",   "--slots",    "--segments",
-        "--snapshots", "--time-limit", "--solver", "--simulate", "--bandwidth"};
+    static constexpr std::array<std::string_view, 13> valued = {
+        "--chain",     "--graph",      "--budget", "--policy",   "--slots",     "--segments", "--snapshots",
+        "--time-limit", "--solver",    "--simulate", "--bandwidth", "--grid",  "--threads"};
     if (std::find(valued.begin(), valued.end(), name) == valued.end())
       return usage_error{"unknown option '" + std::string(name) +
                          "' (run 'remat-plan --help' for the options)"};
@@ -403,6 +411,17 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       const auto n = parse_int<int>(v);
       if (!n || *n < -1) return bad_number("an integer >= -1 (-1 = the best that fits)");
       o.snapshots = *n;
+    } else if (name == "--grid") {
+      const auto comma = v.find(',');
+      const auto p = parse_int<int>(v.substr(0, comma));
+      const auto q = comma == std::string::npos ? std::nullopt : parse_int<int>(v.substr(comma + 1));
+      if (!p || !q || *p < 1 || *q < 1 || *p > 1000 || *q > 1000)
+        return bad_number("two integers from 1 to 1000 separated by a comma (e.g. 10,10)");
+      o.grid = {*p, *q};
+    } else if (name == "--threads") {
+      const auto n = parse_int<int>(v);
+      if (!n || *n < 0 || *n > 1024) return bad_number("an integer from 0 to 1024 (0 = all cores)");
+      o.threads = *n;
     } else if (name == "--time-limit") {
       double t = 0;
       const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), t);
@@ -427,7 +446,9 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
                                      std::pair{o.find_minimum, "--find-minimum"},
                                      std::pair{o.segments.has_value(), "--segments"},
                                      std::pair{o.snapshots.has_value(), "--snapshots"},
-                                     std::pair{o.time_limit.has_value(), "--time-limit"}})
+                                     std::pair{o.time_limit.has_value(), "--time-limit"},
+                                     std::pair{o.grid.has_value(), "--grid"},
+                                     std::pair{o.threads.has_value(), "--threads"}})
       if (given)
         return usage_error{std::string(opt) + " applies to planning (--policy) only, not to --simulate"};
     return o;
@@ -436,10 +457,11 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
   if (o.policy.empty())
     return usage_error{"missing --policy NAME (or --simulate PROGRAM); the policies are " + all_policies()};
   if (!o.graph_path.empty() && !is_graph_policy(o.policy))
-    return usage_error{o.policy + " plans chains only; for --graph use --policy checkmate or " +
+    return usage_error{o.policy + " plans chains only; for --graph use --policy checkmate, rockmate or " +
                        "store_all"};
   const bool dp = o.policy == "rotor" || o.policy == "rotor_floating";
-  const bool milp = o.policy == "checkmate";
+  const bool milp = o.policy == "checkmate" || o.policy == "rockmate";
+  const bool rockmate = o.policy == "rockmate";
   auto only = [&](bool given, bool applies, std::string_view opt,
                   std::string_view who) -> std::optional<usage_error> {
     if (given && !applies)
@@ -447,10 +469,12 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
                          " only, not to --policy " + o.policy};
     return std::nullopt;
   };
-  for (auto e : {only(o.slots.has_value(), dp, "--slots", "rotor and rotor_floating"),
-                 only(!o.solver.empty(), milp, "--solver", "checkmate"),
-                 only(o.relax, milp, "--relax", "checkmate"),
-                 only(o.find_minimum, milp, "--find-minimum", "checkmate"),
+  for (auto e : {only(o.slots.has_value(), dp || rockmate, "--slots", "rotor, rotor_floating and rockmate"),
+                 only(!o.solver.empty(), milp, "--solver", "checkmate and rockmate"),
+                 only(o.relax, milp, "--relax", "checkmate and rockmate"),
+                 only(o.find_minimum, o.policy == "checkmate", "--find-minimum", "checkmate"),
+                 only(o.grid.has_value(), rockmate, "--grid", "rockmate"),
+                 only(o.threads.has_value(), rockmate, "--threads", "rockmate"),
                  only(o.segments.has_value(), o.policy == "periodic", "--segments", "periodic"),
                  only(o.snapshots.has_value(), o.policy == "revolve", "--snapshots", "revolve")})
     if (e) return *e;
@@ -458,7 +482,7 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     const auto built = solvers_built();
     if (built.empty())
       return usage_error{
-          "checkmate needs a MILP solver and this remat-plan was built without one (install "
+          o.policy + " needs a MILP solver and this remat-plan was built without one (install "
           "coinor-libcbc-dev or liblpsolve55-dev and rebuild)"};
     if (o.solver.empty()) o.solver = built.front();
     if (std::find(built.begin(), built.end(), o.solver) == built.end())
@@ -551,6 +575,7 @@ struct solve_info {
   bool optimal = false;
   double solve_seconds = 0;
   std::optional<double> bound;  ///< checkmate: the solver's bound on the makespan
+  std::optional<remat::rockmate_plan> rockmate;  ///< rockmate: its blocks, options and times
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -620,6 +645,32 @@ remat::result<remat::schedule> plan_checkmate(const options& o, const remat::gra
 }
 #endif
 
+template <class Backend>
+remat::result<remat::schedule> plan_rockmate(const options& o, const remat::graph& g, solve_info& info,
+                                             bool show_progress) {
+  remat::rockmate<remat::checkmate<Backend>> p;
+  p.inner.relax = o.relax;
+  if (o.time_limit) p.time_limit = *o.time_limit;
+  if (o.grid) std::tie(p.peak_budgets, p.save_budgets) = *o.grid;
+  if (o.threads) p.threads = *o.threads;
+  if (o.slots) p.slots = *o.slots;
+  const bool terminal = REMAT_PLAN_ISATTY(2) != 0;
+  if (show_progress)
+    p.progress = [terminal](const remat::rockmate_progress& r) {
+      std::fprintf(stderr, terminal ? "\rremat-plan: rockmate %.1f s: options of %d of %d kinds of blocks"
+                                    : "remat-plan: rockmate %.1f s: options of %d of %d kinds of blocks\n",
+                   r.elapsed, r.done, r.kinds);
+      if (terminal && r.done == r.kinds) std::fprintf(stderr, "\n");
+      std::fflush(stderr);
+    };
+  auto r = p.plan(g, o.budget);
+  if (!r) return r.err();
+  info.optimal = r->program.predicted_time <= g.ideal_time();
+  remat::schedule s = r->program;
+  info.rockmate = std::move(*r);
+  return s;
+}
+
 /// A graph policy on a graph; info.solve_seconds is filled by the caller.
 remat::result<remat::schedule> plan_graph(const options& o, const remat::graph& g,
                                                 solve_info& info, bool show_progress) {
@@ -629,14 +680,18 @@ remat::result<remat::schedule> plan_graph(const options& o, const remat::graph& 
     return r;
   }
 #ifdef REMAT_HAS_CBC
-  if (o.solver == "cbc") return plan_checkmate<remat::milp::cbc>(o, g, info, show_progress);
+  if (o.solver == "cbc")
+    return o.policy == "rockmate" ? plan_rockmate<remat::milp::cbc>(o, g, info, show_progress)
+                                  : plan_checkmate<remat::milp::cbc>(o, g, info, show_progress);
 #endif
 #ifdef REMAT_HAS_LPSOLVE
-  if (o.solver == "lpsolve") return plan_checkmate<remat::milp::lpsolve>(o, g, info, show_progress);
+  if (o.solver == "lpsolve")
+    return o.policy == "rockmate" ? plan_rockmate<remat::milp::lpsolve>(o, g, info, show_progress)
+                                  : plan_checkmate<remat::milp::lpsolve>(o, g, info, show_progress);
 #endif
   (void)show_progress;
   return remat::error{remat::status::solver_error,
-                      "checkmate: the solver '" + o.solver + "' is not in this build", {}};
+                      o.policy + ": the solver '" + o.solver + "' is not in this build", {}};
 }
 
 /// Prints a failure (stderr always; stdout one JSON object with --json) and returns 1.
@@ -700,7 +755,7 @@ int print_json(const options& o, const plan_report& p) {
   nlohmann::ordered_json j;
   j["status"] = "ok";
   j["policy"] = o.policy;
-  if (o.policy == "checkmate") {
+  if (o.policy == "checkmate" || o.policy == "rockmate") {
     j["solver"] = o.solver;
     j["relaxed"] = o.relax;
   }
@@ -714,6 +769,26 @@ int print_json(const options& o, const plan_report& p) {
   j["optimal"] = p.info.optimal;
   j["solve_seconds"] = p.info.solve_seconds;
   if (p.info.bound && std::isfinite(*p.info.bound)) j["bound"] = *p.info.bound;
+  if (const auto& rm = p.info.rockmate) {
+    nlohmann::ordered_json r;
+    r["kinds_of_blocks"] = rm->kinds;
+    r["options_seconds"] = rm->options_time;
+    nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
+    for (std::size_t k = 0; k < rm->blocks.size(); ++k) {
+      const auto& b = rm->blocks[k];
+      nlohmann::ordered_json x;
+      x["name"] = k < rm->block_chain.stages.size() ? rm->block_chain.stages[k].name : std::string();
+      x["forward_nodes"] = b.forwards;
+      x["kind"] = b.kind;
+      x["options"] = b.options;
+      x["chosen_option"] = b.chosen;
+      x["forward_runs"] = b.forward_runs;
+      blocks.push_back(std::move(x));
+    }
+    r["blocks"] = std::move(blocks);
+    r["notes"] = rm->notes;
+    j["rockmate"] = std::move(r);
+  }
   j["schedule"] = p.schedule;
   std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   return exit_ok;
@@ -777,7 +852,9 @@ int run_graph(const options& o) {
     return print_json(o, {c ? std::optional(c->name) : std::nullopt, g.name, r.makespan, r.peak, ideal,
                           store_all_peak, info, remat::io::to_json(s)});
   std::string label = o.policy;
-  if (o.policy == "checkmate") {
+  if (o.policy == "rockmate") {
+    label += " (blocks by checkmate, " + o.solver + (o.relax ? ", LP relaxation + rounding)" : ", exact MILP)");
+  } else if (o.policy == "checkmate") {
     label += " (" + o.solver + (o.relax ? ", LP relaxation + rounding" : ", exact MILP");
     if (o.time_limit) label += ", time limit " + format_seconds(*o.time_limit);
     label += ")";
@@ -794,7 +871,21 @@ int run_graph(const options& o) {
             << ")\n"
             << "          " << describe_optimality(info) << '\n'
             << "peak      " << format_bytes(r.peak) << " simulated; store-all needs "
-            << format_bytes(store_all_peak) << '\n'
+            << format_bytes(store_all_peak) << '\n';
+  if (const auto& rm = info.rockmate) {
+    int recomputed = 0;
+    for (const auto& b : rm->blocks) recomputed += b.forward_runs > 1;
+    std::cout << "blocks    " << rm->blocks.size() << " blocks of " << rm->kinds
+              << " kinds (identical blocks solved once), options made in "
+              << format_seconds(rm->options_time) << "; " << recomputed
+              << " blocks recomputed whole\n";
+    for (std::size_t k = 0; k < rm->blocks.size() && k < rm->block_chain.stages.size(); ++k)
+      std::cout << "          " << rm->block_chain.stages[k].name << ": kind " << rm->blocks[k].kind + 1
+                << ", option " << rm->blocks[k].chosen << " of " << rm->blocks[k].options << ", forward runs "
+                << rm->blocks[k].forward_runs << '\n';
+    for (const auto& n : rm->notes) std::cout << "note      " << n << '\n';
+  }
+  std::cout
             << "schedule  " << s.ops.size()
             << " ops: run a node (\"[ff]\": a forward without what its backward needs),\n"
             << "          or free a data node\n";
@@ -979,7 +1070,7 @@ int run_simulate(const options& o) {
 
 int run(const options& o) {
   if (o.simulate) return run_simulate(o);
-  if (o.policy == "checkmate" || !o.graph_path.empty()) return run_graph(o);
+  if (o.policy == "checkmate" || o.policy == "rockmate" || !o.graph_path.empty()) return run_graph(o);
   auto loaded = remat::io::load_chain(o.chain_path);
   if (!loaded) return fail(o, nullptr, loaded.err());
   const remat::chain& c = *loaded;

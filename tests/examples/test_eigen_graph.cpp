@@ -14,6 +14,7 @@
 
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
+#include <remat/policy/rockmate.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/schedule/notation.hpp>
@@ -208,7 +209,44 @@ std::function<std::vector<schedule>(const graph&)> planned_at(double fraction) {
   };
 }
 
+/// rockmate's plans (blocks by checkmate) at the fractions of store-all's peak given, each
+/// recomputing something; the lowest fraction is also planned with store_all as the block
+/// solver (Rotor on the blocks).
+std::function<std::vector<schedule>(const graph&)> rockmate_at(std::vector<double> fractions) {
+  return [fractions](const graph& g) {
+    std::vector<schedule> out;
+    const bytes peak = sim::simulate(g, {store_all_program(g), 0, 0}).peak;
+    auto add = [&](const result<rockmate_plan>& p) {
+      REQUIRE_MESSAGE(p.ok(), p.message());
+      // Something is recomputed: a whole block, or an op inside one (its option).
+      std::vector<int> runs(static_cast<std::size_t>(g.compute_count()), 0);
+      for (const auto& ins : p->program.ops)
+        if (ins.is_compute()) ++runs[static_cast<std::size_t>(ins.node)];
+      CHECK(std::any_of(runs.begin(), runs.end(), [](int r) { return r > 1; }));
+      out.push_back(p->program);
+    };
+    for (double f : fractions) {
+      const auto budget = static_cast<bytes>(static_cast<double>(peak) * f);
+#if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
+      add(rockmate<checkmate<milp_backend>>{.peak_budgets = 4, .save_budgets = 4, .inner_time_limit = 10, .threads = 2}
+              .plan(g, budget));
+#endif
+      if (f == fractions.back()) add(rockmate<store_all>{}.plan(g, budget));
+    }
+    return out;
+  };
+}
+
 }  // namespace
+
+TEST_CASE("eg DAG models under the executor: rockmate's plans, plain training's gradients bit for bit") {
+  SUBCASE("residual net") {
+    check_dag([] { return eg::make_residual_dag(3, 8, 16, 6, 3); }, 6, 8, rockmate_at({0.8, 0.6}));
+  }
+  SUBCASE("attention block") {
+    check_dag([] { return eg::make_attention_dag(8, 16, 6, 4); }, 6, 8, rockmate_at({0.9, 0.8}));
+  }
+}
 
 TEST_CASE("eg DAG models under the executor: plain training's gradients bit for bit") {
   SUBCASE("residual net") {

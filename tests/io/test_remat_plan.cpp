@@ -858,3 +858,68 @@ TEST_CASE("remat-plan --simulate: usage errors exit 2") {
 }
 
 #endif
+
+TEST_CASE("remat-plan --policy rockmate: graphs and chains, its blocks in --json") {
+  const auto solvers = plan_solvers();
+  if (solvers.empty()) return;
+  const std::string solver = solvers.front();
+  auto g = io::load_graph(graph_file("residual_net.json"));
+  REQUIRE(g.ok());
+  const bytes budget = bytes{300} << 20;
+  const outcome o = run_plan({"--graph", graph_file("residual_net.json"), "--budget", "300MiB", "--policy", "rockmate",
+                              "--solver", solver, "--grid", "4,4", "--threads", "2", "--json"});
+  CAPTURE(o.err);
+  REQUIRE(o.exit_code == 0);
+  const json r = json::parse(o.out, nullptr, false);
+  REQUIRE(r.is_object());
+  check_graph_plan(r, *g, budget);
+  CHECK(r["policy"] == "rockmate");
+  CHECK(r["solver"] == solver);
+  const json& rm = r["rockmate"];
+  REQUIRE(rm.is_object());
+  CHECK(rm["kinds_of_blocks"] == 5);  // the two residual blocks are one kind
+  REQUIRE(rm["blocks"].size() == 6);
+  int recomputed = 0;
+  for (const auto& b : rm["blocks"]) {
+    CHECK(b["chosen_option"].get<int>() < b["options"].get<int>());
+    CHECK(b["forward_runs"].get<int>() >= 1);
+    recomputed += b["forward_runs"].get<int>() > 1;
+  }
+  CHECK(recomputed > 0);
+  CHECK(rm["blocks"][1]["kind"] == rm["blocks"][2]["kind"]);
+
+  // The readable summary lists the blocks; a chain plans through its graph, never slower than rotor.
+  const outcome text = run_plan({"--graph", graph_file("residual_net.json"), "--budget", "300MiB", "--policy",
+                                 "rockmate", "--solver", solver, "--grid", "3,3"});
+  CHECK(text.exit_code == 0);
+  CHECK(has(text.out, "blocks    6 blocks of 5 kinds"));
+  const std::string file = small_chain_file();
+  for (const std::string b : {"2300", "2600"}) {
+    CAPTURE(b);
+    const outcome rk =
+        run_plan({"--chain", file, "--budget", b, "--policy", "rockmate", "--solver", solver, "--slots", "0", "--json"});
+    const outcome rt = run_plan({"--chain", file, "--budget", b, "--policy", "rotor", "--slots", "0", "--json"});
+    CAPTURE(rk.err);
+    REQUIRE(rk.exit_code == 0);
+    REQUIRE(rt.exit_code == 0);
+    CHECK(json::parse(rk.out)["makespan"].get<double>() <=
+          json::parse(rt.out)["makespan"].get<double>() * (1 + 1e-12));
+  }
+  const outcome below = run_plan({"--chain", file, "--budget", "700", "--policy", "rockmate", "--solver", solver, "--json"});
+  CHECK(below.exit_code == 1);
+  CHECK(json::parse(below.out)["status"] == "budget_too_small");
+  CHECK(has(below.err, "the minimum budget for rockmate is"));
+  // Usage errors.
+  for (const auto& uc : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--chain", file, "--budget", "1GiB", "--policy", "rotor", "--grid", "3,3"}, "--grid applies to rockmate only"},
+           {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--grid", "0,3"}, "--grid '0,3' is not"},
+           {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--grid", "3"}, "--grid '3' is not"},
+           {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--threads", "-1"}, "--threads"},
+           {{"--chain", file, "--budget", "1GiB", "--policy", "checkmate", "--threads", "2"}, "rockmate only"}}) {
+    const std::string& reason = uc.second;
+    CAPTURE(reason);
+    const outcome u = run_plan(uc.first);
+    CHECK(u.exit_code == 2);
+    CHECK(has(u.err, reason));
+  }
+}

@@ -87,6 +87,16 @@ bytes store_all_peak(const graph& g) {
   return sim::simulate(g, {store_all_program(g), 0, 0}, {.record_timeline = false}).peak;
 }
 
+/// An inner policy that never finishes in time, and records the limit it was given.
+struct never_in_time {
+  static constexpr std::string_view name = "never_in_time";
+  seconds time_limit = inf;
+  [[nodiscard]] result<schedule> solve(const graph&, bytes) const {
+    CHECK(time_limit <= 0.5);
+    return error{status::time_limit, "never_in_time: out of time", {}};
+  }
+};
+
 }  // namespace
 
 TEST_CASE("RK-Rotor: the worked instance of rockmate-spec §10.4") {
@@ -245,6 +255,19 @@ TEST_CASE("rockmate: bad input") {
   const auto r = p.solve(with_options, unlimited_bytes);
   CHECK(r.code() == status::invalid_problem);
   CHECK(r.message().find("stage 2") != std::string::npos);
+  SUBCASE("a block whose inner solves run out of time keeps its store-all option, and says so") {
+    const rockmate<never_in_time> slow{.inner_time_limit = 0.5, .threads = 1};
+    const auto plan = slow.plan(g, store_all_peak(g) * 7 / 10);
+    REQUIRE_MESSAGE(plan.ok(), plan.message());
+    for (const auto& b : plan->blocks) CHECK(b.options == 1);
+    REQUIRE(plan->notes.size() == 2);  // the two kinds that have inner solves (the loss block too)
+    CHECK(plan->notes[0].find("time limit") != std::string::npos);
+    CHECK(plan->notes[0].find("store-all option only") != std::string::npos);
+    // ... which is Rotor on the blocks.
+    const auto rotor_like = rockmate<store_all>{.threads = 1}.plan(g, store_all_peak(g) * 7 / 10);
+    REQUIRE(rotor_like.ok());
+    CHECK(plan->program.predicted_time == rotor_like->program.predicted_time);
+  }
   SUBCASE("a graph with no cut point is one block, planned by the inner policy") {
     forward_dag f{"no cut", 100, {}};
     f.ops.push_back(op("a", {"input"}, 1, 100, {"input"}));

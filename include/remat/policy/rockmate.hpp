@@ -44,6 +44,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -498,10 +499,15 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
     for (const schedule& s : found[static_cast<std::size_t>(r)])
       if (auto o = detail::make_option(b, io[static_cast<std::size_t>(r)], s, release[static_cast<std::size_t>(r)])) opts.push_back(std::move(*o));
     detail::keep_pareto(opts);
-    if (opts.size() == 1 && timed_out[static_cast<std::size_t>(r)] > 0)
-      out.notes.push_back("block " + std::to_string(representative[static_cast<std::size_t>(r)] + 1) + " (" +
-                          std::string(Inner::name) + " ran out of its time limit of " + std::to_string(inner_time_limit) +
-                          " s): it has its store-all option only");
+    if (opts.size() == 1 && timed_out[static_cast<std::size_t>(r)] > 0) {
+      char limit[32];
+      std::snprintf(limit, sizeof limit, "%g", inner_time_limit);
+      const auto& fw = cut[static_cast<std::size_t>(representative[static_cast<std::size_t>(r)])];
+      out.notes.push_back("block " + std::to_string(representative[static_cast<std::size_t>(r)] + 1) + " ('" +
+                          g.compute(fw.front()).name + "' .. '" + g.compute(fw.back()).name + "') and the blocks like it: " +
+                          "every solve of its options ran out of its time limit (" + limit +
+                          " s, inner_time_limit), so it has its store-all option only");
+    }
   }
   out.options_time = elapsed();
 
@@ -639,10 +645,23 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
       [&] { return std::optional(exact->schedule()); }, tg, true);
   if (!s) {
     error e = s.err();
-    if (e.code == status::budget_too_small)
+    if (e.code == status::budget_too_small) {
+      // The block that needs most on its own (its input, the graph's input and its leanest
+      // option's F^all / B): what to look at when the minimum is too high.
+      const detail::discrete_chain d = detail::exact_sizes(bc, true);
+      int worst = 1;
+      bytes worst_need = -1;
+      for (int l = 1; l <= bc.length(); ++l) {
+        bytes need = std::numeric_limits<bytes>::max();
+        for (const auto& o : d.options[static_cast<std::size_t>(l)]) need = std::min(need, d.m_all(l, l, o));
+        need += bc.a(l - 1) + (l > 1 ? bc.a(0) : 0);
+        if (need > worst_need) worst = l, worst_need = need;
+      }
       e.message = "rockmate: the budget of " + format_bytes(budget) + " is below the minimum of " +
                   format_bytes(e.minimum_budget.value_or(0)) + " that its blocks' options allow for graph '" + g.name +
-                  "'; give a budget of at least " + std::to_string(e.minimum_budget.value_or(0)) + " bytes";
+                  "'; give a budget of at least " + std::to_string(e.minimum_budget.value_or(0)) + " bytes (" +
+                  bc.at(worst).name + " alone needs " + format_bytes(worst_need) + " with its leanest option)";
+    }
     return e;
   }
   out.program = std::move(*s);
