@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <remat/io/graph_json.hpp>
@@ -127,7 +128,10 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
   for (std::size_t i = 1; i < args.size(); ++i) {
     std::string_view name = args[i];
     std::optional<std::string_view> value;
-    if (name == "-o") name = "--output";
+    if (name == "-o") {
+      if (i + 1 >= args.size()) return usage_error{"option -o needs a file name"};
+      name = "--output";
+    }
     if (name.size() < 3 || name.substr(0, 2) != "--")
       return usage_error{"unexpected argument '" + std::string(name) +
                          "'; after the model, every argument is an option (run 'remat-zoo "
@@ -153,11 +157,14 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     }
     const std::string v(*value);
     auto integer = [&](int& out) -> std::optional<usage_error> {
-      const auto n = parse_int<int>(v);
+      const auto n = parse_int<long long>(v);
       if (!n)
         return usage_error{std::string(name) + " '" + v + "' is not an integer (e.g. " +
                            std::string(name) + " 12)"};
-      out = *n;
+      if (*n < std::numeric_limits<int>::min() || *n > std::numeric_limits<int>::max())
+        return usage_error{std::string(name) + " " + v + " is out of range (far above what " +
+                           o.model + " accepts; run 'remat-zoo --help')"};
+      out = static_cast<int>(*n);
       return std::nullopt;
     };
     auto number = [&](double& out) -> std::optional<usage_error> {
