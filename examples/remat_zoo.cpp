@@ -112,8 +112,9 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     return o;
   }
   if (args.empty())
-    return usage_error{"give a model: 'remat-zoo gpt2 ...' or 'remat-zoo resnet ...' (run "
-                       "'remat-zoo --help')"};
+    return usage_error{
+        "give a model: 'remat-zoo gpt2 ...' or 'remat-zoo resnet ...' (run "
+        "'remat-zoo --help')"};
   o.model = std::string(args[0]);
   if (o.model != "gpt2" && o.model != "resnet")
     return usage_error{"unknown model '" + o.model + "'; the models are gpt2 and resnet"};
@@ -148,8 +149,8 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       return usage_error{"unknown option '" + std::string(name) +
                          "' (run 'remat-zoo --help' for the options)"};
     if ((for_gpt2 && o.model != "gpt2") || (for_resnet && o.model != "resnet"))
-      return usage_error{std::string(name) + " is an option of " +
-                         (for_gpt2 ? "gpt2" : "resnet") + ", not of " + o.model};
+      return usage_error{std::string(name) + " is an option of " + (for_gpt2 ? "gpt2" : "resnet") +
+                         ", not of " + o.model};
     if (!value) {
       if (i + 1 >= args.size() || args[i + 1].substr(0, 2) == "--")
         return usage_error{"option " + std::string(name) + " needs a value"};
@@ -174,22 +175,32 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       return std::nullopt;
     };
     std::optional<usage_error> e;
-    if (name == "--layers") e = integer(o.gpt2.layers);
-    else if (name == "--width") e = integer(o.gpt2.width);
-    else if (name == "--heads") e = integer(o.gpt2.heads);
-    else if (name == "--sequence") e = integer(o.gpt2.sequence);
-    else if (name == "--vocab") e = integer(o.gpt2.vocab);
-    else if (name == "--dropout") e = number(o.gpt2.dropout);
-    else if (name == "--depth") e = integer(o.resnet.depth);
-    else if (name == "--image") e = integer(o.resnet.image);
-    else if (name == "--classes") e = integer(o.resnet.classes);
+    if (name == "--layers")
+      e = integer(o.gpt2.layers);
+    else if (name == "--width")
+      e = integer(o.gpt2.width);
+    else if (name == "--heads")
+      e = integer(o.gpt2.heads);
+    else if (name == "--sequence")
+      e = integer(o.gpt2.sequence);
+    else if (name == "--vocab")
+      e = integer(o.gpt2.vocab);
+    else if (name == "--dropout")
+      e = number(o.gpt2.dropout);
+    else if (name == "--depth")
+      e = integer(o.resnet.depth);
+    else if (name == "--image")
+      e = integer(o.resnet.image);
+    else if (name == "--classes")
+      e = integer(o.resnet.classes);
     else if (name == "--batch") {
       e = integer(o.gpt2.batch);
       o.resnet.batch = o.gpt2.batch;
     } else if (name == "--dtype") {
       const int bytes = v == "fp16" || v == "bf16" ? 2 : v == "fp32" ? 4 : v == "fp64" ? 8 : 0;
       if (bytes == 0)
-        return usage_error{"--dtype '" + v + "' is not a type; the types are fp16, bf16, fp32, fp64"};
+        return usage_error{"--dtype '" + v +
+                           "' is not a type; the types are fp16, bf16, fp32, fp64"};
       o.gpt2.dtype_bytes = o.resnet.dtype_bytes = bytes;
     } else if (name == "--device") {
       device_name = v;
@@ -204,8 +215,9 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     if (e) return *e;
   }
   if (peak.has_value() != bandwidth.has_value())
-    return usage_error{"a custom device needs both --peak-flops and --bandwidth (e.g. "
-                       "--peak-flops 15.7e12 --bandwidth 900e9)"};
+    return usage_error{
+        "a custom device needs both --peak-flops and --bandwidth (e.g. "
+        "--peak-flops 15.7e12 --bandwidth 900e9)"};
   if (peak) {
     o.device = {device_name.value_or("custom"), *peak, *bandwidth};
   } else if (device_name) {
@@ -226,11 +238,20 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
 /// format's order: a file that reads well and diffs by op.
 std::string dag_text(const remat::forward_dag& f) {
   const nlohmann::json j = remat::io::to_json(f);
-  static constexpr std::array<std::string_view, 14> op_keys = {
-      "name",          "inputs",        "forward_time",           "backward_time",
-      "output_bytes",  "phantom_bytes", "backward_reads",         "forward_overhead_bytes",
-      "backward_overhead_bytes",        "forward_save_overhead_bytes",
-      "forward_flops", "backward_flops", "forward_bytes_moved",   "backward_bytes_moved"};
+  static constexpr std::array<std::string_view, 14> op_keys = {"name",
+                                                               "inputs",
+                                                               "forward_time",
+                                                               "backward_time",
+                                                               "output_bytes",
+                                                               "phantom_bytes",
+                                                               "backward_reads",
+                                                               "forward_overhead_bytes",
+                                                               "backward_overhead_bytes",
+                                                               "forward_save_overhead_bytes",
+                                                               "forward_flops",
+                                                               "backward_flops",
+                                                               "forward_bytes_moved",
+                                                               "backward_bytes_moved"};
   static constexpr std::array<std::string_view, 4> cost_keys = {"device", "peak_flops",
                                                                 "memory_bandwidth", "rule"};
   auto fields = [](const nlohmann::json& obj, const auto& keys) {
@@ -242,9 +263,10 @@ std::string dag_text(const remat::forward_dag& f) {
     }
     return s + "}";
   };
-  std::string out = "{\n  \"name\": " + j["name"].dump() + ",\n  \"input_bytes\": " +
-                    j["input_bytes"].dump() + ",\n";
-  if (j.contains("cost_model")) out += "  \"cost_model\": " + fields(j["cost_model"], cost_keys) + ",\n";
+  std::string out = "{\n  \"name\": " + j["name"].dump() +
+                    ",\n  \"input_bytes\": " + j["input_bytes"].dump() + ",\n";
+  if (j.contains("cost_model"))
+    out += "  \"cost_model\": " + fields(j["cost_model"], cost_keys) + ",\n";
   out += "  \"ops\": [\n";
   const auto& ops = j["ops"];
   for (std::size_t i = 0; i < ops.size(); ++i)

@@ -5,8 +5,6 @@
 
 #include <doctest/doctest.h>
 
-#include "support/io_checks.hpp"
-
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -24,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "support/io_checks.hpp"
+
 #ifndef _WIN32
 #include <sys/wait.h>
 #endif
@@ -35,8 +35,8 @@ using remat::testing::says;
 namespace {
 
 const forward_op& op_named(const forward_dag& f, const std::string& name) {
-  const auto it = std::find_if(f.ops.begin(), f.ops.end(),
-                               [&](const forward_op& o) { return o.name == name; });
+  const auto it =
+      std::find_if(f.ops.begin(), f.ops.end(), [&](const forward_op& o) { return o.name == name; });
   REQUIRE_MESSAGE(it != f.ops.end(), "no op " << name);
   return *it;
 }
@@ -49,8 +49,8 @@ void check_roofline(const forward_dag& f) {
   CHECK(f.costs->rule == zoo::roofline_rule);
   for (const forward_op& o : f.ops) {
     CAPTURE(o.name);
-    REQUIRE((o.forward_flops && o.backward_flops && o.forward_bytes_moved &&
-             o.backward_bytes_moved));
+    REQUIRE(
+        (o.forward_flops && o.backward_flops && o.forward_bytes_moved && o.backward_bytes_moved));
     const zoo::device_model d{f.costs->device, f.costs->peak_flops, f.costs->memory_bandwidth};
     CHECK(o.forward_time ==
           zoo::roofline_time({*o.forward_flops, double(*o.forward_bytes_moved)}, d));
@@ -91,8 +91,14 @@ TEST_CASE("gpt2: op counts, names and the sizes of the ops against hand formulas
     CHECK(f->ops.back().name == "loss");
   }
 
-  const zoo::gpt2_config c{.layers = 2, .width = 64, .heads = 4, .sequence = 32, .batch = 3,
-                           .vocab = 101, .dtype_bytes = 4, .dropout = 0.1};
+  const zoo::gpt2_config c{.layers = 2,
+                           .width = 64,
+                           .heads = 4,
+                           .sequence = 32,
+                           .batch = 3,
+                           .vocab = 101,
+                           .dtype_bytes = 4,
+                           .dropout = 0.1};
   const auto f = zoo::gpt2(c, zoo::devices::a100());
   REQUIRE_MESSAGE(f.ok(), f.message());
   const bytes B = 3, T = 32, D = 64, H = 4, V = 101, e = 4, N = B * T, U = N * D * e;
@@ -211,8 +217,10 @@ TEST_CASE("resnet: op counts per depth and the sizes of the ops against hand for
 
 TEST_CASE("zoo DAGs validate, build, run store-all and round-trip through JSON") {
   std::vector<forward_dag> dags;
-  dags.push_back(zoo::gpt2({.layers = 2, .sequence = 128, .batch = 2}, zoo::devices::h100()).value());
-  dags.push_back(zoo::gpt2({.layers = 2, .sequence = 128, .dropout = 0}, zoo::devices::v100()).value());
+  dags.push_back(
+      zoo::gpt2({.layers = 2, .sequence = 128, .batch = 2}, zoo::devices::h100()).value());
+  dags.push_back(
+      zoo::gpt2({.layers = 2, .sequence = 128, .dropout = 0}, zoo::devices::v100()).value());
   dags.push_back(zoo::resnet({.depth = 18, .batch = 4, .image = 96}, zoo::devices::a100()).value());
   dags.push_back(zoo::resnet({.depth = 50, .batch = 2, .image = 64, .dtype_bytes = 2},
                              zoo::devices::h100_tensor_cores())
@@ -243,12 +251,14 @@ TEST_CASE("the shipped zoo graphs are what the generators make today") {
     result<forward_dag> made;
   };
   const shipped files[] = {
-      {"gpt2_small.json", zoo::gpt2({.layers = 12, .width = 768, .heads = 12, .sequence = 512,
-                                     .batch = 8, .dtype_bytes = 4},
-                                    zoo::devices::v100())},
-      {"gpt2_4layer.json", zoo::gpt2({.layers = 4, .width = 768, .heads = 12, .sequence = 512,
-                                      .batch = 8, .dtype_bytes = 4},
-                                     zoo::devices::v100())},
+      {"gpt2_small.json",
+       zoo::gpt2(
+           {.layers = 12, .width = 768, .heads = 12, .sequence = 512, .batch = 8, .dtype_bytes = 4},
+           zoo::devices::v100())},
+      {"gpt2_4layer.json",
+       zoo::gpt2(
+           {.layers = 4, .width = 768, .heads = 12, .sequence = 512, .batch = 8, .dtype_bytes = 4},
+           zoo::devices::v100())},
       {"resnet50.json", zoo::resnet({.depth = 50, .batch = 32, .image = 224, .dtype_bytes = 4},
                                     zoo::devices::v100())},
   };
@@ -269,9 +279,10 @@ TEST_CASE("the shipped zoo graphs are what the generators make today") {
 TEST_CASE("remat-zoo: the README's commands write the shipped files; bad flags exit 2") {
   static const std::string tag = std::to_string(std::random_device{}());
   auto run = [](const std::string& args, const std::string& out_name) {
-    const auto out = std::filesystem::temp_directory_path() / ("remat_zoo_test_" + tag + "_" + out_name);
-    const std::string cmd = std::string("'") + REMAT_ZOO_EXE + "' " + args + " >'" + out.string() +
-                            "' 2>&1";
+    const auto out =
+        std::filesystem::temp_directory_path() / ("remat_zoo_test_" + tag + "_" + out_name);
+    const std::string cmd =
+        std::string("'") + REMAT_ZOO_EXE + "' " + args + " >'" + out.string() + "' 2>&1";
     const int raw = std::system(cmd.c_str());
     std::string text = slurp(out);
     std::filesystem::remove(out);
@@ -327,7 +338,8 @@ TEST_CASE("zoo: bad configurations and devices are invalid_problem naming the fi
   CHECK(says(zoo::gpt2({.sequence = 0}, v100), {"sequence is 0"}));
   CHECK(says(zoo::gpt2({.batch = -1}, v100), {"batch is -1"}));
   CHECK(says(zoo::gpt2({.vocab = 0}, v100), {"vocab is 0"}));
-  CHECK(says(zoo::gpt2({.dtype_bytes = 3}, v100), {"dtype_bytes is 3", "2 (fp16 or bf16), 4 (fp32) or 8"}));
+  CHECK(says(zoo::gpt2({.dtype_bytes = 3}, v100),
+             {"dtype_bytes is 3", "2 (fp16 or bf16), 4 (fp32) or 8"}));
   CHECK(says(zoo::gpt2({.dropout = 1}, v100), {"dropout is 1", "[0, 1)"}));
   CHECK(says(zoo::gpt2({.dropout = -0.5}, v100), {"dropout is -0.5"}));
   CHECK(says(zoo::gpt2({.sequence = 1 << 24, .batch = 1 << 24}, v100),
@@ -341,8 +353,7 @@ TEST_CASE("zoo: bad configurations and devices are invalid_problem naming the fi
   CHECK(says(zoo::resnet({.dtype_bytes = 16}, v100), {"dtype_bytes is 16"}));
   CHECK(says(zoo::resnet({.batch = 1 << 24, .image = 1 << 20}, v100), {"input images", "2^48"}));
   CHECK(says(zoo::gpt2({}, zoo::device_model{"broken", 0, 900e9}), {"peak_flops is 0", "> 0"}));
-  CHECK(says(zoo::resnet({}, zoo::device_model{"broken", 1e12, -1}),
-             {"memory_bandwidth is -1"}));
+  CHECK(says(zoo::resnet({}, zoo::device_model{"broken", 1e12, -1}), {"memory_bandwidth is -1"}));
   // A device so slow that the times pass remat's limit: refused by validate(forward_dag).
   CHECK(says(zoo::gpt2({.layers = 1}, zoo::device_model{"abacus", 1e-9, 1e-9}),
              {"gpt2: forward DAG", "1e+15"}));

@@ -70,7 +70,7 @@ struct gpt2_config {
   int sequence = 1024;
   int batch = 8;
   int vocab = 50257;
-  int dtype_bytes = 4;  ///< 2 (fp16, bf16), 4 (fp32) or 8 (fp64)
+  int dtype_bytes = 4;   ///< 2 (fp16, bf16), 4 (fp32) or 8 (fp64)
   double dropout = 0.1;  ///< the probability of every dropout; 0 leaves the dropout ops out
 };
 
@@ -82,14 +82,12 @@ inline result<void> validate(const gpt2_config& c) {
   if (auto e = detail::positive_field(cfg, "layers", c.layers, 10000, "12 for GPT-2 small"))
     return bad(*e);
   if (auto e = detail::positive_field(cfg, "width", c.width, 1 << 20, "768")) return bad(*e);
-  if (auto e = detail::positive_field(cfg, "heads", c.heads, c.width, "12"))
-    return bad(*e);
+  if (auto e = detail::positive_field(cfg, "heads", c.heads, c.width, "12")) return bad(*e);
   if (c.width % c.heads != 0)
     return bad(std::string(cfg) + ": width " + std::to_string(c.width) +
                " is not divisible by heads " + std::to_string(c.heads) +
                "; each head has width / heads features (768 and 12 give 64)");
-  if (auto e = detail::positive_field(cfg, "sequence", c.sequence, 1 << 24, "1024"))
-    return bad(*e);
+  if (auto e = detail::positive_field(cfg, "sequence", c.sequence, 1 << 24, "1024")) return bad(*e);
   if (auto e = detail::positive_field(cfg, "batch", c.batch, 1 << 24, "8")) return bad(*e);
   if (auto e = detail::positive_field(cfg, "vocab", c.vocab, 1 << 24, "50257")) return bad(*e);
   if (auto e = detail::dtype_field(cfg, c.dtype_bytes)) return bad(*e);
@@ -100,8 +98,9 @@ inline result<void> validate(const gpt2_config& c) {
   // bounds; the activations below can be larger.
   const double B = c.batch, T = c.sequence, D = c.width, H = c.heads, V = c.vocab,
                e = c.dtype_bytes;
-  for (auto m : {detail::tensor_size(cfg, "attention scores", "batch * heads * sequence^2 * "
-                                     "dtype_bytes", B * H * T * T * e, "batch or sequence"),
+  for (auto m : {detail::tensor_size(cfg, "attention scores",
+                                     "batch * heads * sequence^2 * dtype_bytes",
+                                     B * H * T * T * e, "batch or sequence"),
                  detail::tensor_size(cfg, "logits", "batch * sequence * vocab * dtype_bytes",
                                      B * T * V * e, "batch, sequence or vocab"),
                  detail::tensor_size(cfg, "MLP's hidden activation",
@@ -118,11 +117,11 @@ inline result<forward_dag> gpt2(const gpt2_config& c, const device_model& device
   if (auto v = validate(device); !v) return v.err();
   const double B = c.batch, T = c.sequence, D = c.width, H = c.heads, V = c.vocab,
                e = c.dtype_bytes;
-  const double N = B * T;                    // tokens
-  const double U = N * D * e;                // one residual-stream activation
-  const double S = B * H * T * T * e;        // one attention-score tensor
-  const double P = B * H * T * T;            // its elements, and its dropout mask's bytes
-  const double Dp = D * e;                   // a LayerNorm parameter vector
+  const double N = B * T;                         // tokens
+  const double U = N * D * e;                     // one residual-stream activation
+  const double S = B * H * T * T * e;             // one attention-score tensor
+  const double P = B * H * T * T;                 // its elements, and its dropout mask's bytes
+  const double Dp = D * e;                        // a LayerNorm parameter vector
   const double stats = 2 * N * (e == 8 ? 8 : 4);  // LayerNorm's mean and rstd
   const bool dropout = c.dropout > 0;
 

@@ -70,12 +70,18 @@ struct resnet_layout {
 };
 inline std::optional<resnet_layout> resnet_layout_of(int depth) {
   switch (depth) {
-    case 18: return resnet_layout{{2, 2, 2, 2}, false};
-    case 34: return resnet_layout{{3, 4, 6, 3}, false};
-    case 50: return resnet_layout{{3, 4, 6, 3}, true};
-    case 101: return resnet_layout{{3, 4, 23, 3}, true};
-    case 152: return resnet_layout{{3, 8, 36, 3}, true};
-    default: return std::nullopt;
+    case 18:
+      return resnet_layout{{2, 2, 2, 2}, false};
+    case 34:
+      return resnet_layout{{3, 4, 6, 3}, false};
+    case 50:
+      return resnet_layout{{3, 4, 6, 3}, true};
+    case 101:
+      return resnet_layout{{3, 4, 23, 3}, true};
+    case 152:
+      return resnet_layout{{3, 8, 36, 3}, true};
+    default:
+      return std::nullopt;
   }
 }
 /// The output size of a convolution or pooling window over `h` (floor, as PyTorch's).
@@ -93,8 +99,7 @@ inline result<void> validate(const resnet_config& c) {
                "; it must be one of the depths of He et al.'s Table 1: 18, 34, 50, 101, 152");
   if (auto e = detail::positive_field(cfg, "batch", c.batch, 1 << 24, "32")) return bad(*e);
   if (auto e = detail::positive_field(cfg, "image", c.image, 1 << 20, "224")) return bad(*e);
-  if (auto e = detail::positive_field(cfg, "classes", c.classes, 1 << 24, "1000"))
-    return bad(*e);
+  if (auto e = detail::positive_field(cfg, "classes", c.classes, 1 << 24, "1000")) return bad(*e);
   if (auto e = detail::dtype_field(cfg, c.dtype_bytes)) return bad(*e);
   const double B = c.batch, e = c.dtype_bytes, stem = detail::conv_out(c.image, 7, 2, 3);
   for (auto m : {detail::tensor_size(cfg, "input images", "batch * 3 * image^2 * dtype_bytes",

@@ -79,8 +79,12 @@ inline device_model h100_tensor_cores() { return {"H100-tc", 989e12, 3.35e12}; }
 
 /// The presets above, in that order.
 inline std::vector<device_model> device_presets() {
-  return {devices::v100(), devices::a100(), devices::h100(), devices::v100_tensor_cores(),
-          devices::a100_tensor_cores(), devices::h100_tensor_cores()};
+  return {devices::v100(),
+          devices::a100(),
+          devices::h100(),
+          devices::v100_tensor_cores(),
+          devices::a100_tensor_cores(),
+          devices::h100_tensor_cores()};
 }
 
 /// The preset with this name (case-insensitive: "v100" finds "V100"), or nullopt.
@@ -97,9 +101,9 @@ inline std::optional<device_model> find_device(std::string_view name) {
 
 /// Checks a device: both rates finite and > 0 (a time divides by them).
 inline result<void> validate(const device_model& d) {
-  for (auto [v, field, unit] : {std::tuple{d.peak_flops, "peak_flops", "FLOP/s, e.g. 15.7e12"},
-                                std::tuple{d.memory_bandwidth, "memory_bandwidth",
-                                           "bytes/s, e.g. 900e9"}})
+  for (auto [v, field, unit] :
+       {std::tuple{d.peak_flops, "peak_flops", "FLOP/s, e.g. 15.7e12"},
+        std::tuple{d.memory_bandwidth, "memory_bandwidth", "bytes/s, e.g. 900e9"}})
     if (!std::isfinite(v) || v <= 0)
       return error{status::invalid_problem,
                    "device_model '" + d.name + "': " + field + " is " + detail::time_text(v) +

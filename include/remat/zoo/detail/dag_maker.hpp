@@ -105,9 +105,10 @@ class dag_maker {
   result<forward_dag> finish(std::string name, double input_bytes, std::string_view who) && {
     const bytes in = size(input_bytes, "input", "input_bytes");
     if (problem_)
-      return error{status::invalid_problem, std::string(who) + ": " + *problem_ +
-                                                "; make the model smaller (batch, sequence, image)",
-                   {}};
+      return error{
+          status::invalid_problem,
+          std::string(who) + ": " + *problem_ + "; make the model smaller (batch, sequence, image)",
+          {}};
     forward_dag f{std::move(name), in, std::move(ops_)};
     f.costs = to_cost_model(device_);
     if (auto v = validate(f); !v)
