@@ -98,14 +98,14 @@ inline result<void> validate(const gpt2_config& c) {
   // bounds; the activations below can be larger.
   const double B = c.batch, T = c.sequence, D = c.width, H = c.heads, V = c.vocab,
                e = c.dtype_bytes;
-  for (auto m : {detail::tensor_size(cfg, "attention scores",
-                                     "batch * heads * sequence^2 * dtype_bytes",
-                                     B * H * T * T * e, "batch or sequence"),
-                 detail::tensor_size(cfg, "logits", "batch * sequence * vocab * dtype_bytes",
-                                     B * T * V * e, "batch, sequence or vocab"),
-                 detail::tensor_size(cfg, "MLP's hidden activation",
-                                     "batch * sequence * 4 * width * dtype_bytes",
-                                     B * T * 4 * D * e, "batch, sequence or width")})
+  for (auto m :
+       {detail::tensor_size(cfg, "attention scores", "batch * heads * sequence^2 * dtype_bytes",
+                            B * H * T * T * e, "batch or sequence"),
+        detail::tensor_size(cfg, "logits", "batch * sequence * vocab * dtype_bytes", B * T * V * e,
+                            "batch, sequence or vocab"),
+        detail::tensor_size(cfg, "MLP's hidden activation",
+                            "batch * sequence * 4 * width * dtype_bytes", B * T * 4 * D * e,
+                            "batch, sequence or width")})
     if (m) return bad(*m);
   return {};
 }
