@@ -15,6 +15,14 @@
 // forward's overhead when it differs, default forward_overhead_bytes) and the top-level name.
 // Unknown fields are rejected with their name.
 //
+// Also optional, for times that a cost model derived rather than a measurement (zoo/roofline.hpp):
+// a top-level "cost_model" object {"device": "V100", "peak_flops": 1.57e13, "memory_bandwidth":
+// 9e11, "rule": "time = max(flops / peak_flops, bytes_moved / memory_bandwidth)"} (device and
+// rule strings, the two rates numbers > 0 in FLOP/s and bytes/s), and per op "forward_flops",
+// "backward_flops" (numbers >= 0), "forward_bytes_moved", "backward_bytes_moved" (integers >= 0).
+// Each is written only when present, so a file without them reads back without them. They are
+// informative: no planner reads them, and the times are not checked against them.
+//
 // Schedules are read and written by io/json.hpp (one format for every problem), their node
 // indices 0-based into the training graph that build_graph makes of the forward DAG.
 //
@@ -35,6 +43,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -50,6 +59,16 @@ inline constexpr field_spec dag_fields[] = {
     {"name", "a string"},
     {"input_bytes", "the size of the graph input in bytes, an integer >= 0"},
     {"ops", "an array of op objects, the last one being the loss function"},
+    {"cost_model",
+     "an object {\"device\", \"peak_flops\", \"memory_bandwidth\", \"rule\"} saying how the "
+     "times were derived (optional)"},
+};
+
+inline constexpr field_spec cost_model_fields[] = {
+    {"device", "the device's name, a string"},
+    {"peak_flops", "the device's peak compute in FLOP/s, a number > 0"},
+    {"memory_bandwidth", "the device's memory bandwidth in bytes/s, a number > 0"},
+    {"rule", "how a time follows from FLOPs and bytes moved, a string (default empty)"},
 };
 
 inline constexpr field_spec op_fields[] = {
@@ -69,6 +88,12 @@ inline constexpr field_spec op_fields[] = {
     {"forward_save_overhead_bytes",
      "temporary bytes while the forward runs keeping its phantom, an integer >= 0 (default: "
      "forward_overhead_bytes)"},
+    {"forward_flops", "the forward's floating-point operations, a number >= 0 (optional)"},
+    {"backward_flops", "the backward's floating-point operations, a number >= 0 (optional)"},
+    {"forward_bytes_moved",
+     "the forward's device-memory traffic in bytes, an integer >= 0 (optional)"},
+    {"backward_bytes_moved",
+     "the backward's device-memory traffic in bytes, an integer >= 0 (optional)"},
 };
 
 inline result<std::vector<std::string>> read_names(const json& obj, const std::string& where,
@@ -101,7 +126,8 @@ inline result<forward_op> op_from_json(const json& j, std::size_t i) {
         where + " is " + io::detail::describe(j) +
         "; each op must be an object with the fields name, inputs, forward_time, backward_time, "
         "output_bytes, phantom_bytes, backward_reads (and optionally forward_overhead_bytes, "
-        "backward_overhead_bytes, forward_save_overhead_bytes)");
+        "backward_overhead_bytes, forward_save_overhead_bytes, forward_flops, backward_flops, "
+        "forward_bytes_moved, backward_bytes_moved)");
   forward_op op;
   const auto nm = j.find("name");
   if (nm == j.end())
@@ -142,7 +168,55 @@ inline result<forward_op> op_from_json(const json& j, std::size_t i) {
     if (auto e = size(v, "forward_save_overhead_bytes", true)) return *e;
     op.forward_save_overhead_bytes = v;
   }
+  for (auto [out, field] : {std::pair{&op.forward_flops, "forward_flops"},
+                            std::pair{&op.backward_flops, "backward_flops"}})
+    if (j.contains(field)) {
+      seconds v = 0;  // read_seconds reads any JSON number; range is left to validate()
+      if (auto e = time(v, field)) return *e;
+      *out = v;
+    }
+  for (auto [out, field] : {std::pair{&op.forward_bytes_moved, "forward_bytes_moved"},
+                            std::pair{&op.backward_bytes_moved, "backward_bytes_moved"}})
+    if (j.contains(field)) {
+      bytes v = 0;
+      if (auto e = size(v, field, true)) return *e;
+      *out = v;
+    }
   return op;
+}
+
+/// The optional top-level "cost_model" object; its rates' range is left to validate().
+inline std::optional<error> cost_model_from_json(const json& j, forward_dag& f) {
+  const auto it = j.find("cost_model");
+  if (it == j.end()) return std::nullopt;
+  const std::string where = "forward DAG: cost_model";
+  if (!it->is_object())
+    return invalid(where + " is " + io::detail::describe(*it) + "; it must be " +
+                   std::string(io::detail::spec_of(dag_fields, "cost_model").expect));
+  if (auto e = io::detail::check_unknown_fields(*it, where, cost_model_fields, "cost_model"))
+    return *e;
+  cost_model m;
+  for (auto [out, field, required] : {std::tuple{&m.device, "device", true},
+                                      std::tuple{&m.rule, "rule", false}}) {
+    const auto v = it->find(field);
+    if (v == it->end()) {
+      if (!required) continue;
+      return invalid(where + ": missing field \"" + field + "\" (" +
+                     std::string(io::detail::spec_of(cost_model_fields, field).expect) + ")");
+    }
+    if (!v->is_string())
+      return invalid(where + ": \"" + field + "\" is " + io::detail::describe(*v) +
+                     "; it must be a string");
+    *out = v->get<std::string>();
+  }
+  for (auto [out, field] : {std::pair{&m.peak_flops, "peak_flops"},
+                            std::pair{&m.memory_bandwidth, "memory_bandwidth"}}) {
+    auto v = io::detail::read_seconds(*it, where, io::detail::spec_of(cost_model_fields, field));
+    if (!v) return v.err();
+    *out = *v;
+  }
+  f.costs = std::move(m);
+  return std::nullopt;
 }
 
 }  // namespace detail::graph_json
@@ -155,6 +229,9 @@ struct format<forward_dag> {
   static constexpr const auto& fields = graph_json::dag_fields;
   static auto& items_of(forward_dag& f) { return f.ops; }
   static auto item_from_json(const json& j, std::size_t i) { return graph_json::op_from_json(j, i); }
+  static std::optional<error> extra_from_json(const json& j, forward_dag& f) {
+    return graph_json::cost_model_from_json(j, f);
+  }
 };
 }  // namespace detail
 
@@ -188,7 +265,8 @@ inline result<graph> load_graph(const std::filesystem::path& path) {
   return build_graph(*f);
 }
 
-/// The forward DAG as JSON, every field written (overheads included), in the format above.
+/// The forward DAG as JSON, every field written (overheads included; the cost model and the
+/// ops' FLOPs and bytes moved when present), in the format above.
 inline nlohmann::json to_json(const forward_dag& f) {
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& op : f.ops) {
@@ -203,8 +281,19 @@ inline nlohmann::json to_json(const forward_dag& f) {
                    {"backward_overhead_bytes", op.backward_overhead_bytes}});
     if (op.forward_save_overhead_bytes)
       ops.back()["forward_save_overhead_bytes"] = *op.forward_save_overhead_bytes;
+    if (op.forward_flops) ops.back()["forward_flops"] = *op.forward_flops;
+    if (op.backward_flops) ops.back()["backward_flops"] = *op.backward_flops;
+    if (op.forward_bytes_moved) ops.back()["forward_bytes_moved"] = *op.forward_bytes_moved;
+    if (op.backward_bytes_moved) ops.back()["backward_bytes_moved"] = *op.backward_bytes_moved;
   }
-  return {{"name", f.name}, {"input_bytes", f.input_bytes}, {"ops", std::move(ops)}};
+  nlohmann::json out = {{"name", f.name}, {"input_bytes", f.input_bytes}};
+  if (f.costs)
+    out["cost_model"] = {{"device", f.costs->device},
+                         {"peak_flops", f.costs->peak_flops},
+                         {"memory_bandwidth", f.costs->memory_bandwidth},
+                         {"rule", f.costs->rule}};
+  out["ops"] = std::move(ops);
+  return out;
 }
 
 }  // namespace remat::io

@@ -408,7 +408,8 @@ inline error with_prefix(const std::string& prefix, error e) {
 namespace detail {
 
 /// A problem's file format: an object {"name", "input_bytes", <items>: [...]} (format<chain>
-/// here, format<forward_dag> in io/graph_json.hpp). One reader serves both.
+/// here, format<forward_dag> in io/graph_json.hpp). One reader serves both; a format with more
+/// top-level fields reads them in its extra_from_json(j, problem) -> std::optional<error>.
 template <class Problem>
 struct format;
 
@@ -452,6 +453,10 @@ result<Problem> problem_from_json(const json& j) {
       if (!item) return item.err();
       out.push_back(std::move(*item));
     }
+    // Top-level fields beyond name, input_bytes and the items, where the format has some
+    // (format<forward_dag>: the optional cost_model).
+    if constexpr (requires { F::extra_from_json(j, p); })
+      if (std::optional<error> e = F::extra_from_json(j, p)) return *e;
     if (auto v = validate(p); !v) return v.err();
     return p;
   } catch (const nlohmann::json::exception& e) {

@@ -15,6 +15,10 @@
 //   forward_save_overhead_bytes          (optional) of the normal forward only, when it differs,
 //                                        as in the chain model (chain.hpp)
 //   backward_overhead_bytes              temporary memory of the backward
+//   forward_flops, backward_flops,       (optional) the work the times were derived from, when a
+//   forward_bytes_moved,                 cost model made them (the forward DAG's cost_model, e.g.
+//   backward_bytes_moved                 zoo/roofline.hpp); informative: the planners read only
+//                                        the times
 // The last op listed is the loss function: nothing reads it and every other op is read by some
 // op. Ops may be listed in any order; the graph numbers them in a topological order that keeps
 // the listing order where it can.
@@ -65,6 +69,7 @@
 #include <remat/problem/graph.hpp>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -83,8 +88,27 @@ struct forward_op {
   bytes forward_overhead_bytes = 0;
   bytes backward_overhead_bytes = 0;
   std::optional<bytes> forward_save_overhead_bytes = std::nullopt;
+  // The work behind the times, when a cost model made them (forward_dag::costs); informative,
+  // no planner reads them. Members added last so that brace initialisations of the fields above
+  // keep compiling.
+  std::optional<double> forward_flops = std::nullopt;   ///< floating-point operations
+  std::optional<double> backward_flops = std::nullopt;  ///< floating-point operations
+  std::optional<bytes> forward_bytes_moved = std::nullopt;   ///< device-memory traffic
+  std::optional<bytes> backward_bytes_moved = std::nullopt;  ///< device-memory traffic
 
   friend bool operator==(const forward_op&, const forward_op&) = default;
+};
+
+/// How a forward DAG's times were derived from its ops' work, when a model made them rather than
+/// a measurement: a named device's peak compute and memory bandwidth, and the rule in words (the
+/// roofline of zoo/roofline.hpp: time = max(flops / peak_flops, bytes / memory_bandwidth)).
+struct cost_model {
+  std::string device;
+  double peak_flops = 0;        ///< FLOP/s
+  double memory_bandwidth = 0;  ///< bytes/s
+  std::string rule;
+
+  friend bool operator==(const cost_model&, const cost_model&) = default;
 };
 
 /// A network's forward pass; the last op is the loss function.
@@ -92,6 +116,7 @@ struct forward_dag {
   std::string name;
   bytes input_bytes = 0;
   std::vector<forward_op> ops;
+  std::optional<cost_model> costs = std::nullopt;  ///< where the times came from, if a model
 
   friend bool operator==(const forward_dag&, const forward_dag&) = default;
 };
@@ -189,6 +214,14 @@ inline result<void> validate(const forward_dag& f) {
     return bad("input_bytes (" + std::to_string(f.input_bytes) + ") exceeds 2^52 bytes");
   if (f.ops.empty())
     return bad("it has no op; the last op is the loss function, so at least one is needed");
+  if (f.costs) {
+    for (auto [v, field, unit] :
+         {std::tuple{f.costs->peak_flops, "peak_flops", "FLOP/s"},
+          std::tuple{f.costs->memory_bandwidth, "memory_bandwidth", "bytes/s"}})
+      if (!std::isfinite(v) || v <= 0)
+        return bad(std::string("cost_model: ") + field + " is " + detail::time_text(v) +
+                   "; it must be a finite number > 0 (" + unit + ")");
+  }
 
   std::unordered_map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < f.ops.size(); ++i) {
@@ -228,6 +261,16 @@ inline result<void> validate(const forward_dag& f) {
       if (v > max_size)
         return bad(who + ": " + field + " (" + std::to_string(v) + ") exceeds 2^52 bytes");
     }
+    for (auto [v, field] : {std::pair{op.forward_flops, "forward_flops"},
+                            std::pair{op.backward_flops, "backward_flops"}})
+      if (v && (!std::isfinite(*v) || *v < 0))
+        return bad(who + ": " + field + " is " + detail::time_text(*v) +
+                   "; a FLOP count is a finite number >= 0 (or absent)");
+    for (auto [v, field] : {std::pair{op.forward_bytes_moved, "forward_bytes_moved"},
+                            std::pair{op.backward_bytes_moved, "backward_bytes_moved"}})
+      if (v && (*v < 0 || *v > max_size))
+        return bad(who + ": " + field + " is " + std::to_string(*v) +
+                   "; bytes moved are a byte count >= 0 and at most 2^52 (or absent)");
     if (op.inputs.empty())
       return bad(who + ": inputs is empty; an op reads the graph input (\"input\") or other ops");
     for (const std::string& in : op.inputs) {

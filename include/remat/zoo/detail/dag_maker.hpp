@@ -1,0 +1,193 @@
+#pragma once
+// What the model zoo's generators share: an op as a generator describes it (sizes as doubles,
+// checked before they become byte counts), the assembly of the forward DAG with its roofline
+// times, and the ops that more than one architecture has (linear layer, residual add,
+// cross-entropy). The decisions are stated at each function; the cost rule in zoo/roofline.hpp.
+
+#include <cmath>
+#include <optional>
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/zoo/roofline.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace remat::zoo::detail {
+
+/// The largest tensor a generator makes: 2^48 bytes (256 TiB). An op's bytes moved add up about
+/// ten of its tensors, and every byte count of a forward DAG must stay <= 2^52 (validate), so a
+/// configuration whose tensors exceed this is refused before anything is built.
+inline constexpr double max_tensor_bytes = 281474976710656.0;
+
+/// The most ops a generated DAG may have (10^6): a bound on memory for absurd depths.
+inline constexpr double max_ops = 1e6;
+
+/// "fp32" for 4 bytes, and so on.
+inline std::string dtype_name(int dtype_bytes) {
+  return dtype_bytes == 2 ? "fp16/bf16" : dtype_bytes == 8 ? "fp64" : "fp32";
+}
+
+/// Checks a size field: >= 1 (and <= `most`).
+inline std::optional<std::string> positive_field(std::string_view config, std::string_view field,
+                                                 long long v, long long most,
+                                                 std::string_view example) {
+  if (v >= 1 && v <= most) return std::nullopt;
+  return std::string(config) + ": " + std::string(field) + " is " + std::to_string(v) +
+         "; it must be an integer from 1 to " + std::to_string(most) + " (e.g. " +
+         std::string(example) + ")";
+}
+
+inline std::optional<std::string> dtype_field(std::string_view config, int dtype_bytes) {
+  if (dtype_bytes == 2 || dtype_bytes == 4 || dtype_bytes == 8) return std::nullopt;
+  return std::string(config) + ": dtype_bytes is " + std::to_string(dtype_bytes) +
+         "; it must be 2 (fp16 or bf16), 4 (fp32) or 8 (fp64)";
+}
+
+/// Refuses a tensor over max_tensor_bytes, naming its formula and the fields that set it.
+inline std::optional<std::string> tensor_size(std::string_view config, std::string_view tensor,
+                                              std::string_view formula, double v,
+                                              std::string_view reduce) {
+  if (v <= max_tensor_bytes) return std::nullopt;
+  return std::string(config) + ": the " + std::string(tensor) + " would have " +
+         std::string(formula) + " = " + remat::detail::time_text(v) +
+         " bytes, more than the 2^48 bytes (256 TiB) a generated tensor may have (so that every "
+         "op's byte counts stay below remat's 2^52); reduce " +
+         std::string(reduce);
+}
+
+/// One op before it becomes a forward_op: sizes in bytes, work for the roofline.
+struct op_spec {
+  std::string name;
+  std::vector<std::string> inputs;
+  double output = 0;   ///< output_bytes
+  double phantom = 0;  ///< phantom_bytes: what autograd saves beyond the tensors it reads
+  std::vector<std::string> backward_reads;
+  work forward;
+  work backward;
+  double forward_temp = 0;   ///< temporaries of the forward, its phantom excepted
+  double backward_temp = 0;  ///< temporaries of the backward
+};
+
+/// Collects op_specs and makes the forward DAG. The phantom of every op here is computed by its
+/// forward (a dropout mask, a norm's statistics, pooling indices, the loss's log-probabilities),
+/// so a fast-forward, which keeps no phantom, still holds it while it runs:
+/// forward_overhead_bytes = temporaries + phantom, and the normal forward's
+/// forward_save_overhead_bytes = temporaries (the phantom is its output), written when they
+/// differ.
+class dag_maker {
+ public:
+  explicit dag_maker(device_model d) : device_(std::move(d)) {}
+
+  void add(op_spec s) {
+    forward_op op;
+    op.name = std::move(s.name);
+    op.inputs = std::move(s.inputs);
+    op.backward_reads = std::move(s.backward_reads);
+    op.output_bytes = size(s.output, op.name, "output_bytes");
+    op.phantom_bytes = size(s.phantom, op.name, "phantom_bytes");
+    op.forward_overhead_bytes = size(s.forward_temp + s.phantom, op.name, "forward_overhead_bytes");
+    if (s.phantom > 0)
+      op.forward_save_overhead_bytes = size(s.forward_temp, op.name, "forward_save_overhead_bytes");
+    op.backward_overhead_bytes = size(s.backward_temp, op.name, "backward_overhead_bytes");
+    op.forward_flops = s.forward.flops;
+    op.backward_flops = s.backward.flops;
+    op.forward_bytes_moved = size(s.forward.bytes, op.name, "forward_bytes_moved");
+    op.backward_bytes_moved = size(s.backward.bytes, op.name, "backward_bytes_moved");
+    op.forward_time = roofline_time(s.forward, device_);
+    op.backward_time = roofline_time(s.backward, device_);
+    ops_.push_back(std::move(op));
+  }
+
+  /// The forward DAG, checked by validate(forward_dag); `who` ("gpt2") starts every message.
+  result<forward_dag> finish(std::string name, double input_bytes, std::string_view who) && {
+    const bytes in = size(input_bytes, "input", "input_bytes");
+    if (problem_)
+      return error{
+          status::invalid_problem,
+          std::string(who) + ": " + *problem_ + "; make the model smaller (batch, sequence, image)",
+          {}};
+    forward_dag f{std::move(name), in, std::move(ops_)};
+    f.costs = to_cost_model(device_);
+    if (auto v = validate(f); !v)
+      return error{status::invalid_problem, std::string(who) + ": " + v.message(), {}};
+    return f;
+  }
+
+ private:
+  bytes size(double v, const std::string& op, std::string_view field) {
+    constexpr double max_size = 4503599627370496.0;  // 2^52, validate(forward_dag)'s bound
+    if (std::isfinite(v) && v >= 0 && v <= max_size) return static_cast<bytes>(std::llround(v));
+    if (!problem_)
+      problem_ = "op '" + op + "' would have " + std::string(field) + " = " +
+                 remat::detail::time_text(v) + ", more than the 2^52 bytes remat accepts";
+    return 0;
+  }
+
+  device_model device_;
+  std::vector<forward_op> ops_;
+  std::optional<std::string> problem_;
+};
+
+/// A linear layer y = x W (+ b) on `rows` rows, `in` -> `out` features, dtype `e` bytes; its
+/// backward reads x (for W's gradient), not its output. FLOPs 2 rows in out forward (+ rows out
+/// for the bias); backward 4 rows in out (dx = dy W^T, dW = x^T dy; 2 rows in out when x is the
+/// graph input: no dx) + rows out (db). Bytes: forward x, W, b, y; backward dy read by each
+/// product and by the bias reduction, x, W, and dx, dW, db written.
+inline op_spec linear(std::string name, const std::string& x, double rows, double in, double out,
+                      double e, bool bias, bool input_needs_grad = true) {
+  const double b = bias ? 1 : 0;
+  const double X = rows * in * e, Y = rows * out * e, W = in * out * e, B = out * e * b;
+  const double dgrad = input_needs_grad ? 1 : 0;
+  return {.name = std::move(name),
+          .inputs = {x},
+          .output = Y,
+          .phantom = 0,
+          .backward_reads = {x},
+          .forward = {2 * rows * in * out + b * rows * out, X + W + B + Y},
+          .backward = {(2 + 2 * dgrad) * rows * in * out + b * rows * out,
+                       (1 + dgrad + b) * Y + X + dgrad * W + dgrad * X + W + B}};
+}
+
+/// A residual add z = a + b of `n` bytes (`elems` elements). The backward passes dz through to
+/// both inputs and reads nothing saved; autograd copies nothing, but the residual stream's
+/// gradient sums two contributions (the branch's and the skip's), and that sum is charged here:
+/// read two, write one (3n bytes), 1 FLOP an element either way.
+inline op_spec residual_add(std::string name, const std::string& a, const std::string& b, double n,
+                            double elems) {
+  return {.name = std::move(name),
+          .inputs = {a, b},
+          .output = n,
+          .phantom = 0,
+          .backward_reads = {},
+          .forward = {elems, 3 * n},
+          .backward = {elems, 3 * n}};
+}
+
+/// Cross-entropy over `classes` for `rows` rows (log_softmax then nll_loss, as
+/// torch.nn.functional.cross_entropy), the loss function: its output is the loss value, one
+/// element of `e` bytes. It reads nothing of its input in the backward (log_softmax's backward
+/// reads its own output, the log-probabilities), so its phantom is the log-probabilities
+/// (rows x classes x e) and the int64 targets (8 bytes a row), which nll_loss saves. Backward:
+/// nll_loss's dense gradient of the log-probabilities (zero-filled, one entry a row set) is a
+/// temporary of rows x classes x e while log_softmax's backward turns it into the logits'
+/// gradient. FLOPs (nominal): 4 an element forward (max, subtract, exp-sum, log), 3 backward.
+/// Bytes: forward the logits read, the log-probabilities written, targets read; backward the
+/// zero fill, the log-probabilities and their gradient read, the logits' gradient written.
+inline op_spec cross_entropy(std::string name, const std::string& logits, double rows,
+                             double classes, double e) {
+  const double L = rows * classes * e, targets = rows * 8;
+  return {.name = std::move(name),
+          .inputs = {logits},
+          .output = e,
+          .phantom = L + targets,
+          .backward_reads = {},
+          .forward = {4 * rows * classes, 2 * L + targets + e},
+          .backward = {3 * rows * classes, 4 * L + targets},
+          .forward_temp = 0,
+          .backward_temp = L};
+}
+
+}  // namespace remat::zoo::detail

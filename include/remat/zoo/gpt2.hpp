@@ -1,0 +1,253 @@
+#pragma once
+// GPT-2 (Radford et al., "Language models are unsupervised multitask learners", 2019) as a forward
+// DAG at the granularity PyTorch's autograd sees in eager mode: one op per autograd node that
+// holds memory, times from the roofline of zoo/roofline.hpp.
+//
+// The model follows the reference implementations (Hugging Face GPT2LMHeadModel, nanoGPT's
+// model.py) in eager attention (no FlashAttention / SDPA: the attention probabilities are
+// materialised), with pre-norm blocks and weights tied between the embedding and the LM head.
+// Ops, with B batch, T sequence, D width, H heads, V vocabulary, e dtype_bytes, N = B T tokens:
+//   embeddings  wte (token lookup), wpe_add (+ position embedding), drop
+//   layer i     h<i>.ln_1, h<i>.attn.q, .k, .v (three linear layers, as c_attn's three thirds),
+//               h<i>.attn.scores (q k^T / sqrt(D/H), causal mask), .softmax, .attn_drop,
+//               .context (probs v, heads merged), .c_proj, .resid_drop, h<i>.add_1,
+//               h<i>.ln_2, h<i>.mlp.c_fc (D -> 4D), .gelu, .c_proj (4D -> D), .drop, h<i>.add_2
+//   head        ln_f, lm_head (D -> V logits), loss (cross-entropy, the last op)
+// 3 + 17 layers + 3 ops; with dropout = 0 the dropout ops are left out (autograd would still
+// run them: nn.Dropout(p=0) in training mode copies its input and keeps a mask, but a model
+// configured without dropout is written without them): 2 + 14 layers + 3.
+//
+// Decisions, per op (the numbers are in each op's code below):
+//   * The graph input is the token ids (int64, 8N bytes). Targets are the loss's (its phantom).
+//     Parameters, their gradients and the optimizer are not modelled (the budget is for
+//     activations, problem/builder.hpp), but the time to compute weight gradients is in each
+//     backward.
+//   * All activations are in the one dtype (pure fp32, fp16, bf16 or fp64 training, not AMP);
+//     layer norm's statistics are in the accumulation type (fp32, fp64 for e = 8), as ATen's.
+//   * A linear layer's backward reads its input (W's gradient), not its output; phantom 0.
+//   * Dropout saves its mask, 1 byte an element (ATen's bool mask) as its phantom, and its
+//     backward reads nothing else (dy * mask / (1 - p)).
+//   * Layer norm saves mean and rstd (2N values) as its phantom and reads its input.
+//   * scores = masked_fill(q k^T * (D/H)^-1/2): the product, the scale and the causal mask are
+//     three kernels folded into one op (output B H T^2 e); the forward holds one B H T^2 tensor
+//     more than its output (the previous kernel's result) and so does the backward (the mask's,
+//     then the scale's gradient, one at a time besides dy). Its backward reads q and k.
+//   * softmax's backward reads its output; attention dropout reads nothing (its mask); context
+//     (probs v) reads both, and holds its output in head layout (B H T D/H, N D e bytes) until
+//     the heads are merged (a copy): forward temporary N D e, backward one too (dy split into
+//     heads).
+//   * GELU is one op (nn.GELU(approximate="tanh"), nanoGPT's) that reads its input; Hugging
+//     Face's NewGELUActivation, written as seven elementwise ops, would save more.
+//   * The residual adds read nothing in the backward; the sum of the residual stream's two
+//     gradient contributions is charged to them (detail::residual_add).
+//   * The token embedding's backward reads the ids (the graph input); it zero-fills the weight
+//     gradient (V D e bytes) and scatters dy into it: charged V D e + 3 N D e + 8N bytes.
+//   * The loss is detail::cross_entropy over V classes: phantom the log-probabilities and the
+//     targets, output one element (e bytes).
+// Nominal FLOPs an element for the elementwise ops (memory-bound on every preset device):
+// add 1, dropout 2 forward / 2 backward, layer norm 8 / 12, softmax 5 / 4, GELU 8 / 16, the
+// scale and mask of the scores 2 / 2.
+
+#include <cmath>
+#include <optional>
+#include <remat/core/result.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/zoo/detail/dag_maker.hpp>
+#include <remat/zoo/roofline.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace remat::zoo {
+
+/// GPT-2's shape and training setup; the defaults are GPT-2 small (124M parameters) at its full
+/// context, batch 8, fp32, dropout 0.1 (the paper's).
+struct gpt2_config {
+  int layers = 12;
+  int width = 768;  ///< d_model
+  int heads = 12;
+  int sequence = 1024;
+  int batch = 8;
+  int vocab = 50257;
+  int dtype_bytes = 4;   ///< 2 (fp16, bf16), 4 (fp32) or 8 (fp64)
+  double dropout = 0.1;  ///< the probability of every dropout; 0 leaves the dropout ops out
+};
+
+/// Checks a configuration; the message names the field and what would be accepted.
+inline result<void> validate(const gpt2_config& c) {
+  constexpr std::string_view cfg = "gpt2_config";
+  auto bad = [](std::string m) { return error{status::invalid_problem, std::move(m), {}}; };
+  // 10000 layers make 170,006 ops; GPT-3 has 96.
+  if (auto e = detail::positive_field(cfg, "layers", c.layers, 10000, "12 for GPT-2 small"))
+    return bad(*e);
+  if (auto e = detail::positive_field(cfg, "width", c.width, 1 << 20, "768")) return bad(*e);
+  if (auto e = detail::positive_field(cfg, "heads", c.heads, c.width, "12")) return bad(*e);
+  if (c.width % c.heads != 0)
+    return bad(std::string(cfg) + ": width " + std::to_string(c.width) +
+               " is not divisible by heads " + std::to_string(c.heads) +
+               "; each head has width / heads features (768 and 12 give 64)");
+  if (auto e = detail::positive_field(cfg, "sequence", c.sequence, 1 << 24, "1024")) return bad(*e);
+  if (auto e = detail::positive_field(cfg, "batch", c.batch, 1 << 24, "8")) return bad(*e);
+  if (auto e = detail::positive_field(cfg, "vocab", c.vocab, 1 << 24, "50257")) return bad(*e);
+  if (auto e = detail::dtype_field(cfg, c.dtype_bytes)) return bad(*e);
+  if (!std::isfinite(c.dropout) || c.dropout < 0 || c.dropout >= 1)
+    return bad(std::string(cfg) + ": dropout is " + remat::detail::time_text(c.dropout) +
+               "; it must be a probability in [0, 1) (0.1 as in GPT-2, 0 for none)");
+  // The embedding table (vocab * width * dtype_bytes) is at most 2^47 bytes within the fields'
+  // bounds; the activations below can be larger.
+  const double B = c.batch, T = c.sequence, D = c.width, H = c.heads, V = c.vocab,
+               e = c.dtype_bytes;
+  for (auto m :
+       {detail::tensor_size(cfg, "attention scores", "batch * heads * sequence^2 * dtype_bytes",
+                            B * H * T * T * e, "batch or sequence"),
+        detail::tensor_size(cfg, "logits", "batch * sequence * vocab * dtype_bytes", B * T * V * e,
+                            "batch, sequence or vocab"),
+        detail::tensor_size(cfg, "MLP's hidden activation",
+                            "batch * sequence * 4 * width * dtype_bytes", B * T * 4 * D * e,
+                            "batch, sequence or width")})
+    if (m) return bad(*m);
+  return {};
+}
+
+/// GPT-2's training graph as a forward DAG (ops and decisions at the top of this header), with
+/// roofline times on `device` and the cost model recorded in the DAG (forward_dag::costs).
+inline result<forward_dag> gpt2(const gpt2_config& c, const device_model& device) {
+  if (auto v = validate(c); !v) return v.err();
+  if (auto v = validate(device); !v) return v.err();
+  const double B = c.batch, T = c.sequence, D = c.width, H = c.heads, V = c.vocab,
+               e = c.dtype_bytes;
+  const double N = B * T;                         // tokens
+  const double U = N * D * e;                     // one residual-stream activation
+  const double S = B * H * T * T * e;             // one attention-score tensor
+  const double P = B * H * T * T;                 // its elements, and its dropout mask's bytes
+  const double Dp = D * e;                        // a LayerNorm parameter vector
+  const double stats = 2 * N * (e == 8 ? 8 : 4);  // LayerNorm's mean and rstd
+  const bool dropout = c.dropout > 0;
+
+  detail::dag_maker m(device);
+  // Dropout over `n` bytes of `elems` elements: mask of `elems` bytes.
+  auto drop = [&](std::string name, const std::string& x, double n, double elems) {
+    m.add({.name = std::move(name),
+           .inputs = {x},
+           .output = n,
+           .phantom = elems,
+           .backward_reads = {},
+           .forward = {2 * elems, 2 * n + elems},
+           .backward = {2 * elems, 2 * n + elems}});
+  };
+  auto layer_norm = [&](std::string name, const std::string& x) {
+    m.add({.name = std::move(name),
+           .inputs = {x},
+           .output = U,
+           .phantom = stats,
+           .backward_reads = {x},
+           .forward = {8 * N * D, 2 * U + stats + 2 * Dp},
+           .backward = {12 * N * D, 3 * U + stats + 3 * Dp}});
+  };
+
+  // Embeddings. wte: read ids, gather rows, write; backward as stated above.
+  m.add({.name = "wte",
+         .inputs = {"input"},
+         .output = U,
+         .phantom = 0,
+         .backward_reads = {"input"},
+         .forward = {0, 8 * N + 2 * U},
+         .backward = {N * D, V * D * e + 8 * N + 3 * U}});
+  // wpe_add: x + wpe[0:T] (broadcast over the batch); backward: wpe's gradient sums dy over the
+  // batch (dy read, T D e written); the token embedding's gradient is dy itself.
+  m.add({.name = "wpe_add",
+         .inputs = {"wte"},
+         .output = U,
+         .phantom = 0,
+         .backward_reads = {},
+         .forward = {N * D, 2 * U + T * D * e},
+         .backward = {N * D, U + T * D * e}});
+  std::string x = "wpe_add";
+  if (dropout) {
+    drop("drop", x, U, N * D);
+    x = "drop";
+  }
+
+  for (int i = 0; i < c.layers; ++i) {
+    const std::string h = "h" + std::to_string(i) + ".";
+    layer_norm(h + "ln_1", x);
+    for (const char* p : {"q", "k", "v"})
+      m.add(detail::linear(h + "attn." + p, h + "ln_1", N, D, D, e, true));
+    // scores: q k^T (2 B H T^2 D/H FLOPs, q and k read, S written), scale (S read and written),
+    // masked_fill (S read with the T^2 bool mask, S written). Backward: the mask's and the
+    // scale's gradients (S and S read, S and S written, the mask read), then dq = G k and
+    // dk = G^T q (G read twice, q and k read, dq and dk written).
+    m.add({.name = h + "attn.scores",
+           .inputs = {h + "attn.q", h + "attn.k"},
+           .output = S,
+           .phantom = 0,
+           .backward_reads = {h + "attn.q", h + "attn.k"},
+           .forward = {2 * P * (D / H) + 2 * P, 2 * U + 5 * S + T * T},
+           .backward = {4 * P * (D / H) + 2 * P, 4 * U + 6 * S + T * T},
+           .forward_temp = S,
+           .backward_temp = S});
+    m.add({.name = h + "attn.softmax",
+           .inputs = {h + "attn.scores"},
+           .output = S,
+           .phantom = 0,
+           .backward_reads = {"output"},
+           .forward = {5 * P, 2 * S},
+           .backward = {4 * P, 3 * S}});
+    std::string probs = h + "attn.softmax";
+    if (dropout) {
+      drop(h + "attn.attn_drop", probs, S, P);
+      probs = h + "attn.attn_drop";
+    }
+    // context: probs v (2 B H T^2 D/H FLOPs; probs and v read, the head-layout result written),
+    // then the merge copy (read and written). Backward: dy split into heads (a copy), d_probs =
+    // dy v^T (dy, v read, S written), dv = probs^T dy (probs, dy read, dv written).
+    m.add({.name = h + "attn.context",
+           .inputs = {probs, h + "attn.v"},
+           .output = U,
+           .phantom = 0,
+           .backward_reads = {probs, h + "attn.v"},
+           .forward = {2 * P * (D / H), S + 4 * U},
+           .backward = {4 * P * (D / H), 2 * S + 6 * U},
+           .forward_temp = U,
+           .backward_temp = U});
+    m.add(detail::linear(h + "attn.c_proj", h + "attn.context", N, D, D, e, true));
+    std::string branch = h + "attn.c_proj";
+    if (dropout) {
+      drop(h + "attn.resid_drop", branch, U, N * D);
+      branch = h + "attn.resid_drop";
+    }
+    m.add(detail::residual_add(h + "add_1", x, branch, U, N * D));
+    layer_norm(h + "ln_2", h + "add_1");
+    m.add(detail::linear(h + "mlp.c_fc", h + "ln_2", N, D, 4 * D, e, true));
+    m.add({.name = h + "mlp.gelu",
+           .inputs = {h + "mlp.c_fc"},
+           .output = 4 * U,
+           .phantom = 0,
+           .backward_reads = {h + "mlp.c_fc"},
+           .forward = {8 * 4 * N * D, 2 * 4 * U},
+           .backward = {16 * 4 * N * D, 3 * 4 * U}});
+    m.add(detail::linear(h + "mlp.c_proj", h + "mlp.gelu", N, 4 * D, D, e, true));
+    branch = h + "mlp.c_proj";
+    if (dropout) {
+      drop(h + "mlp.drop", branch, U, N * D);
+      branch = h + "mlp.drop";
+    }
+    m.add(detail::residual_add(h + "add_2", h + "add_1", branch, U, N * D));
+    x = h + "add_2";
+  }
+
+  layer_norm("ln_f", x);
+  m.add(detail::linear("lm_head", "ln_f", N, D, V, e, false));  // tied to wte, no bias
+  m.add(detail::cross_entropy("loss", "lm_head", N, V, e));
+
+  std::string name = "GPT-2, " + std::to_string(c.layers) + " layers, width " +
+                     std::to_string(c.width) + ", " + std::to_string(c.heads) +
+                     " heads, sequence " + std::to_string(c.sequence) + ", batch " +
+                     std::to_string(c.batch) + ", vocab " + std::to_string(c.vocab) + ", " +
+                     detail::dtype_name(c.dtype_bytes) + ", dropout " +
+                     remat::detail::time_text(c.dropout) + ", " + device.name + " roofline";
+  return std::move(m).finish(std::move(name), 8 * N, "gpt2");
+}
+
+}  // namespace remat::zoo

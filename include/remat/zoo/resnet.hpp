@@ -1,0 +1,244 @@
+#pragma once
+// ResNet (He et al., "Deep residual learning for image recognition", CVPR 2016, Table 1) as a
+// forward DAG at the granularity of PyTorch's autograd in eager mode, times from the roofline of
+// zoo/roofline.hpp.
+//
+// The model is torchvision's (v1.5: a bottleneck's stride is in its 3x3 convolution), with
+// names as its modules':
+//   stem        conv1 (7x7/2, 64), bn1, relu, maxpool (3x3/2)
+//   layer<l>.<b> basic block (depth 18, 34): conv1 (3x3), bn1, relu1, conv2 (3x3), bn2,
+//               [downsample.0 (1x1 conv), downsample.1 (bn)], add, relu
+//               bottleneck (50, 101, 152): conv1 (1x1), bn1, relu1, conv2 (3x3, the stride),
+//               bn2, relu2, conv3 (1x1, 4x), bn3, [downsample.0, downsample.1], add, relu
+//               blocks per layer: 18 [2,2,2,2], 34 and 50 [3,4,6,3], 101 [3,4,23,3],
+//               152 [3,8,36,3]; the first block of layers 2-4 has stride 2, and a downsample
+//               branch where the stride or the channels change (every first block of a
+//               bottleneck net, layers 2-4 of a basic one)
+//   head        avgpool (global), fc (-> classes), loss (cross-entropy, the last op)
+// ResNet-50 has 175 ops, ResNet-18 69.
+//
+// Decisions, per op:
+//   * The graph input is the image batch (B x 3 x image^2, dtype_bytes e); the targets are the
+//     loss's phantom (detail::cross_entropy). Parameters, their gradients, BN's running
+//     statistics and cuDNN's workspaces are not modelled (the budget is for activations).
+//   * Convolutions have no bias (torchvision's); the backward reads the input (the weight's
+//     gradient), phantom 0; FLOPs 2 B C_out H_out^2 C_in k^2 forward, twice that backward (data
+//     and weight gradients), once for conv1, which reads the image (no data gradient).
+//   * Batch norm (training mode) saves its batch mean and inverse std per channel (2 C values
+//     in the accumulation type, fp32; fp64 for e = 8) as its phantom and reads its input.
+//     Bytes: forward 3x the tensor (a statistics pass, then read and write), backward 5x (dy
+//     and x read for the reductions, then dy and x read and dx written).
+//   * ReLU reads its output in the backward. torchvision's ReLUs are in place; here each is a
+//     tensor of its own (inplace=False): the graph has no aliasing, and a planner that frees the
+//     BN output once the ReLU has run (no backward reads it) holds the same memory, one
+//     tensor more only while the ReLU runs.
+//   * The max-pool saves its int64 indices (8 bytes an output element: its phantom) and, as
+//     ATen's max_pool2d_with_indices, its input, which its backward reads.
+//   * The residual add reads nothing (detail::residual_add); the global average pool reads
+//     nothing (its backward spreads dy); fc is detail::linear.
+// Nominal FLOPs an element: batch norm 8 forward / 12 backward, ReLU 1 / 1, add 1 / 1, max-pool
+// 9 compares an output element / 1, average pool 1 / 1.
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <optional>
+#include <remat/core/result.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/zoo/detail/dag_maker.hpp>
+#include <remat/zoo/roofline.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace remat::zoo {
+
+/// ResNet's depth and training setup; the defaults are ResNet-50 on ImageNet, batch 32, fp32.
+struct resnet_config {
+  int depth = 50;  ///< 18, 34, 50, 101 or 152
+  int batch = 32;
+  int image = 224;      ///< height and width of the input images
+  int dtype_bytes = 4;  ///< 2 (fp16, bf16), 4 (fp32) or 8 (fp64)
+  int classes = 1000;
+};
+
+namespace detail {
+/// Blocks per layer and whether they are bottlenecks, for a depth of Table 1; nullopt otherwise.
+struct resnet_layout {
+  std::array<int, 4> blocks;
+  bool bottleneck;
+};
+inline std::optional<resnet_layout> resnet_layout_of(int depth) {
+  switch (depth) {
+    case 18:
+      return resnet_layout{{2, 2, 2, 2}, false};
+    case 34:
+      return resnet_layout{{3, 4, 6, 3}, false};
+    case 50:
+      return resnet_layout{{3, 4, 6, 3}, true};
+    case 101:
+      return resnet_layout{{3, 4, 23, 3}, true};
+    case 152:
+      return resnet_layout{{3, 8, 36, 3}, true};
+    default:
+      return std::nullopt;
+  }
+}
+/// The output size of a convolution or pooling window over `h` (floor, as PyTorch's).
+inline double conv_out(double h, int k, int stride, int pad) {
+  return std::floor((h + 2 * pad - k) / stride) + 1;
+}
+}  // namespace detail
+
+/// Checks a configuration; the message names the field and what would be accepted.
+inline result<void> validate(const resnet_config& c) {
+  constexpr std::string_view cfg = "resnet_config";
+  auto bad = [](std::string m) { return error{status::invalid_problem, std::move(m), {}}; };
+  if (!detail::resnet_layout_of(c.depth))
+    return bad(std::string(cfg) + ": depth is " + std::to_string(c.depth) +
+               "; it must be one of the depths of He et al.'s Table 1: 18, 34, 50, 101, 152");
+  if (auto e = detail::positive_field(cfg, "batch", c.batch, 1 << 24, "32")) return bad(*e);
+  if (auto e = detail::positive_field(cfg, "image", c.image, 1 << 20, "224")) return bad(*e);
+  if (auto e = detail::positive_field(cfg, "classes", c.classes, 1 << 24, "1000")) return bad(*e);
+  if (auto e = detail::dtype_field(cfg, c.dtype_bytes)) return bad(*e);
+  const double B = c.batch, e = c.dtype_bytes, stem = detail::conv_out(c.image, 7, 2, 3);
+  for (auto m : {detail::tensor_size(cfg, "input images", "batch * 3 * image^2 * dtype_bytes",
+                                     B * 3 * c.image * double(c.image) * e, "batch or image"),
+                 detail::tensor_size(cfg, "stem's output",
+                                     "batch * 64 * ((image - 1) / 2 + 1)^2 * dtype_bytes",
+                                     B * 64 * stem * stem * e, "batch or image"),
+                 detail::tensor_size(cfg, "logits", "batch * classes * dtype_bytes",
+                                     B * c.classes * e, "batch or classes")})
+    if (m) return bad(*m);
+  return {};
+}
+
+/// ResNet's training graph as a forward DAG (ops and decisions at the top of this header), with
+/// roofline times on `device` and the cost model recorded in the DAG (forward_dag::costs).
+inline result<forward_dag> resnet(const resnet_config& c, const device_model& device) {
+  if (auto v = validate(c); !v) return v.err();
+  if (auto v = validate(device); !v) return v.err();
+  const detail::resnet_layout layout = *detail::resnet_layout_of(c.depth);
+  const double B = c.batch, e = c.dtype_bytes;
+  const double acc = c.dtype_bytes == 8 ? 8 : 4;  // batch norm's statistics
+
+  detail::dag_maker m(device);
+  // A convolution over `x` (channels cin, size h); returns its output size.
+  auto conv = [&](std::string name, const std::string& x, double cin, double cout, int k,
+                  int stride, int pad, double h) {
+    const double ho = detail::conv_out(h, k, stride, pad);
+    const double X = B * cin * h * h * e, Y = B * cout * ho * ho * e, W = cout * cin * k * k * e;
+    const double flops = 2 * B * cout * ho * ho * cin * k * k;
+    const double dgrad = x == "input" ? 0 : 1;
+    m.add({.name = std::move(name),
+           .inputs = {x},
+           .output = Y,
+           .phantom = 0,
+           .backward_reads = {x},
+           .forward = {flops, X + W + Y},
+           .backward = {(1 + dgrad) * flops, (1 + dgrad) * Y + X + dgrad * (W + X) + W}});
+    return ho;
+  };
+  auto batch_norm = [&](std::string name, const std::string& x, double ch, double h) {
+    const double X = B * ch * h * h * e, n = B * ch * h * h, stats = 2 * ch * acc;
+    m.add({.name = std::move(name),
+           .inputs = {x},
+           .output = X,
+           .phantom = stats,
+           .backward_reads = {x},
+           .forward = {8 * n, 3 * X + stats + 2 * ch * e},
+           .backward = {12 * n, 5 * X + stats + 3 * ch * e}});
+  };
+  auto relu = [&](std::string name, const std::string& x, double ch, double h) {
+    const double X = B * ch * h * h * e, n = B * ch * h * h;
+    m.add({.name = std::move(name),
+           .inputs = {x},
+           .output = X,
+           .phantom = 0,
+           .backward_reads = {"output"},
+           .forward = {n, 2 * X},
+           .backward = {n, 3 * X}});
+  };
+
+  // Stem.
+  double h = c.image;
+  h = conv("conv1", "input", 3, 64, 7, 2, 3, h);
+  batch_norm("bn1", "conv1", 64, h);
+  relu("relu", "bn1", 64, h);
+  {
+    const double ho = detail::conv_out(h, 3, 2, 1);
+    const double X = B * 64 * h * h * e, n_out = B * 64 * ho * ho, Y = n_out * e;
+    m.add({.name = "maxpool",
+           .inputs = {"relu"},
+           .output = Y,
+           .phantom = 8 * n_out,
+           .backward_reads = {"relu"},
+           .forward = {9 * n_out, X + Y + 8 * n_out},
+           .backward = {n_out, 2 * X + Y + 8 * n_out}});
+    h = ho;
+  }
+
+  std::string x = "maxpool";
+  double ch = 64;  // channels of x
+  for (int l = 0; l < 4; ++l) {
+    const double width = 64 << l;
+    for (int b = 0; b < layout.blocks[static_cast<std::size_t>(l)]; ++b) {
+      const std::string p = "layer" + std::to_string(l + 1) + "." + std::to_string(b) + ".";
+      const int stride = l > 0 && b == 0 ? 2 : 1;
+      const double cout = layout.bottleneck ? 4 * width : width;
+      double hb = h;
+      std::string last;
+      if (layout.bottleneck) {
+        conv(p + "conv1", x, ch, width, 1, 1, 0, hb);
+        batch_norm(p + "bn1", p + "conv1", width, hb);
+        relu(p + "relu1", p + "bn1", width, hb);
+        hb = conv(p + "conv2", p + "relu1", width, width, 3, stride, 1, hb);
+        batch_norm(p + "bn2", p + "conv2", width, hb);
+        relu(p + "relu2", p + "bn2", width, hb);
+        conv(p + "conv3", p + "relu2", width, cout, 1, 1, 0, hb);
+        batch_norm(p + "bn3", p + "conv3", cout, hb);
+        last = p + "bn3";
+      } else {
+        hb = conv(p + "conv1", x, ch, width, 3, stride, 1, hb);
+        batch_norm(p + "bn1", p + "conv1", width, hb);
+        relu(p + "relu1", p + "bn1", width, hb);
+        conv(p + "conv2", p + "relu1", width, width, 3, 1, 1, hb);
+        batch_norm(p + "bn2", p + "conv2", width, hb);
+        last = p + "bn2";
+      }
+      std::string skip = x;
+      if (stride != 1 || ch != cout) {
+        conv(p + "downsample.0", x, ch, cout, 1, stride, 0, h);
+        batch_norm(p + "downsample.1", p + "downsample.0", cout, hb);
+        skip = p + "downsample.1";
+      }
+      const double n = B * cout * hb * hb;
+      m.add(detail::residual_add(p + "add", last, skip, n * e, n));
+      relu(p + "relu", p + "add", cout, hb);
+      x = p + "relu";
+      ch = cout;
+      h = hb;
+    }
+  }
+
+  {
+    const double X = B * ch * h * h * e, n = B * ch * h * h;
+    m.add({.name = "avgpool",
+           .inputs = {x},
+           .output = B * ch * e,
+           .phantom = 0,
+           .backward_reads = {},
+           .forward = {n, X + B * ch * e},
+           .backward = {n, X + B * ch * e}});
+  }
+  m.add(detail::linear("fc", "avgpool", B, ch, c.classes, e, true));
+  m.add(detail::cross_entropy("loss", "fc", B, c.classes, e));
+
+  std::string name = "ResNet-" + std::to_string(c.depth) + ", batch " + std::to_string(c.batch) +
+                     ", " + std::to_string(c.image) + "x" + std::to_string(c.image) + ", " +
+                     std::to_string(c.classes) + " classes, " + detail::dtype_name(c.dtype_bytes) +
+                     ", " + device.name + " roofline";
+  return std::move(m).finish(std::move(name), B * 3 * c.image * double(c.image) * e, "resnet");
+}
+
+}  // namespace remat::zoo

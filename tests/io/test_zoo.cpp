@@ -1,0 +1,412 @@
+// The model zoo (include/remat/zoo/): op counts, sizes against hand formulas, times against the
+// roofline rule, the DAGs validate and build, round-trip through JSON with their cost model,
+// the shipped examples/graphs files are what the generators and examples/graphs/README.md's
+// remat-zoo commands make today, and bad configurations come back as invalid_problem.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <remat/io/graph_json.hpp>
+#include <remat/policy/store_all.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/sim/simulate.hpp>
+#include <remat/zoo/gpt2.hpp>
+#include <remat/zoo/resnet.hpp>
+#include <remat/zoo/roofline.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/io_checks.hpp"
+
+#ifndef _WIN32
+#include <sys/wait.h>
+#endif
+
+using namespace remat;
+using nlohmann::json;
+using remat::testing::says;
+
+namespace {
+
+const forward_op& op_named(const forward_dag& f, const std::string& name) {
+  const auto it =
+      std::find_if(f.ops.begin(), f.ops.end(), [&](const forward_op& o) { return o.name == name; });
+  REQUIRE_MESSAGE(it != f.ops.end(), "no op " << name);
+  return *it;
+}
+
+using names = std::vector<std::string>;
+
+/// Every time is the roofline of the op's recorded work on the DAG's recorded device.
+void check_roofline(const forward_dag& f) {
+  REQUIRE(f.costs.has_value());
+  CHECK(f.costs->rule == zoo::roofline_rule);
+  for (const forward_op& o : f.ops) {
+    CAPTURE(o.name);
+    REQUIRE(
+        (o.forward_flops && o.backward_flops && o.forward_bytes_moved && o.backward_bytes_moved));
+    const zoo::device_model d{f.costs->device, f.costs->peak_flops, f.costs->memory_bandwidth};
+    CHECK(o.forward_time ==
+          zoo::roofline_time({*o.forward_flops, double(*o.forward_bytes_moved)}, d));
+    CHECK(o.backward_time ==
+          zoo::roofline_time({*o.backward_flops, double(*o.backward_bytes_moved)}, d));
+    CHECK(o.forward_time > 0);
+    CHECK(o.backward_time > 0);
+  }
+}
+
+std::filesystem::path graphs_dir() {
+#ifdef REMAT_EXAMPLES_DIR
+  return std::filesystem::path(REMAT_EXAMPLES_DIR) / "graphs";
+#else
+  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "examples" /
+         "graphs";
+#endif
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("gpt2: op counts, names and the sizes of the ops against hand formulas") {
+  for (int layers : {1, 4, 12}) {
+    CAPTURE(layers);
+    const auto f = zoo::gpt2({.layers = layers}, zoo::devices::v100());
+    REQUIRE_MESSAGE(f.ok(), f.message());
+    CHECK(f->ops.size() == std::size_t(3 + 17 * layers + 3));
+    const auto no_dropout = zoo::gpt2({.layers = layers, .dropout = 0}, zoo::devices::v100());
+    REQUIRE(no_dropout.ok());
+    CHECK(no_dropout->ops.size() == std::size_t(2 + 14 * layers + 3));
+    CHECK(f->ops.back().name == "loss");
+  }
+
+  const zoo::gpt2_config c{.layers = 2,
+                           .width = 64,
+                           .heads = 4,
+                           .sequence = 32,
+                           .batch = 3,
+                           .vocab = 101,
+                           .dtype_bytes = 4,
+                           .dropout = 0.1};
+  const auto f = zoo::gpt2(c, zoo::devices::a100());
+  REQUIRE_MESSAGE(f.ok(), f.message());
+  const bytes B = 3, T = 32, D = 64, H = 4, V = 101, e = 4, N = B * T, U = N * D * e;
+  CHECK(f->input_bytes == 8 * N);  // int64 token ids
+  CHECK(f->costs->device == "A100");
+  CHECK(f->costs->peak_flops == 19.5e12);
+
+  const forward_op& scores = op_named(*f, "h1.attn.scores");
+  CHECK(scores.output_bytes == B * H * T * T * e);
+  CHECK(scores.inputs == names{"h1.attn.q", "h1.attn.k"});
+  CHECK(scores.backward_reads == names{"h1.attn.q", "h1.attn.k"});
+  CHECK(scores.phantom_bytes == 0);
+  CHECK(scores.forward_overhead_bytes == B * H * T * T * e);
+  CHECK(*scores.forward_flops == double(2 * B * H * T * T * (D / H) + 2 * B * H * T * T));
+
+  const forward_op& softmax = op_named(*f, "h1.attn.softmax");
+  CHECK(softmax.backward_reads == names{"output"});
+  CHECK(softmax.output_bytes == B * H * T * T * e);
+
+  const forward_op& attn_drop = op_named(*f, "h1.attn.attn_drop");
+  CHECK(attn_drop.phantom_bytes == B * H * T * T);  // a 1-byte mask an element
+  CHECK(attn_drop.backward_reads.empty());
+  CHECK(attn_drop.forward_overhead_bytes == B * H * T * T);  // the fast-forward's mask
+  CHECK(attn_drop.forward_save_overhead_bytes == 0);
+
+  const forward_op& context = op_named(*f, "h1.attn.context");
+  CHECK(context.inputs == names{"h1.attn.attn_drop", "h1.attn.v"});
+  CHECK(context.backward_reads == names{"h1.attn.attn_drop", "h1.attn.v"});
+  CHECK(context.output_bytes == U);
+
+  for (const char* p : {"q", "k", "v"}) {
+    const forward_op& lin = op_named(*f, std::string("h0.attn.") + p);
+    CHECK(lin.inputs == names{"h0.ln_1"});
+    CHECK(lin.backward_reads == names{"h0.ln_1"});
+    CHECK(lin.output_bytes == U);
+    CHECK(*lin.forward_flops == double(2 * N * D * D + N * D));
+    CHECK(*lin.backward_flops == double(4 * N * D * D + N * D));
+  }
+  const forward_op& ln = op_named(*f, "h0.ln_2");
+  CHECK(ln.phantom_bytes == 2 * N * 4);  // mean and rstd in fp32
+  CHECK(ln.backward_reads == names{"h0.add_1"});
+  CHECK(op_named(*f, "h0.mlp.c_fc").output_bytes == 4 * U);
+  CHECK(op_named(*f, "h0.mlp.gelu").backward_reads == names{"h0.mlp.c_fc"});
+  const forward_op& add = op_named(*f, "h1.add_1");
+  CHECK(add.inputs == names{"h0.add_2", "h1.attn.resid_drop"});
+  CHECK(add.backward_reads.empty());
+  CHECK(op_named(*f, "h1.ln_1").inputs == names{"h0.add_2"});
+  CHECK(op_named(*f, "h0.ln_1").inputs == names{"drop"});
+  CHECK(op_named(*f, "wte").backward_reads == names{"input"});
+  CHECK(op_named(*f, "lm_head").output_bytes == N * V * e);
+  CHECK(*op_named(*f, "lm_head").backward_flops == double(4 * N * D * V));  // no bias
+  const forward_op& loss = f->ops.back();
+  CHECK(loss.name == "loss");
+  CHECK(loss.output_bytes == e);
+  CHECK(loss.phantom_bytes == N * V * e + 8 * N);  // log-probabilities and int64 targets
+  CHECK(loss.backward_overhead_bytes == N * V * e);
+  check_roofline(*f);
+
+  // dtype: fp16 halves every activation; layer norm's statistics stay fp32; fp64 doubles them.
+  auto half = c;
+  half.dtype_bytes = 2;
+  const auto h = zoo::gpt2(half, zoo::devices::a100_tensor_cores());
+  REQUIRE(h.ok());
+  CHECK(op_named(*h, "h1.attn.scores").output_bytes == B * H * T * T * 2);
+  CHECK(op_named(*h, "h0.ln_2").phantom_bytes == 2 * N * 4);
+  auto dbl = c;
+  dbl.dtype_bytes = 8;
+  const auto d = zoo::gpt2(dbl, zoo::devices::v100());
+  REQUIRE(d.ok());
+  CHECK(op_named(*d, "h0.ln_2").phantom_bytes == 2 * N * 8);
+}
+
+TEST_CASE("resnet: op counts per depth and the sizes of the ops against hand formulas") {
+  const std::map<int, std::size_t> ops{{18, 69}, {34, 125}, {50, 175}, {101, 345}, {152, 515}};
+  for (const auto& depth_ops : ops) {  // no structured binding: CAPTURE is a lambda (clang < 16)
+    const int depth = depth_ops.first;
+    CAPTURE(depth);
+    const auto f = zoo::resnet({.depth = depth, .batch = 2, .image = 64}, zoo::devices::v100());
+    REQUIRE_MESSAGE(f.ok(), f.message());
+    CHECK(f->ops.size() == depth_ops.second);
+  }
+  const auto f = zoo::resnet({}, zoo::devices::v100());  // ResNet-50, batch 32, 224, fp32
+  REQUIRE_MESSAGE(f.ok(), f.message());
+  const bytes B = 32, e = 4;
+  CHECK(f->input_bytes == B * 3 * 224 * 224 * e);
+  const forward_op& conv1 = op_named(*f, "conv1");
+  CHECK(conv1.output_bytes == B * 64 * 112 * 112 * e);
+  CHECK(*conv1.forward_flops == 2.0 * B * 64 * 112 * 112 * 3 * 7 * 7);
+  CHECK(*conv1.backward_flops == *conv1.forward_flops);  // reads the image: no data gradient
+  const forward_op& c2 = op_named(*f, "layer1.0.conv2");
+  CHECK(*c2.backward_flops == 2 * *c2.forward_flops);
+  CHECK(op_named(*f, "bn1").phantom_bytes == 2 * 64 * 4);
+  CHECK(op_named(*f, "bn1").backward_reads == names{"conv1"});
+  CHECK(op_named(*f, "relu").backward_reads == names{"output"});
+  const forward_op& pool = op_named(*f, "maxpool");
+  CHECK(pool.output_bytes == B * 64 * 56 * 56 * e);
+  CHECK(pool.phantom_bytes == B * 64 * 56 * 56 * 8);  // int64 indices
+  CHECK(pool.backward_reads == names{"relu"});
+  // v1.5: the stride is in the 3x3 convolution; the downsample branch of layer 2 halves too.
+  CHECK(op_named(*f, "layer2.0.conv1").output_bytes == B * 128 * 56 * 56 * e);
+  CHECK(op_named(*f, "layer2.0.conv2").output_bytes == B * 128 * 28 * 28 * e);
+  CHECK(op_named(*f, "layer2.0.downsample.1").output_bytes == B * 512 * 28 * 28 * e);
+  CHECK(op_named(*f, "layer2.0.add").inputs == names{"layer2.0.bn3", "layer2.0.downsample.1"});
+  CHECK(op_named(*f, "layer2.1.add").inputs == names{"layer2.1.bn3", "layer2.0.relu"});
+  CHECK(op_named(*f, "layer4.2.relu").output_bytes == B * 2048 * 7 * 7 * e);
+  CHECK(op_named(*f, "avgpool").output_bytes == B * 2048 * e);
+  CHECK(op_named(*f, "fc").output_bytes == B * 1000 * e);
+  CHECK(f->ops.back().phantom_bytes == B * 1000 * e + 8 * B);
+  check_roofline(*f);
+  // A basic-block net has no downsample in layer 1 (64 -> 64, stride 1).
+  const auto r18 = zoo::resnet({.depth = 18}, zoo::devices::v100());
+  REQUIRE(r18.ok());
+  CHECK(op_named(*r18, "layer1.0.add").inputs == names{"layer1.0.bn2", "maxpool"});
+  CHECK(op_named(*r18, "layer2.0.downsample.0").output_bytes == B * 128 * 28 * 28 * e);
+}
+
+TEST_CASE("zoo DAGs validate, build, run store-all and round-trip through JSON") {
+  std::vector<forward_dag> dags;
+  dags.push_back(
+      zoo::gpt2({.layers = 2, .sequence = 128, .batch = 2}, zoo::devices::h100()).value());
+  dags.push_back(
+      zoo::gpt2({.layers = 2, .sequence = 128, .dropout = 0}, zoo::devices::v100()).value());
+  dags.push_back(zoo::resnet({.depth = 18, .batch = 4, .image = 96}, zoo::devices::a100()).value());
+  dags.push_back(zoo::resnet({.depth = 50, .batch = 2, .image = 64, .dtype_bytes = 2},
+                             zoo::devices::h100_tensor_cores())
+                     .value());
+  for (const forward_dag& f : dags) {
+    CAPTURE(f.name);
+    CHECK(validate(f).ok());
+    const auto g = build_graph(f);
+    REQUIRE_MESSAGE(g.ok(), g.message());
+    CHECK(validate(*g).ok());
+    const auto r = sim::simulate(*g, schedule{store_all_program(*g), 0, 0});
+    CHECK_MESSAGE(r.valid, (r.first_violation ? r.first_violation->message : ""));
+    CHECK(r.makespan == doctest::Approx(g->ideal_time()));
+    const json j = io::to_json(f);
+    CHECK(j.at("cost_model").at("device") == f.costs->device);
+    const auto back = io::forward_dag_from_json(j);
+    REQUIRE_MESSAGE(back.ok(), back.message());
+    CHECK(*back == f);
+    const auto text = io::parse_forward_dag(j.dump());
+    REQUIRE(text.ok());
+    CHECK(*text == f);
+  }
+}
+
+TEST_CASE("the shipped zoo graphs are what the generators make today") {
+  struct shipped {
+    const char* file;
+    result<forward_dag> made;
+  };
+  const shipped files[] = {
+      {"gpt2_small.json",
+       zoo::gpt2(
+           {.layers = 12, .width = 768, .heads = 12, .sequence = 512, .batch = 8, .dtype_bytes = 4},
+           zoo::devices::v100())},
+      {"gpt2_4layer.json",
+       zoo::gpt2(
+           {.layers = 4, .width = 768, .heads = 12, .sequence = 512, .batch = 8, .dtype_bytes = 4},
+           zoo::devices::v100())},
+      {"resnet50.json", zoo::resnet({.depth = 50, .batch = 32, .image = 224, .dtype_bytes = 4},
+                                    zoo::devices::v100())},
+  };
+  for (const auto& s : files) {
+    CAPTURE(s.file);
+    REQUIRE_MESSAGE(s.made.ok(), s.made.message());
+    const auto f = io::load_forward_dag(graphs_dir() / s.file);
+    REQUIRE_MESSAGE(f.ok(), f.message());
+    CHECK(*f == *s.made);
+  }
+  const auto small = io::load_forward_dag(graphs_dir() / "gpt2_small.json");
+  REQUIRE(small.ok());
+  CHECK(small->ops.size() == 210);
+  CHECK(small->costs->device == "V100");
+}
+
+#if defined(REMAT_ZOO_EXE) && !defined(_WIN32)
+TEST_CASE("remat-zoo: the README's commands write the shipped files; bad flags exit 2") {
+  static const std::string tag = std::to_string(std::random_device{}());
+  auto run = [](const std::string& args, const std::string& out_name) {
+    const auto out =
+        std::filesystem::temp_directory_path() / ("remat_zoo_test_" + tag + "_" + out_name);
+    const std::string cmd =
+        std::string("'") + REMAT_ZOO_EXE + "' " + args + " >'" + out.string() + "' 2>&1";
+    const int raw = std::system(cmd.c_str());
+    std::string text = slurp(out);
+    std::filesystem::remove(out);
+    return std::pair{WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, text};
+  };
+  // Each "remat-zoo ... -o examples/graphs/X.json" line of the README, run into a scratch file.
+  std::istringstream readme(slurp(graphs_dir() / "README.md"));
+  int commands = 0;
+  for (std::string line; std::getline(readme, line);) {
+    if (line.rfind("remat-zoo ", 0) != 0) continue;
+    const auto o = line.find(" -o examples/graphs/");
+    REQUIRE(o != std::string::npos);
+    const std::string file = line.substr(o + std::string(" -o examples/graphs/").size());
+    CAPTURE(line);
+    const auto scratch =
+        std::filesystem::temp_directory_path() / ("remat_zoo_test_" + tag + "_" + file);
+    const auto ran = run(line.substr(10, o - 10) + " -o '" + scratch.string() + "'", "log");
+    CHECK_MESSAGE(ran.first == 0, ran.second);
+    CHECK(slurp(scratch) == slurp(graphs_dir() / file));
+    std::filesystem::remove(scratch);
+    ++commands;
+  }
+  CHECK(commands == 3);
+
+  const std::pair<const char*, const char*> bad[] = {
+      {"gpt2 --width 100", "width 100 is not divisible by heads 12"},
+      {"gpt2 --layers x", "--layers 'x' is not an integer"},
+      {"gpt2 --depth 50", "--depth is an option of resnet"},
+      {"resnet --depth 51", "18, 34, 50, 101, 152"},
+      {"gpt2 --dtype fp8", "the types are fp16, bf16, fp32, fp64"},
+      {"gpt2 --device B200", "unknown device 'B200'"},
+      {"bert", "unknown model 'bert'"},
+      {"gpt2 --frobnicate 1", "unknown option '--frobnicate'"},
+  };
+  for (const auto& b : bad) {
+    CAPTURE(b.first);
+    const auto ran = run(b.first, "bad");
+    CHECK(ran.first == 2);
+    CHECK_MESSAGE(ran.second.find(b.second) != std::string::npos, ran.second);
+  }
+  const auto [code, said] = run("--help", "help");
+  CHECK(code == 0);
+  CHECK(said.find("remat-zoo gpt2") != std::string::npos);
+}
+#endif
+
+TEST_CASE("zoo: bad configurations and devices are invalid_problem naming the field") {
+  const auto v100 = zoo::devices::v100();
+  CHECK(says(zoo::gpt2({.layers = 0}, v100), {"layers is 0", "from 1 to 10000"}));
+  CHECK(says(zoo::gpt2({.layers = -3}, v100), {"layers is -3"}));
+  CHECK(says(zoo::gpt2({.width = 100}, v100), {"width 100 is not divisible by heads 12"}));
+  CHECK(says(zoo::gpt2({.heads = 0}, v100), {"heads is 0"}));
+  CHECK(says(zoo::gpt2({.sequence = 0}, v100), {"sequence is 0"}));
+  CHECK(says(zoo::gpt2({.batch = -1}, v100), {"batch is -1"}));
+  CHECK(says(zoo::gpt2({.vocab = 0}, v100), {"vocab is 0"}));
+  CHECK(says(zoo::gpt2({.dtype_bytes = 3}, v100),
+             {"dtype_bytes is 3", "2 (fp16 or bf16), 4 (fp32) or 8"}));
+  CHECK(says(zoo::gpt2({.dropout = 1}, v100), {"dropout is 1", "[0, 1)"}));
+  CHECK(says(zoo::gpt2({.dropout = -0.5}, v100), {"dropout is -0.5"}));
+  CHECK(says(zoo::gpt2({.sequence = 1 << 24, .batch = 1 << 24}, v100),
+             {"attention scores", "batch * heads * sequence^2 * dtype_bytes", "2^48",
+              "reduce batch or sequence"}));
+  CHECK(says(zoo::gpt2({.heads = 1, .sequence = 1 << 10, .batch = 1 << 24}, v100),
+             {"logits", "batch * sequence * vocab * dtype_bytes"}));
+  CHECK(says(zoo::resnet({.depth = 51}, v100), {"depth is 51", "18, 34, 50, 101, 152"}));
+  CHECK(says(zoo::resnet({.batch = 0}, v100), {"batch is 0"}));
+  CHECK(says(zoo::resnet({.image = 0}, v100), {"image is 0"}));
+  CHECK(says(zoo::resnet({.dtype_bytes = 16}, v100), {"dtype_bytes is 16"}));
+  CHECK(says(zoo::resnet({.batch = 1 << 24, .image = 1 << 20}, v100), {"input images", "2^48"}));
+  CHECK(says(zoo::gpt2({}, zoo::device_model{"broken", 0, 900e9}), {"peak_flops is 0", "> 0"}));
+  CHECK(says(zoo::resnet({}, zoo::device_model{"broken", 1e12, -1}), {"memory_bandwidth is -1"}));
+  // A device so slow that the times pass remat's limit: refused by validate(forward_dag).
+  CHECK(says(zoo::gpt2({.layers = 1}, zoo::device_model{"abacus", 1e-9, 1e-9}),
+             {"gpt2: forward DAG", "1e+15"}));
+  // Presets.
+  CHECK(zoo::find_device("v100") == zoo::devices::v100());
+  CHECK(zoo::find_device("H100-TC") == zoo::devices::h100_tensor_cores());
+  CHECK_FALSE(zoo::find_device("B200").has_value());
+  CHECK(zoo::device_presets().size() == 6);
+}
+
+TEST_CASE("graph JSON: the cost model and the ops' work fields") {
+  const char* text = R"({"name": "t", "input_bytes": 8,
+    "cost_model": {"device": "X", "peak_flops": 1e12, "memory_bandwidth": 1e11, "rule": "r"},
+    "ops": [{"name": "a", "inputs": ["input"], "forward_time": 1, "backward_time": 2,
+             "output_bytes": 8, "phantom_bytes": 0, "backward_reads": [],
+             "forward_flops": 3.5, "backward_flops": 7, "forward_bytes_moved": 16,
+             "backward_bytes_moved": 24},
+            {"name": "l", "inputs": ["a"], "forward_time": 1, "backward_time": 1,
+             "output_bytes": 4, "phantom_bytes": 0, "backward_reads": []}]})";
+  const auto f = io::parse_forward_dag(text);
+  REQUIRE_MESSAGE(f.ok(), f.message());
+  REQUIRE(f->costs.has_value());
+  CHECK(*f->costs == cost_model{"X", 1e12, 1e11, "r"});
+  CHECK(f->ops[0].forward_flops == 3.5);
+  CHECK(f->ops[0].backward_bytes_moved == 24);
+  CHECK_FALSE(f->ops[1].forward_flops.has_value());
+  const json out = io::to_json(*f);
+  CHECK_FALSE(out["ops"][1].contains("forward_flops"));
+  CHECK(io::forward_dag_from_json(out).value() == *f);
+
+  auto edited = [&](auto edit) {
+    json j = json::parse(text);
+    edit(j);
+    return io::forward_dag_from_json(j);
+  };
+  CHECK(says(edited([](json& j) { j["cost_model"]["peek_flops"] = 1; }),
+             {"cost_model: unknown field \"peek_flops\"", "did you mean \"peak_flops\""}));
+  CHECK(says(edited([](json& j) { j["cost_model"].erase("device"); }),
+             {"cost_model: missing field \"device\""}));
+  CHECK(says(edited([](json& j) { j["cost_model"]["peak_flops"] = -1; }),
+             {"cost_model: peak_flops is -1"}));
+  CHECK(says(edited([](json& j) { j["cost_model"]["memory_bandwidth"] = "fast"; }),
+             {"\"memory_bandwidth\" is a string"}));
+  CHECK(says(edited([](json& j) { j["cost_model"] = 3; }), {"cost_model is an integer"}));
+  CHECK(says(edited([](json& j) { j["ops"][0]["forward_flops"] = -2; }),
+             {"op 'a'", "forward_flops is -2"}));
+  CHECK(says(edited([](json& j) { j["ops"][0]["backward_bytes_moved"] = 1.5; }),
+             {"\"backward_bytes_moved\" is a floating-point number", "JSON integers"}));
+  CHECK(says(edited([](json& j) { j["ops"][0]["flops"] = 1; }), {"unknown field \"flops\""}));
+  CHECK(says(edited([](json& j) { j["costmodel"] = json::object(); }),
+             {"unknown field \"costmodel\"", "cost_model"}));
+  // Without a rule it reads as empty.
+  const auto no_rule = edited([](json& j) { j["cost_model"].erase("rule"); });
+  REQUIRE(no_rule.ok());
+  CHECK(no_rule->costs->rule.empty());
+}
