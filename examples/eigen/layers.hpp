@@ -23,7 +23,8 @@
 // gradient slots). A single-input layer runs its chain hooks on x[0] and hands its input gradient
 // to accumulate(), which makes it the gradient or adds it element by element; backward_reads()
 // says which of x and y its backward uses (so a graph need not keep the others). Multi-input
-// layers (add, attention) override the do_*_n hooks.
+// layers (add, attention, scores, attention_context) override the do_*_n hooks; softmax overrides
+// do_backward_n to write or add its input gradient in place.
 //
 // Parameters and gradients are ordinary Eigen matrices owned by the layer: they live outside
 // the activation budget (the chain model counts activations only; weights are subtracted
