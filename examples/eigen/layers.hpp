@@ -23,7 +23,8 @@
 // gradient slots). A single-input layer runs its chain hooks on x[0] and hands its input gradient
 // to accumulate(), which makes it the gradient or adds it element by element; backward_reads()
 // says which of x and y its backward uses (so a graph need not keep the others). Multi-input
-// layers (add, attention) override the do_*_n hooks.
+// layers (add, attention, scores, attention_context) override the do_*_n hooks; softmax overrides
+// do_backward_n to write or add its input gradient in place.
 //
 // Parameters and gradients are ordinary Eigen matrices owned by the layer: they live outside
 // the activation budget (the chain model counts activations only; weights are subtracted
@@ -31,6 +32,7 @@
 
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -714,6 +716,270 @@ class attention final : public multi_input_layer {
     if (ctx != nullptr) ctx->saved.push_back(std::move(p));
     return y;
   }
+};
+
+// --- multi-head attention at op granularity (GPT-like DAG models) -------------------------------
+// Tokens are rows: a (batch * sequence) x width tensor holds `batch` sequences of `sequence`
+// tokens one after the other (row n * sequence + i is token i of sequence n), and head h owns
+// the columns [h d, (h + 1) d), d = width / heads. The attention of head h within sequence n is a
+// sequence x sequence block; scores stacks the blocks of every sequence and head as a
+// (batch * heads * sequence) x sequence tensor, block (n, h) in the rows from (n heads + h) sequence,
+// so that softmax (row by row) and dropout (element by element) run on it as on any tensor, and
+// a planner can recompute each of them on its own.
+
+namespace detail {
+
+/// The token layout of a multi-head op: where the blocks of sequence n and head h lie.
+struct head_layout {
+  index batch = 0, heads = 0, sequence = 0, head_width = 0;
+
+  /// The first row of sequence n in a (batch * sequence) x width tensor.
+  [[nodiscard]] index token_row(index n) const noexcept { return n * sequence; }
+  /// The first column of head h in the same.
+  [[nodiscard]] index column(index h) const noexcept { return h * head_width; }
+  /// The first row of block (n, h) in a (batch * heads * sequence) x sequence tensor.
+  [[nodiscard]] index score_row(index n, index h) const noexcept { return (n * heads + h) * sequence; }
+  [[nodiscard]] index score_rows() const noexcept { return batch * heads * sequence; }
+};
+
+}  // namespace detail
+
+/// Attention scores of every sequence and head. Inputs q and k, in this order, both
+/// (batch * sequence) x width; output (batch * heads * sequence) x sequence whose block (n, h) is
+///   S_nh = q_nh k_nh^T / sqrt(d)   (q_nh: the sequence x d block of sequence n, head h),
+/// and, when causal, S_nh(i, j) = -inf for j > i (token i sees tokens 0..i; the softmax gives
+/// them 0). Saves nothing; its backward reads q and k. Backward, with dS = dy where unmasked and
+/// 0 where masked:
+///   dq_nh = dS_nh k_nh / sqrt(d),   dk_nh = dS_nh^T q_nh / sqrt(d),
+/// each input's gradient computed whole, then handed to accumulate(); when causal, one
+/// sequence x sequence temporary holds the masked dS of a block.
+class scores final : public multi_input_layer {
+ public:
+  scores(index heads, index sequence, bool causal = true, std::string name = "scores")
+      : multi_input_layer(std::move(name)), heads_(heads), sequence_(sequence), causal_(causal) {
+    if (heads <= 0 || sequence <= 0)
+      throw std::invalid_argument(where() + "needs heads > 0 and sequence > 0");
+  }
+  [[nodiscard]] index heads() const noexcept { return heads_; }
+  [[nodiscard]] index sequence() const noexcept { return sequence_; }
+  [[nodiscard]] bool causal() const noexcept { return causal_; }
+  /// In a DAG: its backward reads q and k.
+  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+
+ protected:
+  tensor do_forward_n(inputs x, backend& b) override { return run(x, b); }
+  tensor do_forward_save_n(inputs x, context&, backend& b) override { return run(x, b); }
+  void do_backward_n(inputs x, const tensor*, const context&, const tensor* dy, input_gradients dx,
+                     backend& b) override {
+    expect_inputs(x, dx, 2, true);
+    if (dy == nullptr) throw std::logic_error(where() + "is not a loss: its backward needs dy");
+    const tensor &q = *x[0], &k = *x[1];
+    const detail::head_layout s = layout(q, k);
+    if (dy->rows() != s.score_rows() || dy->cols() != sequence_)
+      throw std::invalid_argument(where() + "dy is " + shape(*dy) + ", the scores are " +
+                                  std::to_string(s.score_rows()) + " x " + std::to_string(sequence_));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_width));
+    const index t = sequence_, d = s.head_width;
+    tensor masked;  // the masked dS of one block, when causal
+    if (causal_) masked = tensor::uninitialized(b, t, t);
+    // dS_nh: dy's block (t x t, contiguous: dy has t columns), or its lower triangle (the
+    // masked entries' gradient is 0).
+    using block_map = Eigen::Map<const matrix>;
+    auto ds = [&](index n, index h) {
+      const block_map block(dy->data() + s.score_row(n, h) * t, t, t);
+      if (!causal_) return block;
+      auto m = masked.mat();
+      for (index i = 0; i < t; ++i)
+        for (index j = 0; j < t; ++j) m(i, j) = j <= i ? block(i, j) : 0.0f;
+      return block_map(masked.data(), t, t);
+    };
+    tensor dq = tensor::uninitialized(b, q.rows(), q.cols());
+    for (index n = 0; n < s.batch; ++n)
+      for (index h = 0; h < heads_; ++h)
+        dq.mat().block(s.token_row(n), s.column(h), t, d).noalias() =
+            scale * (ds(n, h) * k.mat().block(s.token_row(n), s.column(h), t, d));
+    accumulate(dx[0], std::move(dq));
+    tensor dk = tensor::uninitialized(b, k.rows(), k.cols());
+    for (index n = 0; n < s.batch; ++n)
+      for (index h = 0; h < heads_; ++h)
+        dk.mat().block(s.token_row(n), s.column(h), t, d).noalias() =
+            scale * (ds(n, h).transpose() * q.mat().block(s.token_row(n), s.column(h), t, d));
+    accumulate(dx[1], std::move(dk));
+  }
+
+ private:
+  [[nodiscard]] detail::head_layout layout(const tensor& q, const tensor& k) const {
+    if (k.rows() != q.rows() || k.cols() != q.cols() || q.rows() % sequence_ != 0 ||
+        q.cols() % heads_ != 0)
+      throw std::invalid_argument(where() + "q " + shape(q) + " and k " + shape(k) +
+                                  " must have the same shape, rows a multiple of the sequence (" +
+                                  std::to_string(sequence_) + ") and columns of the heads (" +
+                                  std::to_string(heads_) + ")");
+    return {q.rows() / sequence_, heads_, sequence_, q.cols() / heads_};
+  }
+  // One code path for forward and forward_save (which keeps nothing more).
+  tensor run(inputs x, backend& b) {
+    expect_inputs(x, {}, 2, true);
+    const tensor &q = *x[0], &k = *x[1];
+    const detail::head_layout s = layout(q, k);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_width));
+    const index t = sequence_, d = s.head_width;
+    tensor y = tensor::uninitialized(b, s.score_rows(), t);
+    tensor::map all = y.mat();
+    for (index n = 0; n < s.batch; ++n)
+      for (index h = 0; h < heads_; ++h) {
+        auto out = all.middleRows(s.score_row(n, h), t);
+        out.noalias() = scale * (q.mat().block(s.token_row(n), s.column(h), t, d) *
+                                 k.mat().block(s.token_row(n), s.column(h), t, d).transpose());
+        if (causal_)
+          for (index i = 0; i < t; ++i)
+            for (index j = i + 1; j < t; ++j) out(i, j) = -std::numeric_limits<float>::infinity();
+      }
+    return y;
+  }
+
+  index heads_, sequence_;
+  bool causal_;
+};
+
+/// Row-wise softmax: y(r, c) = exp(x(r, c) - m_r) / sum_c' exp(x(r, c') - m_r), m_r the row's
+/// largest entry (-inf entries, as scores' causal mask, give 0; a row needs one finite entry).
+/// Saves nothing; its backward reads y:
+///   dx(r, c) = y(r, c) (dy(r, c) - sum_c' dy(r, c') y(r, c')),
+/// written straight into the input gradient: created, or added to element by element (no
+/// temporary), by the same operations.
+class softmax final : public layer {
+ public:
+  explicit softmax(std::string name = "softmax") : layer(std::move(name)) {}
+  /// In a DAG: its backward reads y.
+  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, true}; }
+
+ protected:
+  tensor do_forward(const tensor& x, backend& b) override {
+    tensor y = tensor::uninitialized(b, x.rows(), x.cols());
+    const auto in = x.mat();
+    auto out = y.mat();
+    for (index r = 0; r < x.rows(); ++r) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (index c = 0; c < x.cols(); ++c) m = std::max(m, in(r, c));
+      float sum = 0.0f;
+      for (index c = 0; c < x.cols(); ++c) sum += out(r, c) = std::exp(in(r, c) - m);
+      for (index c = 0; c < x.cols(); ++c) out(r, c) /= sum;
+    }
+    return y;
+  }
+  tensor do_forward_save(const tensor& x, context&, backend& b) override { return do_forward(x, b); }
+  tensor do_backward(const tensor&, const tensor& y, const context&, const tensor& dy,
+                     backend& b) override {
+    std::optional<tensor> dx;
+    backward_into(y, dy, dx, b);
+    return std::move(*dx);
+  }
+  void do_backward_n(inputs x, const tensor* y, const context&, const tensor* dy, input_gradients dx,
+                     backend& b) override {
+    if (x.size() != 1 || dx.size() != 1)
+      throw std::invalid_argument(where() + "takes one input, got " + std::to_string(x.size()));
+    if (dy == nullptr) throw std::logic_error(where() + "is not a loss: its backward needs dy");
+    if (y == nullptr) throw std::invalid_argument(where() + "its backward reads y");
+    backward_into(*y, *dy, dx[0], b);
+  }
+
+ private:
+  void backward_into(const tensor& y, const tensor& dy, std::optional<tensor>& dx, backend& b) const {
+    const bool create = !dx;
+    if (create)
+      dx = tensor::uninitialized(b, y.rows(), y.cols());
+    else if (dx->rows() != y.rows() || dx->cols() != y.cols())
+      throw std::invalid_argument(where() + "the input gradient is " + shape(*dx) + ", y is " + shape(y));
+    const auto p = y.mat(), g = dy.mat();
+    auto out = dx->mat();
+    for (index r = 0; r < y.rows(); ++r) {
+      float dot = 0.0f;
+      for (index c = 0; c < y.cols(); ++c) dot += g(r, c) * p(r, c);
+      for (index c = 0; c < y.cols(); ++c) {
+        const float contribution = p(r, c) * (g(r, c) - dot);
+        if (create)
+          out(r, c) = contribution;
+        else
+          out(r, c) += contribution;
+      }
+    }
+  }
+};
+
+/// The attention-weighted values of every sequence and head, the heads concatenated back along
+/// the columns (the op after scores, softmax and dropout; named so because eg::context is the
+/// saved tensors). Inputs P ((batch * heads * sequence) x sequence, scores' layout) and v
+/// ((batch * sequence) x width), in this order; output (batch * sequence) x width whose block of
+/// sequence n and head h is
+///   y_nh = P_nh v_nh.
+/// Saves nothing; its backward reads P and v:
+///   dP_nh = dy_nh v_nh^T,   dv_nh = P_nh^T dy_nh,
+/// each input's gradient computed whole, then handed to accumulate().
+class attention_context final : public multi_input_layer {
+ public:
+  explicit attention_context(index heads, std::string name = "context")
+      : multi_input_layer(std::move(name)), heads_(heads) {
+    if (heads <= 0) throw std::invalid_argument(where() + "needs heads > 0");
+  }
+  [[nodiscard]] index heads() const noexcept { return heads_; }
+  /// In a DAG: its backward reads P and v.
+  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+
+ protected:
+  tensor do_forward_n(inputs x, backend& b) override { return run(x, b); }
+  tensor do_forward_save_n(inputs x, context&, backend& b) override { return run(x, b); }
+  void do_backward_n(inputs x, const tensor*, const context&, const tensor* dy, input_gradients dx,
+                     backend& b) override {
+    expect_inputs(x, dx, 2, true);
+    if (dy == nullptr) throw std::logic_error(where() + "is not a loss: its backward needs dy");
+    const tensor &p = *x[0], &v = *x[1];
+    const detail::head_layout s = layout(p, v);
+    if (dy->rows() != v.rows() || dy->cols() != v.cols())
+      throw std::invalid_argument(where() + "dy is " + shape(*dy) + ", y is " + shape(v));
+    const index t = s.sequence, d = s.head_width;
+    tensor dp = tensor::uninitialized(b, p.rows(), p.cols());
+    for (index n = 0; n < s.batch; ++n)
+      for (index h = 0; h < heads_; ++h)
+        dp.mat().middleRows(s.score_row(n, h), t).noalias() =
+            dy->mat().block(s.token_row(n), s.column(h), t, d) *
+            v.mat().block(s.token_row(n), s.column(h), t, d).transpose();
+    accumulate(dx[0], std::move(dp));
+    tensor dv = tensor::uninitialized(b, v.rows(), v.cols());
+    for (index n = 0; n < s.batch; ++n)
+      for (index h = 0; h < heads_; ++h)
+        dv.mat().block(s.token_row(n), s.column(h), t, d).noalias() =
+            p.mat().middleRows(s.score_row(n, h), t).transpose() *
+            dy->mat().block(s.token_row(n), s.column(h), t, d);
+    accumulate(dx[1], std::move(dv));
+  }
+
+ private:
+  [[nodiscard]] detail::head_layout layout(const tensor& p, const tensor& v) const {
+    const index t = p.cols();
+    if (t <= 0 || v.rows() % t != 0 || v.cols() % heads_ != 0 || p.rows() != v.rows() * heads_)
+      throw std::invalid_argument(where() + "P " + shape(p) + " and v " + shape(v) +
+                                  " do not fit: P must be (batch * heads * sequence) x sequence, v " +
+                                  "(batch * sequence) x width, with " + std::to_string(heads_) +
+                                  " heads");
+    return {v.rows() / t, heads_, t, v.cols() / heads_};
+  }
+  // One code path for forward and forward_save (which keeps nothing more).
+  tensor run(inputs x, backend& b) {
+    expect_inputs(x, {}, 2, true);
+    const tensor &p = *x[0], &v = *x[1];
+    const detail::head_layout s = layout(p, v);
+    const index t = s.sequence, d = s.head_width;
+    tensor y = tensor::uninitialized(b, v.rows(), v.cols());
+    for (index n = 0; n < s.batch; ++n)
+      for (index h = 0; h < heads_; ++h)
+        y.mat().block(s.token_row(n), s.column(h), t, d).noalias() =
+            p.mat().middleRows(s.score_row(n, h), t) *
+            v.mat().block(s.token_row(n), s.column(h), t, d);
+    return y;
+  }
+
+  index heads_;
 };
 
 // --- loss ----------------------------------------------------------------------------------------

@@ -219,6 +219,61 @@ inline std::string add_op(dag& d, std::unique_ptr<layer> l, std::vector<std::str
   return d;
 }
 
+/// A GPT-like transformer at op granularity, over `batch` sequences of `sequence` tokens: the
+/// input and every activation are (batch * sequence) x width, tokens as rows (see eg::scores).
+/// `layers` blocks h0, h1, ..., each (x the block's input)
+///   ln1 = layer_norm(x); q, k, v = linear(width, width) of ln1 (ln1 has three readers);
+///   scores(q, k) (`heads` heads, causal); softmax; attn_drop = dropout;
+///   context = attention_context(attn_drop, v); proj = linear(width, width); proj_drop = dropout;
+///   res1 = add(proj_drop, x); ln2 = layer_norm(res1); fc = linear(width, 4 width); gelu;
+///   fc2 = linear(4 width, width); mlp_drop = dropout; res2 = add(mlp_drop, res1)
+/// then ln_f = layer_norm and loss = mse_loss against a (batch * sequence) x width target.
+/// Ops are named "h0.ln1", "h0.q", ..., "h1.res2", "ln_f", "loss": 17 per block and 2 more.
+/// With dropout_p == 0 the three dropouts of a block are left out (their readers read what they
+/// would have read): 14 per block. Parameters and dropout engines are seeded from
+/// derive_seed(seed, i), i counting the layers that take a seed in order.
+[[nodiscard]] inline dag make_gpt_dag(int layers, index width, index heads, index sequence, index batch,
+                                      float dropout_p, std::uint64_t seed, bool causal = true) {
+  if (layers < 0 || width <= 0 || heads <= 0 || sequence <= 0 || batch <= 0 || width % heads != 0)
+    throw std::invalid_argument(
+        "eg::make_gpt_dag: needs layers >= 0, width, heads, sequence and batch > 0, and heads "
+        "dividing width");
+  dag d;
+  std::uint64_t part = 0;
+  auto lin = [&](index in, index out, std::string name) {
+    return std::make_unique<linear>(in, out, derive_seed(seed, part++), std::move(name));
+  };
+  // A dropout op after `from` when dropout_p > 0, else `from` itself.
+  auto drop = [&](const std::string& from, std::string name) {
+    if (dropout_p <= 0.0f) return from;
+    return add_op(d, std::make_unique<dropout>(dropout_p, derive_seed(seed, part++), std::move(name)), {from});
+  };
+  std::string x = "input";
+  for (int i = 0; i < layers; ++i) {
+    const std::string h = "h" + std::to_string(i) + ".";
+    const auto ln1 = add_op(d, std::make_unique<layer_norm>(width, 1e-5f, h + "ln1"), {x});
+    const auto q = add_op(d, lin(width, width, h + "q"), {ln1});
+    const auto k = add_op(d, lin(width, width, h + "k"), {ln1});
+    const auto v = add_op(d, lin(width, width, h + "v"), {ln1});
+    const auto s = add_op(d, std::make_unique<scores>(heads, sequence, causal, h + "scores"), {q, k});
+    const auto p = add_op(d, std::make_unique<softmax>(h + "softmax"), {s});
+    const auto pd = drop(p, h + "attn_drop");
+    const auto c = add_op(d, std::make_unique<attention_context>(heads, h + "context"), {pd, v});
+    const auto proj = add_op(d, lin(width, width, h + "proj"), {c});
+    const auto projd = drop(proj, h + "proj_drop");
+    const auto res1 = add_op(d, std::make_unique<add>(h + "res1"), {projd, x});
+    const auto ln2 = add_op(d, std::make_unique<layer_norm>(width, 1e-5f, h + "ln2"), {res1});
+    const auto fc = add_op(d, lin(width, 4 * width, h + "fc"), {ln2});
+    const auto g = add_op(d, std::make_unique<gelu>(h + "gelu"), {fc});
+    const auto fc2 = add_op(d, lin(4 * width, width, h + "fc2"), {g});
+    const auto fc2d = drop(fc2, h + "mlp_drop");
+    x = add_op(d, std::make_unique<add>(h + "res2"), {fc2d, res1});
+  }
+  const auto lnf = add_op(d, std::make_unique<layer_norm>(width, 1e-5f, "ln_f"), {x});
+  add_op(d, std::make_unique<mse_loss>(batch * sequence, width, derive_seed(seed, part++), "loss"), {lnf});
+  return d;
+}
+
 /// Plain training of a DAG model listed in a topological order: forward_save of every op in
 /// the listing order, then every backward in reverse, each adding its contributions to its
 /// inputs' gradients (created by the first); outputs and contexts freed once their backward is
