@@ -19,6 +19,7 @@
 
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
+#include <remat/policy/rockmate.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/schedule/notation.hpp>
@@ -346,6 +347,15 @@ TEST_CASE("eg::make_gpt_dag under the executor: store-all and checkmate at 60%, 
   REQUIRE_MESSAGE(planned.ok(), planned.message());
   CHECK(planned->predicted_peak <= budget);
   programs.emplace_back("checkmate (relaxed) at 60%", *planned);
+  // rockmate: blocks planned by checkmate, then RK-Rotor; at 60%, or at its minimum when that
+  // is higher (the chain of blocks keeps each block's input through its backward).
+  const rockmate<checkmate<milp_backend>> rk{.inner = {.relax = true}, .peak_budgets = 4, .save_budgets = 3};
+  auto rk_plan = rk.plan(g, budget);
+  if (rk_plan.code() == status::budget_too_small) rk_plan = rk.plan(g, *rk_plan.err().minimum_budget);
+  REQUIRE_MESSAGE(rk_plan.ok(), rk_plan.message());
+  CHECK(rk_plan->blocks.size() >= 3);
+  CHECK(rk_plan->kinds < static_cast<int>(rk_plan->blocks.size()));  // the two layers are one kind
+  programs.emplace_back("rockmate", rk_plan->program);
 #else
   MESSAGE("no MILP backend (CBC or lp_solve) built in: store-all only");
 #endif

@@ -247,6 +247,27 @@ inline void make_fast_forward(const block_graph& b, const interface_sizes& io, b
   p.output = io.output;
 }
 
+/// The indices 0..n-1 ranked coarse to fine: 0 and n-1 first, then the midpoints of the
+/// intervals between ranked indices, level by level (rank[i] is i's level).
+inline std::vector<int> coarse_to_fine(int n) {
+  std::vector<int> rank(static_cast<std::size_t>(std::max(n, 0)), 0);
+  if (n <= 2) return rank;
+  struct span { int lo, hi; };
+  std::vector<span> level{{0, n - 1}};
+  for (int depth = 1; !level.empty(); ++depth) {
+    std::vector<span> next;
+    for (const span& x : level) {
+      if (x.hi - x.lo < 2) continue;
+      const int mid = (x.lo + x.hi) / 2;
+      rank[static_cast<std::size_t>(mid)] = depth;
+      next.push_back({x.lo, mid});
+      next.push_back({mid, x.hi});
+    }
+    level = std::move(next);
+  }
+  return rank;
+}
+
 /// Pareto filter on what RK-Rotor reads: time, x̄, x̄ + tmp(F), x̄ + tmp(B). Keeps the first
 /// (store-all) always; among equal records, the first.
 inline void keep_pareto(std::vector<block_option>& options) {
@@ -288,8 +309,13 @@ struct rockmate {
   /// The budget grid of the inner solves (§5.3): M_peak values, and M_save values per M_peak.
   int peak_budgets = 10;
   int save_budgets = 10;
-  /// Time limit of each inner solve (set on the inner policy's time_limit when it has one).
-  seconds inner_time_limit = 60;
+  /// Solve time of each kind of block: its grid's inner solves stop when they have used it
+  /// (the grid is visited coarse to fine, so a short limit still spans it); the kind keeps the
+  /// options found by then (store-all at least), and a note says so when it found none.
+  seconds block_time_limit = 4;
+  /// Time limit of each inner solve (set on the inner policy's time_limit when it has one): a
+  /// solve stopped by it gives its best plan found, when it found one.
+  seconds inner_time_limit = 1;
   /// Time limit of the whole solve; not finite = none.
   seconds time_limit = std::numeric_limits<double>::infinity();
   /// Threads for the inner solves; 0 = the hardware's.
@@ -399,11 +425,16 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
   std::vector<std::vector<int>> release(static_cast<std::size_t>(kinds));
   for (int r = 0; r < kinds; ++r)
     release[static_cast<std::size_t>(r)] = detail::releasable(blocks[static_cast<std::size_t>(representative[static_cast<std::size_t>(r)])], g);
-  struct task { int kind; bytes peak; };
+  // A grid point: kind, M_peak index i (0 = the store-all peak), M_save index j (0 = M_peak);
+  // visited coarse to fine in both (rank), so that a short block_time_limit still spans the grid.
+  struct task { int kind, i, j, rank; bytes peak, save; };
   std::vector<task> tasks;
-  std::vector<std::vector<schedule>> found(static_cast<std::size_t>(kinds));
+  // Plans found, by grid point (sorted before they become options: the same options whatever
+  // the threads' timing).
+  std::vector<std::vector<std::pair<std::pair<int, int>, schedule>>> found(static_cast<std::size_t>(kinds));
   std::vector<int> tasks_left(static_cast<std::size_t>(kinds), 0);
   std::vector<int> timed_out(static_cast<std::size_t>(kinds), 0);
+  std::vector<double> solve_seconds(static_cast<std::size_t>(kinds), 0.0);
   for (int r = 0; r < kinds; ++r) {
     const block_graph& b = blocks[static_cast<std::size_t>(representative[static_cast<std::size_t>(r)])];
     io[static_cast<std::size_t>(r)] = detail::interface_of(b);
@@ -426,50 +457,62 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
       lo = std::max(lo, need);
     }
     lo = std::min(lo, hi);
+    const detail::interface_sizes& sz = io[static_cast<std::size_t>(r)];
+    const int saves = b.placeholder_loss >= 0 ? save_budgets : 1;
+    const std::vector<int> peak_rank = detail::coarse_to_fine(peak_budgets), save_rank = detail::coarse_to_fine(saves);
     for (int i = 0; i < peak_budgets; ++i) {
-      const bytes peak = peak_budgets == 1 ? hi : lo + static_cast<bytes>(std::llround(static_cast<double>(hi - lo) * i / (peak_budgets - 1)));
-      if (std::any_of(tasks.begin(), tasks.end(), [&](const task& t) { return t.kind == r && t.peak == peak; })) continue;
-      tasks.push_back({r, peak});
-      ++tasks_left[static_cast<std::size_t>(r)];
+      const bytes peak = hi - (peak_budgets == 1 ? 0 : static_cast<bytes>(std::llround(static_cast<double>(hi - lo) * i / (peak_budgets - 1))));
+      const bytes save_lo = std::min(peak, sz.input + sz.output + sz.output_gradient);
+      for (int j = 0; j < saves; ++j) {
+        const bytes save = peak - (saves == 1 ? 0 : static_cast<bytes>(std::llround(static_cast<double>(peak - save_lo) * j / (saves - 1))));
+        if (std::any_of(tasks.begin(), tasks.end(), [&](const task& t) { return t.kind == r && t.peak == peak && t.save == save; }))
+          continue;
+        tasks.push_back({r, i, j, std::max(peak_rank[static_cast<std::size_t>(i)], save_rank[static_cast<std::size_t>(j)]), peak, save});
+        ++tasks_left[static_cast<std::size_t>(r)];
+      }
     }
   }
-  // Highest budgets first: a kind whose M_peak fails skips the lower ones.
-  std::stable_sort(tasks.begin(), tasks.end(), [](const task& x, const task& y) { return x.peak > y.peak; });
-  std::vector<bytes> failed_at(static_cast<std::size_t>(kinds), -1);
+  std::stable_sort(tasks.begin(), tasks.end(), [](const task& x, const task& y) { return x.rank < y.rank; });
+  // Proven infeasible points: every point below one in both budgets is infeasible too.
+  std::vector<std::vector<std::pair<bytes, bytes>>> failed(static_cast<std::size_t>(kinds));
   std::mutex mutex;
   std::atomic<std::size_t> next{0};
   int kinds_done = 0;
   auto run_task = [&](const task& t) {
-    const block_graph& b = blocks[static_cast<std::size_t>(representative[static_cast<std::size_t>(t.kind)])];
+    const auto k = static_cast<std::size_t>(t.kind);
+    double budget_left = 0;
     {
       std::lock_guard lock(mutex);
-      if (failed_at[static_cast<std::size_t>(t.kind)] >= t.peak) return;
-    }
-    const detail::interface_sizes& s = io[static_cast<std::size_t>(t.kind)];
-    const bytes save_lo = std::min(t.peak, s.input + s.output + s.output_gradient);
-    const bool large_block = large_block_ops > 0 && static_cast<int>(cut[static_cast<std::size_t>(representative[static_cast<std::size_t>(t.kind)])].size()) > large_block_ops;
-    const int saves = b.placeholder_loss >= 0 ? save_budgets : 1;
-    for (int j = 0; j < saves; ++j) {
-      const bytes save = saves == 1 ? t.peak : t.peak - static_cast<bytes>(std::llround(static_cast<double>(t.peak - save_lo) * j / (saves - 1)));
-      if (dl.passed()) return;
-      block_graph limited = b;
-      if (limited.placeholder_loss >= 0) limited.g.compute(limited.placeholder_loss).overhead = t.peak - save;
-      const double left = std::isfinite(time_limit) ? std::max(1e-3, time_limit - dl.elapsed()) : inner_time_limit;
-      auto attempt = [&](auto policy) {
-        if constexpr (requires { policy.time_limit; }) policy.time_limit = std::min<double>(inner_time_limit, left);
-        return policy.solve(limited.g, t.peak);
-      };
-      result<schedule> sol = large_block ? attempt(large) : attempt(inner);
-      std::lock_guard lock(mutex);
-      if (!sol || !sim::simulate(limited.g, *sol, {.budget = t.peak, .record_timeline = false}).valid) {
-        if (sol.code() != status::time_limit) {
-          if (j == 0) failed_at[static_cast<std::size_t>(t.kind)] = std::max(failed_at[static_cast<std::size_t>(t.kind)], t.peak);
-        } else {
-          ++timed_out[static_cast<std::size_t>(t.kind)];
-        }
-        break;
+      for (const auto& [p, q] : failed[k])
+        if (t.peak <= p && t.save <= q) return;
+      budget_left = block_time_limit - solve_seconds[k];
+      if (budget_left <= 0) {
+        ++timed_out[k];
+        return;
       }
-      found[static_cast<std::size_t>(t.kind)].push_back(std::move(*sol));
+    }
+    if (dl.passed()) return;
+    const block_graph& b = blocks[static_cast<std::size_t>(representative[k])];
+    const bool large_block = large_block_ops > 0 && static_cast<int>(cut[static_cast<std::size_t>(representative[k])].size()) > large_block_ops;
+    block_graph limited = b;
+    if (limited.placeholder_loss >= 0) limited.g.compute(limited.placeholder_loss).overhead = t.peak - t.save;
+    const double left = std::isfinite(time_limit) ? std::max(1e-3, time_limit - dl.elapsed()) : inner_time_limit;
+    auto attempt = [&](auto policy) {
+      if constexpr (requires { policy.time_limit; })
+        policy.time_limit = std::max(1e-3, std::min({static_cast<double>(inner_time_limit), left, budget_left}));
+      return policy.solve(limited.g, t.peak);
+    };
+    const auto started = clock::now();
+    result<schedule> sol = large_block ? attempt(large) : attempt(inner);
+    const double took = std::chrono::duration<double>(clock::now() - started).count();
+    std::lock_guard lock(mutex);
+    solve_seconds[k] += took;
+    if (sol && sim::simulate(limited.g, *sol, {.budget = t.peak, .record_timeline = false}).valid) {
+      found[k].emplace_back(std::pair{t.i, t.j}, std::move(*sol));
+    } else if (sol.code() == status::time_limit) {
+      ++timed_out[k];
+    } else if (sol.code() == status::budget_too_small || sol.code() == status::infeasible) {
+      failed[k].emplace_back(t.peak, t.save);
     }
   };
   auto worker = [&] {
@@ -496,17 +539,20 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
   for (int r = 0; r < kinds; ++r) {
     const block_graph& b = blocks[static_cast<std::size_t>(representative[static_cast<std::size_t>(r)])];
     auto& opts = programs[static_cast<std::size_t>(r)].options;
-    for (const schedule& s : found[static_cast<std::size_t>(r)])
+    auto& plans = found[static_cast<std::size_t>(r)];
+    std::sort(plans.begin(), plans.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (const auto& [point, s] : plans)
       if (auto o = detail::make_option(b, io[static_cast<std::size_t>(r)], s, release[static_cast<std::size_t>(r)])) opts.push_back(std::move(*o));
     detail::keep_pareto(opts);
     if (opts.size() == 1 && timed_out[static_cast<std::size_t>(r)] > 0) {
-      char limit[32];
-      std::snprintf(limit, sizeof limit, "%g", inner_time_limit);
+      char limits[96];
+      std::snprintf(limits, sizeof limits, "inner_time_limit %g s, block_time_limit %g s", inner_time_limit,
+                    block_time_limit);
       const auto& fw = cut[static_cast<std::size_t>(representative[static_cast<std::size_t>(r)])];
       out.notes.push_back("block " + std::to_string(representative[static_cast<std::size_t>(r)] + 1) + " ('" +
                           g.compute(fw.front()).name + "' .. '" + g.compute(fw.back()).name + "') and the blocks like it: " +
-                          "every solve of its options ran out of its time limit (" + limit +
-                          " s, inner_time_limit), so it has its store-all option only");
+                          "its solves ran out of their time limit (" + limits +
+                          ") before any found a plan, so it has its store-all option only");
     }
   }
   out.options_time = elapsed();
@@ -642,7 +688,17 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
         return bc.a(0) + (*exact)(1, bc.length());
       },
       "raise time_limit, or use fewer slots",
-      [&] { return std::optional(exact->schedule()); }, tg, true);
+      [&]() -> std::optional<detail::decisions> {
+        // Within rounding of the minimum: the faster of the minimum-memory schedules with the
+        // options and with store-all's only (the recurrence breaks ties by time sub-problem by
+        // sub-problem, which more options do not make faster everywhere), when it fits.
+        detail::decisions best = exact->schedule();
+        const detail::rotor_min_memory own(detail::exact_sizes(bc, false), dl);
+        if (own.complete() && bc.a(0) + own(1, bc.length()) <= budget)
+          if (detail::decisions d = own.schedule(); d.time < best.time) best = std::move(d);
+        return best;
+      },
+      tg, true);
   if (!s) {
     error e = s.err();
     if (e.code == status::budget_too_small) {
