@@ -61,6 +61,8 @@
 #include <remat/milp/lpsolve.hpp>
 #endif
 
+#include "cli.hpp"
+
 namespace {
 
 constexpr std::string_view usage_text =
@@ -211,13 +213,7 @@ std::string format_seconds(double s) {
   return buf;
 }
 
-template <class Int>
-std::optional<Int> parse_int(std::string_view s) {
-  Int v{};
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
-  return v;
-}
+using remat_cli::parse_int;
 
 /// The text in lower case.
 std::string lowercase(std::string_view s) {

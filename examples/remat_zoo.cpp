@@ -31,6 +31,8 @@
 #include <variant>
 #include <vector>
 
+#include "cli.hpp"
+
 namespace {
 
 constexpr std::string_view help_text = R"(usage: remat-zoo gpt2 [OPTIONS]
@@ -86,13 +88,7 @@ struct options {
   bool help = false;
 };
 
-template <class Int>
-std::optional<Int> parse_int(std::string_view s) {
-  Int v{};
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
-  return v;
-}
+using remat_cli::parse_int;
 
 std::optional<double> parse_double(const std::string& s) {
   // strtod accepts what users type (1e12, 0.1); the whole text must be the number.

@@ -28,6 +28,7 @@
 #include <eigen/models.hpp>
 
 #include "exec/checkmate_backend.hpp"
+#include "exec/graph_schedules.hpp"
 
 using namespace remat;
 using remat::exec::host_backend;
@@ -371,13 +372,7 @@ TEST_CASE("eg::make_gpt_dag under the executor: store-all and checkmate at 60%, 
     exec::executor ex(m, g, b);
     auto r = ex.run(s, eg::make_input(b, tokens, width, 5));
     // A rounded plan may recompute a backward (the MILP allows it); the executor refuses those.
-    std::vector<int> runs(static_cast<std::size_t>(g.compute_count()), 0);
-    for (const auto& ins : s.ops)
-      if (ins.is_compute()) ++runs[static_cast<std::size_t>(ins.node)];
-    bool rerun = false;
-    for (int c = 0; c < g.compute_count(); ++c)
-      rerun = rerun || (g.compute(c).kind == compute_kind::backward && runs[static_cast<std::size_t>(c)] > 1);
-    if (rerun) {
+    if (toy::recomputes_a_backward(g, s)) {
       CHECK(r.code() == status::invalid_problem);
       MESSAGE(what, " recomputes a backward: refused by the executor, not run");
       continue;

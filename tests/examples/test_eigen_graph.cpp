@@ -23,6 +23,7 @@
 #include <eigen/models.hpp>
 
 #include "exec/checkmate_backend.hpp"
+#include "exec/graph_schedules.hpp"
 #include "exec/test_offload_schedules.hpp"
 
 using namespace remat;
@@ -148,13 +149,7 @@ void check_dag(const std::function<eg::dag()>& build, eg::index batch, eg::index
     exec::executor ex(m, g, b);
     auto r = ex.run(s, eg::make_input(b, batch, width, 5));
     // checkmate may recompute a backward (its MILP allows it); the executor refuses those.
-    std::vector<int> runs(static_cast<std::size_t>(g.compute_count()), 0);
-    for (const auto& ins : s.ops)
-      if (ins.is_compute()) ++runs[static_cast<std::size_t>(ins.node)];
-    bool rerun = false;
-    for (int c = 0; c < g.compute_count(); ++c)
-      rerun = rerun || (g.compute(c).kind == compute_kind::backward && runs[static_cast<std::size_t>(c)] > 1);
-    if (rerun) {
+    if (toy::recomputes_a_backward(g, s)) {
       CHECK(r.code() == status::invalid_problem);
       CHECK(r.message().find("runs a second time") != std::string::npos);
       continue;
@@ -195,11 +190,7 @@ std::function<std::vector<schedule>(const graph&)> planned_at(double fraction) {
     const bytes budget = static_cast<bytes>(static_cast<double>(peak) * fraction);
     auto s = checkmate<milp_backend>{.time_limit = 10}.solve(g, budget);
     REQUIRE_MESSAGE(s.ok(), s.message());
-    std::vector<int> runs(static_cast<std::size_t>(g.compute_count()), 0);
-    for (const auto& ins : s->ops)
-      if (ins.is_compute() && g.compute(ins.node).kind == compute_kind::forward)
-        ++runs[static_cast<std::size_t>(ins.node)];
-    CHECK(std::any_of(runs.begin(), runs.end(), [](int r) { return r > 1; }));
+    CHECK(toy::recomputes(g, *s));
     out.push_back(std::move(*s));
 #else
     (void)fraction;
@@ -218,11 +209,7 @@ std::function<std::vector<schedule>(const graph&)> rockmate_at(std::vector<doubl
     const bytes peak = sim::simulate(g, {store_all_program(g), 0, 0}).peak;
     auto add = [&](const result<rockmate_plan>& p) {
       REQUIRE_MESSAGE(p.ok(), p.message());
-      // Something is recomputed: a whole block, or an op inside one (its option).
-      std::vector<int> runs(static_cast<std::size_t>(g.compute_count()), 0);
-      for (const auto& ins : p->program.ops)
-        if (ins.is_compute()) ++runs[static_cast<std::size_t>(ins.node)];
-      CHECK(std::any_of(runs.begin(), runs.end(), [](int r) { return r > 1; }));
+      CHECK(toy::recomputes(g, p->program));  // a whole block, or an op inside one (its option)
       out.push_back(p->program);
     };
     for (double f : fractions) {

@@ -93,4 +93,29 @@ inline schedule recompute_all(const graph& g, int keep) {
   return s;
 }
 
+/// How many times each compute node of g runs in s (a fast-forward counts).
+inline std::vector<int> compute_runs(const graph& g, const schedule& s) {
+  std::vector<int> runs(static_cast<std::size_t>(g.compute_count()), 0);
+  for (const auto& ins : s.ops)
+    if (ins.is_compute()) ++runs[static_cast<std::size_t>(ins.node)];
+  return runs;
+}
+
+/// Whether s recomputes some forward of g (some forward runs more than once).
+inline bool recomputes(const graph& g, const schedule& s) {
+  const auto runs = compute_runs(g, s);
+  for (int c = 0; c < g.compute_count(); ++c)
+    if (g.compute(c).kind == remat::compute_kind::forward && runs[static_cast<std::size_t>(c)] > 1) return true;
+  return false;
+}
+
+/// Whether s runs some backward of g more than once (the executor refuses such a program: layers
+/// accumulate parameter gradients).
+inline bool recomputes_a_backward(const graph& g, const schedule& s) {
+  const auto runs = compute_runs(g, s);
+  for (int c = 0; c < g.compute_count(); ++c)
+    if (g.compute(c).kind == remat::compute_kind::backward && runs[static_cast<std::size_t>(c)] > 1) return true;
+  return false;
+}
+
 }  // namespace toy

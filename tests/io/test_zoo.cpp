@@ -70,12 +70,7 @@ std::filesystem::path graphs_dir() {
 #endif
 }
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using remat::testing::slurp;
 
 }  // namespace
 

@@ -176,6 +176,15 @@ TEST_CASE("cut_into_blocks: 1-separators of the training graph") {
     CHECK(names[0].size() == 10);
     CHECK(names[1] == std::vector<std::string>{"fwd loss"});
   }
+  SUBCASE("the loss's block takes in the ops whose output no backward reads (logits)") {
+    forward_dag f = mlp_stack(1);
+    f.ops.back() = op("logits", {"h0.add"}, 0.1, 1000, {"h0.add"});
+    f.ops.push_back(op("loss", {"logits"}, 0.1, 4, {}, 1000));  // its backward reads its saved log-probs only
+    const graph g = *build_graph(f);
+    const auto names = block_names(g);
+    REQUIRE(names.size() == 2);
+    CHECK(names[1] == std::vector<std::string>{"fwd logits", "fwd loss"});
+  }
   SUBCASE("a backward reading a tensor of an earlier block: no cut between them") {
     // In the forward edges h1.ln and h1.fc1 are separators; h1.fc2's backward reading h1.ln
     // ties them into one block (the interface stays a_{k-1}, g_{k-1}, a_k, g_k).

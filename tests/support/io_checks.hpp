@@ -4,14 +4,24 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <initializer_list>
 #include <random>
+#include <sstream>
 #include <string>
 #include <string_view>
 
 #include <remat/core/result.hpp>
 
 namespace remat::testing {
+
+/// The whole content of file p ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 /// r failed with invalid_problem and its message contains every part (says which is missing).
 template <class T>

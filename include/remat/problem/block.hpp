@@ -177,8 +177,8 @@ inline result<block_graph> extract_block(const graph& parent, std::span<const in
 /// tensor of another block, a protected output in the middle) this keeps each block's interface
 /// to a_{k-1}, g_{k-1}, a_k, g_k, which RK-Rotor's accounting needs. A protected data node that
 /// some node makes (a graph output) spans to the end, except the gradient of a graph input,
-/// which the first block's backward makes as the chain model's delta_0. A cut is also skipped
-/// where no backward reads the tensor it passes (see below).
+/// which the first block's backward makes as the chain model's delta_0. The loss's block also
+/// absorbs the blocks before it whose output no backward reads (see below).
 inline std::vector<std::vector<int>> cut_into_blocks(const graph& g) {
   std::vector<int> forwards, rank(static_cast<std::size_t>(g.compute_count()), -1);
   for (int c = 0; c < g.compute_count(); ++c)
@@ -217,11 +217,13 @@ inline std::vector<std::vector<int>> cut_into_blocks(const graph& g) {
     // A graph input (lo = -1) crosses every cut before its last reader.
     for (int r = std::max(lo, 0) + (own ? 1 : 0); r < std::min(hi, n); ++r) ++crossing[static_cast<std::size_t>(r)];
   }
-  // A cut whose tensor no backward reads is not taken: RK-Rotor keeps a block's input alive until
-  // the block's backward is done (Rotor's persistence: B_l reads a_{l-1}), which would hold a
-  // tensor nothing needs through the backward (GPT-2's logits, read by the loss's forward only,
-  // are as large as the loss's saved log-probabilities); inside one block the inner policy frees
-  // it after its last forward reader.
+  // The loss's block absorbs the blocks before it while the tensor at its cut is read by no
+  // backward: RK-Rotor keeps a block's input alive until the block's backward is done (Rotor's
+  // persistence: B_l reads a_{l-1}), which would hold a tensor nothing needs through the loss's
+  // backward, where memory peaks (GPT-2's logits, read by the loss's forward only, are as large
+  // as the loss's saved log-probabilities); inside one block the inner policy frees it after the
+  // loss's forward. (Other cuts are kept: between transformer layers the residual stream is often
+  // read by no backward either, and small.)
   auto read_by_a_backward = [&](int r) {
     for (int d : output_of(r))
       if (g.data(d).kind == data_kind::activation)
@@ -229,10 +231,15 @@ inline std::vector<std::vector<int>> cut_into_blocks(const graph& g) {
           if (g.compute(c).kind == compute_kind::backward) return true;
     return false;
   };
+  for (int r = n - 2; r >= 0; --r) {
+    if (crossing[static_cast<std::size_t>(r)] != 0) continue;  // inside the loss's block
+    if (read_by_a_backward(r)) break;                           // its first cut
+    crossing[static_cast<std::size_t>(r)] = 1;
+  }
   std::vector<std::vector<int>> blocks(1);
   for (int r = 0; r < n; ++r) {
     blocks.back().push_back(forwards[static_cast<std::size_t>(r)]);
-    if (r + 1 < n && crossing[static_cast<std::size_t>(r)] == 0 && read_by_a_backward(r)) blocks.emplace_back();
+    if (r + 1 < n && crossing[static_cast<std::size_t>(r)] == 0) blocks.emplace_back();
   }
   return blocks;
 }
