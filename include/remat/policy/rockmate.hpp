@@ -19,7 +19,9 @@
 //   * M_peak runs over [lower bound, store-all peak] of the block (the thesis' T:1013 range
 //     with a cheap lower bound: the largest single op's need; the infeasible low end costs
 //     failed solves only), M_save from M_peak down to the least the loss step holds (block
-//     input, output and its gradient), stopping at the first that fails (impl's HILP order).
+//     input, output and its gradient). The grid is visited coarse to fine in both budgets under
+//     block_time_limit per kind, and a point below a proven infeasible one (in both budgets) is
+//     skipped: monotonicity, as impl's HILP order stops at the first failure.
 //   * An option's record (§5.3) comes from replaying its program on the block graph: x̄ is
 //     what is held at the loss besides the block input, tmp(F) = forward peak - input - x̄,
 //     tmp(B) = backward peak - input - x̄ - g_out - g_in (at least 0: conservative when the
@@ -33,8 +35,12 @@
 //     and the plan's predicted time is its program's exact time.
 //   * The loss block (the one that holds the graph's loss) splits at the loss: its forward part
 //     includes the loss. RK-Rotor always runs it as F^all then B at once (rotor's C(N,N)).
-//   * After a block's backward part, the block's interface data that the rest no longer needs
-//     (its output and the gradient of its output) are freed: RK-Rotor's "B_s frees x̄_s".
+//   * The block's interface data that the rest no longer needs once its backward has read them
+//     (its output and the gradient of its output) are freed after their last reader in the
+//     backward part (RK-Rotor's "B_s frees x̄_s", as early as it can be), and the option's record
+//     is taken with those frees.
+//   * Near the minimum, where no affordable discretisation plans, the fallback is the faster of
+//     the minimum-memory schedules with the options and with store-all's only.
 //   * A graph with one block (no cut point) is planned by the inner policy as it is.
 
 #include <algorithm>
@@ -665,9 +671,6 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
     }
     [[nodiscard]] result<schedule> finish(detail::decisions d) const {
       schedule s = program_of(d);
-#ifdef REMAT_DEBUG_ROCKMATE
-      std::fprintf(stderr, "%s\n%s\n", to_string(std::span<const chain_op>(d.ops)).c_str(), to_string(g, s).c_str());
-#endif
       const double tol = 1e-9 * std::max(1.0, std::abs(s.predicted_time));
       if (exact_fast && std::abs(s.predicted_time - d.time) > tol)
         return error{status::solver_error,
