@@ -17,6 +17,8 @@ targets=(test_core test_policy test_io test_exec remat-plan
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+# Leaks inside third-party libraries, each explained in the file.
+export LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # Tests left out under the sanitizers, each with the reason (they still run in the plain build):
 excluded=(
