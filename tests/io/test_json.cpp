@@ -408,8 +408,10 @@ TEST_CASE("json: schedules with transfers round-trip, and bad transfers name the
   auto program = io::schedule_from_json(json::parse(R"(["O3"])"), c);
   REQUIRE(program.ok());
   CHECK(program->ops == std::vector{instruction::offload(3)});
+  // O_k moves the tensor a_k also when abar_k is stored (its context stays on the device).
   auto whole = io::schedule_from_json(json::parse(R"(["F1_all", "O1"])"), c);
-  CHECK(says(whole, {"O1 at op 1", "abar_1", "only a plain a_k can be offloaded"}));
+  REQUIRE_MESSAGE(whole.ok(), whole.message());
+  CHECK(whole->ops.back() == instruction::offload(chain_nodes(c.length()).a(1)));
 }
 
 #ifdef REMAT_EXAMPLES_DIR

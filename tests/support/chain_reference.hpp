@@ -138,14 +138,6 @@ inline report simulate(const chain& c, std::span<const chain_op> ops, options op
           bad(a + " is already offloaded or in transfer (" + op_at(moved_by[k]) + ")");
           return stop();
         }
-        if (act[k] == held::full)
-          {
-          bad(a + " (the output and the context F" + std::to_string(l) +
-                     "_all saved) is stored; only a plain a_k can be offloaded, since a layer's "
-                     "context is its own type, which the executor cannot copy (store a_" +
-                     std::to_string(l) + " with F" + std::to_string(l) + "_ck instead)");
-          return stop();
-        }
       } else if (ins.kind == chain_op_kind::prefetch) {
         if (act[k] == held::none || where[k] == place::device)
           {
@@ -249,6 +241,7 @@ inline report simulate(const chain& c, std::span<const chain_op> ops, options op
                    "_all first)" + (act[out] == held::plain ? ", but only a_" + std::to_string(l) + " is stored" : ""));
           return stop();
         }
+        if (!resident(l)) return stop();  // an offloaded a_l (the rest of abar_l stays)
         if (act[in] == held::none) {
           fail(violation_kind::missing_input, i, name + ": its input a_" + std::to_string(l - 1) + " is not in memory");
           return stop();

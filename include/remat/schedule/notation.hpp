@@ -26,8 +26,9 @@
 // (its messages use the thesis' names a_k, abar_k, delta_k): a stage or activation that does not
 // exist, a forward whose input is not stored or whose output already is, F^∅ of an input kept as
 // abar, F_1^∅ (it would free a_0, the chain's input, which B_1 needs and nothing can recompute),
-// B_l without delta_l or abar_l or a_{l-1}, delta_{l-1} already there, and a transfer of
-// abar_k (only a plain a_k moves: the chain model keeps a layer's output and context together).
+// B_l without delta_l or abar_l or a_{l-1}, delta_{l-1} already there. O_k moves the tensor a_k
+// only: when abar_k is stored, the rest of it (the layer's context, its own type, which the
+// executor cannot copy) stays on the device; B_k then needs a_k back (P_k, W_k) as F_{k+1} does.
 // Memory, time, residency (a tensor used while offloaded) and transfers are the simulator's to
 // judge, on the lowered program. Every valid chain schedule lowers to a valid program with the
 // same makespan and the same peak (tests/sim/test_chain_notation.cpp checks this against the
@@ -193,7 +194,6 @@ enum class chain_rule : unsigned char {
   unknown_index,     ///< a stage or activation that does not exist
   missing_input,     ///< an input is not stored (or F^none's input is abar, or is a_0)
   already_present,   ///< the output is already stored
-  transfer_of_abar,  ///< an offload of abar_k
 };
 struct lowering_failure {
   std::size_t op = 0;  ///< the chain op at fault
@@ -235,12 +235,6 @@ inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<
         return bad("activation a_" + std::to_string(l) + " does not exist (the chain has a_0..a_" + std::to_string(n) +
                        ")",
                    chain_rule::unknown_index);
-      if (op.kind == chain_op_kind::offload && act[k(l)] == held::full)
-        return bad("abar_" + std::to_string(l) + " (the output and the context F" + std::to_string(l) +
-                   "_all saved) is stored; only a plain a_k can be offloaded in the chain model, which keeps a "
-                   "layer's output and context together (store a_" +
-                   std::to_string(l) + " with F" + std::to_string(l) + "_ck instead)",
-                   chain_rule::transfer_of_abar);
       const int d = at.a(l);
       emit(op.kind == chain_op_kind::offload    ? instruction::offload(d)
            : op.kind == chain_op_kind::prefetch ? instruction::prefetch(d)

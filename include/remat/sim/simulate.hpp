@@ -518,7 +518,7 @@ inline report simulate(const chain& c, std::span<const chain_op> ops, options op
   auto s = lower(n, ops, &origin, &failure);
   if (!s) {
     static constexpr violation_kind kinds[] = {violation_kind::unknown_node, violation_kind::missing_input,
-                                               violation_kind::already_present, violation_kind::invalid_transfer};
+                                               violation_kind::already_present};
     r.first_violation = violation{kinds[static_cast<int>(failure.rule)], failure.op, s.err().message};
     return r;
   }

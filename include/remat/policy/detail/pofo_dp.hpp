@@ -1,0 +1,440 @@
+#pragma once
+// The offloading DPs of Shilova's thesis Part II in pofo's model (docs/offloading.md): pofo
+// (recompute + offload, ch. 4, shilova-spec §4.2-4.6) and, as its restriction to F^all segments,
+// Alg. 5 / DYNPROG (ch. 3, §3.5). One DP serves both: `recompute` allows the checkpoint
+// segments; without it every forward-phase segment is F^all and the backward phase is B_N..B_1.
+//
+// OC_x(s, A, ΔF, ΔB) (§4.3): the least time of everything from F_s to the end of B_s's segment
+// work, with A kept on the device (offloaded inputs excluded), ΔF still to offload when F_s may
+// start, ΔB to prefetch before the work after this segment's (in time) may start, and the input
+// of s an a_{s-1} (x = 0) or an abar_{s-1} (x = 1). C_Δ(s, t, A, Δ) (§4.5): the least time of a
+// persistent sub-schedule of B_t..B_s whose input is on the device (A includes it) while Δ must
+// arrive by its end. Answer: OC_0(1, 0, 0, 0).
+//
+// Decisions taken with the thesis in hand (shilova-spec §9):
+// * Checkpoint segments may end at N-1 (t <= L, not L-1: §9.17); the forward phase's stored
+//   gradient is delta_N = 0 (§9.18); the loss is checked like an F^all segment and never offloads
+//   its input (§9.20); ε_G = ΔF/β_o + ΔB/β_p (OR.3, §4.4).
+// * Only the plain part a_{s-1} of an input moves (chain notation: a layer's context is its own
+//   type and stays): offloading an abar_{s-1} keeps abar_{s-1} - a_{s-1} in A. Table 4.1 and the
+//   feasibility tests of §4.3 are written for that part: with v = offload the ops after F_s of a
+//   checkpoint segment need op + (I - a_{s-1}) <= M - A.
+// * Case 2's ε_F formula (Lemma 8) is used for both v: with the per-v feasibility tests it gives
+//   the exact idle time for each (the input that is kept does not drain, but whenever the formula
+//   credits a drain the queue is not empty, and when it is empty the feasibility test holds).
+// * Computed Δ's are rounded up to the slot grid (§9.21): the DP's value is then an upper bound
+//   of its schedule's time in the model, equal to it when no rounding happens (integer sizes and
+//   u·β).
+// * C_Δ's checkpoint move is refused when some F_k^none, s <= k <= t, does not fit (the thesis'
+//   test over the whole range, as rotor's m_∅).
+// * Ties: the checkpoint moves win (as rotor), then keep over offload.
+// Different offload and prefetch rates (β_o, β_p) are a direct generalisation: ε_F and Δ_F use
+// β_o, ε_B, Δ_B and C_Δ use β_p.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <remat/policy/detail/common.hpp>
+#include <remat/policy/detail/discretize.hpp>
+#include <remat/policy/rotor.hpp>
+
+namespace remat::detail {
+
+/// Transfer rates in slots per second: 0 = no transfer possible, infinity = instantaneous.
+struct slot_rates {
+  double off = 0;  ///< β_o
+  double pre = 0;  ///< β_p
+  [[nodiscard]] bool any() const { return off > 0 && pre > 0; }
+};
+
+/// The idle time that lets `excess` slots drain at `rate` (0 when nothing is in excess).
+inline double idle_for(double excess, double rate) {
+  if (excess <= 0) return 0;
+  if (std::isinf(rate)) return 0;
+  if (rate <= 0) return std::numeric_limits<double>::infinity();
+  return excess / rate;
+}
+
+/// What is left of `delta` after `time` seconds at `rate`.
+inline double drained(double delta, double time, double rate) {
+  if (delta <= 0) return 0;
+  if (std::isinf(rate)) return 0;
+  return std::max(delta - time * rate, 0.0);
+}
+
+/// The time to move `delta` at `rate`.
+inline double transfer_time(double delta, double rate) {
+  if (delta <= 0 || std::isinf(rate)) return 0;
+  if (rate <= 0) return std::numeric_limits<double>::infinity();
+  return delta / rate;
+}
+
+/// A computed Δ on the slot grid: rounded up, but not past a value within rounding noise.
+inline std::int64_t grid_up(double v) {
+  if (v <= 0) return 0;
+  return static_cast<std::int64_t>(std::ceil(v - 1e-9 * std::max(1.0, v)));
+}
+
+/// What pofo decided: the chain ops without transfers (forward phase, B_N, the segments'
+/// backward work in reverse), the activations whose plain part is offloaded, and the DP's time.
+struct offload_decisions {
+  std::vector<chain_op> ops;
+  std::vector<int> offloaded;  ///< ascending k: a_k moves
+  double time = 0;
+};
+
+/// Thrown through the recursion when the deadline passes; caught by the policies.
+struct deadline_passed {};
+
+class pofo_dp {
+ public:
+  /// recompute: checkpoint segments allowed (pofo); without, Alg. 5 (DYNPROG). forced (index
+  /// s = 1..N-1, optional): -1 lets the DP decide whether segment s offloads; a value >= 0 is
+  /// the part of its input that moves (0: kept; GREEDY's and OFF_frac's fixed decisions, a
+  /// fraction of a_{s-1} allowed).
+  pofo_dp(const discrete_chain& d, slot_rates r, bool recompute, const deadline& dl,
+          std::vector<std::int64_t> forced = {})
+      : d_(d), r_(r), recompute_(recompute), n_(d.n), m_(d.slots), poll_(dl, 1 << 14), forced_(std::move(forced)) {
+    oc_.resize(static_cast<std::size_t>(n_ + 2));
+  }
+
+  /// The optimal time (infinity if no schedule fits); throws deadline_passed.
+  double solve(const std::function<void(double)>& progress = {}) {
+    progress_ = progress;
+    top_ = true;
+    const double v = oc(1, 0, 0, 0, 0).value;
+    if (progress_) progress_(1.0);
+    return v;
+  }
+
+  /// The schedule of solve()'s value (call after it).
+  [[nodiscard]] offload_decisions reconstruct() {
+    offload_decisions out;
+    std::vector<std::vector<chain_op>> backward;  // per segment, in forward order
+    int s = 1, x = 0;
+    std::int64_t a = 0, df = 0, db = 0;
+    out.time = oc(1, 0, 0, 0, 0).value;
+    while (true) {
+      const oc_entry e = oc(s, x, a, df, db);
+      const std::int64_t in = input(s, x);
+      if (s == n_) {
+        out.ops.push_back(chain_op::forward(n_, forward_mode::save_all));
+        out.ops.push_back(chain_op::backward(n_));
+        break;
+      }
+      const next_state nx = e.t == 0 ? after_all(s, x, a, df, db, e.offload) : after_ck(s, x, a, df, db, e.t, e.offload);
+      if (e.offload) out.offloaded.push_back(s - 1);
+      if (e.t == 0) {
+        out.ops.push_back(chain_op::forward(s, forward_mode::save_all));
+        backward.push_back({chain_op::backward(s)});
+        s += 1;
+        x = 1;
+      } else {
+        out.ops.push_back(chain_op::forward(s, forward_mode::save_input));
+        for (int k = s + 1; k <= e.t; ++k) out.ops.push_back(chain_op::forward(k, forward_mode::no_save));
+        std::vector<chain_op> work;
+        emit_cd(s, e.t, a + in, db, work);
+        backward.push_back(std::move(work));
+        s = e.t + 1;
+        x = 0;
+      }
+      a = nx.a;
+      df = nx.df;
+      db = nx.db;
+    }
+    for (auto it = backward.rbegin(); it != backward.rend(); ++it) out.ops.insert(out.ops.end(), it->begin(), it->end());
+    return out;
+  }
+
+  /// States memoised so far (for the benchmarks).
+  [[nodiscard]] std::size_t states() const {
+    std::size_t k = cd_.size();
+    for (const auto& m : oc_) k += m.size();
+    return k;
+  }
+
+ private:
+  static constexpr double inf = std::numeric_limits<double>::infinity();
+  static std::size_t u(int i) { return static_cast<std::size_t>(i); }
+
+  struct oc_entry {
+    double value = inf;
+    int t = 0;             ///< 0: F^all segment (or the loss); else the checkpoint segment's end
+    bool offload = false;  ///< v: the input's plain part is offloaded
+  };
+  struct cd_entry {
+    double value = inf;
+    int split = 0;  ///< 0: F^all move (or s == t); else s'
+  };
+  struct next_state {
+    double time = inf;  ///< the segment's own time (compute + idle), inf: infeasible
+    std::int64_t a = 0, df = 0, db = 0;
+  };
+  /// A memo key: (x, or the stages s, t), A, and the Δ's.
+  struct key {
+    std::uint64_t where, a, d1, d2;
+    friend bool operator==(const key&, const key&) = default;
+  };
+  struct key_hash {
+    std::size_t operator()(const key& k) const noexcept {
+      std::uint64_t h = k.where * 0x9E3779B97F4A7C15ull;
+      h = (h ^ k.a) * 0xC2B2AE3D27D4EB4Full;
+      h = (h ^ k.d1) * 0x165667B19E3779F9ull;
+      h = (h ^ k.d2) * 0x9E3779B97F4A7C15ull;
+      return static_cast<std::size_t>(h ^ (h >> 29));
+    }
+  };
+
+  [[nodiscard]] std::int64_t input(int s, int x) const { return x ? d_.abar[u(s - 1)] : d_.a[u(s - 1)]; }
+  /// F_s^all's and B_s's needs besides what is stored, with delta_t the stored gradient.
+  [[nodiscard]] std::int64_t need_fall(int s, int t) const { return d_.delta[u(t)] + d_.abar[u(s)] + d_.of_all[u(s)]; }
+  [[nodiscard]] std::int64_t need_b(int s) const {
+    return d_.abar[u(s)] + d_.delta[u(s)] + d_.delta[u(s - 1)] + d_.ob[u(s)];
+  }
+
+  /// An F^all segment at s < N (Case 1), or the loss when s == N, with decision v.
+  [[nodiscard]] next_state after_all(int s, int x, std::int64_t a, std::int64_t df, std::int64_t db, bool off) const {
+    next_state r;
+    const std::int64_t in = input(s, x);
+    const std::int64_t nf = need_fall(s, n_), nb = need_b(s);
+    if (nf + in > m_ - a || nb + in > m_ - a) return r;
+    const double ef = idle_for(static_cast<double>(nf - m_ + a + df + in), r_.off);
+    const double eb = idle_for(static_cast<double>(nb - m_ + a + db + in), r_.pre);
+    const double uf = d_.uf[u(s)], ub = d_.ub[u(s)];
+    if (s == n_) {
+      const double rf = drained(static_cast<double>(df), uf + ef, r_.off);
+      const double rb = drained(static_cast<double>(db), ub + eb, r_.pre);
+      r.time = uf + ub + ef + eb + transfer_time(rf, r_.off) + transfer_time(rb, r_.pre);
+      return r;
+    }
+    const std::int64_t item = off ? moved(s) : 0;
+    r.time = uf + ub + ef + eb;
+    r.a = a + in - item;
+    r.df = grid_up(drained(static_cast<double>(df + item), uf + ef, r_.off));
+    r.db = grid_up(drained(static_cast<double>(db), ub + eb, r_.pre)) + item;
+    return r;
+  }
+
+  /// A checkpoint segment [s, t] (Case 2) with decision v; its backward work's time is cd(...).
+  [[nodiscard]] next_state after_ck(int s, int x, std::int64_t a, std::int64_t df, std::int64_t db, int t, bool off) {
+    next_state r;
+    const std::int64_t in = input(s, x);
+    const std::int64_t item = off ? moved(s) : 0;
+    double worst = -inf, elapsed = 0, sum_f = 0;
+    for (int k = s; k <= t; ++k) {
+      const std::int64_t need = d_.f_none(s, k) + d_.delta[u(n_)];
+      const std::int64_t held = (k == s || !off) ? in : in - item;
+      if (need + held > m_ - a) return r;
+      worst = std::max(worst, std::isinf(r_.off) ? -inf : static_cast<double>(need) - r_.off * elapsed);
+      elapsed += d_.uf[u(k)];
+      sum_f += d_.uf[u(k)];
+    }
+    const double ef = std::isinf(r_.off) ? 0.0 : idle_for(worst - static_cast<double>(m_ - a - df - in), r_.off);
+    const double back = cd(s, t, a + in, db).value;
+    if (back == inf) return r;
+    r.time = sum_f + ef + back;
+    r.a = a + in - item;
+    r.df = grid_up(drained(static_cast<double>(df + item), sum_f + ef, r_.off));
+    r.db = grid_up(drained(static_cast<double>(db), back, r_.pre)) + item;
+    return r;
+  }
+
+  [[nodiscard]] std::int64_t forced(int s) const { return u(s) < forced_.size() ? forced_[u(s)] : -1; }
+  /// What an offload of segment s's input moves: its plain part, or the forced amount.
+  [[nodiscard]] std::int64_t moved(int s) const { return forced(s) >= 0 ? forced(s) : d_.a[u(s - 1)]; }
+  [[nodiscard]] bool can_offload(int s) const { return r_.any() && s < n_ && moved(s) > 0; }
+  [[nodiscard]] bool can_keep(int s) const { return forced(s) <= 0; }
+
+  oc_entry oc(int s, int x, std::int64_t a, std::int64_t df, std::int64_t db) {
+    auto& memo = oc_[u(s)];
+    const key k{static_cast<std::uint64_t>(x), static_cast<std::uint64_t>(a), static_cast<std::uint64_t>(df),
+                static_cast<std::uint64_t>(db)};
+    if (auto it = memo.find(k); it != memo.end()) return it->second;
+    const oc_entry e = oc_compute(s, x, a, df, db);
+    memo.emplace(k, e);
+    return e;
+  }
+  oc_entry oc_compute(int s, int x, std::int64_t a, std::int64_t df, std::int64_t db) {
+    if (poll_.passed()) throw deadline_passed{};
+    const bool top = top_;
+    top_ = false;
+    oc_entry best;
+    if (s == n_) {
+      best.value = after_all(s, x, a, df, db, false).time;
+      return best;
+    }
+    // The segment's ends t: s (or 0 = F^all) .. N-1; top-level choices report progress.
+    const int last = recompute_ ? n_ - 1 : s - 1;
+    const int choices = 1 + (last - s + 1);
+    int done = 0;
+    auto consider = [&](int t, bool off) {
+      const next_state nx = t == 0 ? after_all(s, x, a, df, db, off) : after_ck(s, x, a, df, db, t, off);
+      if (nx.time == inf) return;
+      const double rest = oc(t == 0 ? s + 1 : t + 1, t == 0 ? 1 : 0, nx.a, nx.df, nx.db).value;
+      const double v = nx.time + rest;
+      // Ties: the checkpoint moves are tried first and keep their place (strict <).
+      if (v < best.value) best = {v, t, off};
+    };
+    for (int t = last; t >= s; --t) {
+      if (can_keep(s)) consider(t, false);
+      if (can_offload(s)) consider(t, true);
+      if (top && progress_) progress_(static_cast<double>(++done) / choices);
+    }
+    if (can_keep(s)) consider(0, false);
+    if (can_offload(s)) consider(0, true);
+    return best;
+  }
+
+  cd_entry cd(int s, int t, std::int64_t a, std::int64_t delta) {
+    const key k{static_cast<std::uint64_t>(s) << 32 | static_cast<std::uint64_t>(t), static_cast<std::uint64_t>(a),
+                static_cast<std::uint64_t>(delta), 0};
+    if (auto it = cd_.find(k); it != cd_.end()) return it->second;
+    const cd_entry e = cd_compute(s, t, a, delta);
+    cd_.emplace(k, e);
+    return e;
+  }
+
+  /// The three moves of C_Δ as (time, split); reconstruction recomputes them.
+  cd_entry cd_compute(int s, int t, std::int64_t a, std::int64_t delta) {
+    if (poll_.passed()) throw deadline_passed{};
+    cd_entry best;
+    const std::int64_t room = m_ - a;
+    const double uf = d_.uf[u(s)], ub = d_.ub[u(s)];
+    const std::int64_t nf = need_fall(s, t), nb = need_b(s);
+    const double dl = static_cast<double>(delta - room);  // + need: the excess over the room
+    if (s == t) {
+      if (nf > room || nb > room) return best;
+      double e = 0;
+      if (!std::isinf(r_.pre))
+        e = idle_for(std::max(static_cast<double>(nf) - r_.pre * ub, static_cast<double>(nb)) + dl, r_.pre);
+      best.value = uf + ub + e;
+      return best;
+    }
+    // F_s^ck F_{s+1}^none .. F_{s'}^none, then head (s'+1..t), then tail (s..s').
+    std::int64_t mnone = 0;
+    for (int h = s; h <= t; ++h) mnone = std::max(mnone, d_.f_none(s, h));
+    if (mnone + d_.delta[u(t)] <= room) {
+      double sum_f = 0;
+      for (int sp = s; sp < t; ++sp) {
+        sum_f += d_.uf[u(sp)];
+        const double tail = cd(s, sp, a, delta).value;
+        if (tail == inf) continue;
+        const std::int64_t d2 = grid_up(drained(static_cast<double>(delta), tail, r_.pre));
+        const double head = cd(sp + 1, t, a + d_.a[u(sp)], d2).value;
+        if (head == inf) continue;
+        const std::int64_t d3 = grid_up(drained(static_cast<double>(d2), head, r_.pre));
+        double e = 0;
+        if (!std::isinf(r_.pre) && d3 > 0) {
+          double worst = -inf, after = 0;
+          for (int k = sp; k >= s; --k) {
+            worst = std::max(worst, static_cast<double>(d_.f_none(s, k) + d_.delta[u(t)]) - r_.pre * after);
+            after += d_.uf[u(k)];
+          }
+          e = idle_for(worst + static_cast<double>(d3 - room), r_.pre);
+        }
+        const double v = sum_f + head + tail + e;
+        if (v < best.value) best = {v, sp};
+      }
+    }
+    if (nf <= room && nb <= room) {
+      const double eb = idle_for(static_cast<double>(nb) + dl, r_.pre);
+      const std::int64_t d1 = grid_up(drained(static_cast<double>(delta), ub + eb, r_.pre));
+      const double sub = cd(s + 1, t, a + d_.abar[u(s)], d1).value;
+      if (sub != inf) {
+        const std::int64_t d2 = grid_up(drained(static_cast<double>(d1), sub, r_.pre));
+        const double ef = idle_for(static_cast<double>(nf + d2 - room), r_.pre);
+        const double v = uf + sub + ub + ef + eb;
+        if (v < best.value) best = {v, 0};
+      }
+    }
+    return best;
+  }
+
+  /// Appends C_Δ(s, t, a, delta)'s ops (its memoised choice, with the same arguments).
+  void emit_cd(int s, int t, std::int64_t a, std::int64_t delta, std::vector<chain_op>& out) {
+    const cd_entry e = cd(s, t, a, delta);
+    if (s == t) {
+      out.push_back(chain_op::forward(s, forward_mode::save_all));
+      out.push_back(chain_op::backward(s));
+      return;
+    }
+    if (e.split == 0) {
+      const double ub = d_.ub[u(s)];
+      const double eb = idle_for(static_cast<double>(need_b(s) + delta - (m_ - a)), r_.pre);
+      const std::int64_t d1 = grid_up(drained(static_cast<double>(delta), ub + eb, r_.pre));
+      out.push_back(chain_op::forward(s, forward_mode::save_all));
+      emit_cd(s + 1, t, a + d_.abar[u(s)], d1, out);
+      out.push_back(chain_op::backward(s));
+      return;
+    }
+    const int sp = e.split;
+    const double tail = cd(s, sp, a, delta).value;
+    const std::int64_t d2 = grid_up(drained(static_cast<double>(delta), tail, r_.pre));
+    out.push_back(chain_op::forward(s, forward_mode::save_input));
+    for (int k = s + 1; k <= sp; ++k) out.push_back(chain_op::forward(k, forward_mode::no_save));
+    emit_cd(sp + 1, t, a + d_.a[u(sp)], d2, out);
+    emit_cd(s, sp, a, delta, out);
+  }
+
+  const discrete_chain& d_;
+  slot_rates r_;
+  bool recompute_;
+  int n_;
+  std::int64_t m_;
+  deadline_poll poll_;
+  std::vector<std::int64_t> forced_;
+  std::function<void(double)> progress_;
+  bool top_ = false;
+  std::vector<std::unordered_map<key, oc_entry, key_hash>> oc_;
+  std::unordered_map<key, cd_entry, key_hash> cd_;
+};
+
+// --- the minimum budget -----------------------------------------------------------------------
+
+/// The least budget (bytes, a_0 included) with which pofo's model has a schedule, in exact
+/// sizes: with transfers, every input that can move is offloaded (at any β > 0 a schedule can
+/// idle until its copies are done, so the minimum is that of instantaneous transfers); without,
+/// nothing moves. need(s, x) is the memory beyond what is kept that the rest of the schedule
+/// needs from segment s on; C_Δ's part is rotor's minimum memory lo(s, t) (they are the same
+/// recurrence at Δ = 0). O(N^2) after rotor's O(N^3) table (not needed without recompute).
+inline bytes pofo_minimum_budget(const chain& c, bool transfers, bool recompute) {
+  const discrete_chain d = exact_sizes(c);
+  const int n = d.n;
+  auto u = [](int i) { return static_cast<std::size_t>(i); };
+  std::optional<rotor_min_memory> lo;
+  if (recompute) lo.emplace(d);
+  constexpr std::int64_t inf = std::numeric_limits<std::int64_t>::max() / 4;
+  // need[x][s], s = 1..n
+  std::vector<std::int64_t> need0(u(n + 2), inf), need1(u(n + 2), inf);
+  for (int s = n; s >= 1; --s) {
+    for (int x = 0; x <= 1; ++x) {
+      if (s == 1 && x == 1) continue;
+      const std::int64_t in = x ? d.abar[u(s - 1)] : d.a[u(s - 1)];
+      const std::int64_t kept = transfers && s < n ? in - d.a[u(s - 1)] : in;  // what stays of the input
+      const std::int64_t nf = d.delta[u(n)] + d.abar[u(s)] + d.of_all[u(s)];
+      const std::int64_t nb = d.abar[u(s)] + d.delta[u(s)] + d.delta[u(s - 1)] + d.ob[u(s)];
+      std::int64_t best = in + std::max(nf, nb);
+      if (s < n) best = std::max(best, kept + need1[u(s + 1)]);
+      if (recompute && s < n) {
+        std::int64_t run = 0;
+        for (int t = s; t <= n - 1; ++t) {
+          const std::int64_t f = d.f_none(s, t) + d.delta[u(n)];
+          run = std::max(run, t == s ? f + in : f + kept);
+          const std::int64_t v = std::max({run, in + (*lo)(s, t), kept + need0[u(t + 1)]});
+          best = std::min(best, v);
+        }
+      }
+      (x ? need1 : need0)[u(s)] = best;
+    }
+  }
+  return need0[1];
+}
+
+}  // namespace remat::detail

@@ -1,0 +1,406 @@
+#pragma once
+// Offloading policies for chains (docs/offloading.md; shilova-spec §3-§4, thesis Part II):
+//   pofo              recompute + offload, one DP (ch. 4)
+//   offload_dynprog   store everything, offload the set Alg. 5 chooses (§3.5, DYNPROG)
+//   offload_greedy    store everything, offload the shortest prefix that fits (§3.4, GREEDY)
+//   offload_fractional_bound   OFF_frac (§3.4, Theorem 8): a lower bound for offload-only plans
+//
+// The DPs (detail/pofo_dp.hpp) are exact in pofo's model, where a copy releases or reserves
+// memory as it goes (O.7''). remat's executors move whole tensors: an offload frees the device
+// at its end, a prefetch reserves it at its start, and a tensor being copied cannot be read
+// (the simulator's transfer model, sim/simulate.hpp). So each plan is *realized*:
+//   * O_k right after the forward that reads a_k in the forward phase (F_{k+1});
+//   * before a forward-phase op that would not fit, W of the oldest offloads still in flight,
+//     one at a time, until it fits (the model's idle time, in whole tensors);
+//   * W_k P_k W_k before the first backward-phase op that reads a_k, then each prefetch, in the
+//     order they are needed, moved to the earliest place where the program stays within the
+//     budget and no slower (the model's "as late as possible" is as early as memory allows);
+// and the program is replayed by the simulator on the policy's machine: its time is the
+// simulator's, which is at least the model's. The plan reports both, and the transfer time
+// hidden behind compute.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <remat/core/machine.hpp>
+#include <remat/policy/detail/common.hpp>
+#include <remat/policy/detail/discretize.hpp>
+#include <remat/policy/detail/pofo_dp.hpp>
+#include <remat/policy/rotor.hpp>
+#include <remat/policy/store_all.hpp>
+
+namespace remat {
+
+/// An offloading policy's plan.
+struct offload_plan {
+  schedule program;               ///< checked by the simulator on the policy's machine
+  std::vector<chain_op> ops;      ///< the same program in the chain notation, O_k / P_k / W_k included
+  std::vector<int> offloaded;     ///< k: a_k goes to the host and back
+  bytes offloaded_bytes = 0;      ///< sum of the a_k moved
+  seconds model_time = 0;         ///< the DP's time in pofo's model (docs/offloading.md)
+  seconds compute_time = 0;       ///< the compute ops' time, recomputations included
+  seconds transfer_time = 0;      ///< both lanes' busy time
+  seconds idle_time = 0;          ///< the compute lane waiting for transfers (program time - compute)
+  std::vector<std::string> notes;
+
+  /// Transfer time hidden behind compute, as a fraction of the transfer time (1 without transfers).
+  [[nodiscard]] double overlap() const {
+    if (transfer_time <= 0) return 1.0;
+    return std::clamp((transfer_time - idle_time) / transfer_time, 0.0, 1.0);
+  }
+};
+
+namespace detail {
+
+/// The rates a policy's knobs give (bytes per second): NaN or negative is refused, 0 means no
+/// transfers, infinity instantaneous ones.
+struct offload_rates {
+  double off = 0, pre = 0;
+  [[nodiscard]] bool any() const { return off > 0 && pre > 0; }
+  /// The machine the program is simulated on (no transfers: the default one).
+  [[nodiscard]] machine hw() const { return any() ? machine{off, pre, unlimited_bytes} : machine{}; }
+};
+
+inline result<offload_rates> offload_rates_of(std::string_view policy, double bandwidth, std::optional<double> d2h,
+                                              std::optional<double> h2d) {
+  auto check = [&](double v, const char* field) -> std::optional<error> {
+    if (std::isnan(v) || v < 0)
+      return error{status::invalid_problem,
+                   std::string(policy) + ": " + field + " is " + (std::isnan(v) ? "NaN" : std::to_string(v)) +
+                       "; give bytes per second >= 0 (0: no transfers, infinity: instantaneous ones)",
+                   {}};
+    return std::nullopt;
+  };
+  if (auto e = check(bandwidth, "bandwidth")) return *e;
+  if (d2h)
+    if (auto e = check(*d2h, "device_to_host")) return *e;
+  if (h2d)
+    if (auto e = check(*h2d, "host_to_device")) return *e;
+  return offload_rates{d2h.value_or(bandwidth), h2d.value_or(bandwidth)};
+}
+
+/// Counts of a program's time: compute, transfers, idle.
+inline void account(offload_plan& p, const sim::report& r, const graph& g) {
+  p.compute_time = p.transfer_time = 0;
+  for (const sim::memory_point& m : r.timeline) {
+    const instruction& ins = p.program.ops[m.op];
+    if (m.lane != sim::lane::compute)
+      p.transfer_time += m.end - m.start;
+    else if (ins.is_compute())
+      p.compute_time += ins.op == op_kind::fast_forward ? g.compute(ins.node).fast_time : g.compute(ins.node).time;
+  }
+  p.idle_time = std::max(0.0, r.makespan - p.compute_time);
+}
+
+/// Realizes a DP's decisions as whole-tensor transfers (the header's comment) and checks the
+/// program in the simulator; the plan's time is the simulator's.
+inline result<offload_plan> realize(std::string_view policy, const chain& c, const graph& g, bytes budget,
+                                    const offload_rates& rates, const offload_decisions& dec) {
+  const int n = c.length();
+  const machine hw = rates.hw();
+  std::vector<chain_op> ops;
+  // Forward phase: everything before B_N.
+  std::size_t loss_at = 0;
+  while (loss_at < dec.ops.size() && !(dec.ops[loss_at].kind == chain_op_kind::backward && dec.ops[loss_at].index == n))
+    ++loss_at;
+  auto is_moved = [&](int k) { return std::binary_search(dec.offloaded.begin(), dec.offloaded.end(), k); };
+  std::vector<char> prefetched(static_cast<std::size_t>(n + 1), 0);
+  for (std::size_t i = 0; i < dec.ops.size(); ++i) {
+    const chain_op& op = dec.ops[i];
+    if (i >= loss_at) {
+      // The first backward-phase reader of an offloaded a_k brings it back (synchronously, for now).
+      const int k = op.index - 1;
+      if (k >= 0 && is_moved(k) && !prefetched[static_cast<std::size_t>(k)]) {
+        prefetched[static_cast<std::size_t>(k)] = 1;
+        for (chain_op t : {chain_op::wait(k), chain_op::prefetch(k), chain_op::wait(k)}) ops.push_back(t);
+      }
+    }
+    ops.push_back(op);
+    if (i < loss_at && op.kind == chain_op_kind::forward && is_moved(op.index - 1)) ops.push_back(chain_op::offload(op.index - 1));
+  }
+  auto run = [&](const std::vector<chain_op>& p, bool timeline = false) {
+    return sim::simulate(c, std::span<const chain_op>(p), {.budget = budget, .record_timeline = timeline, .hw = hw});
+  };
+  auto error_of = [&](const sim::report& r) {
+    return error{status::solver_error,
+                 std::string(policy) + ": its realized program is rejected by the simulator (a bug in remat; please "
+                                       "report it with the chain): " +
+                     (r.first_violation ? r.first_violation->message : std::string("?")),
+                 {}};
+  };
+  // Forward phase: wait for the oldest offloads in flight before an op that does not fit.
+  for (;;) {
+    const sim::report r = run(ops);
+    if (r.valid) break;
+    if (!r.first_violation || r.first_violation->kind != sim::violation_kind::over_budget) return error_of(r);
+    const std::size_t at = r.first_violation->op;
+    // The oldest offload issued before `at` and not yet waited for.
+    std::optional<int> oldest;
+    for (std::size_t i = 0; i < at && !oldest; ++i) {
+      if (ops[i].kind != chain_op_kind::offload) continue;
+      const int k = ops[i].index;
+      bool waited = false;
+      for (std::size_t j = i + 1; j < at; ++j)
+        if (ops[j].kind == chain_op_kind::wait && ops[j].index == k) waited = true;
+      if (!waited) oldest = k;
+    }
+    if (!oldest) return error_of(r);
+    ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(at), chain_op::wait(*oldest));
+  }
+  // Backward phase: each W_k P_k pair as early as memory allows, in the order of need, never
+  // before the loss's forward nor before the previous pair.
+  if (rates.any() && !std::isinf(rates.pre)) {
+    double best = run(ops).makespan;
+    std::size_t floor = 0;
+    while (floor < ops.size() && !(ops[floor].kind == chain_op_kind::forward && ops[floor].index == n)) ++floor;
+    ++floor;
+    for (std::size_t i = floor; i + 1 < ops.size(); ++i) {
+      if (!(ops[i].kind == chain_op_kind::wait && ops[i + 1].kind == chain_op_kind::prefetch)) continue;
+      const chain_op w = ops[i], p = ops[i + 1];
+      for (std::size_t to = floor; to < i; ++to) {
+        std::vector<chain_op> trial = ops;
+        trial.erase(trial.begin() + static_cast<std::ptrdiff_t>(i), trial.begin() + static_cast<std::ptrdiff_t>(i + 2));
+        trial.insert(trial.begin() + static_cast<std::ptrdiff_t>(to), {w, p});
+        const sim::report r = run(trial);
+        if (r.valid && r.makespan <= best) {
+          best = r.makespan;
+          ops = std::move(trial);
+          i = to;
+          break;
+        }
+      }
+      floor = i + 2;
+      i += 1;
+    }
+  }
+  offload_plan plan;
+  auto low = lower(n, ops);
+  if (!low) return error{status::solver_error, std::string(policy) + ": " + low.err().message, {}};
+  const sim::report r = sim::simulate(g, *low, {.budget = budget, .record_timeline = true, .hw = hw});
+  low->predicted_time = r.makespan;
+  auto done = finish(policy, r, std::move(*low));
+  if (!done) return done.err();
+  plan.program = std::move(*done);
+  plan.ops = std::move(ops);
+  plan.offloaded = dec.offloaded;
+  for (int k : dec.offloaded) plan.offloaded_bytes += c.a(k);
+  plan.model_time = dec.time;
+  account(plan, r, g);
+  return plan;
+}
+
+/// The shared solve of pofo and offload_dynprog.
+inline result<offload_plan> plan_offloading(std::string_view policy, const chain& c, bytes budget,
+                                            const offload_rates& rates, std::int64_t slots, bool recompute,
+                                            seconds time_limit, const std::function<void(double)>& progress) {
+  if (auto ok = check_request(c, budget); !ok) return ok.err();
+  const graph g = chain_graph(c);
+  const deadline dl(time_limit);
+  // Storing everything is optimal when it fits (sum(u_F + u_B) bounds every schedule).
+  if (peak_of(g, store_all::program(c)) <= budget) {
+    if (progress) progress(1.0);
+    return realize(policy, c, g, budget, rates, {store_all::program(c), {}, c.ideal_time()});
+  }
+  const bytes minimum = pofo_minimum_budget(c, rates.any(), recompute);
+  if (budget < minimum)
+    return budget_too_small(policy, c, budget, minimum,
+                            rates.any() ? "with every input that can move offloaded" : "with no transfer (bandwidth 0)");
+  if (slots > 0 && slots >= (std::int64_t{1} << 31))
+    return error{status::invalid_problem, std::string(policy) + ": slots must be below 2^31 (0: exact sizes)", {}};
+  if (slots <= 0 && budget >= (std::int64_t{1} << 31))
+    return error{status::invalid_problem,
+                 std::string(policy) + ": exact sizes (slots = 0) need a budget below 2 GiB; give a slot count", {}};
+  // Refinement: the rounding of sizes may leave no schedule near the minimum; twice the slots,
+  // up to four times, then an error that says so.
+  std::int64_t s = slots <= 0 ? budget : std::min<std::int64_t>(slots, budget);
+  for (int round = 0;; ++round) {
+    const discrete_chain d = discretize(c, budget, s);
+    const double scale = static_cast<double>(d.slots) / static_cast<double>(budget);
+    const slot_rates r{rates.off * scale, rates.pre * scale};
+    pofo_dp dp(d, rates.any() ? r : slot_rates{}, recompute, dl);
+    double value = 0;
+    try {
+      value = dp.solve(progress);
+    } catch (const deadline_passed&) {
+      return time_limit_reached(policy, dl, "while filling the table (" + std::to_string(d.slots) + " slots)",
+                                "raise time_limit, or use fewer slots");
+    }
+    if (value < std::numeric_limits<double>::infinity()) return realize(policy, c, g, budget, rates, dp.reconstruct());
+    if (d.exact || round == 4 || s * 2 >= (std::int64_t{1} << 31))
+      return error{status::infeasible,
+                   std::string(policy) + ": at " + std::to_string(s) + " slots the rounding of sizes leaves no "
+                   "schedule for a budget this close to the minimum (" + std::to_string(minimum) +
+                   " bytes): raise the budget a little, or the slots",
+                   {}};
+    s = std::min<std::int64_t>(s * 2, budget);
+  }
+}
+
+}  // namespace detail
+
+/// pofo: recompute and offload (thesis ch. 4), planned by one DP in pofo's model and realized as
+/// whole-tensor transfers (header comment). With bandwidth 0 it plans without transfers and is
+/// rotor's DP at the same slots.
+struct pofo {
+  static constexpr std::string_view name = "pofo";
+  /// Bytes per second each way (PCIe 3 x16: about 12e9); 0: no transfers; infinity: instantaneous.
+  double bandwidth = 12e9;
+  std::optional<double> device_to_host = std::nullopt;  ///< offloads, when they differ
+  std::optional<double> host_to_device = std::nullopt;  ///< prefetches, when they differ
+  /// Memory slots the budget is split into (the thesis' N = 50, S:2168); 0: exact sizes (budgets
+  /// below 2 GiB, small chains: the tests).
+  std::int64_t slots = 50;
+  seconds time_limit = std::numeric_limits<double>::infinity();
+  /// The fraction of the top-level choices done (0..1).
+  std::function<void(double)> progress = {};
+
+  [[nodiscard]] result<offload_plan> plan(const chain& c, bytes budget) const {
+    auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
+    if (!r) return r.err();
+    return detail::plan_offloading(name, c, budget, *r, slots, true, time_limit, progress);
+  }
+  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
+    auto p = plan(c, budget);
+    if (!p) return p.err();
+    return std::move(p->program);
+  }
+  /// The smallest budget with which pofo plans c (exact sizes; at any bandwidth > 0 it is that
+  /// of instantaneous transfers, the copies then costing idle time).
+  [[nodiscard]] bytes minimum_budget(const chain& c) const {
+    const bool moves = bandwidth > 0 && device_to_host.value_or(bandwidth) > 0 && host_to_device.value_or(bandwidth) > 0;
+    return detail::pofo_minimum_budget(c, moves, true);
+  }
+};
+
+/// DYNPROG (thesis §3.5): no recomputation; Alg. 5 chooses which activations to offload. Alg. 5
+/// here synchronises at the loss (OR.3, the thesis' cheaper variant, S:1965), being pofo's DP
+/// restricted to F^all segments.
+struct offload_dynprog {
+  static constexpr std::string_view name = "offload_dynprog";
+  double bandwidth = 12e9;
+  std::optional<double> device_to_host = std::nullopt;
+  std::optional<double> host_to_device = std::nullopt;
+  /// The thesis' N = 500 (S:1969).
+  std::int64_t slots = 500;
+  seconds time_limit = std::numeric_limits<double>::infinity();
+  std::function<void(double)> progress = {};
+
+  [[nodiscard]] result<offload_plan> plan(const chain& c, bytes budget) const {
+    auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
+    if (!r) return r.err();
+    return detail::plan_offloading(name, c, budget, *r, slots, false, time_limit, progress);
+  }
+  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
+    auto p = plan(c, budget);
+    if (!p) return p.err();
+    return std::move(p->program);
+  }
+};
+
+namespace detail {
+
+/// The time of storing everything while offloading `amount[s]` of each segment s's input
+/// (exact sizes), in pofo's model; infinity if it does not fit.
+inline double offload_path_time(const chain& c, bytes budget, const offload_rates& rates,
+                                std::vector<std::int64_t> amount) {
+  const discrete_chain d = exact_sizes(c);
+  discrete_chain db = d;
+  db.slots = budget;
+  const deadline none(0);
+  pofo_dp dp(db, rates.any() ? slot_rates{rates.off, rates.pre} : slot_rates{}, false, none, std::move(amount));
+  return dp.solve();
+}
+
+/// The eager prefix (a_0, a_1, ...) of `total` bytes, as amounts per segment (1..N-1).
+inline std::vector<std::int64_t> eager_prefix(const chain& c, bytes total) {
+  std::vector<std::int64_t> amount(static_cast<std::size_t>(c.length()), 0);
+  for (int s = 1; s < c.length() && total > 0; ++s) {
+    const bytes take = std::min(total, c.a(s - 1));
+    amount[static_cast<std::size_t>(s)] = take;
+    total -= take;
+  }
+  return amount;
+}
+
+}  // namespace detail
+
+/// GREEDY (thesis §3.4): store everything and offload a_0, a_1, ..., a_k whole, k the smallest
+/// index that makes the plan fit (the thesis' rule, sum >= M_peak - M, then longer prefixes while
+/// the model still finds an op that does not fit: the input of F_s counts in full while F_s runs).
+struct offload_greedy {
+  static constexpr std::string_view name = "offload_greedy";
+  double bandwidth = 12e9;
+  std::optional<double> device_to_host = std::nullopt;
+  std::optional<double> host_to_device = std::nullopt;
+
+  [[nodiscard]] result<offload_plan> plan(const chain& c, bytes budget) const {
+    auto rates = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
+    if (!rates) return rates.err();
+    if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
+    const graph g = detail::chain_graph(c);
+    const bytes peak = detail::peak_of(g, store_all::program(c));
+    std::vector<int> set;
+    bytes sum = 0;
+    for (int k = -1; k <= c.length() - 2; ++k) {
+      if (k >= 0) {
+        set.push_back(k);
+        sum += c.a(k);
+      }
+      if (k >= 0 && !rates->any()) break;
+      if (sum < peak - budget) continue;
+      std::vector<std::int64_t> amount(static_cast<std::size_t>(c.length()), 0);
+      for (int j : set) amount[static_cast<std::size_t>(j + 1)] = c.a(j);
+      const double t = detail::offload_path_time(c, budget, *rates, amount);
+      if (t < std::numeric_limits<double>::infinity()) {
+        std::vector<int> moved;
+        for (int j : set)
+          if (c.a(j) > 0) moved.push_back(j);
+        return detail::realize(name, c, g, budget, *rates, {store_all::program(c), moved, t});
+      }
+    }
+    // Offloading the whole prefix is the last plan tried: its minimum is that of no recomputation.
+    const bytes minimum = detail::pofo_minimum_budget(c, rates->any(), false);
+    return detail::budget_too_small(name, c, budget, minimum,
+                                    "storing everything, with a prefix of the activations offloaded");
+  }
+  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
+    auto p = plan(c, budget);
+    if (!p) return p.err();
+    return std::move(p->program);
+  }
+};
+
+/// OFF_frac (thesis §3.4, Theorem 8): transfers may be split, so the eager schedule that offloads
+/// the least prefix of (a_0, a_1, ...) that fits is optimal among plans without recomputation;
+/// its time is a lower bound for every such plan (offload_dynprog's, offload_greedy's) in pofo's
+/// model. Infinity when nothing without recomputation fits. Exact sizes; rates as the policies'.
+inline result<seconds> offload_fractional_bound(const chain& c, bytes budget, double bandwidth,
+                                                std::optional<double> device_to_host = std::nullopt,
+                                                std::optional<double> host_to_device = std::nullopt) {
+  auto rates = detail::offload_rates_of("offload_fractional_bound", bandwidth, device_to_host, host_to_device);
+  if (!rates) return rates.err();
+  if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
+  bytes total = 0;
+  for (int k = 0; k <= c.length() - 2; ++k) total += c.a(k);
+  if (!rates->any()) total = 0;
+  auto time_of = [&](bytes x) { return detail::offload_path_time(c, budget, *rates, detail::eager_prefix(c, x)); };
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  if (time_of(total) == inf) return inf;
+  // Feasibility grows with the amount (Lemma 6: offloading less is never worse once it fits).
+  bytes lo = -1, hi = total;  // time_of(hi) finite
+  while (hi - lo > 1) {
+    const bytes mid = lo + (hi - lo) / 2;
+    (time_of(mid) < inf ? hi : lo) = mid;
+  }
+  return time_of(hi);
+}
+
+}  // namespace remat
