@@ -193,7 +193,8 @@ TEST_CASE("transfers: every misuse is a violation naming the op") {
            // Offloading twice, or what is not there.
            bad_case{"F1_ck O0 O0", vk::invalid_transfer, 2, "O0: 'a_0' is already offloaded or in transfer (O0 at op 1)"},
            bad_case{"O1", vk::invalid_transfer, 0, "O1: 'a_1' is not in memory"},
-           bad_case{"F1_all O1", vk::invalid_transfer, 1, "O1 at op 1: abar_1 (the output and the context F1_all saved) is stored"},
+           // O1 moves a_1 also when abar_1 is stored (the rest stays); F2 then needs it back.
+           bad_case{"F1_all O1 W1 F2_all", vk::not_resident, 3, "its input 'a_1' is on the host (O1 at op 1)"},
            // Prefetching what is not on the host.
            bad_case{"P0", vk::invalid_transfer, 0, "P0: 'a_0' is not on the host (it is on the device; offload it first)"},
            bad_case{"P2", vk::invalid_transfer, 0, "P2: 'a_2' is not on the host (it is not stored at all)"},
