@@ -153,6 +153,12 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
       if (!waited) oldest = k;
     }
     if (!oldest) return error_of(r);
+    // Its offload is now waited for here: the wait before its prefetch goes.
+    for (std::size_t j = at; j + 1 < ops.size(); ++j)
+      if (ops[j] == chain_op::wait(*oldest) && ops[j + 1] == chain_op::prefetch(*oldest)) {
+        ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(j));
+        break;
+      }
     ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(at), chain_op::wait(*oldest));
   }
   // Backward phase: each W_k P_k pair as early as memory allows, in the order of need, never
@@ -162,23 +168,28 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
     std::size_t floor = 0;
     while (floor < ops.size() && !(ops[floor].kind == chain_op_kind::forward && ops[floor].index == n)) ++floor;
     ++floor;
-    for (std::size_t i = floor; i + 1 < ops.size(); ++i) {
-      if (!(ops[i].kind == chain_op_kind::wait && ops[i + 1].kind == chain_op_kind::prefetch)) continue;
-      const chain_op w = ops[i], p = ops[i + 1];
-      for (std::size_t to = floor; to < i; ++to) {
+    for (std::size_t i = floor; i < ops.size(); ++i) {
+      if (ops[i].kind != chain_op_kind::prefetch) continue;
+      // The unit that moves: P_k, with the wait for its offload just before it when there is one.
+      const int k = ops[i].index;
+      const std::size_t from = i > floor && ops[i - 1] == chain_op::wait(k) ? i - 1 : i;
+      const std::vector<chain_op> unit(ops.begin() + static_cast<std::ptrdiff_t>(from),
+                                       ops.begin() + static_cast<std::ptrdiff_t>(i + 1));
+      std::size_t end = i + 1;  // one past the unit
+      for (std::size_t to = floor; to < from; ++to) {
         std::vector<chain_op> trial = ops;
-        trial.erase(trial.begin() + static_cast<std::ptrdiff_t>(i), trial.begin() + static_cast<std::ptrdiff_t>(i + 2));
-        trial.insert(trial.begin() + static_cast<std::ptrdiff_t>(to), {w, p});
+        trial.erase(trial.begin() + static_cast<std::ptrdiff_t>(from), trial.begin() + static_cast<std::ptrdiff_t>(i + 1));
+        trial.insert(trial.begin() + static_cast<std::ptrdiff_t>(to), unit.begin(), unit.end());
         const sim::report r = run(trial);
         if (r.valid && r.makespan <= best) {
           best = r.makespan;
           ops = std::move(trial);
-          i = to;
+          end = to + unit.size();
           break;
         }
       }
-      floor = i + 2;
-      i += 1;
+      floor = end;
+      i = end - 1;
     }
   }
   offload_plan plan;
@@ -203,29 +214,43 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
                                             seconds time_limit, const std::function<void(double)>& progress) {
   if (auto ok = check_request(c, budget); !ok) return ok.err();
   const graph g = chain_graph(c);
-  const deadline dl(time_limit);
   // Storing everything is optimal when it fits (sum(u_F + u_B) bounds every schedule).
   if (peak_of(g, store_all::program(c)) <= budget) {
     if (progress) progress(1.0);
     return realize(policy, c, g, budget, rates, {store_all::program(c), {}, c.ideal_time()});
   }
-  const bytes minimum = pofo_minimum_budget(c, rates.any(), recompute);
+  // No transfers: pofo is rotor (the same DP at β = 0, tested), with rotor's fallback near its
+  // minimum; offload_dynprog is store-all.
+  if (!rates.any() && recompute) {
+    auto r = rotor{.slots = slots, .time_limit = time_limit, .progress = progress}.solve(c, budget);
+    if (!r) {
+      error e = r.err();
+      if (e.message.rfind("rotor", 0) == 0) e.message.replace(0, 5, policy);
+      return e;
+    }
+    auto ops = to_chain_ops(c.length(), *r);
+    if (!ops)
+      return error{status::solver_error, std::string(policy) + ": rotor's program is not chain-shaped (a bug in remat)", {}};
+    return realize(policy, c, g, budget, rates, {std::move(*ops), {}, r->predicted_time});
+  }
+  const pofo_min_memory lowest(c, rates.any(), recompute);
+  const bytes minimum = lowest.budget();
   if (budget < minimum)
     return budget_too_small(policy, c, budget, minimum,
                             rates.any() ? "with every input that can move offloaded" : "with no transfer (bandwidth 0)");
-  if (slots > 0 && slots >= (std::int64_t{1} << 31))
+  if (slots >= (std::int64_t{1} << 31))
     return error{status::invalid_problem, std::string(policy) + ": slots must be below 2^31 (0: exact sizes)", {}};
   if (slots <= 0 && budget >= (std::int64_t{1} << 31))
     return error{status::invalid_problem,
                  std::string(policy) + ": exact sizes (slots = 0) need a budget below 2 GiB; give a slot count", {}};
-  // Refinement: the rounding of sizes may leave no schedule near the minimum; twice the slots,
-  // up to four times, then an error that says so.
+  const deadline dl(time_limit);
+  // Refinement: the rounding of sizes may leave no schedule near the minimum: twice the slots,
+  // up to twice, then the minimum-memory schedule (every movable input offloaded), realized.
   std::int64_t s = slots <= 0 ? budget : std::min<std::int64_t>(slots, budget);
   for (int round = 0;; ++round) {
     const discrete_chain d = discretize(c, budget, s);
     const double scale = static_cast<double>(d.slots) / static_cast<double>(budget);
-    const slot_rates r{rates.off * scale, rates.pre * scale};
-    pofo_dp dp(d, rates.any() ? r : slot_rates{}, recompute, dl);
+    pofo_dp dp(d, slot_rates{rates.off * scale, rates.pre * scale}, recompute, dl);
     double value = 0;
     try {
       value = dp.solve(progress);
@@ -234,14 +259,32 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
                                 "raise time_limit, or use fewer slots");
     }
     if (value < std::numeric_limits<double>::infinity()) return realize(policy, c, g, budget, rates, dp.reconstruct());
-    if (d.exact || round == 4 || s * 2 >= (std::int64_t{1} << 31))
-      return error{status::infeasible,
-                   std::string(policy) + ": at " + std::to_string(s) + " slots the rounding of sizes leaves no "
-                   "schedule for a budget this close to the minimum (" + std::to_string(minimum) +
-                   " bytes): raise the budget a little, or the slots",
-                   {}};
+    if (d.exact || round == 2) break;
     s = std::min<std::int64_t>(s * 2, budget);
   }
+  // The fallback: the faster of the minimum-memory schedule and, when it fits, rotor's plan (it
+  // refines its slots further, to exact sizes, and has its own minimum-memory fallback), so that
+  // pofo is never slower than rotor there either.
+  auto plan = realize(policy, c, g, budget, rates, lowest.schedule());
+  if (!plan) return plan;
+  plan->model_time = plan->program.predicted_time;
+  std::string how = "the minimum-memory schedule with every movable input offloaded";
+  if (recompute && budget >= rotor::minimum_budget(c)) {
+    const auto r = rotor{.slots = slots, .time_limit = std::max(0.0, time_limit - dl.elapsed())}.solve(c, budget);
+    if (r && r->predicted_time < plan->program.predicted_time) {
+      if (auto ops = to_chain_ops(c.length(), *r)) {
+        auto other = realize(policy, c, g, budget, rates, {std::move(*ops), {}, r->predicted_time});
+        if (other) {
+          plan = std::move(other);
+          how = "rotor's plan (no transfer)";
+        }
+      }
+    }
+  }
+  plan->notes.push_back("the budget is within rounding of the minimum (" + std::to_string(minimum) +
+                        " bytes) at " + std::to_string(s) + " slots: the plan is " + how +
+                        ", valid but not proven optimal (model_time is its program's time)");
+  return plan;
 }
 
 }  // namespace detail

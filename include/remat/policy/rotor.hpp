@@ -137,15 +137,17 @@ class rotor_min_memory {
   [[nodiscard]] bool complete() const { return complete_; }
   [[nodiscard]] std::int64_t operator()(int s, int t) const { return lo_[idx(s, t)]; }
 
-  /// The schedule that reaches lo(1,N), and its time.
-  [[nodiscard]] decisions schedule() const {
+  /// The schedule that reaches lo(s,t) (default: lo(1,N)), and its time: B_t..B_s from the
+  /// input of s and delta_t.
+  [[nodiscard]] decisions schedule(int from = 1, int to = 0) const {
+    if (to <= 0) to = n_;
     decisions out;
     auto emit = [&](chain_op op, int option) {
       out.ops.push_back(op);
       out.options.push_back(option);
     };
     struct job { int s, t; int backward_option; };  // backward_option >= 0: B_s only
-    std::vector<job> todo{{1, n_, -1}};
+    std::vector<job> todo{{from, to, -1}};
     while (!todo.empty()) {
       const job j = todo.back();
       todo.pop_back();
@@ -163,7 +165,7 @@ class rotor_min_memory {
         if (j.s < j.t) todo.push_back({j.s + 1, j.t, -1});
       }
     }
-    out.time = time_[idx(1, n_)];
+    out.time = time_[idx(from, to)];
     return out;
   }
 

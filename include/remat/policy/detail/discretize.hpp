@@ -38,6 +38,9 @@ struct discrete_chain {
   std::int64_t dp_budget = 0;    ///< S - q(a_0)
   bool exact = false;            ///< one slot per byte
   std::vector<std::int64_t> a, abar, delta, of, of_all, ob;  // of/of_all/ob: index 1..n
+  /// q(abar_k - a_k): what stays of abar_k when its a_k is offloaded (rounded on its own, not
+  /// q(abar_k) - q(a_k), which may be smaller than the bytes).
+  std::vector<std::int64_t> context;
   std::vector<double> uf, ub;                        // index 1..n
   /// index 1..n: the options the DP chooses F_s^all / B_s among; options[s][0] is the stage's
   /// own, the others its cost set when discretize() was asked for them (RK-Rotor).
@@ -72,13 +75,14 @@ inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slot
     return static_cast<std::int64_t>((num + budget - 1) / budget);
   };
   const auto sz = static_cast<std::size_t>(d.n + 1);
-  d.a.resize(sz); d.abar.resize(sz); d.delta.resize(sz); d.of.assign(sz, 0); d.of_all.assign(sz, 0); d.ob.assign(sz, 0);
+  d.a.resize(sz); d.abar.resize(sz); d.delta.resize(sz); d.context.resize(sz); d.of.assign(sz, 0); d.of_all.assign(sz, 0); d.ob.assign(sz, 0);
   d.uf.assign(sz, 0.0); d.ub.assign(sz, 0.0);
   d.options.assign(sz, {});
   for (int k = 0; k <= d.n; ++k) {
     const auto i = static_cast<std::size_t>(k);
     d.a[i] = q(c.a(k));
     d.abar[i] = q(c.abar(k));
+    d.context[i] = q(c.abar(k) - c.a(k));
     d.delta[i] = q(c.delta(k));
     if (k > 0) {
       d.of[i] = q(c.of(k)); d.of_all[i] = q(c.of_all(k)); d.ob[i] = q(c.ob(k));

@@ -216,7 +216,7 @@ class pofo_dp {
     }
     const std::int64_t item = off ? moved(s) : 0;
     r.time = uf + ub + ef + eb;
-    r.a = a + in - item;
+    r.a = a + (off ? kept(s, x) : in);
     r.df = grid_up(drained(static_cast<double>(df + item), uf + ef, r_.off));
     r.db = grid_up(drained(static_cast<double>(db), ub + eb, r_.pre)) + item;
     return r;
@@ -230,7 +230,7 @@ class pofo_dp {
     double worst = -inf, elapsed = 0, sum_f = 0;
     for (int k = s; k <= t; ++k) {
       const std::int64_t need = d_.f_none(s, k) + d_.delta[u(n_)];
-      const std::int64_t held = (k == s || !off) ? in : in - item;
+      const std::int64_t held = (k == s || !off) ? in : kept(s, x);
       if (need + held > m_ - a) return r;
       worst = std::max(worst, std::isinf(r_.off) ? -inf : static_cast<double>(need) - r_.off * elapsed);
       elapsed += d_.uf[u(k)];
@@ -240,7 +240,7 @@ class pofo_dp {
     const double back = cd(s, t, a + in, db).value;
     if (back == inf) return r;
     r.time = sum_f + ef + back;
-    r.a = a + in - item;
+    r.a = a + (off ? kept(s, x) : in);
     r.df = grid_up(drained(static_cast<double>(df + item), sum_f + ef, r_.off));
     r.db = grid_up(drained(static_cast<double>(db), back, r_.pre)) + item;
     return r;
@@ -249,6 +249,11 @@ class pofo_dp {
   [[nodiscard]] std::int64_t forced(int s) const { return u(s) < forced_.size() ? forced_[u(s)] : -1; }
   /// What an offload of segment s's input moves: its plain part, or the forced amount.
   [[nodiscard]] std::int64_t moved(int s) const { return forced(s) >= 0 ? forced(s) : d_.a[u(s - 1)]; }
+  /// What stays on the device of segment s's input when it is offloaded (the layer's context).
+  [[nodiscard]] std::int64_t kept(int s, int x) const {
+    if (forced(s) >= 0) return input(s, x) - forced(s);
+    return x ? d_.context[u(s - 1)] : 0;
+  }
   [[nodiscard]] bool can_offload(int s) const { return r_.any() && s < n_ && moved(s) > 0; }
   [[nodiscard]] bool can_keep(int s) const { return forced(s) <= 0; }
 
@@ -399,42 +404,95 @@ class pofo_dp {
 // --- the minimum budget -----------------------------------------------------------------------
 
 /// The least budget (bytes, a_0 included) with which pofo's model has a schedule, in exact
-/// sizes: with transfers, every input that can move is offloaded (at any β > 0 a schedule can
-/// idle until its copies are done, so the minimum is that of instantaneous transfers); without,
-/// nothing moves. need(s, x) is the memory beyond what is kept that the rest of the schedule
-/// needs from segment s on; C_Δ's part is rotor's minimum memory lo(s, t) (they are the same
-/// recurrence at Δ = 0). O(N^2) after rotor's O(N^3) table (not needed without recompute).
-inline bytes pofo_minimum_budget(const chain& c, bool transfers, bool recompute) {
-  const discrete_chain d = exact_sizes(c);
-  const int n = d.n;
-  auto u = [](int i) { return static_cast<std::size_t>(i); };
-  std::optional<rotor_min_memory> lo;
-  if (recompute) lo.emplace(d);
-  constexpr std::int64_t inf = std::numeric_limits<std::int64_t>::max() / 4;
-  // need[x][s], s = 1..n
-  std::vector<std::int64_t> need0(u(n + 2), inf), need1(u(n + 2), inf);
-  for (int s = n; s >= 1; --s) {
-    for (int x = 0; x <= 1; ++x) {
-      if (s == 1 && x == 1) continue;
-      const std::int64_t in = x ? d.abar[u(s - 1)] : d.a[u(s - 1)];
-      const std::int64_t kept = transfers && s < n ? in - d.a[u(s - 1)] : in;  // what stays of the input
-      const std::int64_t nf = d.delta[u(n)] + d.abar[u(s)] + d.of_all[u(s)];
-      const std::int64_t nb = d.abar[u(s)] + d.delta[u(s)] + d.delta[u(s - 1)] + d.ob[u(s)];
-      std::int64_t best = in + std::max(nf, nb);
-      if (s < n) best = std::max(best, kept + need1[u(s + 1)]);
-      if (recompute && s < n) {
-        std::int64_t run = 0;
-        for (int t = s; t <= n - 1; ++t) {
-          const std::int64_t f = d.f_none(s, t) + d.delta[u(n)];
-          run = std::max(run, t == s ? f + in : f + kept);
-          const std::int64_t v = std::max({run, in + (*lo)(s, t), kept + need0[u(t + 1)]});
-          best = std::min(best, v);
+/// sizes, and a schedule that needs no more: with transfers, every input that can move is
+/// offloaded (at any β > 0 a schedule can idle until its copies are done, so the minimum is that
+/// of instantaneous transfers); without, nothing moves. need(s, x) is the memory beyond what is
+/// kept that the rest of the schedule needs from segment s on; C_Δ's part is rotor's minimum
+/// memory lo(s, t) (the same recurrence at Δ = 0). O(N^2) after rotor's O(N^3) table (not
+/// built without recompute).
+class pofo_min_memory {
+ public:
+  pofo_min_memory(const chain& c, bool transfers, bool recompute)
+      : d_(exact_sizes(c)), n_(d_.n), transfers_(transfers) {
+    if (recompute) lo_.emplace(d_);
+    for (auto* v : {&need_[0], &need_[1]}) v->assign(u(n_ + 2), inf);
+    for (auto* v : {&end_[0], &end_[1]}) v->assign(u(n_ + 2), 0);
+    for (int s = n_; s >= 1; --s) {
+      for (int x = 0; x <= 1; ++x) {
+        if (s == 1 && x == 1) continue;
+        const std::int64_t in = input(s, x), kept = kept_of(s, x);
+        const std::int64_t nf = d_.delta[u(n_)] + d_.abar[u(s)] + d_.of_all[u(s)];
+        const std::int64_t nb = d_.abar[u(s)] + d_.delta[u(s)] + d_.delta[u(s - 1)] + d_.ob[u(s)];
+        std::int64_t best = in + std::max(nf, nb);
+        int end = 0;  // 0: F^all segment (or the loss)
+        if (s < n_) best = std::max(best, kept + need_[1][u(s + 1)]);
+        if (lo_ && s < n_) {
+          std::int64_t run = 0;
+          for (int t = s; t <= n_ - 1; ++t) {
+            const std::int64_t f = d_.f_none(s, t) + d_.delta[u(n_)];
+            run = std::max(run, t == s ? f + in : f + kept);
+            const std::int64_t v = std::max({run, in + (*lo_)(s, t), kept + need_[0][u(t + 1)]});
+            if (v < best) {
+              best = v;
+              end = t;
+            }
+          }
         }
+        need_[x][u(s)] = best;
+        end_[x][u(s)] = end;
       }
-      (x ? need1 : need0)[u(s)] = best;
     }
   }
-  return need0[1];
+
+  /// The minimum budget.
+  [[nodiscard]] bytes budget() const { return need_[0][1]; }
+
+  /// A schedule within budget(): its segments, every input that can move offloaded.
+  [[nodiscard]] offload_decisions schedule() const {
+    offload_decisions out;
+    std::vector<std::vector<chain_op>> backward;
+    int s = 1, x = 0;
+    while (s < n_) {
+      if (transfers_ && d_.a[u(s - 1)] > 0) out.offloaded.push_back(s - 1);
+      const int t = end_[x][u(s)];
+      if (t == 0) {
+        out.ops.push_back(chain_op::forward(s, forward_mode::save_all));
+        backward.push_back({chain_op::backward(s)});
+        s += 1;
+        x = 1;
+      } else {
+        out.ops.push_back(chain_op::forward(s, forward_mode::save_input));
+        for (int k = s + 1; k <= t; ++k) out.ops.push_back(chain_op::forward(k, forward_mode::no_save));
+        backward.push_back(lo_->schedule(s, t).ops);
+        s = t + 1;
+        x = 0;
+      }
+    }
+    out.ops.push_back(chain_op::forward(n_, forward_mode::save_all));
+    out.ops.push_back(chain_op::backward(n_));
+    for (auto it = backward.rbegin(); it != backward.rend(); ++it) out.ops.insert(out.ops.end(), it->begin(), it->end());
+    return out;
+  }
+
+ private:
+  static constexpr std::int64_t inf = std::numeric_limits<std::int64_t>::max() / 4;
+  static std::size_t u(int i) { return static_cast<std::size_t>(i); }
+  [[nodiscard]] std::int64_t input(int s, int x) const { return x ? d_.abar[u(s - 1)] : d_.a[u(s - 1)]; }
+  /// What stays of segment s's input while the rest runs (its plain part moves).
+  [[nodiscard]] std::int64_t kept_of(int s, int x) const {
+    return transfers_ && s < n_ ? input(s, x) - d_.a[u(s - 1)] : input(s, x);
+  }
+
+  discrete_chain d_;
+  int n_;
+  bool transfers_;
+  std::optional<rotor_min_memory> lo_;
+  std::vector<std::int64_t> need_[2];
+  std::vector<int> end_[2];
+};
+
+inline bytes pofo_minimum_budget(const chain& c, bool transfers, bool recompute) {
+  return pofo_min_memory(c, transfers, recompute).budget();
 }
 
 }  // namespace remat::detail

@@ -1,0 +1,226 @@
+// The offloading policies (policy/offload.hpp) against the exhaustive oracle of pofo's model
+// (support/offload_brute_force.hpp, written apart from the DP), against rotor, and on bad input.
+// Exactness is checked where the DP does not round: exact sizes (slots = 0), integer sizes,
+// times and bandwidths, so that every computed Δ is an integer.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <remat/policy/offload.hpp>
+#include <remat/policy/rotor.hpp>
+
+#include "support/offload_brute_force.hpp"
+#include "support/random_chain.hpp"
+
+using namespace remat;
+
+namespace {
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+/// Small integer chains (as the oracle's own tests): sizes 0..4, abar = a + 0..2, times 0..3,
+/// overheads 0/1, some stages with F^all's own overhead.
+chain small_chain(remat::testing::chain_generator& g, int n) {
+  chain c{"random", g.between(0, 4), {}};
+  for (int l = 1; l <= n; ++l) {
+    const bytes a = g.between(0, 4);
+    const bytes abar = a + g.between(0, 2);
+    c.stages.push_back({"s" + std::to_string(l), static_cast<double>(g.between(0, 3)),
+                        static_cast<double>(g.between(0, 3)), a, abar, g.between(0, 1), g.between(0, 1)});
+    if (g.between(0, 3) == 0) c.stages.back().forward_save_overhead_bytes = g.between(0, 2);
+  }
+  return c;
+}
+
+bytes store_all_peak(const chain& c) {
+  return detail::peak_of(detail::chain_graph(c), store_all::program(c));
+}
+
+/// The compute ops of a plan (the oracle's schedules carry no transfers).
+test::offload_schedule decisions_of(const offload_plan& p) {
+  test::offload_schedule s;
+  for (const chain_op& op : p.ops)
+    if (op.is_compute()) s.ops.push_back(op);
+  s.offloaded = p.offloaded;
+  return s;
+}
+
+bool close(double x, double y) { return std::abs(x - y) <= 1e-9 * std::max(1.0, std::abs(y)); }
+
+}  // namespace
+
+TEST_CASE("pofo: exact on small chains against exhaustive search in its model") {
+  remat::testing::chain_generator g(20261124);
+  int compared = 0, offloading = 0, below_rotor = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const chain c = small_chain(g, g.between(1, 5));
+    const double beta = static_cast<double>(g.between(1, 3));
+    const bytes peak = store_all_peak(c);
+    const bytes rotor_min = rotor::minimum_budget(c);
+    for (bytes m = 0; m <= peak + 1; ++m) {
+      const auto best = test::offload_brute_force(c, m, beta, beta, true);
+      const auto plan = pofo{.bandwidth = beta, .slots = 0}.plan(c, m);
+      CAPTURE(trial);
+      CAPTURE(m);
+      CAPTURE(beta);
+      if (!best.feasible()) {
+        REQUIRE_FALSE(plan.ok());
+        CHECK(plan.code() == status::budget_too_small);
+        continue;
+      }
+      REQUIRE_MESSAGE(plan.ok(), plan.message());
+      ++compared;
+      CHECK(close(plan->model_time, best.time));
+      // The DP's own schedule has its claimed time in the model.
+      CHECK(close(test::fluid_time(c, decisions_of(*plan), m, beta, beta), plan->model_time));
+      CHECK(plan->program.predicted_peak <= m);
+      if (!plan->offloaded.empty()) ++offloading;
+      if (m < rotor_min) ++below_rotor;
+    }
+  }
+  CHECK(compared > 500);
+  CHECK(offloading > 100);
+  CHECK(below_rotor > 20);
+}
+
+TEST_CASE("offload_dynprog is exact without recomputation; greedy and OFF_frac bracket it") {
+  remat::testing::chain_generator g(7);
+  int compared = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const chain c = small_chain(g, g.between(1, 6));
+    const double beta = static_cast<double>(g.between(1, 3));
+    const bytes peak = store_all_peak(c);
+    for (bytes m = 0; m <= peak + 1; ++m) {
+      CAPTURE(trial);
+      CAPTURE(m);
+      const auto best = test::offload_brute_force(c, m, beta, beta, false);
+      const auto dyn = offload_dynprog{.bandwidth = beta, .slots = 0}.plan(c, m);
+      const auto greedy = offload_greedy{.bandwidth = beta}.plan(c, m);
+      const auto frac = offload_fractional_bound(c, m, beta);
+      REQUIRE(frac.ok());
+      if (!best.feasible()) {
+        CHECK_FALSE(dyn.ok());
+        CHECK_FALSE(greedy.ok());
+        continue;
+      }
+      REQUIRE_MESSAGE(dyn.ok(), dyn.message());
+      ++compared;
+      CHECK(close(dyn->model_time, best.time));
+      CHECK(close(test::fluid_time(c, decisions_of(*dyn), m, beta, beta), dyn->model_time));
+      // OFF_frac bounds every plan without recomputation.
+      CHECK(*frac <= best.time + 1e-9);
+      if (greedy.ok()) {
+        CHECK(greedy->model_time >= best.time - 1e-9);
+        CHECK(close(test::fluid_time(c, decisions_of(*greedy), m, beta, beta), greedy->model_time));
+      }
+    }
+  }
+  CHECK(compared > 300);
+}
+
+TEST_CASE("pofo with bandwidth 0 is rotor") {
+  remat::testing::chain_generator g(11);
+  for (int trial = 0; trial < 60; ++trial) {
+    const chain c = g({.min_length = 1, .max_length = 14});
+    const bytes lo = rotor::minimum_budget(c), peak = store_all_peak(c);
+    for (int i = 0; i <= 6; ++i) {
+      const bytes m = lo + (peak - lo) * i / 6;
+      for (std::int64_t slots : {50, 200}) {
+        const auto r = rotor{.slots = slots}.solve(c, m);
+        const auto p = pofo{.bandwidth = 0, .slots = slots}.plan(c, m);
+        CAPTURE(trial);
+        CAPTURE(m);
+        REQUIRE_EQ(r.ok(), p.ok());
+        if (!r.ok()) continue;
+        CHECK(p->offloaded.empty());
+        CHECK(close(p->program.predicted_time, r->predicted_time));
+      }
+    }
+    // Below rotor's minimum nothing fits without transfers.
+    if (lo > 0) CHECK(pofo{.bandwidth = 0}.plan(c, lo - 1).code() == status::budget_too_small);
+  }
+}
+
+TEST_CASE("pofo with infinite bandwidth runs at the ideal time down to the memory of offloading alone") {
+  remat::testing::chain_generator g(3);
+  for (int trial = 0; trial < 80; ++trial) {
+    const chain c = small_chain(g, g.between(1, 6));
+    const bytes floor = detail::pofo_minimum_budget(c, true, false);
+    for (bytes m = floor; m <= floor + 3; ++m) {
+      const auto p = pofo{.bandwidth = inf, .slots = 0}.plan(c, m);
+      REQUIRE_MESSAGE(p.ok(), p.message());
+      CHECK(close(p->model_time, c.ideal_time()));
+      CHECK(close(p->program.predicted_time, c.ideal_time()));
+    }
+    CHECK(pofo{.bandwidth = inf}.minimum_budget(c) <= floor);
+  }
+}
+
+TEST_CASE("pofo: never slower than rotor at the same slots") {
+  remat::testing::chain_generator g(5);
+  for (int trial = 0; trial < 30; ++trial) {
+    const chain c = g({.min_length = 2, .max_length = 16});
+    const bytes lo = rotor::minimum_budget(c), peak = store_all_peak(c);
+    double previous = inf;
+    // From a tenth above rotor's minimum, where neither refines its slots (near the minimum
+    // rotor refines to finer slots, and the comparison is no longer at the same slots).
+    for (int i = 1; i <= 8; ++i) {
+      const bytes m = lo + lo / 10 + (peak - lo - lo / 10) * i / 8;
+      if (m < lo + lo / 10) continue;
+      const auto r = rotor{.slots = 50}.solve(c, m);
+      const double bw = 1e6 * (1 + trial % 3);
+      const auto p = pofo{.bandwidth = bw}.plan(c, m);
+      CAPTURE(trial);
+      CAPTURE(m);
+      REQUIRE_MESSAGE(p.ok(), p.message());
+      if (r.ok()) CHECK(p->model_time <= r->predicted_time * (1 + 1e-12));
+      CHECK(p->model_time >= c.ideal_time() * (1 - 1e-12));
+      CHECK(p->program.predicted_peak <= m);
+      CHECK(p->overlap() >= 0.0);
+      CHECK(p->overlap() <= 1.0);
+      (void)previous;
+    }
+  }
+}
+
+TEST_CASE("offloading policies: bad input gets a clear error") {
+  chain c{"bad", 4, {{"s1", 1, 1, 2, 3}, {"s2", 1, 1, 2, 2}, {"loss", 0, 0, 0, 0}}};
+  for (double bw : {-1.0, std::nan("")}) {
+    const auto p = pofo{.bandwidth = bw}.plan(c, 100);
+    CHECK(p.code() == status::invalid_problem);
+    CHECK(p.message().find("bandwidth") != std::string::npos);
+    CHECK(offload_dynprog{.bandwidth = bw}.plan(c, 100).code() == status::invalid_problem);
+    CHECK(offload_greedy{.bandwidth = bw}.plan(c, 100).code() == status::invalid_problem);
+    CHECK(offload_fractional_bound(c, 100, bw).code() == status::invalid_problem);
+  }
+  const auto h2d = pofo{.host_to_device = -3}.plan(c, 100);
+  CHECK(h2d.code() == status::invalid_problem);
+  CHECK(h2d.message().find("host_to_device") != std::string::npos);
+  // Below the minimum: budget_too_small with a minimum that works.
+  const bytes lo = pofo{.bandwidth = 10}.minimum_budget(c);
+  const auto small = pofo{.bandwidth = 10, .slots = 0}.plan(c, lo - 1);
+  REQUIRE(small.code() == status::budget_too_small);
+  CHECK(small.message().find(std::to_string(lo)) != std::string::npos);
+  CHECK(pofo{.bandwidth = 10, .slots = 0}.plan(c, lo).ok());
+  CHECK(pofo{}.plan(c, -1).code() == status::invalid_problem);
+  chain negative = c;
+  negative.stages[0].output_bytes = -2;
+  CHECK(pofo{}.plan(negative, 100).code() == status::invalid_problem);
+}
+
+TEST_CASE("pofo: progress reaches 1 and the time limit holds") {
+  remat::testing::chain_generator g(9);
+  const chain c = g({.min_length = 60, .max_length = 60});
+  const bytes lo = rotor::minimum_budget(c), peak = store_all_peak(c);
+  std::vector<double> seen;
+  const auto p = pofo{.bandwidth = 1e6, .progress = [&](double f) { seen.push_back(f); }}.plan(c, (lo + peak) / 2);
+  REQUIRE_MESSAGE(p.ok(), p.message());
+  REQUIRE_FALSE(seen.empty());
+  CHECK(seen.back() == 1.0);
+  for (std::size_t i = 1; i < seen.size(); ++i) CHECK(seen[i] >= seen[i - 1]);
+  const auto cut = pofo{.bandwidth = 1e6, .slots = 400, .time_limit = 0.05}.plan(c, (lo + peak) / 2);
+  CHECK(cut.code() == status::time_limit);
+}
