@@ -238,11 +238,21 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
   if (budget < minimum)
     return budget_too_small(policy, c, budget, minimum,
                             rates.any() ? "with every input that can move offloaded" : "with no transfer (bandwidth 0)");
-  if (slots >= (std::int64_t{1} << 31))
-    return error{status::invalid_problem, std::string(policy) + ": slots must be below 2^31 (0: exact sizes)", {}};
-  if (slots <= 0 && budget >= (std::int64_t{1} << 31))
+  if (slots > pofo_max_slots)
     return error{status::invalid_problem,
-                 std::string(policy) + ": exact sizes (slots = 0) need a budget below 2 GiB; give a slot count", {}};
+                 std::string(policy) + ": slots is " + std::to_string(slots) + "; give at most " +
+                     std::to_string(pofo_max_slots) + " (0: exact sizes, for budgets below 1 MiB)",
+                 {}};
+  if (slots <= 0 && budget > pofo_max_slots)
+    return error{status::invalid_problem,
+                 std::string(policy) + ": exact sizes (slots = 0) need a budget of at most " +
+                     std::to_string(pofo_max_slots) + " bytes; give a slot count (e.g. 50)",
+                 {}};
+  if (c.length() > pofo_max_stages)
+    return error{status::invalid_problem,
+                 std::string(policy) + ": chain '" + c.name + "' has " + std::to_string(c.length()) +
+                     " stages; the DP takes at most " + std::to_string(pofo_max_stages) + " (group stages into blocks)",
+                 {}};
   const deadline dl(time_limit);
   // Refinement: the rounding of sizes may leave no schedule near the minimum: twice the slots,
   // up to twice, then the minimum-memory schedule (every movable input offloaded), realized.
@@ -258,8 +268,32 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
       return time_limit_reached(policy, dl, "while filling the table (" + std::to_string(d.slots) + " slots)",
                                 "raise time_limit, or use fewer slots");
     }
-    if (value < std::numeric_limits<double>::infinity()) return realize(policy, c, g, budget, rates, dp.reconstruct());
-    if (d.exact || round == 2) break;
+    if (value < std::numeric_limits<double>::infinity()) {
+      auto plan = realize(policy, c, g, budget, rates, dp.reconstruct());
+      if (!plan || slots <= 0 || !recompute) return plan;
+      // The DP rounds every size up to whole slots (50: 2% of the budget each); near the
+      // store-all peak that can cost more than offloading saves. pofo also plans the two pure
+      // methods at their finer default grids, rotor (500 slots) and DYNPROG (500 slots, cheap: no
+      // recomputation), and keeps the fastest program; with exact sizes (slots = 0) the DP's plan
+      // is optimal in the model and is returned as it is.
+      auto better = [&](result<offload_plan> other, const char* what) {
+        if (other && other->program.predicted_time < plan->program.predicted_time) {
+          other->notes.push_back(std::string("the fastest of pofo's plan (") + std::to_string(plan->program.predicted_time) +
+                                 " s at " + std::to_string(d.slots) + " slots) and " + what + ": " + what);
+          plan = std::move(other);
+        }
+      };
+      if (budget >= rotor::minimum_budget(c)) {
+        const auto r = rotor{.time_limit = std::max(1e-3, time_limit - dl.elapsed())}.solve(c, budget);
+        if (r)
+          if (auto ops = to_chain_ops(c.length(), *r))
+            better(realize(policy, c, g, budget, rates, {std::move(*ops), {}, r->predicted_time}), "rotor's plan");
+      }
+      better(plan_offloading(policy, c, budget, rates, 500, false, std::max(1e-3, time_limit - dl.elapsed()), {}),
+             "DYNPROG's plan");
+      return plan;
+    }
+    if (d.exact || round == 2 || 2 * s > pofo_max_slots) break;
     s = std::min<std::int64_t>(s * 2, budget);
   }
   // The fallback: the faster of the minimum-memory schedule and, when it fits, rotor's plan (it
@@ -358,8 +392,11 @@ inline double offload_path_time(const chain& c, bytes budget, const offload_rate
   discrete_chain db = d;
   db.slots = budget;
   const deadline none(0);
-  pofo_dp dp(db, rates.any() ? slot_rates{rates.off, rates.pre} : slot_rates{}, false, none, std::move(amount));
-  return dp.solve();
+  if (!rates.any())
+    for (std::int64_t x : amount)
+      if (x > 0) return std::numeric_limits<double>::infinity();
+  const pofo_dp dp(db, rates.any() ? slot_rates{rates.off, rates.pre} : slot_rates{}, false, none, std::move(amount));
+  return dp.walk();
 }
 
 /// The eager prefix (a_0, a_1, ...) of `total` bytes, as amounts per segment (1..N-1).

@@ -37,7 +37,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
-#include <unordered_map>
+#include <bit>
 #include <utility>
 #include <vector>
 
@@ -93,6 +93,54 @@ struct offload_decisions {
 /// Thrown through the recursion when the deadline passes; caught by the policies.
 struct deadline_passed {};
 
+/// An open-addressing hash table from 64-bit keys (never ~0) to V: the DP's memo, without a
+/// node allocation per state (std::unordered_map spent most of pofo's time in them).
+template <class V>
+class flat_memo {
+ public:
+  flat_memo() { rehash(16); }
+  [[nodiscard]] const V* find(std::uint64_t k) const {
+    for (std::size_t i = slot(k);; i = (i + 1) & mask_) {
+      if (keys_[i] == k) return &vals_[i];
+      if (keys_[i] == empty) return nullptr;
+    }
+  }
+  void insert(std::uint64_t k, const V& v) {
+    if (2 * (count_ + 1) > keys_.size()) rehash(2 * keys_.size());
+    std::size_t i = slot(k);
+    while (keys_[i] != empty && keys_[i] != k) i = (i + 1) & mask_;
+    if (keys_[i] == empty) ++count_;
+    keys_[i] = k;
+    vals_[i] = v;
+  }
+  [[nodiscard]] std::size_t size() const { return count_; }
+
+ private:
+  static constexpr std::uint64_t empty = ~std::uint64_t{0};
+  [[nodiscard]] std::size_t slot(std::uint64_t k) const {
+    return static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;
+  }
+  void rehash(std::size_t n) {
+    std::vector<std::uint64_t> keys(n, empty);
+    std::vector<V> vals(n);
+    keys.swap(keys_);
+    vals.swap(vals_);
+    mask_ = n - 1;
+    shift_ = 64 - static_cast<int>(std::bit_width(n) - 1);
+    count_ = 0;
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] != empty) insert(keys[i], vals[i]);
+  }
+  std::vector<std::uint64_t> keys_;
+  std::vector<V> vals_;
+  std::size_t count_ = 0, mask_ = 0;
+  int shift_ = 60;
+};
+
+/// pofo_dp's limits: slots (the budget in slots) below 2^20, stages below 2^12 (its memo keys).
+inline constexpr std::int64_t pofo_max_slots = (std::int64_t{1} << 20) - 1;
+inline constexpr int pofo_max_stages = (1 << 12) - 1;
+
 class pofo_dp {
  public:
   /// recompute: checkpoint segments allowed (pofo); without, Alg. 5 (DYNPROG). forced (index
@@ -103,6 +151,9 @@ class pofo_dp {
           std::vector<std::int64_t> forced = {})
       : d_(d), r_(r), recompute_(recompute), n_(d.n), m_(d.slots), poll_(dl, 1 << 14), forced_(std::move(forced)) {
     oc_.resize(static_cast<std::size_t>(n_ + 2));
+    scratch_.resize(static_cast<std::size_t>(n_ + 2));
+    prefix_.assign(static_cast<std::size_t>(n_ + 1), 0.0);
+    for (int k = 1; k <= n_; ++k) prefix_[u(k)] = prefix_[u(k - 1)] + d_.uf[u(k)] + d_.ub[u(k)];
   }
 
   /// The optimal time (infinity if no schedule fits); throws deadline_passed.
@@ -112,6 +163,22 @@ class pofo_dp {
     const double v = oc(1, 0, 0, 0, 0).value;
     if (progress_) progress_(1.0);
     return v;
+  }
+
+  /// The time of storing everything with every decision forced (GREEDY, OFF_frac): one path,
+  /// no memo, so sizes of any magnitude (exact bytes) are fine.
+  [[nodiscard]] double walk() const {
+    double total = 0;
+    std::int64_t a = 0, df = 0, db = 0;
+    for (int s = 1; s <= n_; ++s) {
+      const next_state nx = after_all(s, s == 1 ? 0 : 1, a, df, db, s < n_ && forced(s) > 0);
+      if (nx.time == inf) return inf;
+      total += nx.time;
+      a = nx.a;
+      df = nx.df;
+      db = nx.db;
+    }
+    return total;
   }
 
   /// The schedule of solve()'s value (call after it).
@@ -129,7 +196,8 @@ class pofo_dp {
         out.ops.push_back(chain_op::backward(n_));
         break;
       }
-      const next_state nx = e.t == 0 ? after_all(s, x, a, df, db, e.offload) : after_ck(s, x, a, df, db, e.t, e.offload);
+      const next_state nx = e.t == 0 ? after_all(s, x, a, df, db, e.offload)
+                                     : after_ck(s, x, a, df, db, e.t, e.offload, stats_of(s, x, a, e.t));
       if (e.offload) out.offloaded.push_back(s - 1);
       if (e.t == 0) {
         out.ops.push_back(chain_op::forward(s, forward_mode::save_all));
@@ -177,22 +245,35 @@ class pofo_dp {
     double time = inf;  ///< the segment's own time (compute + idle), inf: infeasible
     std::int64_t a = 0, df = 0, db = 0;
   };
-  /// A memo key: (x, or the stages s, t), A, and the Δ's.
-  struct key {
-    std::uint64_t where, a, d1, d2;
-    friend bool operator==(const key&, const key&) = default;
+  /// Memo keys: 20 bits per size (pofo_max_slots), 12 per stage.
+  static std::uint64_t oc_key(int x, std::int64_t a, std::int64_t df, std::int64_t db) {
+    return static_cast<std::uint64_t>(x) | static_cast<std::uint64_t>(a) << 1 | static_cast<std::uint64_t>(df) << 21 |
+           static_cast<std::uint64_t>(db) << 41;
+  }
+  static std::uint64_t cd_key(int s, int t, std::int64_t a, std::int64_t delta) {
+    return static_cast<std::uint64_t>(s) | static_cast<std::uint64_t>(t) << 12 | static_cast<std::uint64_t>(a) << 24 |
+           static_cast<std::uint64_t>(delta) << 44;
+  }
+  /// A checkpoint segment's forward run F_s^ck .. F_t^none: whether it fits with the input kept
+  /// and with it offloaded, the worst need less what drains before it (Lemma 8), its time.
+  struct run_stats {
+    bool keep_fits = true, off_fits = true;
+    double worst = -std::numeric_limits<double>::infinity();
+    double sum_f = 0;
   };
-  struct key_hash {
-    std::size_t operator()(const key& k) const noexcept {
-      std::uint64_t h = k.where * 0x9E3779B97F4A7C15ull;
-      h = (h ^ k.a) * 0xC2B2AE3D27D4EB4Full;
-      h = (h ^ k.d1) * 0x165667B19E3779F9ull;
-      h = (h ^ k.d2) * 0x9E3779B97F4A7C15ull;
-      return static_cast<std::size_t>(h ^ (h >> 29));
-    }
-  };
+  /// Extends the stats of the run s..t-1 to s..t.
+  void extend(run_stats& r, int s, int x, std::int64_t a, int t) const {
+    const std::int64_t need = d_.f_none(s, t) + d_.delta[u(n_)];
+    const std::int64_t in = input(s, x);
+    if (need + in > m_ - a) r.keep_fits = false;
+    if (need + (t == s ? in : kept(s, x)) > m_ - a) r.off_fits = false;
+    if (!std::isinf(r_.off)) r.worst = std::max(r.worst, static_cast<double>(need) - r_.off * r.sum_f);
+    r.sum_f += d_.uf[u(t)];
+  }
 
   [[nodiscard]] std::int64_t input(int s, int x) const { return x ? d_.abar[u(s - 1)] : d_.a[u(s - 1)]; }
+  /// sum of u_F + u_B over stages s..t.
+  [[nodiscard]] double ideal(int s, int t) const { return prefix_[u(t)] - prefix_[u(s - 1)]; }
   /// F_s^all's and B_s's needs besides what is stored, with delta_t the stored gradient.
   [[nodiscard]] std::int64_t need_fall(int s, int t) const { return d_.delta[u(t)] + d_.abar[u(s)] + d_.of_all[u(s)]; }
   [[nodiscard]] std::int64_t need_b(int s) const {
@@ -222,27 +303,26 @@ class pofo_dp {
     return r;
   }
 
-  /// A checkpoint segment [s, t] (Case 2) with decision v; its backward work's time is cd(...).
-  [[nodiscard]] next_state after_ck(int s, int x, std::int64_t a, std::int64_t df, std::int64_t db, int t, bool off) {
+  /// A checkpoint segment [s, t] (Case 2) with decision v, its run's stats `run`; its backward
+  /// work's time is cd(...).
+  [[nodiscard]] next_state after_ck(int s, int x, std::int64_t a, std::int64_t df, std::int64_t db, int t, bool off,
+                                    const run_stats& run) {
     next_state r;
+    if (!(off ? run.off_fits : run.keep_fits)) return r;
     const std::int64_t in = input(s, x);
     const std::int64_t item = off ? moved(s) : 0;
-    double worst = -inf, elapsed = 0, sum_f = 0;
-    for (int k = s; k <= t; ++k) {
-      const std::int64_t need = d_.f_none(s, k) + d_.delta[u(n_)];
-      const std::int64_t held = (k == s || !off) ? in : kept(s, x);
-      if (need + held > m_ - a) return r;
-      worst = std::max(worst, std::isinf(r_.off) ? -inf : static_cast<double>(need) - r_.off * elapsed);
-      elapsed += d_.uf[u(k)];
-      sum_f += d_.uf[u(k)];
-    }
-    const double ef = std::isinf(r_.off) ? 0.0 : idle_for(worst - static_cast<double>(m_ - a - df - in), r_.off);
+    const double ef = std::isinf(r_.off) ? 0.0 : idle_for(run.worst - static_cast<double>(m_ - a - df - in), r_.off);
     const double back = cd(s, t, a + in, db).value;
     if (back == inf) return r;
-    r.time = sum_f + ef + back;
+    r.time = run.sum_f + ef + back;
     r.a = a + (off ? kept(s, x) : in);
-    r.df = grid_up(drained(static_cast<double>(df + item), sum_f + ef, r_.off));
+    r.df = grid_up(drained(static_cast<double>(df + item), run.sum_f + ef, r_.off));
     r.db = grid_up(drained(static_cast<double>(db), back, r_.pre)) + item;
+    return r;
+  }
+  [[nodiscard]] run_stats stats_of(int s, int x, std::int64_t a, int t) const {
+    run_stats r;
+    for (int k = s; k <= t; ++k) extend(r, s, x, a, k);
     return r;
   }
 
@@ -258,14 +338,17 @@ class pofo_dp {
   [[nodiscard]] bool can_keep(int s) const { return forced(s) <= 0; }
 
   oc_entry oc(int s, int x, std::int64_t a, std::int64_t df, std::int64_t db) {
-    auto& memo = oc_[u(s)];
-    const key k{static_cast<std::uint64_t>(x), static_cast<std::uint64_t>(a), static_cast<std::uint64_t>(df),
-                static_cast<std::uint64_t>(db)};
-    if (auto it = memo.find(k); it != memo.end()) return it->second;
+    // What is pending is on the device, and what is to prefetch must be on it with A by the
+    // next segment's work: past the budget, no schedule (this also bounds the keys).
+    if (a + df > m_ || a + db > m_) return {};
+    auto& memo = oc_[u(s)];  // recursion reaches later stages only: no other insert here
+    const std::uint64_t k = oc_key(x, a, df, db);
+    if (const oc_entry* e = memo.find(k)) return *e;
     const oc_entry e = oc_compute(s, x, a, df, db);
-    memo.emplace(k, e);
+    memo.insert(k, e);
     return e;
   }
+
   oc_entry oc_compute(int s, int x, std::int64_t a, std::int64_t df, std::int64_t db) {
     if (poll_.passed()) throw deadline_passed{};
     const bool top = top_;
@@ -279,8 +362,24 @@ class pofo_dp {
     const int last = recompute_ ? n_ - 1 : s - 1;
     const int choices = 1 + (last - s + 1);
     int done = 0;
+    // The runs' stats, t ascending (each extends the last); the moves are then tried t descending.
+    std::vector<run_stats>& runs = scratch_[u(s)];
+    runs.clear();
+    if (last >= s) {
+      run_stats r;
+      for (int t = s; t <= last; ++t) {
+        extend(r, s, x, a, t);
+        runs.push_back(r);
+      }
+    }
     auto consider = [&](int t, bool off) {
-      const next_state nx = t == 0 ? after_all(s, x, a, df, db, off) : after_ck(s, x, a, df, db, t, off);
+      // Branch and bound: every op runs at least once, so the move costs at least its run, the
+      // ideal time of its stages and of the rest; a move that cannot beat the best is skipped
+      // (an equal one would lose the tie anyway).
+      const double bound = t == 0 ? ideal(s, n_) : runs[u(t - s)].sum_f + ideal(s, n_);
+      if (bound >= best.value) return;
+      const next_state nx = t == 0 ? after_all(s, x, a, df, db, off)
+                                   : after_ck(s, x, a, df, db, t, off, runs[u(t - s)]);
       if (nx.time == inf) return;
       const double rest = oc(t == 0 ? s + 1 : t + 1, t == 0 ? 1 : 0, nx.a, nx.df, nx.db).value;
       const double v = nx.time + rest;
@@ -298,11 +397,11 @@ class pofo_dp {
   }
 
   cd_entry cd(int s, int t, std::int64_t a, std::int64_t delta) {
-    const key k{static_cast<std::uint64_t>(s) << 32 | static_cast<std::uint64_t>(t), static_cast<std::uint64_t>(a),
-                static_cast<std::uint64_t>(delta), 0};
-    if (auto it = cd_.find(k); it != cd_.end()) return it->second;
+    if (a + delta > m_) return {};  // Δ arrives while A is held: past the budget, nothing fits
+    const std::uint64_t k = cd_key(s, t, a, delta);
+    if (const cd_entry* e = cd_.find(k)) return *e;
     const cd_entry e = cd_compute(s, t, a, delta);
-    cd_.emplace(k, e);
+    cd_.insert(k, e);
     return e;
   }
 
@@ -329,8 +428,11 @@ class pofo_dp {
       double sum_f = 0;
       for (int sp = s; sp < t; ++sp) {
         sum_f += d_.uf[u(sp)];
+        // Branch and bound (as in oc_compute): the bound only grows with s'.
+        if (sum_f + ideal(s, t) >= best.value) break;
         const double tail = cd(s, sp, a, delta).value;
         if (tail == inf) continue;
+        if (sum_f + tail + ideal(sp + 1, t) >= best.value) continue;
         const std::int64_t d2 = grid_up(drained(static_cast<double>(delta), tail, r_.pre));
         const double head = cd(sp + 1, t, a + d_.a[u(sp)], d2).value;
         if (head == inf) continue;
@@ -397,8 +499,10 @@ class pofo_dp {
   std::vector<std::int64_t> forced_;
   std::function<void(double)> progress_;
   bool top_ = false;
-  std::vector<std::unordered_map<key, oc_entry, key_hash>> oc_;
-  std::unordered_map<key, cd_entry, key_hash> cd_;
+  std::vector<flat_memo<oc_entry>> oc_;
+  flat_memo<cd_entry> cd_;
+  std::vector<double> prefix_;  ///< prefix_[k] = sum of u_F + u_B over stages 1..k
+  std::vector<std::vector<run_stats>> scratch_;  ///< per stage: oc_compute's runs (recursion goes to later stages)
 };
 
 // --- the minimum budget -----------------------------------------------------------------------
