@@ -3,6 +3,8 @@
 //   remat-plan --chain examples/chains/resnet_like.json --budget 1GiB --policy rotor [--json]
 //   remat-plan --graph examples/graphs/residual_net.json --budget 4MiB --policy checkmate
 //              --solver cbc --time-limit 60 [--relax] [--json]
+//   remat-plan --chain examples/chains/resnet_like.json --budget 1.2GiB --policy pofo
+//              [--bandwidth 12e9] [--bandwidth-d2h B] [--bandwidth-h2d B] [--json]
 //   remat-plan --chain FILE --budget 1GiB --simulate "F1_ck F2_all B2 F1_all B1"
 //              [--bandwidth 12e9] [--json]
 //
@@ -11,8 +13,11 @@
 // are the simulator's, not the policy's claim), and prints a summary or one JSON object. Graph
 // policies (store_all, checkmate) also plan a chain, through the chain's training graph. Chain
 // plans print in the chain notation (F3_ck, B3, O3, ...), graph plans as programs (C3, C3_ff,
-// D5, ...). With --simulate it plans nothing: it replays a given program (either notation) and
-// reports whether it is valid, its peak and makespan, and the first violation.
+// D5, ...). The offloading policies (pofo, offload_dynprog, offload_greedy: docs/offloading.md)
+// plan chains with transfers at --bandwidth; their plans are re-simulated on that machine and
+// the summary adds their model time, compute, transfer and idle time and the offloaded set.
+// With --simulate it plans nothing: it replays a given program (either notation) and reports
+// whether it is valid, its peak and makespan, and the first violation.
 // Exit status: 0 planned (or a valid program), 1 planning failed or the program is invalid
 // (reason on stderr), 2 usage error.
 
@@ -49,6 +54,7 @@
 #include <nlohmann/json.hpp>
 #include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
+#include <remat/policy/offload.hpp>
 #include <remat/remat.hpp>
 #if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
 #include <remat/policy/checkmate.hpp>
@@ -84,20 +90,23 @@ required:
                         with a suffix KiB, MiB, GiB, TiB (also K, M, G, T), e.g.
                         6GiB, 512MiB, 1.5GiB
   --policy NAME         chains: store_all | periodic | revolve | rotor | rotor_floating
-                        | checkmate | rockmate; graphs: store_all | checkmate |
-                        rockmate (graph policies plan a chain through its training
-                        graph)
+                        | checkmate | rockmate | pofo | offload_dynprog |
+                        offload_greedy; graphs: store_all | checkmate | rockmate
+                        (graph policies plan a chain through its training graph;
+                        pofo, offload_dynprog and offload_greedy offload activations
+                        to the host, chains only: docs/offloading.md)
 
 policy knobs (each for the policies named):
-  --slots N             rotor, rotor_floating, rockmate: memory slots of the DP
-                        (default 500, 0 = one per byte, exact)
+  --slots N             rotor, rotor_floating, rockmate, pofo, offload_dynprog:
+                        memory slots of the DP (default 500, pofo 50; 0 = one per
+                        byte, exact)
   --segments K          periodic: number of segments (default 0 = the best that fits)
   --snapshots C         revolve: free snapshot slots (default -1 = the best that fits)
-  --time-limit SECONDS  every policy: wall-clock limit of the solve (kept within a
-                        small margin); checkmate returns the best schedule found by
-                        then (not proven optimal) or fails if it found none, the
-                        others fail with "time limit" (store_all is linear and
-                        always within it)
+  --time-limit SECONDS  every policy but offload_greedy: wall-clock limit of the
+                        solve (kept within a small margin); checkmate returns the
+                        best schedule found by then (not proven optimal) or fails
+                        if it found none, the others fail with "time limit"
+                        (store_all is linear and always within it)
   --solver NAME         checkmate, rockmate: the MILP solver, cbc | lpsolve (default:
                         cbc when this build has it, else lpsolve)
   --find-minimum        checkmate: when no schedule fits, find the smallest budget
@@ -108,6 +117,16 @@ policy knobs (each for the policies named):
   --grid P,S            rockmate: the budget grid of each block's solves, P peak
                         budgets and S saved-memory budgets per peak (default 10,10)
   --threads N           rockmate: threads for the blocks' solves (default: all cores)
+  --bandwidth BYTES_PER_S
+                        pofo, offload_dynprog, offload_greedy: the speed of offloads
+                        and prefetches, each way, in bytes per second: a number
+                        (e.g. 12e9) or one with a suffix KiB, MiB, GiB, TiB,
+                        optionally "/s" (e.g. 12GiB/s); 0 = no transfers (pofo is
+                        then rotor), inf = instantaneous ones; default 12e9 (PCIe 3
+                        x16)
+  --bandwidth-d2h BYTES_PER_S, --bandwidth-h2d BYTES_PER_S
+                        the same, for offloads (device to host) or prefetches (host
+                        to device) alone, when they differ
 
 replaying a program (instead of --policy):
   --simulate PROGRAM    replay PROGRAM in the simulator within the budget and print
@@ -121,9 +140,11 @@ replaying a program (instead of --policy):
                         "violation" (a string or null), "budget_bytes", ...}
   --bandwidth BYTES_PER_S
                         with --simulate: the speed of offloads and prefetches (O, P),
-                        each way, in bytes per second: a number (e.g. 12e9) or one with
-                        a suffix KiB, MiB, GiB, TiB, optionally "/s" (e.g. 12GiB/s);
-                        default: instantaneous transfers
+                        each way, in bytes per second: a number >= 1 (e.g. 12e9) or
+                        one with a suffix KiB, MiB, GiB, TiB, optionally "/s" (e.g.
+                        12GiB/s); default: instantaneous transfers. --bandwidth-d2h
+                        and --bandwidth-h2d set the offloads' and the prefetches'
+                        apart
 
 output:
   --json                print one JSON object instead of the summary
@@ -139,11 +160,17 @@ program is invalid (over the budget, a broken rule, a word that is not an
 instruction); the reason is on stderr; 2 usage error.
 )";
 
-constexpr std::array<std::string_view, 7> policy_names = {
-    "store_all", "periodic", "revolve", "rotor", "rotor_floating", "checkmate", "rockmate"};
+constexpr std::array<std::string_view, 10> policy_names = {
+    "store_all", "periodic", "revolve", "rotor",           "rotor_floating",
+    "checkmate", "rockmate", "pofo",    "offload_dynprog", "offload_greedy"};
 
 /// Policies that plan training graphs (and chains through their graph).
 bool is_graph_policy(std::string_view p) { return p == "store_all" || p == "checkmate" || p == "rockmate"; }
+
+/// The offloading policies (policy/offload.hpp, docs/offloading.md): chains, with transfers.
+bool is_offload_policy(std::string_view p) {
+  return p == "pofo" || p == "offload_dynprog" || p == "offload_greedy";
+}
 
 /// The MILP solvers this build has, in order of preference.
 std::vector<std::string_view> solvers_built() {
@@ -158,6 +185,13 @@ std::vector<std::string_view> solvers_built() {
 }
 
 enum exit_code : int { exit_ok = 0, exit_failed = 1, exit_usage = 2 };
+
+/// A bandwidth option: bytes per second (0: no transfers, infinity: instantaneous ones; where
+/// each applies is checked once the policy is known) and the text given.
+struct bandwidth_arg {
+  double value = 0;
+  std::string text;
+};
 
 struct options {
   std::string chain_path;
@@ -175,7 +209,9 @@ struct options {
   std::optional<std::pair<int, int>> grid;  ///< rockmate: peak and save budgets per block
   std::optional<int> threads;               ///< rockmate
   std::optional<std::string> simulate;  ///< --simulate: the program text, or @FILE
-  std::optional<double> bandwidth;      ///< --bandwidth: bytes per second
+  std::optional<bandwidth_arg> bandwidth;      ///< --bandwidth: bytes per second, each way
+  std::optional<bandwidth_arg> bandwidth_d2h;  ///< --bandwidth-d2h: offloads
+  std::optional<bandwidth_arg> bandwidth_h2d;  ///< --bandwidth-h2d: prefetches
   bool json = false;
   bool progress = false;
   bool help = false;
@@ -211,6 +247,17 @@ std::string format_seconds(double s) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.4g s", s);
   return buf;
+}
+
+/// Transfer rates (bytes per second, offloads and prefetches) in words: "1.2e+10 bytes/s each
+/// way", "instantaneous each way", "none (...)" when either is 0.
+std::string describe_rates(double d2h, double h2d) {
+  auto one = [](double v) {
+    return std::isinf(v) ? std::string("instantaneous") : format_number(v) + " bytes/s";
+  };
+  if (!(d2h > 0 && h2d > 0)) return "none (a bandwidth of 0: nothing is offloaded)";
+  if (d2h == h2d) return one(d2h) + " each way";
+  return one(d2h) + " to the host, " + one(h2d) + " back";
 }
 
 using remat_cli::parse_int;
@@ -283,15 +330,17 @@ std::optional<remat::bytes> parse_budget(std::string_view s, std::string& why) {
   return static_cast<remat::bytes>(b);
 }
 
-/// --bandwidth: bytes per second, a number > 0 ("12e9") or one with a binary suffix ("12GiB"),
-/// optionally followed by "/s".
+/// --bandwidth, --bandwidth-d2h, --bandwidth-h2d: bytes per second, a number ("12e9") or one
+/// with a binary suffix ("12GiB"), optionally followed by "/s". 0 and "inf" are read here; where
+/// they apply is checked once the policy is known (check_bandwidths). NaN and negative numbers
+/// are refused.
 std::optional<double> parse_bandwidth(std::string_view s, std::string& why) {
   std::string_view t = s;
   if (t.size() >= 2 && t.substr(t.size() - 2) == "/s") t.remove_suffix(2);
   double v = 0;
   const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   const std::string expect =
-      "; give bytes per second, a number >= 1 (e.g. 12e9) or one with a suffix KiB, MiB, GiB, TiB "
+      "; give bytes per second, a number (e.g. 12e9) or one with a suffix KiB, MiB, GiB, TiB "
       "(e.g. 12GiB/s)";
   if (ec != std::errc() || p == t.data()) {
     why = "'" + std::string(s) + "' is not a bandwidth" + expect;
@@ -305,14 +354,50 @@ std::optional<double> parse_bandwidth(std::string_view s, std::string& why) {
     why = "'" + std::string(s) + "' has an unknown unit '" + std::string(suffix) + "'" + expect;
     return std::nullopt;
   }
-  v = std::ldexp(v, shift);
-  // At least a byte per second: slower transfers of 2^52-byte tensors would not end in a
-  // finite makespan.
-  if (!std::isfinite(v) || !(v >= 1)) {
-    why = "'" + std::string(s) + "' is not a bandwidth" + expect;
+  if (std::isnan(v)) {
+    why = "'" + std::string(s) + "' is not a number" + expect;
     return std::nullopt;
   }
-  return v;
+  if (v < 0) {
+    why = "'" + std::string(s) + "' is negative" + expect;
+    return std::nullopt;
+  }
+  if (v == 0) return 0.0;  // also "-0"
+  return std::ldexp(v, shift);
+}
+
+/// Where the bandwidth options apply: --simulate (a number >= 1: the simulator's transfers) and
+/// the offloading policies (also 0, no transfers, and inf, instantaneous ones); nowhere else.
+std::optional<usage_error> check_bandwidths(const options& o) {
+  for (const auto& [arg, name] :
+       {std::pair{&o.bandwidth, "--bandwidth"}, std::pair{&o.bandwidth_d2h, "--bandwidth-d2h"},
+        std::pair{&o.bandwidth_h2d, "--bandwidth-h2d"}}) {
+    if (!*arg) continue;
+    const double v = (*arg)->value;
+    const std::string given = std::string(name) + " '" + (*arg)->text + "'";
+    if (o.simulate) {
+      // At least a byte per second: slower transfers of 2^52-byte tensors would not end in a
+      // finite makespan.
+      if (!std::isfinite(v) || !(v >= 1))
+        return usage_error{
+            given +
+            " is not a bandwidth for --simulate; give bytes per second, a number >= 1 "
+            "(e.g. 12e9 or 12GiB/s; without it transfers are instantaneous)"};
+    } else if (is_offload_policy(o.policy)) {
+      if (v > 0 && v < 1)
+        return usage_error{
+            given +
+            " is below 1 byte per second; give 0 (no transfers), a number >= 1 (e.g. "
+            "12e9 or 12GiB/s) or inf (instantaneous transfers)"};
+    } else {
+      return usage_error{
+          std::string(name) +
+          " applies to --simulate and to the offloading policies (pofo, offload_dynprog, "
+          "offload_greedy) only, not to --policy " +
+          o.policy};
+    }
+  }
+  return std::nullopt;
 }
 
 /// Parses argv; a usage_error says what is wrong.
@@ -350,9 +435,10 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       name = arg.substr(0, eq);
       value = arg.substr(eq + 1);
     }
-    static constexpr std::array<std::string_view, 13> valued = {
-        "--chain",     "--graph",      "--budget", "--policy",   "--slots",     "--segments", "--snapshots",
-        "--time-limit", "--solver",    "--simulate", "--bandwidth", "--grid",  "--threads"};
+    static constexpr std::array<std::string_view, 15> valued = {
+        "--chain",     "--graph",         "--budget",        "--policy", "--slots",
+        "--segments",  "--snapshots",     "--time-limit",    "--solver", "--simulate",
+        "--bandwidth", "--bandwidth-d2h", "--bandwidth-h2d", "--grid",   "--threads"};
     if (std::find(valued.begin(), valued.end(), name) == valued.end())
       return usage_error{"unknown option '" + std::string(name) +
                          "' (run 'remat-plan --help' for the options)"};
@@ -376,11 +462,13 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
         return usage_error{"--simulate needs a program: its text (e.g. \"F1_ck F2_all B2 F1_all B1\") or "
                            "@FILE"};
       o.simulate = v;
-    } else if (name == "--bandwidth") {
+    } else if (name == "--bandwidth" || name == "--bandwidth-d2h" || name == "--bandwidth-h2d") {
       std::string why;
       const auto b = parse_bandwidth(v, why);
-      if (!b) return usage_error{"--bandwidth " + why};
-      o.bandwidth = *b;
+      if (!b) return usage_error{std::string(name) + " " + why};
+      (name == "--bandwidth"       ? o.bandwidth
+       : name == "--bandwidth-d2h" ? o.bandwidth_d2h
+                                   : o.bandwidth_h2d) = bandwidth_arg{*b, v};
     } else if (name == "--solver") {
       if (v != "cbc" && v != "lpsolve")
         return usage_error{"unknown solver '" + v + "'; the solvers are cbc and lpsolve"};
@@ -447,15 +535,21 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
                                      std::pair{o.threads.has_value(), "--threads"}})
       if (given)
         return usage_error{std::string(opt) + " applies to planning (--policy) only, not to --simulate"};
+    if (auto e = check_bandwidths(o)) return *e;
     return o;
   }
-  if (o.bandwidth) return usage_error{"--bandwidth applies to --simulate only"};
   if (o.policy.empty())
     return usage_error{"missing --policy NAME (or --simulate PROGRAM); the policies are " + all_policies()};
+  if (!o.graph_path.empty() && is_offload_policy(o.policy))
+    return usage_error{
+        o.policy + " plans chains (an offloading policy for chains, docs/offloading.md): give " +
+        "--chain FILE; for --graph use --policy checkmate, rockmate or store_all"};
   if (!o.graph_path.empty() && !is_graph_policy(o.policy))
     return usage_error{o.policy + " plans chains only; for --graph use --policy checkmate, rockmate or " +
                        "store_all"};
+  if (auto e = check_bandwidths(o)) return *e;
   const bool dp = o.policy == "rotor" || o.policy == "rotor_floating";
+  const bool offload_dp = o.policy == "pofo" || o.policy == "offload_dynprog";
   const bool milp = o.policy == "checkmate" || o.policy == "rockmate";
   const bool rockmate = o.policy == "rockmate";
   auto only = [&](bool given, bool applies, std::string_view opt,
@@ -465,7 +559,12 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
                          " only, not to --policy " + o.policy};
     return std::nullopt;
   };
-  for (auto e : {only(o.slots.has_value(), dp || rockmate, "--slots", "rotor, rotor_floating and rockmate"),
+  if (o.time_limit && o.policy == "offload_greedy")
+    return usage_error{
+        "--time-limit does not apply to --policy offload_greedy (it has no time limit: it "
+        "tries one prefix of the activations after another)"};
+  for (auto e : {only(o.slots.has_value(), dp || rockmate || offload_dp, "--slots",
+                      "rotor, rotor_floating, rockmate, pofo and offload_dynprog"),
                  only(!o.solver.empty(), milp, "--solver", "checkmate and rockmate"),
                  only(o.relax, milp, "--relax", "checkmate and rockmate"),
                  only(o.find_minimum, o.policy == "checkmate", "--find-minimum", "checkmate"),
@@ -527,6 +626,13 @@ std::string policy_label(const options& o) {
   if (o.policy == "rotor" || o.policy == "rotor_floating") {
     const std::int64_t slots = o.slots.value_or(
         o.policy == "rotor" ? remat::rotor{}.slots : remat::rotor_floating{}.slots);
+    s += " (slots " + std::to_string(slots) + (slots == 0 ? ", exact" : "");
+    if (o.time_limit) s += ", time limit " + format_seconds(*o.time_limit);
+    s += ")";
+  }
+  if (o.policy == "pofo" || o.policy == "offload_dynprog") {
+    const std::int64_t slots =
+        o.slots.value_or(o.policy == "pofo" ? remat::pofo{}.slots : remat::offload_dynprog{}.slots);
     s += " (slots " + std::to_string(slots) + (slots == 0 ? ", exact" : "");
     if (o.time_limit) s += ", time limit " + format_seconds(*o.time_limit);
     s += ")";
@@ -745,6 +851,7 @@ struct plan_report {
   remat::bytes store_all_peak = 0;
   solve_info info;
   nlohmann::json schedule;
+  std::optional<nlohmann::ordered_json> offload;  ///< the offloading policies: their figures
 };
 
 int print_json(const options& o, const plan_report& p) {
@@ -785,6 +892,7 @@ int print_json(const options& o, const plan_report& p) {
     r["notes"] = rm->notes;
     j["rockmate"] = std::move(r);
   }
+  if (p.offload) j["offload"] = *p.offload;
   j["schedule"] = p.schedule;
   std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   return exit_ok;
@@ -845,8 +953,8 @@ int run_graph(const options& o) {
   const double ideal = g.ideal_time();
 
   if (o.json)
-    return print_json(o, {c ? std::optional(c->name) : std::nullopt, g.name, r.makespan, r.peak, ideal,
-                          store_all_peak, info, remat::io::to_json(s)});
+    return print_json(o, {c ? std::optional(c->name) : std::nullopt, g.name, r.makespan, r.peak,
+                          ideal, store_all_peak, info, remat::io::to_json(s), std::nullopt});
   std::string label = o.policy;
   if (o.policy == "rockmate") {
     label += " (blocks by checkmate, " + o.solver + (o.relax ? ", LP relaxation + rounding)" : ", exact MILP)");
@@ -972,6 +1080,15 @@ struct replay_report {
   std::optional<std::size_t> chain_ops;     ///< with a program in the chain notation
 };
 
+/// The machine of --simulate: instantaneous transfers, or those of the bandwidth options.
+remat::machine simulated_machine(const options& o) {
+  remat::machine hw;
+  if (o.bandwidth) hw = remat::machine::with_bandwidth(o.bandwidth->value);
+  if (o.bandwidth_d2h) hw.device_to_host = o.bandwidth_d2h->value;
+  if (o.bandwidth_h2d) hw.host_to_device = o.bandwidth_h2d->value;
+  return hw;
+}
+
 int print_replay(const options& o, const remat::chain* c, const remat::graph* g, const replay_report& r) {
   if (!r.valid)
     std::cerr << "remat-plan: the program is invalid: " << r.violation.value_or("?") << '\n';
@@ -985,7 +1102,9 @@ int print_replay(const options& o, const remat::chain* c, const remat::graph* g,
     if (c) j["chain"] = c->name;
     if (g) j["graph"] = g->name;
     j["budget_bytes"] = o.budget;
-    if (o.bandwidth) j["bandwidth"] = *o.bandwidth;
+    if (o.bandwidth) j["bandwidth"] = o.bandwidth->value;
+    if (o.bandwidth_d2h) j["bandwidth_d2h"] = o.bandwidth_d2h->value;
+    if (o.bandwidth_h2d) j["bandwidth_h2d"] = o.bandwidth_h2d->value;
     j["host_peak_bytes"] = r.host_peak;
     if (r.chain_ops) j["chain_ops"] = *r.chain_ops;
     if (r.instructions) j["instructions"] = *r.instructions;
@@ -1010,7 +1129,10 @@ int print_replay(const options& o, const remat::chain* c, const remat::graph* g,
     }
     std::cout << "budget    " << format_bytes(o.budget) << '\n'
               << "transfers "
-              << (o.bandwidth ? format_number(*o.bandwidth) + " bytes/s each way" : std::string("instantaneous"))
+              << (o.bandwidth || o.bandwidth_d2h || o.bandwidth_h2d
+                      ? describe_rates(simulated_machine(o).device_to_host,
+                                       simulated_machine(o).host_to_device)
+                      : std::string("instantaneous"))
               << '\n'
               << "valid     " << (r.valid ? "yes" : "no") << '\n';
     if (r.read) {
@@ -1041,9 +1163,8 @@ int run_simulate(const options& o) {
     rep.violation = p.err().message;
     return print_replay(o, chain, graph, rep);
   }
-  const remat::sim::options opt{.budget = o.budget,
-                                .record_timeline = false,
-                                .hw = o.bandwidth ? remat::machine::with_bandwidth(*o.bandwidth) : remat::machine{}};
+  const remat::sim::options opt{
+      .budget = o.budget, .record_timeline = false, .hw = simulated_machine(o)};
   remat::sim::report r;
   if (p->ops) {
     // In the chain's own terms: violations name the chain op and a_k, delta_k; a break of the
@@ -1064,12 +1185,158 @@ int run_simulate(const options& o) {
   return print_replay(o, chain, graph, rep);
 }
 
+// --- the offloading policies: pofo, offload_dynprog, offload_greedy --------------------------
+
+/// The rates an offloading policy plans with, bytes per second (offloads, prefetches): the
+/// options, else the policy's default.
+std::pair<double, double> offload_rates(const options& o) {
+  const double fallback = o.policy == "pofo"              ? remat::pofo{}.bandwidth
+                          : o.policy == "offload_dynprog" ? remat::offload_dynprog{}.bandwidth
+                                                          : remat::offload_greedy{}.bandwidth;
+  const double both = o.bandwidth ? o.bandwidth->value : fallback;
+  return {o.bandwidth_d2h ? o.bandwidth_d2h->value : both,
+          o.bandwidth_h2d ? o.bandwidth_h2d->value : both};
+}
+
+/// The transfer knobs of an offloading policy, from the options (unset: the policy's defaults).
+template <class Policy>
+Policy with_rates(Policy p, const options& o) {
+  if (o.bandwidth) p.bandwidth = o.bandwidth->value;
+  if (o.bandwidth_d2h) p.device_to_host = o.bandwidth_d2h->value;
+  if (o.bandwidth_h2d) p.host_to_device = o.bandwidth_h2d->value;
+  return p;
+}
+
+remat::result<remat::offload_plan> plan_offload(const options& o, const remat::chain& c,
+                                                const std::function<void(double)>& progress) {
+  if (o.policy == "offload_greedy") return with_rates(remat::offload_greedy{}, o).plan(c, o.budget);
+  const double limit = o.time_limit.value_or(std::numeric_limits<double>::infinity());
+  if (o.policy == "pofo") {
+    remat::pofo p = with_rates(remat::pofo{.time_limit = limit, .progress = progress}, o);
+    if (o.slots) p.slots = *o.slots;
+    return p.plan(c, o.budget);
+  }
+  remat::offload_dynprog p =
+      with_rates(remat::offload_dynprog{.time_limit = limit, .progress = progress}, o);
+  if (o.slots) p.slots = *o.slots;
+  return p.plan(c, o.budget);
+}
+
+/// A rate in --json: bytes per second, null for infinity (instantaneous transfers).
+nlohmann::ordered_json rate_json(double v) {
+  return std::isinf(v) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v);
+}
+
+/// An offloading policy on the chain: its plan, re-simulated on the machine it planned for.
+int run_offload(const options& o, const remat::chain& c) {
+  const bool show_progress = o.policy != "offload_greedy" && (o.progress || REMAT_PLAN_ISATTY(2));
+  progress_reporter reporter(o.policy, REMAT_PLAN_ISATTY(2) != 0);
+  std::function<void(double)> progress;
+  if (show_progress) progress = [&reporter](double f) { reporter(f); };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto planned = plan_offload(o, c, progress);
+  solve_info info;
+  info.solve_seconds = seconds_since(t0);
+  reporter.done(planned.ok());
+  if (!planned) return fail(o, &c, planned.err());
+  const remat::offload_plan& p = *planned;
+  const remat::schedule& s = p.program;
+
+  // The referee, on the policy's machine (transfers at the rates given; none: the default one).
+  const auto [d2h, h2d] = offload_rates(o);
+  const remat::machine hw =
+      d2h > 0 && h2d > 0 ? remat::machine{d2h, h2d, remat::unlimited_bytes} : remat::machine{};
+  const auto r =
+      remat::sim::simulate(c, s, {.budget = o.budget, .record_timeline = false, .hw = hw});
+  if (!r.valid)
+    return fail(o, &c,
+                remat::error{
+                    remat::status::solver_error,
+                    o.policy +
+                        " returned a schedule the simulator rejects (a bug in remat; please report "
+                        "it with the chain): " +
+                        r.first_violation->message,
+                    {}});
+  const remat::bytes store_all_peak =
+      remat::sim::simulate(c, *remat::lower(c.length(), remat::store_all::program(c)),
+                           {.record_timeline = false})
+          .peak;
+  const double ideal = c.ideal_time();
+  info.optimal = r.makespan <= ideal;
+
+  if (o.json) {
+    nlohmann::ordered_json off;
+    off["bandwidth_d2h"] = rate_json(d2h);
+    off["bandwidth_h2d"] = rate_json(h2d);
+    off["offloaded"] = p.offloaded;
+    off["offloaded_bytes"] = p.offloaded_bytes;
+    off["model_time"] = p.model_time;
+    off["compute_time"] = p.compute_time;
+    off["transfer_time"] = p.transfer_time;
+    off["idle_time"] = p.idle_time;
+    off["overlap"] = p.overlap();
+    if (!p.notes.empty()) off["notes"] = p.notes;
+    return print_json(o, {c.name, std::nullopt, r.makespan, r.peak, ideal, store_all_peak, info,
+                          remat::io::to_json(s, c), std::move(off)});
+  }
+  std::vector<std::string> ops;
+  ops.reserve(p.ops.size());
+  for (const auto& i : p.ops) ops.push_back(remat::to_string(i));
+  std::string moved;
+  for (std::size_t k = 0; k < p.offloaded.size(); ++k) {
+    if (k == 16) {
+      moved += " ... (" + std::to_string(p.offloaded.size() - k) + " more)";
+      break;
+    }
+    moved += " a_" + std::to_string(p.offloaded[k]);
+  }
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.1f%%", 100.0 * p.overlap());
+  std::cout << "chain     " << c.name << " (" << c.length() << " stages, input "
+            << format_size(c.input_bytes) << ")\n"
+            << "policy    " << policy_label(o) << '\n'
+            << "transfers " << describe_rates(d2h, h2d) << '\n'
+            << "budget    " << format_bytes(o.budget) << '\n'
+            << "makespan  " << format_seconds(r.makespan) << " program (simulated), "
+            << format_overhead(r.makespan, ideal) << " over store-all (" << format_seconds(ideal)
+            << ")\n"
+            << "          " << format_seconds(p.model_time)
+            << " model time (pofo's model, docs/offloading.md; the program's is at least that)\n"
+            << "          " << describe_optimality(info) << '\n'
+            << "time      compute " << format_seconds(p.compute_time) << ", transfers "
+            << format_seconds(p.transfer_time) << " (both lanes), idle "
+            << format_seconds(p.idle_time) << " (compute waiting for transfers)\n"
+            << "overlap   "
+            << (p.transfer_time > 0
+                    ? std::string(pct) + " of the transfer time hidden behind compute"
+                    : std::string("no transfers"))
+            << '\n'
+            << "offloaded ";
+  if (p.offloaded.empty())
+    std::cout << "nothing\n";
+  else
+    std::cout << p.offloaded.size()
+              << (p.offloaded.size() == 1 ? " activation, " : " activations, ")
+              << format_bytes(p.offloaded_bytes) << ":" << moved << '\n';
+  std::cout << "peak      " << format_bytes(r.peak) << " simulated; store-all needs "
+            << format_bytes(store_all_peak) << '\n';
+  for (const auto& n : p.notes) std::cout << "note      " << n << '\n';
+  std::cout << "schedule  " << ops.size()
+            << " ops; F<l>_none keeps only stage l's output, F<l>_ck also its input,\n"
+            << "          F<l>_all also all that the backward B<l> needs; O<k> offloads a_k to the "
+               "host,\n"
+            << "          P<k> prefetches it back, W<k> waits for its transfer\n";
+  print_ops(ops);
+  return exit_ok;
+}
+
 int run(const options& o) {
   if (o.simulate) return run_simulate(o);
   if (o.policy == "checkmate" || o.policy == "rockmate" || !o.graph_path.empty()) return run_graph(o);
   auto loaded = remat::io::load_chain(o.chain_path);
   if (!loaded) return fail(o, nullptr, loaded.err());
   const remat::chain& c = *loaded;
+  if (is_offload_policy(o.policy)) return run_offload(o, c);
 
   const bool dp = o.policy == "rotor" || o.policy == "rotor_floating";
   const bool searches = o.policy != "store_all";  // store_all is linear: nothing to report
@@ -1106,7 +1373,7 @@ int run(const options& o) {
 
   if (o.json)
     return print_json(o, {c.name, std::nullopt, r.makespan, r.peak, ideal, store_all_peak, info,
-                          remat::io::to_json(s, c)});
+                          remat::io::to_json(s, c), std::nullopt});
   // The chain notation; a chain policy's program is always the lowering of chain ops.
   const auto chain_ops = remat::to_chain_ops(c.length(), s);
   std::vector<std::string> ops;

@@ -4,7 +4,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -19,10 +21,12 @@
 #include <sys/wait.h>
 #endif
 
-#include "support/io_checks.hpp"
 #include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
+#include <remat/policy/offload.hpp>
 #include <remat/remat.hpp>
+
+#include "support/io_checks.hpp"
 
 using namespace remat;
 using nlohmann::json;
@@ -825,17 +829,22 @@ TEST_CASE("remat-plan --simulate: usage errors exit 2") {
     std::string reason;
   };
   const usage_case cases[] = {
-      {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--simulate", "F1_all B1"}, "not both"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--simulate", "F1_all B1"},
+       "not both"},
       {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--slots", "3"},
        "--slots applies to planning (--policy) only"},
       {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--time-limit", "3"},
        "--time-limit applies to planning (--policy) only"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--bandwidth", "1e9"},
-       "--bandwidth applies to --simulate only"},
-      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "0"}, "--bandwidth '0'"},
-      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "fast"}, "not a bandwidth"},
-      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "1GB/s"}, "unknown unit"},
-      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "inf"}, "--bandwidth"},
+       "--bandwidth applies to --simulate and to the offloading policies"},
+      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "0"},
+       "--bandwidth '0'"},
+      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "fast"},
+       "not a bandwidth"},
+      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "1GB/s"},
+       "unknown unit"},
+      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "inf"},
+       "--bandwidth"},
       {{"--chain", c, "--budget", "1GiB", "--simulate="}, "--simulate needs a program"},
       {{"--chain", c, "--simulate", "F1_all B1"}, "missing --budget"},
       {{"--budget", "1GiB", "--simulate", "F1_all B1"}, "missing --chain"},
@@ -851,8 +860,6 @@ TEST_CASE("remat-plan --simulate: usage errors exit 2") {
   CHECK(has(help.out, "--simulate PROGRAM"));
   CHECK(has(help.out, "--bandwidth BYTES_PER_S"));
 }
-
-#endif
 
 TEST_CASE("remat-plan --policy rockmate: graphs and chains, its blocks in --json") {
   const auto solvers = plan_solvers();
@@ -918,3 +925,259 @@ TEST_CASE("remat-plan --policy rockmate: graphs and chains, its blocks in --json
     CHECK(has(u.err, reason));
   }
 }
+
+// --- the offloading policies: pofo, offload_dynprog, offload_greedy (docs/offloading.md) ---
+
+namespace {
+
+/// The words of a --json schedule.
+std::vector<std::string> schedule_words(const json& r) {
+  std::vector<std::string> w;
+  for (const auto& x : r["schedule"]) w.push_back(x.get<std::string>());
+  return w;
+}
+
+/// Whether some word of `words` is a transfer of kind `kind` ('O', 'P' or 'W') in the chain
+/// notation.
+bool has_transfer(const std::vector<std::string>& words, char kind) {
+  return std::any_of(words.begin(), words.end(), [&](const std::string& w) {
+    return w.size() >= 2 && w.front() == kind && std::isdigit(static_cast<unsigned char>(w[1]));
+  });
+}
+
+}  // namespace
+
+TEST_CASE(
+    "remat-plan --policy pofo: a plan with transfers between rotor's minimum and the store-all "
+    "peak") {
+  const std::string file = chain_file("resnet_like.json");
+  auto c = io::load_chain(file);
+  REQUIRE(c.ok());
+  const bytes budget = 1288490189;  // 1.2GiB
+  const bytes store_all_peak =
+      sim::simulate(*c, *lower(c->length(), store_all::program(*c)), {.record_timeline = false})
+          .peak;
+  REQUIRE(rotor::minimum_budget(*c) < budget);
+  REQUIRE(budget < store_all_peak);
+
+  // The summary: the program with O/P words, the times, the overlap, the offloaded set.
+  const outcome text =
+      run_plan({"--chain", file, "--budget", "1.2GiB", "--policy", "pofo", "--bandwidth", "12e9"});
+  CAPTURE(text.err);
+  REQUIRE(text.exit_code == 0);
+  CHECK(has(text.out, "policy    pofo (slots 50)"));
+  CHECK(has(text.out, "transfers 1.2e+10 bytes/s each way"));
+  CHECK(has(text.out, "program (simulated)"));
+  CHECK(has(text.out, "model time (pofo's model"));
+  CHECK(has(text.out, "time      compute "));
+  CHECK(has(text.out, ", transfers "));
+  CHECK(has(text.out, ", idle "));
+  CHECK(has(text.out, "% of the transfer time hidden behind compute"));
+  CHECK(has(text.out, "offloaded "));
+  CHECK(has(text.out, "peak      "));
+  std::vector<std::string> printed;
+  {
+    std::istringstream in(text.out.substr(text.out.find("schedule  ")));
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      if (line.size() < 3 || line[2] == ' ') continue;  // the legend, indented further
+      std::istringstream words(line);
+      for (std::string w; words >> w;) printed.push_back(w);
+    }
+  }
+  CHECK(has_transfer(printed, 'O'));
+  CHECK(has_transfer(printed, 'P'));
+  CHECK(has(text.out, " B1\n"));
+  CHECK(text.err.empty());
+
+  // --json: the schedule with its transfers, and the offload object; the simulator agrees with
+  // both on the machine pofo planned for.
+  const outcome o = run_plan(
+      {"--chain", file, "--budget", "1.2GiB", "--policy", "pofo", "--bandwidth", "12e9", "--json"});
+  REQUIRE(o.exit_code == 0);
+  const json r = json::parse(o.out, nullptr, false);
+  REQUIRE(r.is_object());
+  CHECK(r["status"] == "ok");
+  CHECK(r["policy"] == "pofo");
+  CHECK(r["budget_bytes"].get<bytes>() == budget);
+  CHECK(r["peak_bytes"].get<bytes>() <= budget);
+  const auto words = schedule_words(r);
+  CHECK(has_transfer(words, 'O'));
+  CHECK(has_transfer(words, 'P'));
+  CHECK(words == printed);
+  REQUIRE(r.contains("offload"));
+  const json& off = r["offload"];
+  CHECK(off["bandwidth_d2h"].get<double>() == 12e9);
+  CHECK(off["bandwidth_h2d"].get<double>() == 12e9);
+  REQUIRE(off["offloaded"].is_array());
+  CHECK(!off["offloaded"].empty());
+  bytes moved = 0;
+  for (const auto& k : off["offloaded"]) {
+    CHECK(std::find(words.begin(), words.end(), "O" + std::to_string(k.get<int>())) != words.end());
+    moved += c->a(k.get<int>());
+  }
+  CHECK(off["offloaded_bytes"].get<bytes>() == moved);
+  for (const char* field :
+       {"model_time", "compute_time", "transfer_time", "idle_time", "overlap"}) {
+    CAPTURE(field);
+    REQUIRE(off[field].is_number());
+    CHECK(off[field].get<double>() >= 0);
+  }
+  CHECK(off["transfer_time"].get<double>() > 0);
+  CHECK(off["overlap"].get<double>() <= 1.0);
+  CHECK(off["model_time"].get<double>() <= r["makespan"].get<double>() * (1 + 1e-9));
+  CHECK(off["compute_time"].get<double>() + off["idle_time"].get<double>() ==
+        doctest::Approx(r["makespan"].get<double>()));
+  auto s = io::schedule_from_json(r, *c);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  const auto rep = sim::simulate(*c, *s, {.budget = budget, .hw = machine::with_bandwidth(12e9)});
+  CHECK(rep.valid);
+  CHECK(rep.peak == r["peak_bytes"].get<bytes>());
+  CHECK(rep.makespan == doctest::Approx(r["makespan"].get<double>()));
+
+  // The lanes set apart.
+  const outcome apart = run_plan({"--chain", file, "--budget", "1.2GiB", "--policy", "pofo",
+                                  "--bandwidth-d2h", "6e9", "--bandwidth-h2d=8GiB/s", "--json"});
+  REQUIRE(apart.exit_code == 0);
+  const json a = json::parse(apart.out, nullptr, false);
+  CHECK(a["offload"]["bandwidth_d2h"].get<double>() == 6e9);
+  CHECK(a["offload"]["bandwidth_h2d"].get<double>() == 8.0 * (1 << 30));
+  auto sa = io::schedule_from_json(a, *c);
+  REQUIRE(sa.ok());
+  const auto ra = sim::simulate(
+      *c, *sa, {.budget = budget, .hw = machine{6e9, 8.0 * (1 << 30), unlimited_bytes}});
+  CHECK(ra.valid);
+  CHECK(ra.makespan == doctest::Approx(a["makespan"].get<double>()));
+}
+
+TEST_CASE("remat-plan --policy pofo --bandwidth 0: no transfers, rotor's plan") {
+  const std::string file = chain_file("resnet_like.json");
+  const outcome o = run_plan(
+      {"--chain", file, "--budget", "1.2GiB", "--policy", "pofo", "--bandwidth", "0", "--json"});
+  CAPTURE(o.err);
+  REQUIRE(o.exit_code == 0);
+  const json r = json::parse(o.out, nullptr, false);
+  REQUIRE(r.is_object());
+  const auto words = schedule_words(r);
+  CHECK(!has_transfer(words, 'O'));
+  CHECK(!has_transfer(words, 'P'));
+  CHECK(!has_transfer(words, 'W'));
+  CHECK(r["offload"]["bandwidth_d2h"].get<double>() == 0);
+  CHECK(r["offload"]["offloaded"].empty());
+  CHECK(r["offload"]["transfer_time"].get<double>() == 0);
+  const outcome rotor_plan = run_plan(
+      {"--chain", file, "--budget", "1.2GiB", "--policy", "rotor", "--slots", "50", "--json"});
+  REQUIRE(rotor_plan.exit_code == 0);
+  CHECK(r["makespan"].get<double>() ==
+        doctest::Approx(json::parse(rotor_plan.out)["makespan"].get<double>()));
+  const outcome text =
+      run_plan({"--chain", file, "--budget", "1.2GiB", "--policy", "pofo", "--bandwidth=0"});
+  CHECK(text.exit_code == 0);
+  CHECK(has(text.out, "transfers none"));
+  CHECK(has(text.out, "offloaded nothing"));
+  // Instantaneous transfers: null in --json.
+  const outcome inf = run_plan(
+      {"--chain", file, "--budget", "1.2GiB", "--policy", "pofo", "--bandwidth", "inf", "--json"});
+  REQUIRE(inf.exit_code == 0);
+  CHECK(json::parse(inf.out)["offload"]["bandwidth_d2h"].is_null());
+}
+
+TEST_CASE("remat-plan: offload_dynprog and offload_greedy store everything and offload") {
+  const std::string file = chain_file("resnet_like.json");
+  auto c = io::load_chain(file);
+  REQUIRE(c.ok());
+  const bytes budget = 2469606195;  // 2.3GiB, below the store-all peak (2.6 GiB)
+  for (const std::string policy : {"offload_dynprog", "offload_greedy"}) {
+    CAPTURE(policy);
+    const outcome o =
+        run_plan({"--chain", file, "--budget", "2.3GiB", "--policy", policy, "--json"});
+    CAPTURE(o.err);
+    REQUIRE(o.exit_code == 0);
+    const json r = json::parse(o.out, nullptr, false);
+    CHECK(r["status"] == "ok");
+    CHECK(r["peak_bytes"].get<bytes>() <= budget);
+    CHECK(r["offload"]["bandwidth_d2h"].get<double>() == 12e9);  // the policy's default
+    CHECK(!r["offload"]["offloaded"].empty());
+    const auto words = schedule_words(r);
+    CHECK(has_transfer(words, 'O'));
+    // No recomputation: one forward per stage.
+    CHECK(std::count_if(words.begin(), words.end(),
+                        [](const std::string& w) { return w.front() == 'F'; }) == c->length());
+    auto s = io::schedule_from_json(r, *c);
+    REQUIRE(s.ok());
+    const auto rep = sim::simulate(*c, *s, {.budget = budget, .hw = machine::with_bandwidth(12e9)});
+    CHECK(rep.valid);
+    CHECK(rep.makespan == doctest::Approx(r["makespan"].get<double>()));
+  }
+}
+
+TEST_CASE("remat-plan: the offloading policies below their minimum fail with budget_too_small") {
+  const std::string file = chain_file("resnet_like.json");
+  auto c = io::load_chain(file);
+  REQUIRE(c.ok());
+  const bytes minimum = pofo{}.minimum_budget(*c);
+  const outcome o = run_plan({"--chain", file, "--budget", "100MiB", "--policy", "pofo", "--json"});
+  CHECK(o.exit_code == 1);
+  CHECK(has(o.err, "the minimum budget for pofo is"));
+  const json r = json::parse(o.out, nullptr, false);
+  REQUIRE(r.is_object());
+  CHECK(r["status"] == "budget_too_small");
+  CHECK(r["minimum_budget_bytes"].get<bytes>() == minimum);
+  CHECK(!r.contains("schedule"));
+  for (const std::string policy : {"offload_dynprog", "offload_greedy"}) {
+    CAPTURE(policy);
+    const outcome d = run_plan({"--chain", file, "--budget", "1GiB", "--policy", policy, "--json"});
+    CHECK(d.exit_code == 1);
+    CHECK(json::parse(d.out, nullptr, false)["status"] == "budget_too_small");
+  }
+}
+
+TEST_CASE("remat-plan: usage errors of the offloading policies") {
+  const std::string c = chain_file("resnet_like.json");
+  struct usage_case {
+    std::vector<std::string> args;
+    std::string reason;
+  };
+  const usage_case cases[] = {
+      {{"--chain", c, "--budget", "1GiB", "--policy", "pofo", "--bandwidth", "-1"},
+       "--bandwidth '-1' is negative"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "pofo", "--bandwidth=-12e9"},
+       "--bandwidth '-12e9' is negative"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "pofo", "--bandwidth-h2d", "NaN"},
+       "--bandwidth-h2d 'NaN' is not a number"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "offload_dynprog", "--bandwidth-d2h", "nan"},
+       "--bandwidth-d2h 'nan' is not a number"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "pofo", "--bandwidth", "0.5"},
+       "--bandwidth '0.5' is below 1"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "pofo", "--bandwidth", "fast"},
+       "not a bandwidth"},
+      {{"--graph",
+        (std::filesystem::path(REMAT_EXAMPLES_DIR) / "graphs" / "residual_net.json").string(),
+        "--budget", "1GiB", "--policy", "pofo"},
+       "pofo plans chains"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--bandwidth-d2h", "1e9"},
+       "--bandwidth-d2h applies to --simulate and to the offloading policies"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "offload_greedy", "--slots", "10"},
+       "--slots applies to"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "offload_greedy", "--time-limit", "1"},
+       "--time-limit does not apply to --policy offload_greedy"},
+      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth-h2d", "0"},
+       "--bandwidth-h2d '0'"},
+  };
+  for (const auto& uc : cases) {
+    CAPTURE(uc.reason);
+    const outcome o = run_plan(uc.args);
+    CHECK(o.exit_code == 2);
+    CHECK(has(o.err, uc.reason));
+    CHECK(o.out.empty());
+  }
+  const outcome help = run_plan({"--help"});
+  for (const char* word :
+       {"pofo", "offload_dynprog", "offload_greedy", "--bandwidth-d2h", "--bandwidth-h2d"}) {
+    CAPTURE(word);
+    CHECK(has(help.out, word));
+  }
+}
+
+#endif
