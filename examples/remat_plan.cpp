@@ -1301,7 +1301,7 @@ int run_offload(const options& o, const remat::chain& c) {
             << format_overhead(r.makespan, ideal) << " over store-all (" << format_seconds(ideal)
             << ")\n"
             << "          " << format_seconds(p.model_time)
-            << " model time (pofo's model, docs/offloading.md; the program's is at least that)\n"
+            << " model time (pofo's model, docs/offloading.md; whole-tensor copies may cost the program more, not waiting at the loss may save)\n"
             << "          " << describe_optimality(info) << '\n'
             << "time      compute " << format_seconds(p.compute_time) << ", transfers "
             << format_seconds(p.transfer_time) << " (both lanes), idle "

@@ -21,19 +21,7 @@ namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
-/// Small integer chains (as the oracle's own tests): sizes 0..4, abar = a + 0..2, times 0..3,
-/// overheads 0/1, some stages with F^all's own overhead.
-chain small_chain(remat::testing::chain_generator& g, int n) {
-  chain c{"random", g.between(0, 4), {}};
-  for (int l = 1; l <= n; ++l) {
-    const bytes a = g.between(0, 4);
-    const bytes abar = a + g.between(0, 2);
-    c.stages.push_back({"s" + std::to_string(l), static_cast<double>(g.between(0, 3)),
-                        static_cast<double>(g.between(0, 3)), a, abar, g.between(0, 1), g.between(0, 1)});
-    if (g.between(0, 3) == 0) c.stages.back().forward_save_overhead_bytes = g.between(0, 2);
-  }
-  return c;
-}
+chain small_chain(remat::testing::chain_generator& g, int n) { return remat::testing::small_integer_chain(g, n); }
 
 bytes store_all_peak(const chain& c) {
   return detail::peak_of(detail::chain_graph(c), store_all::program(c));

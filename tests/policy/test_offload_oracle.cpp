@@ -46,19 +46,7 @@ offload_schedule sched(const std::string& text, std::vector<int> offloaded = {})
   return {*ops, std::move(offloaded)};
 }
 
-/// Small integer chains: n stages, sizes 0..4 with abar = a + 0..2, times 0..3, overheads 0/1,
-/// a quarter of the stages with F^all's own overhead 0..2.
-chain small_chain(remat::testing::chain_generator& g, int n) {
-  chain c{"random", g.between(0, 4), {}};
-  for (int l = 1; l <= n; ++l) {
-    const bytes a = g.between(0, 4);
-    const bytes abar = a + g.between(0, 2);
-    c.stages.push_back({"s" + std::to_string(l), static_cast<double>(g.between(0, 3)),
-                        static_cast<double>(g.between(0, 3)), a, abar, g.between(0, 1), g.between(0, 1)});
-    if (g.between(0, 3) == 0) c.stages.back().forward_save_overhead_bytes = g.between(0, 2);
-  }
-  return c;
-}
+chain small_chain(remat::testing::chain_generator& g, int n) { return remat::testing::small_integer_chain(g, n); }
 
 /// The peak of store-all without transfers (shilova-spec (3.3), delta_N = 0): F_l^all needs
 /// a_0 + abar_1..abar_{l-1} + abar_l + of_all(l); B_l needs a_0 + abar_1..abar_l + delta_l +

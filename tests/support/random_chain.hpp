@@ -89,4 +89,19 @@ inline std::string describe(const chain& c) {
   return s;
 }
 
+/// Small integer chains for exhaustive comparisons (the offloading oracle and its DPs): n stages,
+/// sizes 0..4 with abar = a + 0..2, times 0..3, overheads 0/1, a quarter of the stages with
+/// F^all's own overhead 0..2. Integer data keeps the DPs' computed transfers exact.
+inline chain small_integer_chain(chain_generator& g, int n) {
+  chain c{"random", g.between(0, 4), {}};
+  for (int l = 1; l <= n; ++l) {
+    const bytes a = g.between(0, 4);
+    const bytes abar = a + g.between(0, 2);
+    c.stages.push_back({"s" + std::to_string(l), static_cast<double>(g.between(0, 3)),
+                        static_cast<double>(g.between(0, 3)), a, abar, g.between(0, 1), g.between(0, 1)});
+    if (g.between(0, 3) == 0) c.stages.back().forward_save_overhead_bytes = g.between(0, 2);
+  }
+  return c;
+}
+
 }  // namespace remat::testing

@@ -90,6 +90,32 @@ struct offload_decisions {
   double time = 0;
 };
 
+/// Writes decisions segment by segment (pofo's reconstruction, the minimum-memory schedule): the
+/// forward phase in order, each segment's backward work held until the loss, then in reverse.
+class segment_writer {
+ public:
+  void all(int s) {
+    ops_.push_back(chain_op::forward(s, forward_mode::save_all));
+    backward_.push_back({chain_op::backward(s)});
+  }
+  void checkpoint(int s, int t, std::vector<chain_op> work) {
+    ops_.push_back(chain_op::forward(s, forward_mode::save_input));
+    for (int k = s + 1; k <= t; ++k) ops_.push_back(chain_op::forward(k, forward_mode::no_save));
+    backward_.push_back(std::move(work));
+  }
+  /// The loss (stage n) and the backward phase.
+  offload_decisions finish(int n, std::vector<int> offloaded, double time) {
+    ops_.push_back(chain_op::forward(n, forward_mode::save_all));
+    ops_.push_back(chain_op::backward(n));
+    for (auto it = backward_.rbegin(); it != backward_.rend(); ++it) ops_.insert(ops_.end(), it->begin(), it->end());
+    return {std::move(ops_), std::move(offloaded), time};
+  }
+
+ private:
+  std::vector<chain_op> ops_;
+  std::vector<std::vector<chain_op>> backward_;  ///< per segment, in forward order
+};
+
 /// Thrown through the recursion when the deadline passes; caught by the policies.
 struct deadline_passed {};
 
@@ -183,33 +209,24 @@ class pofo_dp {
 
   /// The schedule of solve()'s value (call after it).
   [[nodiscard]] offload_decisions reconstruct() {
-    offload_decisions out;
-    std::vector<std::vector<chain_op>> backward;  // per segment, in forward order
+    segment_writer w;
+    std::vector<int> offloaded;
     int s = 1, x = 0;
     std::int64_t a = 0, df = 0, db = 0;
-    out.time = oc(1, 0, 0, 0, 0).value;
-    while (true) {
+    const double time = oc(1, 0, 0, 0, 0).value;
+    while (s < n_) {
       const oc_entry e = oc(s, x, a, df, db);
-      const std::int64_t in = input(s, x);
-      if (s == n_) {
-        out.ops.push_back(chain_op::forward(n_, forward_mode::save_all));
-        out.ops.push_back(chain_op::backward(n_));
-        break;
-      }
       const next_state nx = e.t == 0 ? after_all(s, x, a, df, db, e.offload)
                                      : after_ck(s, x, a, df, db, e.t, e.offload, stats_of(s, x, a, e.t));
-      if (e.offload) out.offloaded.push_back(s - 1);
+      if (e.offload) offloaded.push_back(s - 1);
       if (e.t == 0) {
-        out.ops.push_back(chain_op::forward(s, forward_mode::save_all));
-        backward.push_back({chain_op::backward(s)});
+        w.all(s);
         s += 1;
         x = 1;
       } else {
-        out.ops.push_back(chain_op::forward(s, forward_mode::save_input));
-        for (int k = s + 1; k <= e.t; ++k) out.ops.push_back(chain_op::forward(k, forward_mode::no_save));
         std::vector<chain_op> work;
-        emit_cd(s, e.t, a + in, db, work);
-        backward.push_back(std::move(work));
+        emit_cd(s, e.t, a + input(s, x), db, work);
+        w.checkpoint(s, e.t, std::move(work));
         s = e.t + 1;
         x = 0;
       }
@@ -217,8 +234,7 @@ class pofo_dp {
       df = nx.df;
       db = nx.db;
     }
-    for (auto it = backward.rbegin(); it != backward.rend(); ++it) out.ops.insert(out.ops.end(), it->begin(), it->end());
-    return out;
+    return w.finish(n_, std::move(offloaded), time);
   }
 
   /// States memoised so far (for the benchmarks).
@@ -553,29 +569,23 @@ class pofo_min_memory {
 
   /// A schedule within budget(): its segments, every input that can move offloaded.
   [[nodiscard]] offload_decisions schedule() const {
-    offload_decisions out;
-    std::vector<std::vector<chain_op>> backward;
+    segment_writer w;
+    std::vector<int> offloaded;
     int s = 1, x = 0;
     while (s < n_) {
-      if (transfers_ && d_.a[u(s - 1)] > 0) out.offloaded.push_back(s - 1);
+      if (transfers_ && d_.a[u(s - 1)] > 0) offloaded.push_back(s - 1);
       const int t = end_[x][u(s)];
       if (t == 0) {
-        out.ops.push_back(chain_op::forward(s, forward_mode::save_all));
-        backward.push_back({chain_op::backward(s)});
+        w.all(s);
         s += 1;
         x = 1;
       } else {
-        out.ops.push_back(chain_op::forward(s, forward_mode::save_input));
-        for (int k = s + 1; k <= t; ++k) out.ops.push_back(chain_op::forward(k, forward_mode::no_save));
-        backward.push_back(lo_->schedule(s, t).ops);
+        w.checkpoint(s, t, lo_->schedule(s, t).ops);
         s = t + 1;
         x = 0;
       }
     }
-    out.ops.push_back(chain_op::forward(n_, forward_mode::save_all));
-    out.ops.push_back(chain_op::backward(n_));
-    for (auto it = backward.rbegin(); it != backward.rend(); ++it) out.ops.insert(out.ops.end(), it->begin(), it->end());
-    return out;
+    return w.finish(n_, std::move(offloaded), 0);
   }
 
  private:
