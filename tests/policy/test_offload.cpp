@@ -212,3 +212,13 @@ TEST_CASE("pofo: progress reaches 1 and the time limit holds") {
   const auto cut = pofo{.bandwidth = 1e6, .slots = 400, .time_limit = 0.05}.plan(c, (lo + peak) / 2);
   CHECK(cut.code() == status::time_limit);
 }
+
+TEST_CASE("offloading policies are chain policies that plan for their own machine") {
+  static_assert(ChainPolicy<pofo>);
+  static_assert(ChainPolicy<offload_dynprog>);
+  static_assert(ChainPolicy<offload_greedy>);
+  CHECK(machine_of(pofo{.bandwidth = 5e9}) == machine::with_bandwidth(5e9));
+  CHECK(machine_of(pofo{.bandwidth = 5e9, .host_to_device = 7e9}) == machine{5e9, 7e9, unlimited_bytes});
+  CHECK(machine_of(offload_greedy{.bandwidth = 0}) == machine{});
+  CHECK(machine_of(offload_dynprog{}) == machine::with_bandwidth(12e9));
+}

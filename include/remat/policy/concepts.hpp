@@ -4,7 +4,8 @@
 // or more problem kinds (chain, graph). Every policy returns the one program type
 // (schedule/schedule.hpp), checked by the one finishing step (policy/detail/common.hpp) on the
 // machine the policy plans for: machine_of(policy), its `hw` member (core/machine.hpp) when it
-// has one (the offloading policies), else the default machine (instantaneous transfers).
+// has one, its planned_machine() (the offloading policies), else the default machine
+// (instantaneous transfers).
 
 #include <concepts>
 #include <string_view>
@@ -33,11 +34,14 @@ concept ChainPolicy = Policy<P, chain>;
 template <class P>
 concept GraphPolicy = Policy<P, graph>;
 
-/// The machine a policy plans for: its `hw` member, or the default machine.
+/// The machine a policy plans for: its `hw` member, its planned_machine() (the offloading
+/// policies, whose bandwidths are knobs of their own), or the default machine.
 template <class P>
 constexpr machine machine_of(const P& p) {
   if constexpr (requires { { p.hw } -> std::convertible_to<machine>; })
     return p.hw;
+  else if constexpr (requires { { p.planned_machine() } -> std::convertible_to<machine>; })
+    return p.planned_machine();
   else
     return machine{};
 }

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <remat/core/machine.hpp>
+#include <remat/policy/concepts.hpp>
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/detail/pofo_dp.hpp>
@@ -349,6 +350,12 @@ struct pofo {
     if (!p) return p.err();
     return std::move(p->program);
   }
+  /// The machine its programs are simulated on (machine_of): its bandwidths; with a bandwidth of
+  /// 0 (no transfers) or an invalid one, the default machine.
+  [[nodiscard]] machine planned_machine() const {
+    const auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
+    return r ? r->hw() : machine{};
+  }
   /// The smallest budget with which pofo plans c (exact sizes; at any bandwidth > 0 it is that
   /// of instantaneous transfers, the copies then costing idle time).
   [[nodiscard]] bytes minimum_budget(const chain& c) const {
@@ -379,6 +386,12 @@ struct offload_dynprog {
     auto p = plan(c, budget);
     if (!p) return p.err();
     return std::move(p->program);
+  }
+  /// The machine its programs are simulated on (machine_of): its bandwidths; with a bandwidth of
+  /// 0 (no transfers) or an invalid one, the default machine.
+  [[nodiscard]] machine planned_machine() const {
+    const auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
+    return r ? r->hw() : machine{};
   }
 };
 
@@ -455,6 +468,12 @@ struct offload_greedy {
     auto p = plan(c, budget);
     if (!p) return p.err();
     return std::move(p->program);
+  }
+  /// The machine its programs are simulated on (machine_of): its bandwidths; with a bandwidth of
+  /// 0 (no transfers) or an invalid one, the default machine.
+  [[nodiscard]] machine planned_machine() const {
+    const auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
+    return r ? r->hw() : machine{};
   }
 };
 
