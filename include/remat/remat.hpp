@@ -14,6 +14,7 @@
 #include <remat/exec/profiler.hpp>
 #include <remat/milp/model.hpp>
 #include <remat/policy/concepts.hpp>
+#include <remat/policy/offload.hpp>
 #include <remat/policy/periodic.hpp>
 #include <remat/policy/revolve.hpp>
 #include <remat/policy/rotor.hpp>

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -73,11 +74,14 @@ struct offload_rates {
 inline result<offload_rates> offload_rates_of(std::string_view policy, double bandwidth, std::optional<double> d2h,
                                               std::optional<double> h2d) {
   auto check = [&](double v, const char* field) -> std::optional<error> {
-    if (std::isnan(v) || v < 0)
+    if (std::isnan(v) || v < 0) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", v);
       return error{status::invalid_problem,
-                   std::string(policy) + ": " + field + " is " + (std::isnan(v) ? "NaN" : std::to_string(v)) +
+                   std::string(policy) + ": " + field + " is " + (std::isnan(v) ? std::string("NaN") : std::string(text)) +
                        "; give bytes per second >= 0 (0: no transfers, infinity: instantaneous ones)",
                    {}};
+    }
     return std::nullopt;
   };
   if (auto e = check(bandwidth, "bandwidth")) return *e;
@@ -279,8 +283,10 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
       // is optimal in the model and is returned as it is.
       auto better = [&](result<offload_plan> other, const char* what) {
         if (other && other->program.predicted_time < plan->program.predicted_time) {
-          other->notes.push_back(std::string("the fastest of pofo's plan (") + std::to_string(plan->program.predicted_time) +
-                                 " s at " + std::to_string(d.slots) + " slots) and " + what + ": " + what);
+          char was[64];
+          std::snprintf(was, sizeof was, "%.6g s", plan->program.predicted_time);
+          other->notes.push_back(std::string(what) + " is faster than the DP's own at " + std::to_string(d.slots) +
+                                 " slots (" + was + "), whose rounding of sizes costs more here: it is the plan");
           plan = std::move(other);
         }
       };
@@ -288,10 +294,10 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
         const auto r = rotor{.time_limit = std::max(1e-3, time_limit - dl.elapsed())}.solve(c, budget);
         if (r)
           if (auto ops = to_chain_ops(c.length(), *r))
-            better(realize(policy, c, g, budget, rates, {std::move(*ops), {}, r->predicted_time}), "rotor's plan");
+            better(realize(policy, c, g, budget, rates, {std::move(*ops), {}, r->predicted_time}), "rotor's plan (500 slots, no transfer)");
       }
       better(plan_offloading(policy, c, budget, rates, 500, false, std::max(1e-3, time_limit - dl.elapsed()), {}),
-             "DYNPROG's plan");
+             "DYNPROG's plan (500 slots, no recomputation)");
       return plan;
     }
     if (d.exact || round == 2 || 2 * s > pofo_max_slots) break;
