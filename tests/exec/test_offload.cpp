@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,62 @@ TEST_CASE("offload: toy chains under offloading schedules: bitwise gradients, th
     }
   }
   CHECK(runs == 15);
+}
+
+TEST_CASE("offload: pofo's plans train toy chains with bitwise gradients and the simulated peak") {
+  // pofo moves a_k also while abar_k is stored (F_k^all): the executor must copy the tensor and
+  // keep the layer's context. Budgets from pofo's minimum (below rotor's when offloading helps)
+  // to the store-all peak, at a bandwidth that makes copies cost about a forward, and infinite.
+  int runs = 0, with_transfers = 0, below_rotor = 0;
+  for (unsigned seed = 1; seed <= 4; ++seed) {
+    const int n = 4 + static_cast<int>(seed % 3);
+    host_backend pb;
+    toy_model pm = make_toy(n, seed);
+    auto profiled = exec::profile_chain(pm, toy_input(pb), pb, {.repetitions = 1, .warmup = 0});
+    REQUIRE_MESSAGE(profiled.ok(), profiled.message());
+    const chain& c = *profiled;
+    auto grads = [](const toy_model& m, const toy::tensor& dx) {
+      std::vector<float> g;
+      for (const auto& st : m) g.push_back(st.gw);
+      for (int i = 0; i < dx.n; ++i) g.push_back(dx[i]);
+      return g;
+    };
+    toy_model rm = make_toy(n, seed);
+    host_backend rb;
+    const auto ref = exec::executor(rm, c, rb).run(*store_all{}.solve(c, unlimited_bytes), toy_input(rb));
+    REQUIRE(ref.ok());
+    const auto want = grads(rm, ref->input_gradient);
+    const bytes peak = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
+    const double beta = static_cast<double>(c.a(1)) / std::max(c.uf(1), 1e-9);
+    for (double bw : {beta, std::numeric_limits<double>::infinity()}) {
+      const pofo policy{.bandwidth = bw, .slots = 0};
+      const bytes lo = policy.minimum_budget(c);
+      for (int step = 0; step <= 3; ++step) {
+        const bytes budget = lo + (peak - lo) * step / 3;
+        const auto plan = policy.plan(c, budget);
+        REQUIRE_MESSAGE(plan.ok(), plan.message());
+        const schedule& s = plan->program;
+        INFO("seed ", seed, " budget ", budget, ": ", to_string(std::span<const chain_op>(plan->ops)));
+        // host_backend copies synchronously: its memory is the simulator's with immediate copies.
+        const auto sim = sim::simulate(c, s, {.budget = budget});
+        REQUIRE_MESSAGE(sim.valid, sim.first_violation->message);
+        toy_model m = make_toy(n, seed);
+        host_backend b(budget);
+        const auto r = exec::executor(m, c, b).run(s, toy_input(b));
+        REQUIRE_MESSAGE(r.ok(), r.message());
+        CHECK(grads(m, r->input_gradient) == want);
+        CHECK(r->measured_peak == sim.peak);
+        CHECK(r->measured_peak <= budget);
+        CHECK(b.host_in_use() == 0);
+        ++runs;
+        if (!plan->offloaded.empty()) ++with_transfers;
+        if (budget < rotor::minimum_budget(c)) ++below_rotor;
+      }
+    }
+  }
+  CHECK(runs == 32);
+  CHECK(with_transfers >= 8);
+  MESSAGE("pofo plans trained: ", runs, ", with transfers: ", with_transfers, ", below rotor's minimum: ", below_rotor);
 }
 
 TEST_CASE("offload: the issue's chain program F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1 runs as simulated") {

@@ -14,7 +14,9 @@
 //     one at a time, until it fits (the model's idle time, in whole tensors);
 //   * W_k P_k W_k before the first backward-phase op that reads a_k, then each prefetch, in the
 //     order they are needed, moved to the earliest place where the program stays within the
-//     budget and no slower (the model's "as late as possible" is as early as memory allows);
+//     budget and no slower (the model's "as late as possible" is as early as memory allows),
+//     both at the machine's bandwidth and with immediate copies (host_backend copies
+//     synchronously, and an executor allocates a prefetch's buffer when it issues it);
 // and the program is replayed by the simulator on the policy's machine: its time is the
 // simulator's, which is at least the model's. The plan reports both, and the transfer time
 // hidden behind compute.
@@ -134,6 +136,9 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
   auto run = [&](const std::vector<chain_op>& p, bool timeline = false) {
     return sim::simulate(c, std::span<const chain_op>(p), {.budget = budget, .record_timeline = timeline, .hw = hw});
   };
+  auto run_immediate = [&](const std::vector<chain_op>& p) {
+    return sim::simulate(c, std::span<const chain_op>(p), {.budget = budget, .record_timeline = false});
+  };
   auto error_of = [&](const sim::report& r) {
     return error{status::solver_error,
                  std::string(policy) + ": its realized program is rejected by the simulator (a bug in remat; please "
@@ -186,7 +191,9 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
         trial.erase(trial.begin() + static_cast<std::ptrdiff_t>(from), trial.begin() + static_cast<std::ptrdiff_t>(i + 1));
         trial.insert(trial.begin() + static_cast<std::ptrdiff_t>(to), unit.begin(), unit.end());
         const sim::report r = run(trial);
-        if (r.valid && r.makespan <= best) {
+        // Also within the budget when copies are immediate: host_backend's copies are
+        // synchronous, and an executor allocates a prefetch's buffer when it is issued.
+        if (r.valid && r.makespan <= best && run_immediate(trial).valid) {
           best = r.makespan;
           ops = std::move(trial);
           end = to + unit.size();
@@ -197,6 +204,7 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
       i = end - 1;
     }
   }
+  if (const sim::report r = run_immediate(ops); !r.valid) return error_of(r);
   offload_plan plan;
   auto low = lower(n, ops);
   if (!low) return error{status::solver_error, std::string(policy) + ": " + low.err().message, {}};
