@@ -13,9 +13,9 @@
 // are the simulator's, not the policy's claim), and prints a summary or one JSON object. Graph
 // policies (store_all, checkmate) also plan a chain, through the chain's training graph. Chain
 // plans print in the chain notation (F3_ck, B3, O3, ...), graph plans as programs (C3, C3_ff,
-// D5, ...). The offloading policies (pofo, offload_dynprog, offload_greedy: docs/offloading.md)
-// plan chains with transfers at --bandwidth; their plans are re-simulated on that machine and
-// the summary adds their model time, compute, transfer and idle time and the offloaded set.
+// D5, ...). The offloading policies (pofo, offload_dynprog, offload_greedy, offload_autocapper:
+// docs/offloading.md) plan chains with transfers at --bandwidth; their plans are re-simulated on
+// that machine and the summary adds their model time, compute, transfer and idle time and the offloaded set.
 // With --simulate it plans nothing: it replays a given program (either notation) and reports
 // whether it is valid, its peak and makespan, and the first violation.
 // Exit status: 0 planned (or a valid program), 1 planning failed or the program is invalid
@@ -91,10 +91,10 @@ required:
                         6GiB, 512MiB, 1.5GiB
   --policy NAME         chains: store_all | periodic | revolve | rotor | rotor_floating
                         | checkmate | rockmate | pofo | offload_dynprog |
-                        offload_greedy; graphs: store_all | checkmate | rockmate
-                        (graph policies plan a chain through its training graph;
-                        pofo, offload_dynprog and offload_greedy offload activations
-                        to the host, chains only: docs/offloading.md)
+                        offload_greedy | offload_autocapper; graphs: store_all |
+                        checkmate | rockmate (graph policies plan a chain through its
+                        training graph; pofo and the offload_ policies offload
+                        activations to the host, chains only: docs/offloading.md)
 
 policy knobs (each for the policies named):
   --slots N             rotor, rotor_floating, rockmate, pofo, offload_dynprog:
@@ -111,6 +111,8 @@ policy knobs (each for the policies named):
                         cbc when this build has it, else lpsolve)
   --find-minimum        checkmate: when no schedule fits, find the smallest budget
                         that has one (several MILP solves)
+  --no-portfolio        pofo: return its DP's own plan (by default pofo also plans
+                        rotor, DYNPROG and autocapper and returns the fastest program)
   --relax               checkmate (and rockmate's blocks): solve the LP relaxation and
                         round it (Checkmate's two-phase rounding) instead of the
                         exact MILP; for large graphs, not optimal
@@ -118,7 +120,7 @@ policy knobs (each for the policies named):
                         budgets and S saved-memory budgets per peak (default 10,10)
   --threads N           rockmate: threads for the blocks' solves (default: all cores)
   --bandwidth BYTES_PER_S
-                        pofo, offload_dynprog, offload_greedy: the speed of offloads
+                        pofo and the offload_ policies: the speed of offloads
                         and prefetches, each way, in bytes per second: a number
                         (e.g. 12e9) or one with a suffix KiB, MiB, GiB, TiB,
                         optionally "/s" (e.g. 12GiB/s); 0 = no transfers (pofo is
@@ -160,16 +162,16 @@ program is invalid (over the budget, a broken rule, a word that is not an
 instruction); the reason is on stderr; 2 usage error.
 )";
 
-constexpr std::array<std::string_view, 10> policy_names = {
-    "store_all", "periodic", "revolve", "rotor",           "rotor_floating",
-    "checkmate", "rockmate", "pofo",    "offload_dynprog", "offload_greedy"};
+constexpr std::array<std::string_view, 11> policy_names = {
+    "store_all", "periodic", "revolve",         "rotor",          "rotor_floating",    "checkmate",
+    "rockmate",  "pofo",     "offload_dynprog", "offload_greedy", "offload_autocapper"};
 
 /// Policies that plan training graphs (and chains through their graph).
 bool is_graph_policy(std::string_view p) { return p == "store_all" || p == "checkmate" || p == "rockmate"; }
 
 /// The offloading policies (policy/offload.hpp, docs/offloading.md): chains, with transfers.
 bool is_offload_policy(std::string_view p) {
-  return p == "pofo" || p == "offload_dynprog" || p == "offload_greedy";
+  return p == "pofo" || p == "offload_dynprog" || p == "offload_greedy" || p == "offload_autocapper";
 }
 
 /// The MILP solvers this build has, in order of preference.
@@ -198,6 +200,7 @@ struct options {
   std::string graph_path;
   std::string solver;  ///< checkmate: the MILP solver (filled with the default)
   bool relax = false;
+  bool no_portfolio = false;  ///< pofo: its DP's own plan
   bool find_minimum = false;
   std::string budget_text;
   remat::bytes budget = 0;
@@ -393,7 +396,7 @@ std::optional<usage_error> check_bandwidths(const options& o) {
       return usage_error{
           std::string(name) +
           " applies to --simulate and to the offloading policies (pofo, offload_dynprog, "
-          "offload_greedy) only, not to --policy " +
+          "offload_greedy, offload_autocapper) only, not to --policy " +
           o.policy};
     }
   }
@@ -420,6 +423,10 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     }
     if (arg == "--relax") {
       o.relax = true;
+      continue;
+    }
+    if (arg == "--no-portfolio") {
+      o.no_portfolio = true;
       continue;
     }
     if (arg == "--find-minimum") {
@@ -527,6 +534,7 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     for (const auto& [given, opt] : {std::pair{o.slots.has_value(), "--slots"},
                                      std::pair{!o.solver.empty(), "--solver"},
                                      std::pair{o.relax, "--relax"},
+                                     std::pair{o.no_portfolio, "--no-portfolio"},
                                      std::pair{o.find_minimum, "--find-minimum"},
                                      std::pair{o.segments.has_value(), "--segments"},
                                      std::pair{o.snapshots.has_value(), "--snapshots"},
@@ -567,6 +575,7 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
                       "rotor, rotor_floating, rockmate, pofo and offload_dynprog"),
                  only(!o.solver.empty(), milp, "--solver", "checkmate and rockmate"),
                  only(o.relax, milp, "--relax", "checkmate and rockmate"),
+                 only(o.no_portfolio, o.policy == "pofo", "--no-portfolio", "pofo"),
                  only(o.find_minimum, o.policy == "checkmate", "--find-minimum", "checkmate"),
                  only(o.grid.has_value(), rockmate, "--grid", "rockmate"),
                  only(o.threads.has_value(), rockmate, "--threads", "rockmate"),
@@ -1190,9 +1199,10 @@ int run_simulate(const options& o) {
 /// The rates an offloading policy plans with, bytes per second (offloads, prefetches): the
 /// options, else the policy's default.
 std::pair<double, double> offload_rates(const options& o) {
-  const double fallback = o.policy == "pofo"              ? remat::pofo{}.bandwidth
-                          : o.policy == "offload_dynprog" ? remat::offload_dynprog{}.bandwidth
-                                                          : remat::offload_greedy{}.bandwidth;
+  const double fallback = o.policy == "pofo"                 ? remat::pofo{}.bandwidth
+                          : o.policy == "offload_dynprog"    ? remat::offload_dynprog{}.bandwidth
+                          : o.policy == "offload_autocapper" ? remat::offload_autocapper{}.bandwidth
+                                                             : remat::offload_greedy{}.bandwidth;
   const double both = o.bandwidth ? o.bandwidth->value : fallback;
   return {o.bandwidth_d2h ? o.bandwidth_d2h->value : both,
           o.bandwidth_h2d ? o.bandwidth_h2d->value : both};
@@ -1212,10 +1222,12 @@ remat::result<remat::offload_plan> plan_offload(const options& o, const remat::c
   if (o.policy == "offload_greedy") return with_rates(remat::offload_greedy{}, o).plan(c, o.budget);
   const double limit = o.time_limit.value_or(std::numeric_limits<double>::infinity());
   if (o.policy == "pofo") {
-    remat::pofo p = with_rates(remat::pofo{.time_limit = limit, .progress = progress}, o);
+    remat::pofo p = with_rates(remat::pofo{.time_limit = limit, .progress = progress, .portfolio = !o.no_portfolio}, o);
     if (o.slots) p.slots = *o.slots;
     return p.plan(c, o.budget);
   }
+  if (o.policy == "offload_autocapper")
+    return with_rates(remat::offload_autocapper{.time_limit = limit}, o).plan(c, o.budget);
   remat::offload_dynprog p =
       with_rates(remat::offload_dynprog{.time_limit = limit, .progress = progress}, o);
   if (o.slots) p.slots = *o.slots;
@@ -1229,7 +1241,8 @@ nlohmann::ordered_json rate_json(double v) {
 
 /// An offloading policy on the chain: its plan, re-simulated on the machine it planned for.
 int run_offload(const options& o, const remat::chain& c) {
-  const bool show_progress = o.policy != "offload_greedy" && (o.progress || REMAT_PLAN_ISATTY(2));
+  const bool show_progress = o.policy != "offload_greedy" && o.policy != "offload_autocapper" &&
+                             (o.progress || REMAT_PLAN_ISATTY(2));
   progress_reporter reporter(o.policy, REMAT_PLAN_ISATTY(2) != 0);
   std::function<void(double)> progress;
   if (show_progress) progress = [&reporter](double f) { reporter(f); };

@@ -1112,6 +1112,33 @@ TEST_CASE("remat-plan: offload_dynprog and offload_greedy store everything and o
   }
 }
 
+TEST_CASE("remat-plan: offload_autocapper, and pofo's own plan with --no-portfolio") {
+  const std::string file = chain_file("resnet_like.json");
+  auto c = io::load_chain(file);
+  REQUIRE(c.ok());
+  const bytes budget = 1610612736;  // 1.5GiB
+  const outcome a = run_plan({"--chain", file, "--budget", "1.5GiB", "--policy", "offload_autocapper", "--json"});
+  CAPTURE(a.err);
+  REQUIRE(a.exit_code == 0);
+  const json r = json::parse(a.out, nullptr, false);
+  CHECK(r["status"] == "ok");
+  CHECK(r["peak_bytes"].get<bytes>() <= budget);
+  auto s = io::schedule_from_json(r, *c);
+  REQUIRE(s.ok());
+  CHECK(sim::simulate(*c, *s, {.budget = budget, .hw = machine::with_bandwidth(12e9)}).valid);
+  // pofo's portfolio is never slower than autocapper, and its DP alone is a plan too.
+  const outcome p = run_plan({"--chain", file, "--budget", "1.5GiB", "--policy", "pofo", "--json"});
+  const outcome own = run_plan({"--chain", file, "--budget", "1.5GiB", "--policy", "pofo", "--no-portfolio", "--json"});
+  REQUIRE(p.exit_code == 0);
+  REQUIRE(own.exit_code == 0);
+  const double best = json::parse(p.out)["makespan"].get<double>();
+  CHECK(best <= r["makespan"].get<double>() * (1 + 1e-12));
+  CHECK(best <= json::parse(own.out)["makespan"].get<double>() * (1 + 1e-12));
+  const outcome bad = run_plan({"--chain", file, "--budget", "1.5GiB", "--policy", "rotor", "--no-portfolio"});
+  CHECK(bad.exit_code == 2);
+  CHECK(has(bad.err, "--no-portfolio applies to pofo"));
+}
+
 TEST_CASE("remat-plan: the offloading policies below their minimum fail with budget_too_small") {
   const std::string file = chain_file("resnet_like.json");
   auto c = io::load_chain(file);
@@ -1174,7 +1201,8 @@ TEST_CASE("remat-plan: usage errors of the offloading policies") {
   }
   const outcome help = run_plan({"--help"});
   for (const char* word :
-       {"pofo", "offload_dynprog", "offload_greedy", "--bandwidth-d2h", "--bandwidth-h2d"}) {
+       {"pofo", "offload_dynprog", "offload_greedy", "offload_autocapper", "--no-portfolio", "--bandwidth-d2h",
+        "--bandwidth-h2d"}) {
     CAPTURE(word);
     CHECK(has(help.out, word));
   }

@@ -50,7 +50,7 @@ TEST_CASE("pofo: exact on small chains against exhaustive search in its model") 
     const bytes rotor_min = rotor::minimum_budget(c);
     for (bytes m = 0; m <= peak + 1; ++m) {
       const auto best = test::offload_brute_force(c, m, beta, beta, true);
-      const auto plan = pofo{.bandwidth = beta, .slots = 0}.plan(c, m);
+      const auto plan = pofo{.bandwidth = beta, .slots = 0, .portfolio = false}.plan(c, m);
       CAPTURE(trial);
       CAPTURE(m);
       CAPTURE(beta);
@@ -160,11 +160,18 @@ TEST_CASE("pofo: never slower than rotor at the same slots") {
       if (m < lo + lo / 10) continue;
       const auto r = rotor{.slots = 50}.solve(c, m);
       const double bw = 1e6 * (1 + trial % 3);
-      const auto p = pofo{.bandwidth = bw}.plan(c, m);
+      const auto p = pofo{.bandwidth = bw, .portfolio = false}.plan(c, m);
+      const auto best = pofo{.bandwidth = bw}.plan(c, m);
       CAPTURE(trial);
       CAPTURE(m);
       REQUIRE_MESSAGE(p.ok(), p.message());
       if (r.ok()) CHECK(p->model_time <= r->predicted_time * (1 + 1e-12));
+      // The portfolio returns the fastest program of the DP's, rotor's, DYNPROG's and autocapper's.
+      REQUIRE(best.ok());
+      const double got = best->program.predicted_time * (1 - 1e-12);  // sums in another order
+      CHECK(got <= p->program.predicted_time);
+      if (const auto r500 = rotor{}.solve(c, m)) CHECK(got <= r500->predicted_time);
+      if (const auto a = offload_autocapper{.bandwidth = bw}.plan(c, m)) CHECK(got <= a->program.predicted_time);
       CHECK(p->model_time >= c.ideal_time() * (1 - 1e-12));
       CHECK(p->program.predicted_peak <= m);
       CHECK(p->overlap() >= 0.0);
@@ -217,8 +224,42 @@ TEST_CASE("offloading policies are chain policies that plan for their own machin
   static_assert(ChainPolicy<pofo>);
   static_assert(ChainPolicy<offload_dynprog>);
   static_assert(ChainPolicy<offload_greedy>);
+  static_assert(ChainPolicy<offload_autocapper>);
   CHECK(machine_of(pofo{.bandwidth = 5e9}) == machine::with_bandwidth(5e9));
   CHECK(machine_of(pofo{.bandwidth = 5e9, .host_to_device = 7e9}) == machine{5e9, 7e9, unlimited_bytes});
   CHECK(machine_of(offload_greedy{.bandwidth = 0}) == machine{});
   CHECK(machine_of(offload_dynprog{}) == machine::with_bandwidth(12e9));
+}
+
+TEST_CASE("offload_autocapper: valid plans, the ideal time where everything fits, clear errors") {
+  remat::testing::chain_generator g(21);
+  int planned = 0, moved = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const chain c = g({.min_length = 2, .max_length = 12});
+    const bytes lo = pofo{.bandwidth = 1e6}.minimum_budget(c), peak = store_all_peak(c);
+    for (int i = 0; i <= 5; ++i) {
+      const bytes m = lo + (peak - lo) * i / 5;
+      const auto a = offload_autocapper{.bandwidth = 1e6, .caps = 10}.plan(c, m);
+      CAPTURE(trial);
+      CAPTURE(m);
+      if (!a) {
+        // Capping moves only what rotor's plans keep across their peak: it may find nothing near
+        // the minimum, and says so.
+        CHECK((a.code() == status::infeasible || a.code() == status::budget_too_small));
+        continue;
+      }
+      ++planned;
+      if (!a->offloaded.empty()) ++moved;
+      CHECK(a->program.predicted_peak <= m);
+      CHECK(sim::simulate(c, a->program, {.budget = m, .hw = machine::with_bandwidth(1e6)}).valid);
+      CHECK(sim::simulate(c, a->program, {.budget = m}).valid);  // immediate copies too
+      if (m >= peak) CHECK(close(a->program.predicted_time, c.ideal_time()));
+    }
+  }
+  CHECK(planned > 150);
+  CHECK(moved > 20);
+  const chain c{"bad", 4, {{"s1", 1, 1, 2, 3}, {"s2", 1, 1, 2, 2}, {"loss", 0, 0, 0, 0}}};
+  CHECK(offload_autocapper{.bandwidth = -1}.plan(c, 100).code() == status::invalid_problem);
+  CHECK(offload_autocapper{.caps = 0}.plan(c, 100).code() == status::invalid_problem);
+  CHECK(offload_autocapper{}.plan(c, 1).code() == status::budget_too_small);
 }

@@ -3,6 +3,7 @@
 //   pofo              recompute + offload, one DP (ch. 4)
 //   offload_dynprog   store everything, offload the set Alg. 5 chooses (§3.5, DYNPROG)
 //   offload_greedy    store everything, offload the shortest prefix that fits (§3.4, GREEDY)
+//   offload_autocapper  rotor at a higher cap, then offload across the peak until it fits (§4.7)
 //   offload_fractional_bound   OFF_frac (§3.4, Theorem 8): a lower bound for offload-only plans
 //
 // The DPs (detail/pofo_dp.hpp) are exact in pofo's model, where a copy releases or reserves
@@ -107,12 +108,10 @@ inline void account(offload_plan& p, const sim::report& r, const graph& g) {
   p.idle_time = std::max(0.0, r.makespan - p.compute_time);
 }
 
-/// Realizes a DP's decisions as whole-tensor transfers (the header's comment) and checks the
-/// program in the simulator; the plan's time is the simulator's.
-inline result<offload_plan> realize(std::string_view policy, const chain& c, const graph& g, bytes budget,
-                                    const offload_rates& rates, const offload_decisions& dec) {
+/// The first, synchronous placement of a plan's transfers: O_k right after the forward-phase
+/// forward that reads a_k, W_k P_k W_k just before its first backward-phase reader.
+inline std::vector<chain_op> place_transfers(const chain& c, const offload_decisions& dec) {
   const int n = c.length();
-  const machine hw = rates.hw();
   std::vector<chain_op> ops;
   // Forward phase: everything before B_N.
   std::size_t loss_at = 0;
@@ -123,7 +122,6 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
   for (std::size_t i = 0; i < dec.ops.size(); ++i) {
     const chain_op& op = dec.ops[i];
     if (i >= loss_at) {
-      // The first backward-phase reader of an offloaded a_k brings it back (synchronously, for now).
       const int k = op.index - 1;
       if (k >= 0 && is_moved(k) && !prefetched[static_cast<std::size_t>(k)]) {
         prefetched[static_cast<std::size_t>(k)] = 1;
@@ -133,12 +131,27 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
     ops.push_back(op);
     if (i < loss_at && op.kind == chain_op_kind::forward && is_moved(op.index - 1)) ops.push_back(chain_op::offload(op.index - 1));
   }
-  auto run = [&](const std::vector<chain_op>& p, bool timeline = false) {
-    return sim::simulate(c, std::span<const chain_op>(p), {.budget = budget, .record_timeline = timeline, .hw = hw});
+  return ops;
+}
+
+/// Realizes a DP's decisions as whole-tensor transfers (the header's comment) and checks the
+/// program in the simulator; the plan's time is the simulator's.
+inline result<offload_plan> realize(std::string_view policy, const chain& c, const graph& g, bytes budget,
+                                    const offload_rates& rates, const offload_decisions& dec) {
+  const int n = c.length();
+  const machine hw = rates.hw();
+  std::vector<chain_op> ops = place_transfers(c, dec);
+  // In the chain's terms (violations at chain ops), for the repair below.
+  auto run = [&](const std::vector<chain_op>& p) {
+    return sim::simulate(c, std::span<const chain_op>(p), {.budget = budget, .record_timeline = false, .hw = hw});
   };
-  auto run_immediate = [&](const std::vector<chain_op>& p) {
-    return sim::simulate(c, std::span<const chain_op>(p), {.budget = budget, .record_timeline = false});
+  // On the chain's graph, built once (the many trials of the prefetches' placement).
+  auto on_graph = [&](const std::vector<chain_op>& p, const machine& m) {
+    auto low = lower(n, p);
+    if (!low) return sim::report{};
+    return sim::simulate(g, *low, {.budget = budget, .record_timeline = false, .hw = m});
   };
+  auto run_immediate = [&](const std::vector<chain_op>& p) { return on_graph(p, machine{}); };
   auto error_of = [&](const sim::report& r) {
     return error{status::solver_error,
                  std::string(policy) + ": its realized program is rejected by the simulator (a bug in remat; please "
@@ -190,7 +203,7 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
         std::vector<chain_op> trial = ops;
         trial.erase(trial.begin() + static_cast<std::ptrdiff_t>(from), trial.begin() + static_cast<std::ptrdiff_t>(i + 1));
         trial.insert(trial.begin() + static_cast<std::ptrdiff_t>(to), unit.begin(), unit.end());
-        const sim::report r = run(trial);
+        const sim::report r = on_graph(trial, hw);
         // Also within the budget when copies are immediate: host_backend's copies are
         // synchronous, and an executor allocates a prefetch's buffer when it is issued.
         if (r.valid && r.makespan <= best && run_immediate(trial).valid) {
@@ -221,10 +234,80 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
   return plan;
 }
 
+/// What is left of a deadline, as a time limit for a policy called within it (at least 1 ms).
+inline seconds remaining(const deadline& dl) {
+  if (!(std::isfinite(dl.limit()) && dl.limit() > 0)) return std::numeric_limits<double>::infinity();
+  return std::max(1e-3, dl.limit() - dl.elapsed());
+}
+
+/// autocapper's search (offload_autocapper, below): the fastest program over the caps, if any.
+inline std::optional<offload_plan> autocap(std::string_view policy, const chain& c, const graph& g, bytes budget,
+                                           const offload_rates& rates, int caps, std::int64_t slots,
+                                           const deadline& dl) {
+  const bytes high = peak_of(g, store_all::program(c));
+  const int n = c.length();
+  std::optional<offload_plan> best;
+  for (int i = 0; i < caps; ++i) {
+    if (dl.passed()) break;
+    const bytes cap = caps == 1 ? budget : budget + (high - budget) * i / (caps - 1);
+    const auto r = rotor{.slots = slots, .time_limit = remaining(dl)}.solve(c, cap);
+    if (!r) continue;
+    auto ops = to_chain_ops(n, *r);
+    if (!ops) continue;
+    // Where each kept a_k is read: its forward-phase reader F_{k+1} (^ck or ^all) and its first
+    // backward-phase reader; offloading it lowers the ops in between.
+    std::size_t loss_at = 0;
+    while ((*ops)[loss_at].kind != chain_op_kind::backward) ++loss_at;
+    std::vector<std::size_t> from(static_cast<std::size_t>(n), 0), to(static_cast<std::size_t>(n), 0);
+    for (std::size_t j = 0; j < ops->size(); ++j) {
+      const chain_op& op = (*ops)[j];
+      const int k = op.index - 1;
+      if (k < 0 || k >= n - 1) continue;
+      const auto kk = static_cast<std::size_t>(k);
+      if (j < loss_at && op.kind == chain_op_kind::forward && op.mode != forward_mode::no_save) from[kk] = j + 1;
+      if (j >= loss_at && from[kk] > 0 && to[kk] == 0) to[kk] = j;
+    }
+    offload_decisions dec{*ops, {}, r->predicted_time};
+    for (;;) {
+      // The op at the peak with immediate copies (the executor's memory on the host; a copy at
+      // the machine's bandwidth only adds waits, which realize() places): when it fits, the
+      // plan is realized; else the lowest-index kept a_k across that op moves.
+      const std::vector<chain_op> placed = place_transfers(c, dec);
+      const sim::report rep = sim::simulate(c, std::span<const chain_op>(placed), {});
+      if (rep.valid && rep.peak <= budget) {
+        if (auto p = realize(policy, c, g, budget, rates, dec))
+          if (!best || p->program.predicted_time < best->program.predicted_time) best = std::move(*p);
+        break;
+      }
+      std::size_t at = 0;
+      for (const sim::memory_point& m : rep.timeline)
+        if (m.peak == rep.peak) {
+          at = m.op;
+          break;
+        }
+      // Map the position in `placed` back to `ops` (the transfers are not in ops).
+      std::size_t j = 0;
+      for (std::size_t q = 0; q < at; ++q)
+        if (placed[q].is_compute()) ++j;
+      std::optional<int> pick;
+      for (int k = 0; k < n - 1 && !pick; ++k) {
+        const auto kk = static_cast<std::size_t>(k);
+        if (from[kk] == 0 || from[kk] > j || to[kk] <= j) continue;
+        if (!std::binary_search(dec.offloaded.begin(), dec.offloaded.end(), k) && c.a(k) > 0) pick = k;
+      }
+      if (!pick) break;
+      dec.offloaded.insert(std::upper_bound(dec.offloaded.begin(), dec.offloaded.end(), *pick), *pick);
+    }
+  }
+  if (best) best->model_time = best->program.predicted_time;
+  return best;
+}
+
 /// The shared solve of pofo and offload_dynprog.
 inline result<offload_plan> plan_offloading(std::string_view policy, const chain& c, bytes budget,
                                             const offload_rates& rates, std::int64_t slots, bool recompute,
-                                            seconds time_limit, const std::function<void(double)>& progress) {
+                                            seconds time_limit, const std::function<void(double)>& progress,
+                                            bool portfolio) {
   if (auto ok = check_request(c, budget); !ok) return ok.err();
   const graph g = chain_graph(c);
   // Storing everything is optimal when it fits (sum(u_F + u_B) bounds every schedule).
@@ -283,12 +366,13 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
     }
     if (value < std::numeric_limits<double>::infinity()) {
       auto plan = realize(policy, c, g, budget, rates, dp.reconstruct());
-      if (!plan || slots <= 0 || !recompute) return plan;
-      // The DP rounds every size up to whole slots (50: 2% of the budget each); near the
-      // store-all peak that can cost more than offloading saves. pofo also plans the two pure
-      // methods at their finer default grids, rotor (500 slots) and DYNPROG (500 slots, cheap: no
-      // recomputation), and keeps the fastest program; with exact sizes (slots = 0) the DP's plan
-      // is optimal in the model and is returned as it is.
+      if (!plan || !portfolio || !recompute) return plan;
+      // The portfolio. The DP rounds every size up to whole slots (50: 2% of the budget each),
+      // and its model is not the executor's (whole tensors; OR.3's wait at the loss): near the
+      // store-all peak the rounding can cost more than offloading saves, and a plan judged on
+      // the program itself can beat the model's optimum. pofo also plans rotor and DYNPROG at
+      // their finer grids (500 slots) and autocapper (which judges its plans by simulating them),
+      // and keeps the fastest program, with a note; `portfolio = false` returns the DP's plan.
       auto better = [&](result<offload_plan> other, const char* what) {
         if (other && other->program.predicted_time < plan->program.predicted_time) {
           char was[64];
@@ -299,13 +383,14 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
         }
       };
       if (budget >= rotor::minimum_budget(c)) {
-        const auto r = rotor{.time_limit = std::max(1e-3, time_limit - dl.elapsed())}.solve(c, budget);
+        const auto r = rotor{.time_limit = remaining(dl)}.solve(c, budget);
         if (r)
           if (auto ops = to_chain_ops(c.length(), *r))
             better(realize(policy, c, g, budget, rates, {std::move(*ops), {}, r->predicted_time}), "rotor's plan (500 slots, no transfer)");
       }
-      better(plan_offloading(policy, c, budget, rates, 500, false, std::max(1e-3, time_limit - dl.elapsed()), {}),
+      better(plan_offloading(policy, c, budget, rates, 500, false, remaining(dl), {}, false),
              "DYNPROG's plan (500 slots, no recomputation)");
+      if (auto a = autocap(policy, c, g, budget, rates, 40, 500, dl)) better(std::move(*a), "autocapper's plan");
       return plan;
     }
     if (d.exact || round == 2 || 2 * s > pofo_max_slots) break;
@@ -319,7 +404,7 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
   plan->model_time = plan->program.predicted_time;
   std::string how = "the minimum-memory schedule with every movable input offloaded";
   if (recompute && budget >= rotor::minimum_budget(c)) {
-    const auto r = rotor{.slots = slots, .time_limit = std::max(0.0, time_limit - dl.elapsed())}.solve(c, budget);
+    const auto r = rotor{.slots = slots, .time_limit = remaining(dl)}.solve(c, budget);
     if (r && r->predicted_time < plan->program.predicted_time) {
       if (auto ops = to_chain_ops(c.length(), *r)) {
         auto other = realize(policy, c, g, budget, rates, {std::move(*ops), {}, r->predicted_time});
@@ -353,11 +438,14 @@ struct pofo {
   seconds time_limit = std::numeric_limits<double>::infinity();
   /// The fraction of the top-level choices done (0..1).
   std::function<void(double)> progress = {};
+  /// Also plan rotor, DYNPROG (500 slots) and autocapper, and return the fastest program (a
+  /// note says which); false: the DP's own plan (to compare planners, or the model's optimum).
+  bool portfolio = true;
 
   [[nodiscard]] result<offload_plan> plan(const chain& c, bytes budget) const {
     auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
     if (!r) return r.err();
-    return detail::plan_offloading(name, c, budget, *r, slots, true, time_limit, progress);
+    return detail::plan_offloading(name, c, budget, *r, slots, true, time_limit, progress, portfolio);
   }
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
     auto p = plan(c, budget);
@@ -394,7 +482,7 @@ struct offload_dynprog {
   [[nodiscard]] result<offload_plan> plan(const chain& c, bytes budget) const {
     auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
     if (!r) return r.err();
-    return detail::plan_offloading(name, c, budget, *r, slots, false, time_limit, progress);
+    return detail::plan_offloading(name, c, budget, *r, slots, false, time_limit, progress, false);
   }
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
     auto p = plan(c, budget);
@@ -485,6 +573,54 @@ struct offload_greedy {
   }
   /// The machine its programs are simulated on (machine_of): its bandwidths; with a bandwidth of
   /// 0 (no transfers) or an invalid one, the default machine.
+  [[nodiscard]] machine planned_machine() const {
+    const auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
+    return r ? r->hw() : machine{};
+  }
+};
+
+/// autocapper (thesis §4.7): for each of `caps` budgets M' evenly spaced from the budget M to the
+/// store-all peak, rotor's plan at M' (capper(M')), then, while its program does not fit M, the
+/// lowest-index activation kept across the op at the peak is offloaded; the fastest program that
+/// fits is kept. Without recomputation (M' at the store-all peak) it is GREEDY's idea. Only the
+/// activations a persistent plan keeps from its forward phase to its backward work (the inputs of
+/// F^ck and F^all forwards there, a_0 included, the loss's excepted) can move, as in pofo.
+struct offload_autocapper {
+  static constexpr std::string_view name = "offload_autocapper";
+  double bandwidth = 12e9;
+  std::optional<double> device_to_host = std::nullopt;
+  std::optional<double> host_to_device = std::nullopt;
+  int caps = 40;                  ///< the thesis' 40 values of M'
+  std::int64_t slots = 500;       ///< rotor's, for capper's plans
+  seconds time_limit = std::numeric_limits<double>::infinity();
+
+  [[nodiscard]] result<offload_plan> plan(const chain& c, bytes budget) const {
+    auto rates = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
+    if (!rates) return rates.err();
+    if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
+    if (caps < 1) return error{status::invalid_problem, std::string(name) + ": caps must be >= 1", {}};
+    const graph g = detail::chain_graph(c);
+    const bytes high = detail::peak_of(g, store_all::program(c));
+    if (high <= budget) return detail::realize(name, c, g, budget, *rates, {store_all::program(c), {}, c.ideal_time()});
+    const detail::deadline dl(time_limit);
+    std::optional<offload_plan> best = detail::autocap(name, c, g, budget, *rates, caps, slots, dl);
+    if (!best) {
+      const bytes minimum = detail::pofo_minimum_budget(c, rates->any(), true);
+      if (budget < minimum) return detail::budget_too_small(name, c, budget, minimum, "with every input that can move offloaded");
+      if (dl.passed()) return detail::time_limit_reached(name, dl, "before any cap gave a plan", "raise time_limit");
+      return error{status::infeasible,
+                   std::string(name) + ": no cap gave a plan within the budget of " + format_bytes(budget) +
+                       " (capping offloads only what rotor's plans keep across their peak); pofo plans down to " +
+                       format_bytes(minimum),
+                   {}};
+    }
+    return std::move(*best);
+  }
+  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
+    auto p = plan(c, budget);
+    if (!p) return p.err();
+    return std::move(p->program);
+  }
   [[nodiscard]] machine planned_machine() const {
     const auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
     return r ? r->hw() : machine{};
