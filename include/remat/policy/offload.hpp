@@ -377,8 +377,8 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
         if (other && other->program.predicted_time < plan->program.predicted_time) {
           char was[64];
           std::snprintf(was, sizeof was, "%.6g s", plan->program.predicted_time);
-          other->notes.push_back(std::string(what) + " is faster than the DP's own at " + std::to_string(d.slots) +
-                                 " slots (" + was + "), whose rounding of sizes costs more here: it is the plan");
+          other->notes.push_back(std::string(what) + " is faster than the DP's own plan (" + was + " at " +
+                                 std::to_string(d.slots) + " slots): it is the plan (portfolio = false: the DP's)");
           plan = std::move(other);
         }
       };
