@@ -396,9 +396,9 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
     if (d.exact || round == 2 || 2 * s > pofo_max_slots) break;
     s = std::min<std::int64_t>(s * 2, budget);
   }
-  // The fallback: the faster of the minimum-memory schedule and, when it fits, rotor's plan (it
+  // The fallback: the fastest of the minimum-memory schedule, rotor's plan when it fits (it
   // refines its slots further, to exact sizes, and has its own minimum-memory fallback), so that
-  // pofo is never slower than rotor there either.
+  // pofo is never slower than rotor there either, and with the portfolio autocapper's.
   auto plan = realize(policy, c, g, budget, rates, lowest.schedule());
   if (!plan) return plan;
   plan->model_time = plan->program.predicted_time;
@@ -415,6 +415,12 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
       }
     }
   }
+  if (recompute && portfolio)
+    if (auto a = autocap(policy, c, g, budget, rates, 40, 500, dl);
+        a && a->program.predicted_time < plan->program.predicted_time) {
+      plan = std::move(*a);
+      how = "autocapper's plan";
+    }
   plan->notes.push_back("the budget is within rounding of the minimum (" + std::to_string(minimum) +
                         " bytes) at " + std::to_string(s) + " slots: the plan is " + how +
                         ", valid but not proven optimal (model_time is its program's time)");

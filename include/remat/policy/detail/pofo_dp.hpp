@@ -30,14 +30,24 @@
 // * Ties: the checkpoint moves win (as rotor), then keep over offload.
 // Different offload and prefetch rates (β_o, β_p) are a direct generalisation: ε_F and Δ_F use
 // β_o, ε_B, Δ_B and C_Δ use β_p.
+//
+// Slots: what stays of an offloaded abar is q(abar - a), rounded on its own (q(abar) - q(a) can
+// be below the bytes). With rounded sizes Lemma 8's idle can then be a slot short of the
+// program's; the program is timed by the simulator anyway (offload.hpp), and with exact sizes
+// (the tests) the DP is exact.
+//
+// Speed: the memo is a flat open-addressing table per stage (std::unordered_map's node per state
+// took most of the time); a checkpoint segment's run is extended t by t; a move whose run and
+// ideal rest cannot beat the best so far is skipped (branch and bound); states holding more
+// than the budget (A + ΔF or A + ΔB > M) have no schedule and are cut at once.
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <optional>
 #include <bit>
+#include <optional>
 #include <utility>
 #include <vector>
 
