@@ -13,7 +13,8 @@
 //                              (resnet_like's stages repeated), 12 GB/s: pofo (with its portfolio)
 //                              and pofo_dp (portfolio = false: the DP alone) at 40% of the
 //                              store-all peak; offload_dynprog there (it does not fit: the time of
-//                              its refusal, planned = 0) and half way from its own minimum to the peak
+//                              its refusal, planned = 0) and half way from its own minimum to the
+//                              peak
 //
 //   build/bench/bench_offload                     (everything: about 3 minutes on 2 cores)
 //   build/bench/bench_offload --benchmark_filter='curve|threshold'   (the tables only)
@@ -69,7 +70,7 @@ struct point {
   std::string chain;
   double gbps = 0;
   bytes budget = 0;
-  double fraction = 0;                       // of the store-all peak
+  double fraction = 0;                         // of the store-all peak
   double rotor = -1, dynprog = -1, pofo = -1;  // overheads; -1: does not fit (plans: >= 0)
   double pofo_model = -1, overlap = 0;
   bytes offloaded = 0;
@@ -104,11 +105,15 @@ void curve_point(benchmark::State& st, const std::string& name, double gbps, int
   const double bw = gbps * 1e9;
   const bytes peak = store_all_peak(c), lo = lowest(c, bw);
   const bytes budget = lo + (peak - lo) * k / 7;
-  point p{.chain = name, .gbps = gbps, .budget = budget, .fraction = static_cast<double>(budget) / static_cast<double>(peak)};
+  point p{.chain = name,
+          .gbps = gbps,
+          .budget = budget,
+          .fraction = static_cast<double>(budget) / static_cast<double>(peak)};
   const double ideal = c.ideal_time();
   for (auto _ : st) {
     if (auto r = remat::rotor{}.solve(c, budget)) p.rotor = overhead_of(r->predicted_time, ideal);
-    if (auto d = remat::offload_dynprog{.bandwidth = bw}.plan(c, budget)) p.dynprog = overhead_of(d->program.predicted_time, ideal);
+    if (auto d = remat::offload_dynprog{.bandwidth = bw}.plan(c, budget))
+      p.dynprog = overhead_of(d->program.predicted_time, ideal);
     auto q = remat::pofo{.bandwidth = bw}.plan(c, budget);
     if (!q) {
       st.SkipWithError(q.message().c_str());
@@ -158,7 +163,8 @@ void threshold_scan(benchmark::State& st) {
   }
   st.counters["budget"] = static_cast<double>(threshold.budget) / static_cast<double>(peak);
   st.counters["overhead"] = threshold.overhead;
-  st.counters["factor"] = threshold.budget > 0 ? static_cast<double>(peak) / static_cast<double>(threshold.budget) : 0;
+  st.counters["factor"] =
+      threshold.budget > 0 ? static_cast<double>(peak) / static_cast<double>(threshold.budget) : 0;
   st.counters["solves"] = threshold.solves;
 }
 
@@ -178,8 +184,10 @@ void solve_time(benchmark::State& st, solver which, int n) {
   for (auto _ : st) {
     remat::result<remat::offload_plan> p = remat::error{};
     if (which == solver::pofo) p = remat::pofo{.bandwidth = 12e9}.plan(c, budget);
-    if (which == solver::pofo_dp) p = remat::pofo{.bandwidth = 12e9, .portfolio = false}.plan(c, budget);
-    if (which == solver::dynprog || which == solver::dynprog_fits) p = remat::offload_dynprog{.bandwidth = 12e9}.plan(c, budget);
+    if (which == solver::pofo_dp)
+      p = remat::pofo{.bandwidth = 12e9, .portfolio = false}.plan(c, budget);
+    if (which == solver::dynprog || which == solver::dynprog_fits)
+      p = remat::offload_dynprog{.bandwidth = 12e9}.plan(c, budget);
     planned = static_cast<bool>(p);
     if (!p && which != solver::dynprog) st.SkipWithError(p.message().c_str());
     benchmark::DoNotOptimize(p);
@@ -198,33 +206,44 @@ std::string cell(double overhead) {
 
 void print_curve() {
   if (curve.empty()) return;
-  std::printf("\n| chain | GB/s | budget MiB | of peak | rotor | DYNPROG | pofo | pofo (model) | pofo's plan | pofo offloads MiB | hidden |\n");
+  std::printf(
+      "\n| chain | GB/s | budget MiB | of peak | rotor | DYNPROG | pofo | pofo (model) | pofo's "
+      "plan | pofo offloads MiB | hidden |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const point& p : curve)
-    std::printf("| %s | %.0f | %.0f | %.2f | %s | %s | %s | %s | %s | %.0f | %.0f%% |\n", p.chain.c_str(), p.gbps,
-                static_cast<double>(p.budget) / (1 << 20), p.fraction, cell(p.rotor).c_str(), cell(p.dynprog).c_str(),
-                cell(p.pofo).c_str(), cell(p.pofo_model).c_str(), p.kept.c_str(),
+    std::printf("| %s | %.0f | %.0f | %.2f | %s | %s | %s | %s | %s | %.0f | %.0f%% |\n",
+                p.chain.c_str(), p.gbps, static_cast<double>(p.budget) / (1 << 20), p.fraction,
+                cell(p.rotor).c_str(), cell(p.dynprog).c_str(), cell(p.pofo).c_str(),
+                cell(p.pofo_model).c_str(), p.kept.c_str(),
                 static_cast<double>(p.offloaded) / (1 << 20), 100 * p.overlap);
-  std::printf("\noverheads: program time / sum(u_F + u_B) - 1 (the simulator's, whole-tensor transfers); pofo (model): "
-              "the time of the plan pofo kept in the model that planned it (its DP's: pofo's model); -: no plan\n");
+  std::printf(
+      "\noverheads: program time / sum(u_F + u_B) - 1 (the simulator's, whole-tensor transfers); "
+      "pofo (model): "
+      "the time of the plan pofo kept in the model that planned it (its DP's: pofo's model); -: no "
+      "plan\n");
   // The thesis' claim (ch. 4): activation memory divided by 4-6 for under 20% overhead at 12 GB/s.
   const remat::chain& c = example("resnet_like");
   const bytes peak = store_all_peak(c);
   for (const point& p : curve) {
     if (p.chain != "resnet_like" || p.gbps != 12 || p.pofo < 0 || p.pofo > 0.2) continue;
-    std::printf("\nresnet_like at 12 GB/s: the smallest budget of the curve with pofo within 20%%: %.0f MiB, %.2fx "
-                "less than store-all (%+.1f%%)\n",
-                static_cast<double>(p.budget) / (1 << 20), static_cast<double>(peak) / static_cast<double>(p.budget),
-                100 * p.pofo);
+    std::printf(
+        "\nresnet_like at 12 GB/s: the smallest budget of the curve with pofo within 20%%: %.0f "
+        "MiB, %.2fx "
+        "less than store-all (%+.1f%%)\n",
+        static_cast<double>(p.budget) / (1 << 20),
+        static_cast<double>(peak) / static_cast<double>(p.budget), 100 * p.pofo);
     break;
   }
   if (threshold.solves > 0) {
     if (threshold.budget > 0)
-      std::printf("resnet_like at 12 GB/s, budgets 1%% of the peak apart (%d solves): the smallest with pofo within 20%%: "
-                  "%.0f MiB (%.3f of the peak), %+.1f%% (%s's plan): activation memory divided by %.2f\n",
-                  threshold.solves, static_cast<double>(threshold.budget) / (1 << 20),
-                  static_cast<double>(threshold.budget) / static_cast<double>(peak), 100 * threshold.overhead,
-                  threshold.kept.c_str(), static_cast<double>(peak) / static_cast<double>(threshold.budget));
+      std::printf(
+          "resnet_like at 12 GB/s, budgets 1%% of the peak apart (%d solves): the smallest with "
+          "pofo within 20%%: "
+          "%.0f MiB (%.3f of the peak), %+.1f%% (%s's plan): activation memory divided by %.2f\n",
+          threshold.solves, static_cast<double>(threshold.budget) / (1 << 20),
+          static_cast<double>(threshold.budget) / static_cast<double>(peak),
+          100 * threshold.overhead, threshold.kept.c_str(),
+          static_cast<double>(peak) / static_cast<double>(threshold.budget));
     else
       std::printf("resnet_like at 12 GB/s: no budget within 20%% below the peak\n");
   }
@@ -233,21 +252,26 @@ void print_curve() {
   bytes stage = 0;
   int largest = 0;
   for (int l = 1; l <= c.length(); ++l) {
-    const bytes need = std::max(c.a(l - 1) + c.abar(l) + c.of_all(l), c.a(l - 1) + c.abar(l) + c.delta(l) + c.delta(l - 1) + c.ob(l));
+    const bytes need = std::max(c.a(l - 1) + c.abar(l) + c.of_all(l),
+                                c.a(l - 1) + c.abar(l) + c.delta(l) + c.delta(l - 1) + c.ob(l));
     if (need > stage) {
       stage = need;
       largest = l;
     }
   }
-  std::printf("resnet_like: store-all %.0f MiB, rotor's minimum %.0f MiB, pofo's %.0f MiB (%.2fx less than "
-              "store-all); the largest single stage alone (its input, all it keeps for its backward, the gradients, "
-              "its overhead) needs %.0f MiB: stage %d '%s', so no schedule divides the activation memory by more than "
-              "%.2f\n",
-              static_cast<double>(peak) / (1 << 20), static_cast<double>(remat::rotor::minimum_budget(c)) / (1 << 20),
-              static_cast<double>(remat::pofo{}.minimum_budget(c)) / (1 << 20),
-              static_cast<double>(peak) / static_cast<double>(remat::pofo{}.minimum_budget(c)),
-              static_cast<double>(stage) / (1 << 20), largest, c.at(largest).name.c_str(),
-              static_cast<double>(peak) / static_cast<double>(stage));
+  std::printf(
+      "resnet_like: store-all %.0f MiB, rotor's minimum %.0f MiB, pofo's %.0f MiB (%.2fx less than "
+      "store-all); the largest single stage alone (its input, all it keeps for its backward, the "
+      "gradients, "
+      "its overhead) needs %.0f MiB: stage %d '%s', so no schedule divides the activation memory "
+      "by more than "
+      "%.2f\n",
+      static_cast<double>(peak) / (1 << 20),
+      static_cast<double>(remat::rotor::minimum_budget(c)) / (1 << 20),
+      static_cast<double>(remat::pofo{}.minimum_budget(c)) / (1 << 20),
+      static_cast<double>(peak) / static_cast<double>(remat::pofo{}.minimum_budget(c)),
+      static_cast<double>(stage) / (1 << 20), largest, c.at(largest).name.c_str(),
+      static_cast<double>(peak) / static_cast<double>(stage));
 }
 
 }  // namespace
@@ -256,12 +280,16 @@ int main(int argc, char** argv) {
   for (const std::string name : {"resnet_like", "gpt_like"})
     for (double gbps : {12.0, 24.0, 36.0})
       for (int k = 0; k <= 7; ++k)
-        benchmark::RegisterBenchmark(("curve/" + name + "/" + std::to_string(static_cast<int>(gbps)) + "/" +
-                                      std::to_string(k)).c_str(),
-                                     [=](benchmark::State& st) { curve_point(st, name, gbps, k); })
+        benchmark::RegisterBenchmark(
+            ("curve/" + name + "/" + std::to_string(static_cast<int>(gbps)) + "/" +
+             std::to_string(k))
+                .c_str(),
+            [=](benchmark::State& st) { curve_point(st, name, gbps, k); })
             ->Iterations(1)
             ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("threshold/resnet_like/12", threshold_scan)->Iterations(1)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("threshold/resnet_like/12", threshold_scan)
+      ->Iterations(1)
+      ->Unit(benchmark::kMillisecond);
   const std::pair<solver, const char*> solvers[] = {{solver::pofo, "pofo"},
                                                     {solver::pofo_dp, "pofo_dp"},
                                                     {solver::dynprog, "offload_dynprog"},

@@ -33,6 +33,14 @@ using toy_model = std::vector<toy::stage>;
 
 toy_model make_toy(int n, unsigned seed) { return toy::make_chain_model(n, seed, true); }
 
+/// A toy chain's parameter gradients and input gradient, to compare runs bit for bit.
+std::vector<float> grads(const toy_model& m, const toy::tensor& dx) {
+  std::vector<float> g;
+  for (const auto& st : m) g.push_back(st.gw);
+  for (int i = 0; i < dx.n; ++i) g.push_back(dx[i]);
+  return g;
+}
+
 toy::tensor toy_input(host_backend& b) {
   auto x = toy::tensor::make(b, 12);
   for (int i = 0; i < 12; ++i) x[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
@@ -89,12 +97,6 @@ TEST_CASE("offload: toy chains under offloading schedules: bitwise gradients, th
       exec::executor ex(m, c, b);
       return ex.run(s, toy_input(b));
     };
-    auto grads = [](const toy_model& m, const toy::tensor& dx) {
-      std::vector<float> g;
-      for (const auto& st : m) g.push_back(st.gw);
-      for (int i = 0; i < dx.n; ++i) g.push_back(dx[i]);
-      return g;
-    };
     toy_model rm = make_toy(n, seed);
     host_backend rb;
     const auto ref = run(*store_all{}.solve(c, unlimited_bytes), rb, rm);
@@ -144,12 +146,6 @@ TEST_CASE("offload: pofo's plans train toy chains with bitwise gradients and the
     auto profiled = exec::profile_chain(pm, toy_input(pb), pb, {.repetitions = 1, .warmup = 0});
     REQUIRE_MESSAGE(profiled.ok(), profiled.message());
     const chain& c = *profiled;
-    auto grads = [](const toy_model& m, const toy::tensor& dx) {
-      std::vector<float> g;
-      for (const auto& st : m) g.push_back(st.gw);
-      for (int i = 0; i < dx.n; ++i) g.push_back(dx[i]);
-      return g;
-    };
     toy_model rm = make_toy(n, seed);
     host_backend rb;
     const auto ref = exec::executor(rm, c, rb).run(*store_all{}.solve(c, unlimited_bytes), toy_input(rb));

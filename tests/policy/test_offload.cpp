@@ -21,7 +21,9 @@ namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
-chain small_chain(remat::testing::chain_generator& g, int n) { return remat::testing::small_integer_chain(g, n); }
+chain small_chain(remat::testing::chain_generator& g, int n) {
+  return remat::testing::small_integer_chain(g, n);
+}
 
 bytes store_all_peak(const chain& c) {
   return detail::peak_of(detail::chain_graph(c), store_all::program(c));
@@ -132,7 +134,8 @@ TEST_CASE("pofo with bandwidth 0 is rotor") {
   }
 }
 
-TEST_CASE("pofo with infinite bandwidth runs at the ideal time down to the memory of offloading alone") {
+TEST_CASE(
+    "pofo with infinite bandwidth runs at the ideal time down to the memory of offloading alone") {
   remat::testing::chain_generator g(3);
   for (int trial = 0; trial < 80; ++trial) {
     const chain c = small_chain(g, g.between(1, 6));
@@ -171,7 +174,8 @@ TEST_CASE("pofo: never slower than rotor at the same slots") {
       const double got = best->program.predicted_time * (1 - 1e-12);  // sums in another order
       CHECK(got <= p->program.predicted_time);
       if (const auto r500 = rotor{}.solve(c, m)) CHECK(got <= r500->predicted_time);
-      if (const auto a = offload_autocapper{.bandwidth = bw}.plan(c, m)) CHECK(got <= a->program.predicted_time);
+      if (const auto a = offload_autocapper{.bandwidth = bw}.plan(c, m))
+        CHECK(got <= a->program.predicted_time);
       CHECK(p->model_time >= c.ideal_time() * (1 - 1e-12));
       CHECK(p->program.predicted_peak <= m);
       CHECK(p->overlap() >= 0.0);
@@ -211,12 +215,14 @@ TEST_CASE("pofo: progress reaches 1 and the time limit holds") {
   const chain c = g({.min_length = 60, .max_length = 60});
   const bytes lo = rotor::minimum_budget(c), peak = store_all_peak(c);
   std::vector<double> seen;
-  const auto p = pofo{.bandwidth = 1e6, .progress = [&](double f) { seen.push_back(f); }}.plan(c, (lo + peak) / 2);
+  const auto p = pofo{.bandwidth = 1e6, .progress = [&](double f) { seen.push_back(f); }}.plan(
+      c, (lo + peak) / 2);
   REQUIRE_MESSAGE(p.ok(), p.message());
   REQUIRE_FALSE(seen.empty());
   CHECK(seen.back() == 1.0);
   for (std::size_t i = 1; i < seen.size(); ++i) CHECK(seen[i] >= seen[i - 1]);
-  const auto cut = pofo{.bandwidth = 1e6, .slots = 400, .time_limit = 0.05}.plan(c, (lo + peak) / 2);
+  const auto cut =
+      pofo{.bandwidth = 1e6, .slots = 400, .time_limit = 0.05}.plan(c, (lo + peak) / 2);
   CHECK(cut.code() == status::time_limit);
 }
 
@@ -226,7 +232,8 @@ TEST_CASE("offloading policies are chain policies that plan for their own machin
   static_assert(ChainPolicy<offload_greedy>);
   static_assert(ChainPolicy<offload_autocapper>);
   CHECK(machine_of(pofo{.bandwidth = 5e9}) == machine::with_bandwidth(5e9));
-  CHECK(machine_of(pofo{.bandwidth = 5e9, .host_to_device = 7e9}) == machine{5e9, 7e9, unlimited_bytes});
+  CHECK(machine_of(pofo{.bandwidth = 5e9, .host_to_device = 7e9}) ==
+        machine{5e9, 7e9, unlimited_bytes});
   CHECK(machine_of(offload_greedy{.bandwidth = 0}) == machine{});
   CHECK(machine_of(offload_dynprog{}) == machine::with_bandwidth(12e9));
 }

@@ -19,8 +19,9 @@
 //     both at the machine's bandwidth and with immediate copies (host_backend copies
 //     synchronously, and an executor allocates a prefetch's buffer when it issues it);
 // and the program is replayed by the simulator on the policy's machine: its time is the
-// simulator's, which is at least the model's. The plan reports both, and the transfer time
-// hidden behind compute.
+// simulator's, which differs from the model's either way (whole tensors cost more; not waiting
+// for every offload at the loss saves). The plan reports both, and the transfer time hidden
+// behind compute.
 
 #include <algorithm>
 #include <cmath>
@@ -46,14 +47,14 @@ namespace remat {
 
 /// An offloading policy's plan.
 struct offload_plan {
-  schedule program;               ///< checked by the simulator on the policy's machine
-  std::vector<chain_op> ops;      ///< the same program in the chain notation, O_k / P_k / W_k included
-  std::vector<int> offloaded;     ///< k: a_k goes to the host and back
-  bytes offloaded_bytes = 0;      ///< sum of the a_k moved
-  seconds model_time = 0;         ///< the DP's time in pofo's model (docs/offloading.md)
-  seconds compute_time = 0;       ///< the compute ops' time, recomputations included
-  seconds transfer_time = 0;      ///< both lanes' busy time
-  seconds idle_time = 0;          ///< the compute lane waiting for transfers (program time - compute)
+  schedule program;            ///< checked by the simulator on the policy's machine
+  std::vector<chain_op> ops;   ///< the same program in the chain notation, O_k / P_k / W_k included
+  std::vector<int> offloaded;  ///< k: a_k goes to the host and back
+  bytes offloaded_bytes = 0;   ///< sum of the a_k moved
+  seconds model_time = 0;      ///< the DP's time in pofo's model (docs/offloading.md)
+  seconds compute_time = 0;    ///< the compute ops' time, recomputations included
+  seconds transfer_time = 0;   ///< both lanes' busy time
+  seconds idle_time = 0;       ///< the compute lane waiting for transfers (program time - compute)
   std::vector<std::string> notes;
 
   /// Transfer time hidden behind compute, as a fraction of the transfer time (1 without transfers).
@@ -71,19 +72,24 @@ struct offload_rates {
   double off = 0, pre = 0;
   [[nodiscard]] bool any() const { return off > 0 && pre > 0; }
   /// The machine the program is simulated on (no transfers: the default one).
-  [[nodiscard]] machine hw() const { return any() ? machine{off, pre, unlimited_bytes} : machine{}; }
+  [[nodiscard]] machine hw() const {
+    return any() ? machine{off, pre, unlimited_bytes} : machine{};
+  }
 };
 
-inline result<offload_rates> offload_rates_of(std::string_view policy, double bandwidth, std::optional<double> d2h,
+inline result<offload_rates> offload_rates_of(std::string_view policy, double bandwidth,
+                                              std::optional<double> d2h,
                                               std::optional<double> h2d) {
   auto check = [&](double v, const char* field) -> std::optional<error> {
     if (std::isnan(v) || v < 0) {
       char text[32];
       std::snprintf(text, sizeof text, "%g", v);
-      return error{status::invalid_problem,
-                   std::string(policy) + ": " + field + " is " + (std::isnan(v) ? std::string("NaN") : std::string(text)) +
-                       "; give bytes per second >= 0 (0: no transfers, infinity: instantaneous ones)",
-                   {}};
+      return error{
+          status::invalid_problem,
+          std::string(policy) + ": " + field + " is " +
+              (std::isnan(v) ? std::string("NaN") : std::string(text)) +
+              "; give bytes per second >= 0 (0: no transfers, infinity: instantaneous ones)",
+          {}};
     }
     return std::nullopt;
   };
@@ -95,6 +101,20 @@ inline result<offload_rates> offload_rates_of(std::string_view policy, double ba
   return offload_rates{d2h.value_or(bandwidth), h2d.value_or(bandwidth)};
 }
 
+/// The offloading policies' planned_machine(): their rates' machine, the default one when the
+/// knobs are invalid (plan() reports those).
+inline machine machine_for(std::string_view policy, double bandwidth, std::optional<double> d2h,
+                           std::optional<double> h2d) {
+  const auto r = offload_rates_of(policy, bandwidth, d2h, h2d);
+  return r ? r->hw() : machine{};
+}
+
+/// The offloading policies' solve(): the plan's program.
+inline result<schedule> program_of(result<offload_plan> p) {
+  if (!p) return p.err();
+  return std::move(p->program);
+}
+
 /// Counts of a program's time: compute, transfers, idle.
 inline void account(offload_plan& p, const sim::report& r, const graph& g) {
   p.compute_time = p.transfer_time = 0;
@@ -103,7 +123,8 @@ inline void account(offload_plan& p, const sim::report& r, const graph& g) {
     if (m.lane != sim::lane::compute)
       p.transfer_time += m.end - m.start;
     else if (ins.is_compute())
-      p.compute_time += ins.op == op_kind::fast_forward ? g.compute(ins.node).fast_time : g.compute(ins.node).time;
+      p.compute_time += ins.op == op_kind::fast_forward ? g.compute(ins.node).fast_time
+                                                        : g.compute(ins.node).time;
   }
   p.idle_time = std::max(0.0, r.makespan - p.compute_time);
 }
@@ -115,9 +136,12 @@ inline std::vector<chain_op> place_transfers(const chain& c, const offload_decis
   std::vector<chain_op> ops;
   // Forward phase: everything before B_N.
   std::size_t loss_at = 0;
-  while (loss_at < dec.ops.size() && !(dec.ops[loss_at].kind == chain_op_kind::backward && dec.ops[loss_at].index == n))
+  while (loss_at < dec.ops.size() &&
+         !(dec.ops[loss_at].kind == chain_op_kind::backward && dec.ops[loss_at].index == n))
     ++loss_at;
-  auto is_moved = [&](int k) { return std::binary_search(dec.offloaded.begin(), dec.offloaded.end(), k); };
+  auto is_moved = [&](int k) {
+    return std::binary_search(dec.offloaded.begin(), dec.offloaded.end(), k);
+  };
   std::vector<char> prefetched(static_cast<std::size_t>(n + 1), 0);
   for (std::size_t i = 0; i < dec.ops.size(); ++i) {
     const chain_op& op = dec.ops[i];
@@ -125,25 +149,29 @@ inline std::vector<chain_op> place_transfers(const chain& c, const offload_decis
       const int k = op.index - 1;
       if (k >= 0 && is_moved(k) && !prefetched[static_cast<std::size_t>(k)]) {
         prefetched[static_cast<std::size_t>(k)] = 1;
-        for (chain_op t : {chain_op::wait(k), chain_op::prefetch(k), chain_op::wait(k)}) ops.push_back(t);
+        for (chain_op t : {chain_op::wait(k), chain_op::prefetch(k), chain_op::wait(k)})
+          ops.push_back(t);
       }
     }
     ops.push_back(op);
-    if (i < loss_at && op.kind == chain_op_kind::forward && is_moved(op.index - 1)) ops.push_back(chain_op::offload(op.index - 1));
+    if (i < loss_at && op.kind == chain_op_kind::forward && is_moved(op.index - 1))
+      ops.push_back(chain_op::offload(op.index - 1));
   }
   return ops;
 }
 
 /// Realizes a DP's decisions as whole-tensor transfers (the header's comment) and checks the
 /// program in the simulator; the plan's time is the simulator's.
-inline result<offload_plan> realize(std::string_view policy, const chain& c, const graph& g, bytes budget,
-                                    const offload_rates& rates, const offload_decisions& dec) {
+inline result<offload_plan> realize(std::string_view policy, const chain& c, const graph& g,
+                                    bytes budget, const offload_rates& rates,
+                                    const offload_decisions& dec) {
   const int n = c.length();
   const machine hw = rates.hw();
   std::vector<chain_op> ops = place_transfers(c, dec);
   // In the chain's terms (violations at chain ops), for the repair below.
   auto run = [&](const std::vector<chain_op>& p) {
-    return sim::simulate(c, std::span<const chain_op>(p), {.budget = budget, .record_timeline = false, .hw = hw});
+    return sim::simulate(c, std::span<const chain_op>(p),
+                         {.budget = budget, .record_timeline = false, .hw = hw});
   };
   // On the chain's graph, built once (the many trials of the prefetches' placement).
   auto on_graph = [&](const std::vector<chain_op>& p, const machine& m) {
@@ -154,8 +182,9 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
   auto run_immediate = [&](const std::vector<chain_op>& p) { return on_graph(p, machine{}); };
   auto error_of = [&](const sim::report& r) {
     return error{status::solver_error,
-                 std::string(policy) + ": its realized program is rejected by the simulator (a bug in remat; please "
-                                       "report it with the chain): " +
+                 std::string(policy) +
+                     ": its realized program is rejected by the simulator (a bug in remat; please "
+                     "report it with the chain): " +
                      (r.first_violation ? r.first_violation->message : std::string("?")),
                  {}};
   };
@@ -163,7 +192,8 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
   for (;;) {
     const sim::report r = run(ops);
     if (r.valid) break;
-    if (!r.first_violation || r.first_violation->kind != sim::violation_kind::over_budget) return error_of(r);
+    if (!r.first_violation || r.first_violation->kind != sim::violation_kind::over_budget)
+      return error_of(r);
     const std::size_t at = r.first_violation->op;
     // The oldest offload issued before `at` and not yet waited for.
     std::optional<int> oldest;
@@ -189,7 +219,9 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
   if (rates.any() && !std::isinf(rates.pre)) {
     double best = run(ops).makespan;
     std::size_t floor = 0;
-    while (floor < ops.size() && !(ops[floor].kind == chain_op_kind::forward && ops[floor].index == n)) ++floor;
+    while (floor < ops.size() &&
+           !(ops[floor].kind == chain_op_kind::forward && ops[floor].index == n))
+      ++floor;
     ++floor;
     for (std::size_t i = floor; i < ops.size(); ++i) {
       if (ops[i].kind != chain_op_kind::prefetch) continue;
@@ -201,7 +233,8 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
       std::size_t end = i + 1;  // one past the unit
       for (std::size_t to = floor; to < from; ++to) {
         std::vector<chain_op> trial = ops;
-        trial.erase(trial.begin() + static_cast<std::ptrdiff_t>(from), trial.begin() + static_cast<std::ptrdiff_t>(i + 1));
+        trial.erase(trial.begin() + static_cast<std::ptrdiff_t>(from),
+                    trial.begin() + static_cast<std::ptrdiff_t>(i + 1));
         trial.insert(trial.begin() + static_cast<std::ptrdiff_t>(to), unit.begin(), unit.end());
         const sim::report r = on_graph(trial, hw);
         // Also within the budget when copies are immediate: host_backend's copies are
@@ -221,7 +254,8 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
   offload_plan plan;
   auto low = lower(n, ops);
   if (!low) return error{status::solver_error, std::string(policy) + ": " + low.err().message, {}};
-  const sim::report r = sim::simulate(g, *low, {.budget = budget, .record_timeline = true, .hw = hw});
+  const sim::report r =
+      sim::simulate(g, *low, {.budget = budget, .record_timeline = true, .hw = hw});
   low->predicted_time = r.makespan;
   auto done = finish(policy, r, std::move(*low));
   if (!done) return done.err();
@@ -236,14 +270,15 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
 
 /// What is left of a deadline, as a time limit for a policy called within it (at least 1 ms).
 inline seconds remaining(const deadline& dl) {
-  if (!(std::isfinite(dl.limit()) && dl.limit() > 0)) return std::numeric_limits<double>::infinity();
+  if (!(std::isfinite(dl.limit()) && dl.limit() > 0))
+    return std::numeric_limits<double>::infinity();
   return std::max(1e-3, dl.limit() - dl.elapsed());
 }
 
 /// autocapper's search (offload_autocapper, below): the fastest program over the caps, if any.
-inline std::optional<offload_plan> autocap(std::string_view policy, const chain& c, const graph& g, bytes budget,
-                                           const offload_rates& rates, int caps, std::int64_t slots,
-                                           const deadline& dl) {
+inline std::optional<offload_plan> autocap(std::string_view policy, const chain& c, const graph& g,
+                                           bytes budget, const offload_rates& rates, int caps,
+                                           std::int64_t slots, const deadline& dl) {
   const bytes high = peak_of(g, store_all::program(c));
   const int n = c.length();
   std::optional<offload_plan> best;
@@ -258,13 +293,15 @@ inline std::optional<offload_plan> autocap(std::string_view policy, const chain&
     // backward-phase reader; offloading it lowers the ops in between.
     std::size_t loss_at = 0;
     while ((*ops)[loss_at].kind != chain_op_kind::backward) ++loss_at;
-    std::vector<std::size_t> from(static_cast<std::size_t>(n), 0), to(static_cast<std::size_t>(n), 0);
+    std::vector<std::size_t> from(static_cast<std::size_t>(n), 0),
+        to(static_cast<std::size_t>(n), 0);
     for (std::size_t j = 0; j < ops->size(); ++j) {
       const chain_op& op = (*ops)[j];
       const int k = op.index - 1;
       if (k < 0 || k >= n - 1) continue;
       const auto kk = static_cast<std::size_t>(k);
-      if (j < loss_at && op.kind == chain_op_kind::forward && op.mode != forward_mode::no_save) from[kk] = j + 1;
+      if (j < loss_at && op.kind == chain_op_kind::forward && op.mode != forward_mode::no_save)
+        from[kk] = j + 1;
       if (j >= loss_at && from[kk] > 0 && to[kk] == 0) to[kk] = j;
     }
     offload_decisions dec{*ops, {}, r->predicted_time};
@@ -276,7 +313,8 @@ inline std::optional<offload_plan> autocap(std::string_view policy, const chain&
       const sim::report rep = sim::simulate(c, std::span<const chain_op>(placed), {});
       if (rep.valid && rep.peak <= budget) {
         if (auto p = realize(policy, c, g, budget, rates, dec))
-          if (!best || p->program.predicted_time < best->program.predicted_time) best = std::move(*p);
+          if (!best || p->program.predicted_time < best->program.predicted_time)
+            best = std::move(*p);
         break;
       }
       std::size_t at = 0;
@@ -293,10 +331,12 @@ inline std::optional<offload_plan> autocap(std::string_view policy, const chain&
       for (int k = 0; k < n - 1 && !pick; ++k) {
         const auto kk = static_cast<std::size_t>(k);
         if (from[kk] == 0 || from[kk] > j || to[kk] <= j) continue;
-        if (!std::binary_search(dec.offloaded.begin(), dec.offloaded.end(), k) && c.a(k) > 0) pick = k;
+        if (!std::binary_search(dec.offloaded.begin(), dec.offloaded.end(), k) && c.a(k) > 0)
+          pick = k;
       }
       if (!pick) break;
-      dec.offloaded.insert(std::upper_bound(dec.offloaded.begin(), dec.offloaded.end(), *pick), *pick);
+      dec.offloaded.insert(std::upper_bound(dec.offloaded.begin(), dec.offloaded.end(), *pick),
+                           *pick);
     }
   }
   if (best) best->model_time = best->program.predicted_time;
@@ -305,8 +345,9 @@ inline std::optional<offload_plan> autocap(std::string_view policy, const chain&
 
 /// The shared solve of pofo and offload_dynprog.
 inline result<offload_plan> plan_offloading(std::string_view policy, const chain& c, bytes budget,
-                                            const offload_rates& rates, std::int64_t slots, bool recompute,
-                                            seconds time_limit, const std::function<void(double)>& progress,
+                                            const offload_rates& rates, std::int64_t slots,
+                                            bool recompute, seconds time_limit,
+                                            const std::function<void(double)>& progress,
                                             bool portfolio) {
   if (auto ok = check_request(c, budget); !ok) return ok.err();
   const graph g = chain_graph(c);
@@ -326,14 +367,17 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
     }
     auto ops = to_chain_ops(c.length(), *r);
     if (!ops)
-      return error{status::solver_error, std::string(policy) + ": rotor's program is not chain-shaped (a bug in remat)", {}};
+      return error{status::solver_error,
+                   std::string(policy) + ": rotor's program is not chain-shaped (a bug in remat)",
+                   {}};
     return realize(policy, c, g, budget, rates, {std::move(*ops), {}, r->predicted_time});
   }
   const pofo_min_memory lowest(c, rates.any(), recompute);
   const bytes minimum = lowest.budget();
   if (budget < minimum)
     return budget_too_small(policy, c, budget, minimum,
-                            rates.any() ? "with every input that can move offloaded" : "with no transfer (bandwidth 0)");
+                            rates.any() ? "with every input that can move offloaded"
+                                        : "with no transfer (bandwidth 0)");
   if (slots > pofo_max_slots)
     return error{status::invalid_problem,
                  std::string(policy) + ": slots is " + std::to_string(slots) + "; give at most " +
@@ -346,8 +390,9 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
                  {}};
   if (c.length() > pofo_max_stages)
     return error{status::invalid_problem,
-                 std::string(policy) + ": chain '" + c.name + "' has " + std::to_string(c.length()) +
-                     " stages; the DP takes at most " + std::to_string(pofo_max_stages) + " (group stages into blocks)",
+                 std::string(policy) + ": chain '" + c.name + "' has " +
+                     std::to_string(c.length()) + " stages; the DP takes at most " +
+                     std::to_string(pofo_max_stages) + " (group stages into blocks)",
                  {}};
   const deadline dl(time_limit);
   // Refinement: the rounding of sizes may leave no schedule near the minimum: twice the slots,
@@ -361,7 +406,8 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
     try {
       value = dp.solve(progress);
     } catch (const deadline_passed&) {
-      return time_limit_reached(policy, dl, "while filling the table (" + std::to_string(d.slots) + " slots)",
+      return time_limit_reached(policy, dl,
+                                "while filling the table (" + std::to_string(d.slots) + " slots)",
                                 "raise time_limit, or use fewer slots");
     }
     if (value < std::numeric_limits<double>::infinity()) {
@@ -377,8 +423,9 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
         if (other && other->program.predicted_time < plan->program.predicted_time) {
           char was[64];
           std::snprintf(was, sizeof was, "%.6g s", plan->program.predicted_time);
-          other->notes.push_back(std::string(what) + " is faster than the DP's own plan (" + was + " at " +
-                                 std::to_string(d.slots) + " slots): it is the plan (portfolio = false: the DP's)");
+          other->notes.push_back(std::string(what) + " is faster than the DP's own plan (" + was +
+                                 " at " + std::to_string(d.slots) +
+                                 " slots): it is the plan (portfolio = false: the DP's)");
           plan = std::move(other);
         }
       };
@@ -386,11 +433,13 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
         const auto r = rotor{.time_limit = remaining(dl)}.solve(c, budget);
         if (r)
           if (auto ops = to_chain_ops(c.length(), *r))
-            better(realize(policy, c, g, budget, rates, {std::move(*ops), {}, r->predicted_time}), "rotor's plan (500 slots, no transfer)");
+            better(realize(policy, c, g, budget, rates, {std::move(*ops), {}, r->predicted_time}),
+                   "rotor's plan (500 slots, no transfer)");
       }
       better(plan_offloading(policy, c, budget, rates, 500, false, remaining(dl), {}, false),
              "DYNPROG's plan (500 slots, no recomputation)");
-      if (auto a = autocap(policy, c, g, budget, rates, 40, 500, dl)) better(std::move(*a), "autocapper's plan");
+      if (auto a = autocap(policy, c, g, budget, rates, 40, 500, dl))
+        better(std::move(*a), "autocapper's plan");
       return plan;
     }
     if (d.exact || round == 2 || 2 * s > pofo_max_slots) break;
@@ -451,23 +500,22 @@ struct pofo {
   [[nodiscard]] result<offload_plan> plan(const chain& c, bytes budget) const {
     auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
     if (!r) return r.err();
-    return detail::plan_offloading(name, c, budget, *r, slots, true, time_limit, progress, portfolio);
+    return detail::plan_offloading(name, c, budget, *r, slots, true, time_limit, progress,
+                                   portfolio);
   }
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
-    auto p = plan(c, budget);
-    if (!p) return p.err();
-    return std::move(p->program);
+    return detail::program_of(plan(c, budget));
   }
   /// The machine its programs are simulated on (machine_of): its bandwidths; with a bandwidth of
   /// 0 (no transfers) or an invalid one, the default machine.
   [[nodiscard]] machine planned_machine() const {
-    const auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
-    return r ? r->hw() : machine{};
+    return detail::machine_for(name, bandwidth, device_to_host, host_to_device);
   }
   /// The smallest budget with which pofo plans c (exact sizes; at any bandwidth > 0 it is that
   /// of instantaneous transfers, the copies then costing idle time).
   [[nodiscard]] bytes minimum_budget(const chain& c) const {
-    const bool moves = bandwidth > 0 && device_to_host.value_or(bandwidth) > 0 && host_to_device.value_or(bandwidth) > 0;
+    const bool moves = bandwidth > 0 && device_to_host.value_or(bandwidth) > 0 &&
+                       host_to_device.value_or(bandwidth) > 0;
     return detail::pofo_minimum_budget(c, moves, true);
   }
 };
@@ -491,15 +539,12 @@ struct offload_dynprog {
     return detail::plan_offloading(name, c, budget, *r, slots, false, time_limit, progress, false);
   }
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
-    auto p = plan(c, budget);
-    if (!p) return p.err();
-    return std::move(p->program);
+    return detail::program_of(plan(c, budget));
   }
   /// The machine its programs are simulated on (machine_of): its bandwidths; with a bandwidth of
   /// 0 (no transfers) or an invalid one, the default machine.
   [[nodiscard]] machine planned_machine() const {
-    const auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
-    return r ? r->hw() : machine{};
+    return detail::machine_for(name, bandwidth, device_to_host, host_to_device);
   }
 };
 
@@ -516,7 +561,8 @@ inline double offload_path_time(const chain& c, bytes budget, const offload_rate
   if (!rates.any())
     for (std::int64_t x : amount)
       if (x > 0) return std::numeric_limits<double>::infinity();
-  const pofo_dp dp(db, rates.any() ? slot_rates{rates.off, rates.pre} : slot_rates{}, false, none, std::move(amount));
+  const pofo_dp dp(db, rates.any() ? slot_rates{rates.off, rates.pre} : slot_rates{}, false, none,
+                   std::move(amount));
   return dp.walk();
 }
 
@@ -569,19 +615,16 @@ struct offload_greedy {
     }
     // Offloading the whole prefix is the last plan tried: its minimum is that of no recomputation.
     const bytes minimum = detail::pofo_minimum_budget(c, rates->any(), false);
-    return detail::budget_too_small(name, c, budget, minimum,
-                                    "storing everything, with a prefix of the activations offloaded");
+    return detail::budget_too_small(
+        name, c, budget, minimum, "storing everything, with a prefix of the activations offloaded");
   }
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
-    auto p = plan(c, budget);
-    if (!p) return p.err();
-    return std::move(p->program);
+    return detail::program_of(plan(c, budget));
   }
   /// The machine its programs are simulated on (machine_of): its bandwidths; with a bandwidth of
   /// 0 (no transfers) or an invalid one, the default machine.
   [[nodiscard]] machine planned_machine() const {
-    const auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
-    return r ? r->hw() : machine{};
+    return detail::machine_for(name, bandwidth, device_to_host, host_to_device);
   }
 };
 
@@ -596,40 +639,46 @@ struct offload_autocapper {
   double bandwidth = 12e9;
   std::optional<double> device_to_host = std::nullopt;
   std::optional<double> host_to_device = std::nullopt;
-  int caps = 40;                  ///< the thesis' 40 values of M'
-  std::int64_t slots = 500;       ///< rotor's, for capper's plans
+  int caps = 40;             ///< the thesis' 40 values of M'
+  std::int64_t slots = 500;  ///< rotor's, for capper's plans
   seconds time_limit = std::numeric_limits<double>::infinity();
 
   [[nodiscard]] result<offload_plan> plan(const chain& c, bytes budget) const {
     auto rates = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
     if (!rates) return rates.err();
     if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
-    if (caps < 1) return error{status::invalid_problem, std::string(name) + ": caps must be >= 1", {}};
+    if (caps < 1)
+      return error{status::invalid_problem, std::string(name) + ": caps must be >= 1", {}};
     const graph g = detail::chain_graph(c);
     const bytes high = detail::peak_of(g, store_all::program(c));
-    if (high <= budget) return detail::realize(name, c, g, budget, *rates, {store_all::program(c), {}, c.ideal_time()});
+    if (high <= budget)
+      return detail::realize(name, c, g, budget, *rates,
+                             {store_all::program(c), {}, c.ideal_time()});
     const detail::deadline dl(time_limit);
     std::optional<offload_plan> best = detail::autocap(name, c, g, budget, *rates, caps, slots, dl);
     if (!best) {
       const bytes minimum = detail::pofo_minimum_budget(c, rates->any(), true);
-      if (budget < minimum) return detail::budget_too_small(name, c, budget, minimum, "with every input that can move offloaded");
-      if (dl.passed()) return detail::time_limit_reached(name, dl, "before any cap gave a plan", "raise time_limit");
+      if (budget < minimum)
+        return detail::budget_too_small(name, c, budget, minimum,
+                                        "with every input that can move offloaded");
+      if (dl.passed())
+        return detail::time_limit_reached(name, dl, "before any cap gave a plan",
+                                          "raise time_limit");
       return error{status::infeasible,
-                   std::string(name) + ": no cap gave a plan within the budget of " + format_bytes(budget) +
-                       " (capping offloads only what rotor's plans keep across their peak); pofo plans down to " +
+                   std::string(name) + ": no cap gave a plan within the budget of " +
+                       format_bytes(budget) +
+                       " (capping offloads only what rotor's plans keep across their peak); pofo "
+                       "plans down to " +
                        format_bytes(minimum),
                    {}};
     }
     return std::move(*best);
   }
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
-    auto p = plan(c, budget);
-    if (!p) return p.err();
-    return std::move(p->program);
+    return detail::program_of(plan(c, budget));
   }
   [[nodiscard]] machine planned_machine() const {
-    const auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
-    return r ? r->hw() : machine{};
+    return detail::machine_for(name, bandwidth, device_to_host, host_to_device);
   }
 };
 
@@ -637,16 +686,20 @@ struct offload_autocapper {
 /// the least prefix of (a_0, a_1, ...) that fits is optimal among plans without recomputation;
 /// its time is a lower bound for every such plan (offload_dynprog's, offload_greedy's) in pofo's
 /// model. Infinity when nothing without recomputation fits. Exact sizes; rates as the policies'.
-inline result<seconds> offload_fractional_bound(const chain& c, bytes budget, double bandwidth,
-                                                std::optional<double> device_to_host = std::nullopt,
-                                                std::optional<double> host_to_device = std::nullopt) {
-  auto rates = detail::offload_rates_of("offload_fractional_bound", bandwidth, device_to_host, host_to_device);
+inline result<seconds> offload_fractional_bound(
+    const chain& c, bytes budget, double bandwidth,
+    std::optional<double> device_to_host = std::nullopt,
+    std::optional<double> host_to_device = std::nullopt) {
+  auto rates = detail::offload_rates_of("offload_fractional_bound", bandwidth, device_to_host,
+                                        host_to_device);
   if (!rates) return rates.err();
   if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
   bytes total = 0;
   for (int k = 0; k <= c.length() - 2; ++k) total += c.a(k);
   if (!rates->any()) total = 0;
-  auto time_of = [&](bytes x) { return detail::offload_path_time(c, budget, *rates, detail::eager_prefix(c, x)); };
+  auto time_of = [&](bytes x) {
+    return detail::offload_path_time(c, budget, *rates, detail::eager_prefix(c, x));
+  };
   constexpr double inf = std::numeric_limits<double>::infinity();
   if (time_of(total) == inf) return inf;
   // Feasibility grows with the amount (Lemma 6: offloading less is never worse once it fits).

@@ -42,11 +42,11 @@
 // than the budget (A + ΔF or A + ΔB > M) have no schedule and are cut at once.
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <bit>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -117,7 +117,8 @@ class segment_writer {
   offload_decisions finish(int n, std::vector<int> offloaded, double time) {
     ops_.push_back(chain_op::forward(n, forward_mode::save_all));
     ops_.push_back(chain_op::backward(n));
-    for (auto it = backward_.rbegin(); it != backward_.rend(); ++it) ops_.insert(ops_.end(), it->begin(), it->end());
+    for (auto it = backward_.rbegin(); it != backward_.rend(); ++it)
+      ops_.insert(ops_.end(), it->begin(), it->end());
     return {std::move(ops_), std::move(offloaded), time};
   }
 
@@ -185,7 +186,13 @@ class pofo_dp {
   /// fraction of a_{s-1} allowed).
   pofo_dp(const discrete_chain& d, slot_rates r, bool recompute, const deadline& dl,
           std::vector<std::int64_t> forced = {})
-      : d_(d), r_(r), recompute_(recompute), n_(d.n), m_(d.slots), poll_(dl, 1 << 14), forced_(std::move(forced)) {
+      : d_(d),
+        r_(r),
+        recompute_(recompute),
+        n_(d.n),
+        m_(d.slots),
+        poll_(dl, 1 << 14),
+        forced_(std::move(forced)) {
     oc_.resize(static_cast<std::size_t>(n_ + 2));
     scratch_.resize(static_cast<std::size_t>(n_ + 2));
     prefix_.assign(static_cast<std::size_t>(n_ + 1), 0.0);
@@ -226,8 +233,9 @@ class pofo_dp {
     const double time = oc(1, 0, 0, 0, 0).value;
     while (s < n_) {
       const oc_entry e = oc(s, x, a, df, db);
-      const next_state nx = e.t == 0 ? after_all(s, x, a, df, db, e.offload)
-                                     : after_ck(s, x, a, df, db, e.t, e.offload, stats_of(s, x, a, e.t));
+      const next_state nx = e.t == 0
+                                ? after_all(s, x, a, df, db, e.offload)
+                                : after_ck(s, x, a, df, db, e.t, e.offload, stats_of(s, x, a, e.t));
       if (e.offload) offloaded.push_back(s - 1);
       if (e.t == 0) {
         w.all(s);
@@ -273,12 +281,12 @@ class pofo_dp {
   };
   /// Memo keys: 20 bits per size (pofo_max_slots), 12 per stage.
   static std::uint64_t oc_key(int x, std::int64_t a, std::int64_t df, std::int64_t db) {
-    return static_cast<std::uint64_t>(x) | static_cast<std::uint64_t>(a) << 1 | static_cast<std::uint64_t>(df) << 21 |
-           static_cast<std::uint64_t>(db) << 41;
+    return static_cast<std::uint64_t>(x) | static_cast<std::uint64_t>(a) << 1 |
+           static_cast<std::uint64_t>(df) << 21 | static_cast<std::uint64_t>(db) << 41;
   }
   static std::uint64_t cd_key(int s, int t, std::int64_t a, std::int64_t delta) {
-    return static_cast<std::uint64_t>(s) | static_cast<std::uint64_t>(t) << 12 | static_cast<std::uint64_t>(a) << 24 |
-           static_cast<std::uint64_t>(delta) << 44;
+    return static_cast<std::uint64_t>(s) | static_cast<std::uint64_t>(t) << 12 |
+           static_cast<std::uint64_t>(a) << 24 | static_cast<std::uint64_t>(delta) << 44;
   }
   /// A checkpoint segment's forward run F_s^ck .. F_t^none: whether it fits with the input kept
   /// and with it offloaded, the worst need less what drains before it (Lemma 8), its time.
@@ -293,21 +301,27 @@ class pofo_dp {
     const std::int64_t in = input(s, x);
     if (need + in > m_ - a) r.keep_fits = false;
     if (need + (t == s ? in : kept(s, x)) > m_ - a) r.off_fits = false;
-    if (!std::isinf(r_.off)) r.worst = std::max(r.worst, static_cast<double>(need) - r_.off * r.sum_f);
+    if (!std::isinf(r_.off))
+      r.worst = std::max(r.worst, static_cast<double>(need) - r_.off * r.sum_f);
     r.sum_f += d_.uf[u(t)];
   }
 
-  [[nodiscard]] std::int64_t input(int s, int x) const { return x ? d_.abar[u(s - 1)] : d_.a[u(s - 1)]; }
+  [[nodiscard]] std::int64_t input(int s, int x) const {
+    return x ? d_.abar[u(s - 1)] : d_.a[u(s - 1)];
+  }
   /// sum of u_F + u_B over stages s..t.
   [[nodiscard]] double ideal(int s, int t) const { return prefix_[u(t)] - prefix_[u(s - 1)]; }
   /// F_s^all's and B_s's needs besides what is stored, with delta_t the stored gradient.
-  [[nodiscard]] std::int64_t need_fall(int s, int t) const { return d_.delta[u(t)] + d_.abar[u(s)] + d_.of_all[u(s)]; }
+  [[nodiscard]] std::int64_t need_fall(int s, int t) const {
+    return d_.delta[u(t)] + d_.abar[u(s)] + d_.of_all[u(s)];
+  }
   [[nodiscard]] std::int64_t need_b(int s) const {
     return d_.abar[u(s)] + d_.delta[u(s)] + d_.delta[u(s - 1)] + d_.ob[u(s)];
   }
 
   /// An F^all segment at s < N (Case 1), or the loss when s == N, with decision v.
-  [[nodiscard]] next_state after_all(int s, int x, std::int64_t a, std::int64_t df, std::int64_t db, bool off) const {
+  [[nodiscard]] next_state after_all(int s, int x, std::int64_t a, std::int64_t df, std::int64_t db,
+                                     bool off) const {
     next_state r;
     const std::int64_t in = input(s, x);
     const std::int64_t nf = need_fall(s, n_), nb = need_b(s);
@@ -331,13 +345,15 @@ class pofo_dp {
 
   /// A checkpoint segment [s, t] (Case 2) with decision v, its run's stats `run`; its backward
   /// work's time is cd(...).
-  [[nodiscard]] next_state after_ck(int s, int x, std::int64_t a, std::int64_t df, std::int64_t db, int t, bool off,
-                                    const run_stats& run) {
+  [[nodiscard]] next_state after_ck(int s, int x, std::int64_t a, std::int64_t df, std::int64_t db,
+                                    int t, bool off, const run_stats& run) {
     next_state r;
     if (!(off ? run.off_fits : run.keep_fits)) return r;
     const std::int64_t in = input(s, x);
     const std::int64_t item = off ? moved(s) : 0;
-    const double ef = std::isinf(r_.off) ? 0.0 : idle_for(run.worst - static_cast<double>(m_ - a - df - in), r_.off);
+    const double ef = std::isinf(r_.off)
+                          ? 0.0
+                          : idle_for(run.worst - static_cast<double>(m_ - a - df - in), r_.off);
     const double back = cd(s, t, a + in, db).value;
     if (back == inf) return r;
     r.time = run.sum_f + ef + back;
@@ -352,9 +368,13 @@ class pofo_dp {
     return r;
   }
 
-  [[nodiscard]] std::int64_t forced(int s) const { return u(s) < forced_.size() ? forced_[u(s)] : -1; }
+  [[nodiscard]] std::int64_t forced(int s) const {
+    return u(s) < forced_.size() ? forced_[u(s)] : -1;
+  }
   /// What an offload of segment s's input moves: its plain part, or the forced amount.
-  [[nodiscard]] std::int64_t moved(int s) const { return forced(s) >= 0 ? forced(s) : d_.a[u(s - 1)]; }
+  [[nodiscard]] std::int64_t moved(int s) const {
+    return forced(s) >= 0 ? forced(s) : d_.a[u(s - 1)];
+  }
   /// What stays on the device of segment s's input when it is offloaded (the layer's context).
   [[nodiscard]] std::int64_t kept(int s, int x) const {
     if (forced(s) >= 0) return input(s, x) - forced(s);
@@ -443,7 +463,8 @@ class pofo_dp {
       if (nf > room || nb > room) return best;
       double e = 0;
       if (!std::isinf(r_.pre))
-        e = idle_for(std::max(static_cast<double>(nf) - r_.pre * ub, static_cast<double>(nb)) + dl, r_.pre);
+        e = idle_for(std::max(static_cast<double>(nf) - r_.pre * ub, static_cast<double>(nb)) + dl,
+                     r_.pre);
       best.value = uf + ub + e;
       return best;
     }
@@ -467,7 +488,8 @@ class pofo_dp {
         if (!std::isinf(r_.pre) && d3 > 0) {
           double worst = -inf, after = 0;
           for (int k = sp; k >= s; --k) {
-            worst = std::max(worst, static_cast<double>(d_.f_none(s, k) + d_.delta[u(t)]) - r_.pre * after);
+            worst = std::max(
+                worst, static_cast<double>(d_.f_none(s, k) + d_.delta[u(t)]) - r_.pre * after);
             after += d_.uf[u(k)];
           }
           e = idle_for(worst + static_cast<double>(d3 - room), r_.pre);
@@ -528,7 +550,8 @@ class pofo_dp {
   std::vector<flat_memo<oc_entry>> oc_;
   flat_memo<cd_entry> cd_;
   std::vector<double> prefix_;  ///< prefix_[k] = sum of u_F + u_B over stages 1..k
-  std::vector<std::vector<run_stats>> scratch_;  ///< per stage: oc_compute's runs (recursion goes to later stages)
+  std::vector<std::vector<run_stats>>
+      scratch_;  ///< per stage: oc_compute's runs (recursion goes to later stages)
 };
 
 // --- the minimum budget -----------------------------------------------------------------------
@@ -601,7 +624,9 @@ class pofo_min_memory {
  private:
   static constexpr std::int64_t inf = std::numeric_limits<std::int64_t>::max() / 4;
   static std::size_t u(int i) { return static_cast<std::size_t>(i); }
-  [[nodiscard]] std::int64_t input(int s, int x) const { return x ? d_.abar[u(s - 1)] : d_.a[u(s - 1)]; }
+  [[nodiscard]] std::int64_t input(int s, int x) const {
+    return x ? d_.abar[u(s - 1)] : d_.a[u(s - 1)];
+  }
   /// What stays of segment s's input while the rest runs (its plain part moves).
   [[nodiscard]] std::int64_t kept_of(int s, int x) const {
     return transfers_ && s < n_ ? input(s, x) - d_.a[u(s - 1)] : input(s, x);
