@@ -270,3 +270,43 @@ TEST_CASE("offload_autocapper: valid plans, the ideal time where everything fits
   CHECK(offload_autocapper{.caps = 0}.plan(c, 100).code() == status::invalid_problem);
   CHECK(offload_autocapper{}.plan(c, 1).code() == status::budget_too_small);
 }
+
+TEST_CASE("pofo's DP without transfers is rotor's DP at the same slots, or better") {
+  // pofo with bandwidth 0 calls rotor; this checks the DP itself at β = 0 (shilova-spec §7.5:
+  // pofo without offloading is C_MP), on the same discretisation. pofo's checkpoint segment
+  // checks the F^none ops of its own run, where rotor's C2 (the thesis' m_∅) checks every stage
+  // up to t: with F^all's own overhead below F^none's, pofo may plan where rotor does not, or
+  // faster; its plan must then be valid.
+  remat::testing::chain_generator g(13);
+  int compared = 0, equal = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const chain c = g({.min_length = 1, .max_length = 14});
+    const graph cg = detail::chain_graph(c);
+    const bytes lo = rotor::minimum_budget(c), peak = store_all_peak(c);
+    for (int i = 0; i <= 6; ++i) {
+      const bytes m = lo + (peak - lo) * i / 6;
+      for (std::int64_t slots : {50, 200}) {
+        const detail::discrete_chain d = detail::discretize(c, m, slots);
+        const detail::deadline none(0);
+        detail::pofo_dp dp(d, detail::slot_rates{}, true, none);
+        const double v = dp.solve();
+        detail::rotor_dp r(d);
+        REQUIRE(r.fill(none, {}));
+        CAPTURE(trial);
+        CAPTURE(m);
+        CAPTURE(slots);
+        ++compared;
+        if (v == r.value() || close(v, r.value())) {
+          ++equal;
+          continue;
+        }
+        CHECK(v < r.value());
+        const auto plan = detail::realize("pofo", c, cg, m, detail::offload_rates{}, dp.reconstruct());
+        CHECK_MESSAGE(plan.ok(), plan.message());
+      }
+    }
+  }
+  CHECK(compared > 500);
+  CHECK(equal >= compared * 95 / 100);
+  MESSAGE("pofo's DP at bandwidth 0 against rotor's: ", equal, " equal of ", compared);
+}
