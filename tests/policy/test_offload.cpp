@@ -155,7 +155,6 @@ TEST_CASE("pofo: never slower than rotor at the same slots") {
   for (int trial = 0; trial < 30; ++trial) {
     const chain c = g({.min_length = 2, .max_length = 16});
     const bytes lo = rotor::minimum_budget(c), peak = store_all_peak(c);
-    double previous = inf;
     // From a tenth above rotor's minimum, where neither refines its slots (near the minimum
     // rotor refines to finer slots, and the comparison is no longer at the same slots).
     for (int i = 1; i <= 8; ++i) {
@@ -180,7 +179,6 @@ TEST_CASE("pofo: never slower than rotor at the same slots") {
       CHECK(p->program.predicted_peak <= m);
       CHECK(p->overlap() >= 0.0);
       CHECK(p->overlap() <= 1.0);
-      (void)previous;
     }
   }
 }
