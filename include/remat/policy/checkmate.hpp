@@ -48,6 +48,7 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+#include <remat/policy/checkmate/bounds.hpp>
 #include <remat/policy/checkmate/rounding.hpp>
 
 namespace remat {
@@ -60,6 +61,9 @@ struct checkmate_solution {
   /// The best bound on the makespan (seconds): the solver's, or the LP relaxation's for relax.
   double bound = 0;
   double solve_seconds = 0;
+  /// How the schedule was found when not as asked, for people; empty otherwise. With relax:
+  /// "relax: no rounding of the LP relaxation fits in B bytes; solved exactly instead".
+  std::string note;
 };
 
 template <milp::MilpBackend Backend>
@@ -103,31 +107,25 @@ struct checkmate {
   bool auto_warm_start = true;
   Backend backend = {};
 
-  /// A budget below which no schedule exists: for each compute node, the graph inputs plus its
-  /// own inputs and outputs plus its overhead (a forward's cheaper variant). Budgets below it are
-  /// answered at once (infeasible).
-  [[nodiscard]] static bytes lower_bound(const graph& g) {
-    bytes best = g.initial_bytes();
-    for (int c = 0; c < g.compute_count(); ++c) {
-      std::vector<int> ds;
-      for (int d = 0; d < g.data_count(); ++d)
-        if (g.is_source(d)) ds.push_back(d);
-      auto need = [&](bool fast) {
-        std::vector<int> all = ds;
-        for (int d : g.inputs(c)) all.push_back(d);
-        for (int d : g.outputs(c))
-          if (!fast || g.data(d).kind != data_kind::phantom) all.push_back(d);
-        std::sort(all.begin(), all.end());
-        all.erase(std::unique(all.begin(), all.end()), all.end());
-        bytes m = fast ? g.compute(c).fast_overhead : g.compute(c).overhead;
-        for (int d : all) m += g.data(d).size;
-        return m;
-      };
-      bytes m = need(false);
-      if (g.compute(c).kind == compute_kind::forward) m = std::min(m, need(true));
-      best = std::max(best, m);
-    }
-    return best;
+  /// A budget below which no schedule exists, in any order, with any recomputation: for each
+  /// compute node, what is alive while it runs in every schedule (the graph inputs, its own
+  /// inputs and outputs, its overhead, and for a backward the gradients that are alive across
+  /// it; see policy/checkmate/bounds.hpp), and the protected data together. Budgets below it are
+  /// answered at once.
+  [[nodiscard]] static bytes lower_bound(const graph& g) { return detail::memory_floor(g); }
+
+  /// The heuristic plan at low budgets, in milliseconds: of the cheap storage patterns (keep
+  /// every s-th forward's data, or nothing but the gradients, recompute the rest from the
+  /// nearest kept data; see policy/checkmate/rounding.hpp), the schedule with the smallest peak,
+  /// checked by the simulator (its predicted_peak is that peak). Its peak is an upper bound on
+  /// the minimum budget, within which the MILP always has a schedule. invalid_problem for an
+  /// invalid graph.
+  [[nodiscard]] result<schedule> least_memory(const graph& g) const {
+    if (auto v = validate(g); !v) return v.err();
+    if (auto s = model().least_memory(g)) return std::move(*s);
+    schedule sa{store_all_program(g), g.ideal_time(), 0};  // never needed: a pattern is valid
+    sa.predicted_peak = sim::simulate(g, sa, {.record_timeline = false}).peak;
+    return sa;
   }
 
   [[nodiscard]] result<schedule> solve(const graph& g, bytes budget) const {
@@ -170,65 +168,33 @@ struct checkmate {
     }
     const auto deadline = model().deadline_after(clock::now(), time_limit);
     const bytes floor = lower_bound(g);
-    const error below_floor{status::infeasible,
-                            "checkmate: no schedule of graph '" + g.name + "' fits in " +
-                                std::to_string(budget) +
-                                " bytes: some compute node needs at least " +
-                                std::to_string(floor) +
-                                " bytes (the graph inputs, its own inputs and outputs, its "
-                                "overhead)" + find_minimum_hint(),
-                            {}};
-    if (budget < floor && !find_minimum) return below_floor;
     bool proven = true;  // an infeasible answer is a proof (not so when no rounding fits)
-    auto r = budget < floor ? result<checkmate_solution>(below_floor)
+    auto r = budget < floor ? result<checkmate_solution>(error{status::infeasible, "", {}})
              : relax        ? solve_relaxed(g, budget, proven)
                             : solve_once(g, budget, deadline, false, warm_start);
-    if (r || r.code() != status::infeasible || !find_minimum || !proven) return r;
-    // Bisection between the infeasible budget and store-all's peak. The store-all program is a
-    // schedule of the stage model, so the MILP has one there; but a reported minimum must be a
-    // budget at which checkmate was seen to plan, so hi counts only once a solve succeeded at it.
-    schedule sa{store_all_program(g), g.ideal_time(), 0};
-    bytes hi = sim::simulate(g, sa, {.budget = std::numeric_limits<bytes>::max()}).peak;
-    bytes lo = std::max(budget, floor - 1);  // infeasible
-    if (hi <= lo) return r;
-    bool hi_solved = false;
-    while (hi - lo > 1) {
-      const bytes mid = lo + (hi - lo) / 2;
-      auto m = solve_once(g, mid, deadline, true, std::nullopt);
-      if (m) {
-        hi = mid;
-        hi_solved = true;
-      } else if (m.code() == status::infeasible) {
-        lo = mid;
-      } else {  // cannot tell (out of time, a solver failure): the plain answer, and why
-        error e = r.err();
-        e.message += "; find_minimum stopped between " + std::to_string(lo) + " and " +
-                     std::to_string(hi) + " bytes: " + m.err().message;
-        if (m.code() == status::time_limit) e.message += "; raise time_limit to let it finish";
+    if (!r && !proven && r.code() == status::infeasible) {
+      // No rounding fits, but a schedule may exist: solve exactly within the time left (the
+      // relaxation's patterns were tried already: no automatic warm start).
+      const std::string why = r.err().message;
+      checkmate exact = *this;
+      exact.relax = false;
+      exact.auto_warm_start = false;
+      auto e = exact.solve_once(g, budget, deadline, false, warm_start);
+      if (e) {
+        e.value().note = "relax: no rounding of the LP relaxation fits in " +
+                         std::to_string(budget) + " bytes; solved exactly instead";
         return e;
       }
-    }
-    if (!hi_solved) {
-      auto m = solve_once(g, hi, deadline, true, std::nullopt);
-      if (!m && m.code() != status::infeasible) {
-        error e = r.err();
-        e.message += "; find_minimum could not confirm store-all's peak (" + std::to_string(hi) +
-                     " bytes): " + m.err().message;
-        return e;
+      if (e.code() != status::infeasible) {
+        error out = e.err();
+        out.message = why + "; the exact solve that followed did not finish: " + out.message;
+        return out;
       }
-      if (!m)
-        return error{status::solver_error,
-                     "checkmate: the MILP has no schedule even at store-all's peak (" +
-                         std::to_string(hi) + " bytes) although store-all's program fits there; "
-                         "a bug in remat: please report it with the graph (" + m.err().message +
-                         ")",
-                     {}};
+      proven = true;
+      r = std::move(e);
     }
-    return error{status::budget_too_small,
-                 "checkmate: no schedule fits in " + std::to_string(budget) +
-                     " bytes; the smallest budget with a schedule is " + std::to_string(hi) +
-                     " bytes",
-                 hi};
+    if (r || r.code() != status::infeasible || !proven) return r;
+    return below_minimum(g, budget, floor, deadline);
   }
 
  private:
@@ -238,9 +204,59 @@ struct checkmate {
   using clock = model_t::clock;
   [[nodiscard]] model_t model() const { return model_t{{fast_forward}}; }
 
-  /// The end of an "infeasible" message: how to get the minimum, unless find_minimum is on.
-  [[nodiscard]] std::string find_minimum_hint() const {
-    return find_minimum ? "" : "; set find_minimum to get the smallest budget that fits";
+  /// The answer at a budget proven to have no schedule (below the floor, or the MILP
+  /// infeasible there). The minimum lies in [lo, hi]: lo the smallest multiple of the sizes' gcd
+  /// above the budget and at least the floor (every peak is such a multiple), hi the peak of the
+  /// heuristic plan (least_memory), a schedule in hand. Without find_minimum: budget_too_small
+  /// with the minimum when lo = hi, else infeasible with the interval and the hint. With it:
+  /// bisection over the multiples in between with feasibility MILPs (a solve that succeeds
+  /// lowers hi to its schedule's peak, at or below the budget tried), then budget_too_small with
+  /// hi: always a budget with a schedule seen. The old upper end, store-all's peak, cost about
+  /// log2(store-all peak - floor) solves; see docs/checkmate.md for the measurements.
+  [[nodiscard]] result<checkmate_solution> below_minimum(const graph& g, bytes budget, bytes floor,
+                                                         clock::time_point deadline) const {
+    const bytes unit = detail::memory_gcd(g);
+    auto up = [&](bytes v) { return (v + unit - 1) / unit * unit; };
+    bytes lo = up(std::max(floor, budget + 1));
+    const auto plan = least_memory(g);
+    if (!plan) return plan.err();
+    bytes hi = plan.value().predicted_peak;
+    const std::string head = "checkmate: no schedule of graph '" + g.name + "' fits in " +
+                             std::to_string(budget) + " bytes";
+    const std::string why_floor =
+        budget < floor ? " (some compute node needs " + std::to_string(floor) +
+                             " bytes alive while it runs: the graph inputs, its own inputs and "
+                             "outputs, its overhead, the gradients alive across it)"
+                       : "";
+    auto interval = [&] {
+      return head + why_floor + "; the smallest budget with a schedule is between " +
+             std::to_string(lo) + " and " + std::to_string(hi) + " bytes (at " +
+             std::to_string(hi) + ": a schedule that keeps little and recomputes, least_memory())";
+    };
+    auto minimum = [&] {
+      return error{status::budget_too_small,
+                   head + why_floor + "; the smallest budget with a schedule is " +
+                       std::to_string(hi) + " bytes",
+                   hi};
+    };
+    if (lo >= hi) return minimum();
+    if (!find_minimum)
+      return error{status::infeasible, interval() + "; set find_minimum = true to find it", {}};
+    while (lo < hi) {
+      const bytes mid = lo + (hi - lo) / unit / 2 * unit;
+      auto m = solve_once(g, mid, deadline, true, std::nullopt);
+      if (m) {
+        hi = std::min(mid, m.value().schedule.predicted_peak);
+      } else if (m.code() == status::infeasible) {
+        lo = mid + unit;
+      } else {  // cannot tell (out of time, a solver failure): the interval so far, and why
+        std::string msg = interval() + "; find_minimum stopped there: " + m.err().message;
+        if (m.code() == status::time_limit) msg += "; raise time_limit to let it finish";
+        return error{m.code() == status::time_limit ? status::time_limit : status::infeasible,
+                     msg, {}};
+      }
+    }
+    return minimum();
   }
 
   /// invalid_problem when the graph's MILP would have more than max_variables variables.
@@ -277,9 +293,13 @@ struct checkmate {
     std::optional<schedule> heuristic;  // auto_warm_start's schedule, found before building
     if (!start && auto_warm_start && !feasibility)
       heuristic = relaxed_start(g, budget, model().seconds_left(deadline) / 4);
-    // Out of time before the solver had a schedule of its own: the warm start is the best.
-    auto fallback = [&]() -> result<checkmate_solution> {
-      auto ok = checked(g, budget, start ? *start : *heuristic);
+    // Out of time before the solver had a schedule of its own: the warm start is the best, or
+    // else the fastest cheap pattern within the budget (milliseconds), or else `why`.
+    auto fallback = [&](error why) -> result<checkmate_solution> {
+      std::optional<schedule> s = start ? start : heuristic;
+      if (!s && !feasibility) s = model().fastest_pattern(g, budget);
+      if (!s) return why;
+      auto ok = checked(g, budget, std::move(*s));
       if (!ok) return ok.err();
       checkmate_solution res;
       res.schedule = std::move(ok.value());
@@ -289,7 +309,7 @@ struct checkmate {
       return res;
     };
     auto bt = model().build(g, budget, feasibility, deadline);
-    if (!bt && bt.code() == status::time_limit && (start || heuristic)) return fallback();
+    if (!bt && bt.code() == status::time_limit) return fallback(bt.err());
     if (!bt) return bt.err();
     built& b = bt.value();
     milp::options o;
@@ -315,15 +335,16 @@ struct checkmate {
     for (int cuts = 0;; ++cuts) {
       o.time_limit = std::max(1e-3, model().seconds_left(deadline));
       auto sol = backend.solve(b.m, o);
-      if (!sol && sol.code() == status::time_limit && (start || heuristic)) return fallback();
       if (!sol) {
         error e = sol.err();
+        // infeasible is a proof (the MILP is a relaxation of the byte problem): solve_detailed
+        // words the answer (the minimum, or where it lies), not the solver.
         if (e.code == status::infeasible)
           e.message = "checkmate: no schedule of graph '" + g.name + "' fits in " +
-                      std::to_string(budget) + " bytes (" + e.message +
-                      ")" + find_minimum_hint();
+                      std::to_string(budget) + " bytes";
         else
           e.message = "checkmate: " + e.message;
+        if (e.code == status::time_limit) return fallback(std::move(e));
         return e;
       }
       const milp::solution& s = sol.value();
@@ -340,14 +361,13 @@ struct checkmate {
           for (auto& c : covers) b.m.add(std::move(c));
           continue;
         }
-        if (start || heuristic) return fallback();
-        return error{status::solver_error,
-                     "checkmate: after " + std::to_string(cuts) +
-                         " rounds of cuts the MILP still answers schedules over the budget in "
-                         "bytes (" +
-                         rep.first_violation->message +
-                         "); give a budget a little larger, or a warm start",
-                     {}};
+        return fallback(error{status::solver_error,
+                              "checkmate: after " + std::to_string(cuts) +
+                                  " rounds of cuts the MILP still answers schedules over the "
+                                  "budget in bytes (" +
+                                  rep.first_violation->message +
+                                  "); give a budget a little larger, or a warm start",
+                              {}});
       }
       auto ok = checked(rep, std::move(out.value()));
       if (!ok) return ok.err();
@@ -438,8 +458,7 @@ struct checkmate {
           return error{status::infeasible,
                        "checkmate: no schedule of graph '" + g.name + "' fits in " +
                            std::to_string(budget) +
-                           " bytes: even the LP relaxation is "
-                           "infeasible" + find_minimum_hint(),
+                           " bytes: even the LP relaxation is infeasible",
                        {}};
         if (step == 0 && sol.code() == status::time_limit && !best)
           return error{status::time_limit,

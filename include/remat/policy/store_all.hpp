@@ -9,6 +9,7 @@
 // optimal.
 
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -44,6 +45,31 @@ namespace remat {
     for (int d : last[static_cast<std::size_t>(c)]) ops.push_back(instruction::free(d));
   }
   return ops;
+}
+
+/// Store-all's peak on a graph: the memory of plain training (store_all_program, replayed by
+/// the simulator), the most any sensible schedule needs. g must be valid (validate()).
+[[nodiscard]] inline bytes peak_of_store_all(const graph& g) {
+  const schedule s{store_all_program(g), g.ideal_time(), 0};
+  return sim::simulate(g, s, {.record_timeline = false}).peak;
+}
+
+/// Store-all's peak on a chain (F_1^all .. F_N^all, B_N .. B_1 on the chain's graph, as
+/// store_all plans it). c must be valid (validate()).
+[[nodiscard]] inline bytes peak_of_store_all(const chain& c);
+
+/// A budget as a fraction of store-all's peak, in bytes rounded down: fraction_of_store_all(g,
+/// 0.4) is "40% of the memory plain training needs" (graph or chain). A negative or NaN fraction
+/// gives -1, which every policy refuses (invalid_problem: the budget is negative); a fraction
+/// so large that the product exceeds the largest byte count gives that count.
+template <class Problem>
+  requires requires(const Problem& p) { peak_of_store_all(p); }
+[[nodiscard]] bytes fraction_of_store_all(const Problem& p, double fraction) {
+  if (!(fraction >= 0)) return -1;
+  const long double b = static_cast<long double>(peak_of_store_all(p)) * fraction;
+  constexpr bytes most = std::numeric_limits<bytes>::max();
+  if (!(b < static_cast<long double>(most))) return most;
+  return static_cast<bytes>(b);  // truncation: rounded down
 }
 
 struct store_all {
@@ -84,5 +110,9 @@ struct store_all {
     return detail::finish(name, g, budget, std::move(s));
   }
 };
+
+inline bytes peak_of_store_all(const chain& c) {
+  return detail::peak_of(detail::chain_graph(c), store_all::program(c));
+}
 
 }  // namespace remat

@@ -105,6 +105,7 @@
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/milp/model.hpp>
+#include <remat/policy/checkmate/bounds.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
@@ -150,10 +151,7 @@ struct checkmate_formulation {
   /// when that leaves fewer than 2^17 units in the budget (exact), else the smallest power of two
   /// that does (sizes rounded down to it).
   static bytes memory_unit(const graph& g, bytes budget) {
-    bytes u = 0;
-    for (const auto& d : g.data_nodes()) u = std::gcd(u, d.size);
-    for (const auto& c : g.compute_nodes()) u = std::gcd(std::gcd(u, c.overhead), c.fast_overhead);
-    u = std::max<bytes>(u, 1);
+    const bytes u = memory_gcd(g);
     if (budget / u < (bytes{1} << 17)) return u;
     bytes coarse = 1;
     while (coarse <= (budget >> 17)) coarse *= 2;
