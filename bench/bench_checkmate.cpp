@@ -12,6 +12,8 @@
 //   overhead   makespan / store-all's makespan - 1 (the price of the budget)
 //   budget     the budget as a fraction of store-all's peak; at_minimum as above
 //   compute_nodes
+// side_branch_find_minimum: find_minimum's time on issue 14's shape (blocks with a side branch and
+// a 3-input add), with the lower bound, the heuristic plan's peak and the minimum.
 // Besides: chain_exact_threads2 (CBC with two threads), and chain_exact_spread /
 // residual_exact_spread (eight graphs of 10 ops drawn with different seeds, one after the other,
 // each at 50% or the smallest budget that has a schedule; counters mean_s, max_s, optimal) for
@@ -24,6 +26,7 @@
 #include <cstdint>
 #include <random>
 #include <remat/policy/checkmate.hpp>
+#include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/sim/simulate.hpp>
 #include <string>
@@ -98,6 +101,69 @@ remat::graph residual_graph(int n, int seed = 0) {
     x = name;
   }
   return remat::build_graph(f).value();
+}
+
+/// Issue 14's shape: a stem, `blocks` blocks x -> a -> b, x -> s (a side branch), add(x, b, s)
+/// (a 3-input add without phantom), a head and a loss op; sizes of 4-16 KiB and phantoms of
+/// 0-8 KiB in multiples of 4 KiB, times of 1-4 ms (backwards twice the forward).
+remat::graph side_branch_graph(int blocks, int seed) {
+  constexpr bytes K = 4096;
+  std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
+  auto op = [&](std::string name, std::vector<std::string> in, std::vector<std::string> reads) {
+    std::uniform_int_distribution<int> u(1, 4), r(0, 2);
+    remat::forward_op o;
+    o.name = std::move(name);
+    o.inputs = std::move(in);
+    o.forward_time = u(rng) * 1e-3;
+    o.backward_time = 2 * o.forward_time;
+    o.output_bytes = u(rng) * K;
+    o.phantom_bytes = r(rng) * K;
+    o.backward_reads = std::move(reads);
+    return o;
+  };
+  remat::forward_dag f{"side_branch" + std::to_string(blocks), 2 * K, {}};
+  f.ops.push_back(op("stem", {"input"}, {"input"}));
+  std::string x = "stem";
+  for (int b = 0; b < blocks; ++b) {
+    const std::string s = std::to_string(b);
+    f.ops.push_back(op("a" + s, {x}, {x}));
+    f.ops.push_back(op("b" + s, {"a" + s}, {"a" + s, "output"}));
+    f.ops.push_back(op("s" + s, {x}, {x}));
+    f.ops.push_back(op("add" + s, {x, "b" + s, "s" + s}, {}));
+    f.ops.back().phantom_bytes = 0;
+    x = "add" + s;
+  }
+  f.ops.push_back(op("head", {x}, {x}));
+  f.ops.push_back(op("loss", {"head"}, {"head", "output"}));
+  return remat::build_graph(f).value();
+}
+
+/// find_minimum from 10% of store-all's peak on side_branch_graph(blocks, seed): the time of the
+/// whole call. Counters: minimum, lower_bound and least_memory (the heuristic plan's peak) in
+/// KiB, store-all's peak in KiB, compute_nodes. Issue 14 (before the heuristic upper end, the
+/// tighter bound and the gcd steps), 4 blocks seed 2: 6.2 s; 6 blocks seed 3: 28.5 s.
+template <class Backend>
+void side_branch_find_minimum(benchmark::State& state) {
+  const auto g = side_branch_graph(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+  const bytes all = remat::peak_of_store_all(g);
+  remat::checkmate<Backend> cm{};
+  cm.time_limit = 120;
+  cm.find_minimum = true;
+  bytes minimum = 0;
+  for (auto _ : state) {
+    const auto r = cm.solve(g, remat::fraction_of_store_all(g, 0.1));
+    if (r || !r.err().minimum_budget) {
+      state.SkipWithError(r ? "10% of store-all has a schedule" : r.message().c_str());
+      return;
+    }
+    minimum = *r.err().minimum_budget;
+  }
+  state.counters["minimum_KiB"] = static_cast<double>(minimum) / 1024;
+  state.counters["lower_bound_KiB"] = static_cast<double>(cm.lower_bound(g)) / 1024;
+  state.counters["least_memory_KiB"] =
+      static_cast<double>(cm.least_memory(g).value().predicted_peak) / 1024;
+  state.counters["store_all_KiB"] = static_cast<double>(all) / 1024;
+  state.counters["compute_nodes"] = g.compute_count();
 }
 
 /// How a benchmark solves: exact or relaxed, with the automatic warm start or not, threads.
@@ -274,6 +340,12 @@ BENCHMARK(residual_relaxed<cbc>)->Apply(sizes);
 BENCHMARK(chain_exact_threads2<cbc>)->Apply(small_sizes);
 BENCHMARK(chain_exact_spread<cbc>)->Arg(10)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(residual_exact_spread<cbc>)->Arg(10)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(side_branch_find_minimum<cbc>)
+    ->Args({4, 2})
+    ->Args({6, 3})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 #endif
 #ifdef REMAT_HAS_LPSOLVE
 using remat::milp::lpsolve;
