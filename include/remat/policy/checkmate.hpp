@@ -7,16 +7,22 @@
 // deterministic thresholds and randomized roundings, then take the cheapest recomputation R that
 // the rounded S allows).
 //
-// Results: ok with the schedule; budget_too_small with the minimum budget when the MILP is
-// infeasible and `find_minimum` is on (a bisection over budgets with feasibility MILPs; off by
-// default, it costs several solves; the minimum reported is always a budget at which a solve
-// was seen to succeed, never store-all's peak taken on trust); infeasible otherwise; time_limit
-// when the limit passed before any schedule was found (the warm start, or auto_warm_start's
-// schedule, when there is one, is returned instead, not proven optimal). The time limit covers
-// the whole call: the warm start's relaxation (a quarter of it), building the MILP (checked
-// between stages), the solver (CBC: the root LP under Clp's wall-clock limit without presolve,
-// then branch and bound stopped by the event handler; lp_solve: its abort callback), and
-// find_minimum's bisection. Graphs whose MILP would exceed max_variables are refused at once.
+// Results: ok with the schedule. At a budget with no schedule (below lower_bound(), or the MILP
+// infeasible there: a proof, see "Memory units" in formulation.hpp): budget_too_small with the
+// minimum budget when it is known, infeasible otherwise with the interval it lies in, from the
+// lower bound to the peak of least_memory()'s heuristic plan, and the hint "set find_minimum =
+// true". `find_minimum` (off by default: it costs a few feasibility MILPs) bisects that interval
+// over multiples of the gcd of the sizes and overheads (every peak is one) and answers
+// budget_too_small with the minimum: always a budget at which a schedule was seen (the
+// heuristic's or a MILP's). time_limit when the limit passed before any schedule was found: the
+// warm start, auto_warm_start's schedule, or else the fastest cheap storage pattern within the
+// budget is returned instead when there is one (not proven optimal). With relax, where no
+// rounding fits, the exact solve follows within the time left (solve_detailed()'s `note` says
+// so). The time limit covers the whole call: the warm start's relaxation (a quarter of it),
+// building the MILP (checked between stages), the solver (CBC: the root LP under Clp's
+// wall-clock limit without presolve, then branch and bound stopped by the event handler;
+// lp_solve: its abort callback), and find_minimum's bisection. Graphs whose MILP would exceed
+// max_variables are refused at once.
 // A time-limited solve that found a schedule returns ok: whether it is proven optimal is in
 // solve_detailed()'s `optimal` (schedule, plain data owned by the schedule layer, carries no
 // solver status).
@@ -84,7 +90,8 @@ struct checkmate {
   double relative_gap = 0;
   /// Lets forwards run as fast-forwards (no phantom): R' of the thesis version.
   bool fast_forward = true;
-  /// On an infeasible budget, find the minimum by bisection (several MILP solves).
+  /// On a budget with no schedule, find the minimum budget: a bisection between the lower bound
+  /// and least_memory()'s peak with feasibility MILPs (a few on graphs of a few dozen ops).
   bool find_minimum = false;
   /// Forwarded to the backend: {incumbent, bound, elapsed} during the solve (seconds of makespan).
   /// With relax: once after each LP and its roundings.

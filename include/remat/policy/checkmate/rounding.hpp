@@ -29,7 +29,7 @@
 //     it, Checkmate's "budget allowance"), down to the lower bound, while time remains; the
 //     cheap storage patterns (heuristic_keeps) join the candidates too. If nothing fits, the
 //     result says what was tried and the smallest peak reached (status::infeasible, although a
-//     schedule may exist: the exact solve decides).
+//     schedule may exist), and the policy solves exactly within the time left (its note says so).
 //   * `optimal` is false for relaxed solutions; `bound` is the LP's optimum at the budget (a lower
 //     bound on the exact optimum), -inf when the LP did not finish within time_limit (the
 //     schedule then comes from the cheap patterns; with none that fits, status::time_limit).
@@ -203,8 +203,7 @@ struct checkmate_rounding : checkmate_formulation {
   }
 
   /// The heuristic plan at low budgets: of the cheap patterns' schedules, the one with the
-  /// smallest peak (the faster on a tie); nullopt when none is valid (not seen: the pattern that
-  /// keeps nothing but the gradients is always one). A schedule of the stage model, so the MILP
+  /// smallest peak (the faster on a tie); nullopt when none is valid (not seen on a valid graph). A schedule of the stage model, so the MILP
   /// is feasible at its peak and takes it as a warm start: find_minimum's upper end, and the
   /// least-memory plan of checkmate's messages. Tried: local search over the storage matrix
   /// (flipping single entries, or a data node's keep over a run of stages, first improvement),
