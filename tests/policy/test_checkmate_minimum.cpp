@@ -307,4 +307,26 @@ TEST_CASE("checkmate relax: where no rounding fits, the exact solve, and a note 
   CHECK(easy.value().note.empty());
 }
 
+TEST_CASE("checkmate: out of time before any schedule, the fastest cheap pattern that fits") {
+  // Without the automatic warm start, a limit that stops the MILP before it starts: at
+  // store-all's peak the store-all pattern fits and comes back, not proven optimal.
+  std::mt19937 rng(4);
+  const graph g = side_branch_net(rng, 2, 0);
+  cm_t cm{};
+  cm.auto_warm_start = false;
+  cm.time_limit = 1e-9;
+  const auto r = cm.solve_detailed(g, peak_of_store_all(g));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK_FALSE(r.value().optimal);
+  CHECK(r.value().schedule.predicted_time == doctest::Approx(g.ideal_time()));
+  // Below every pattern's peak there is nothing to fall back on: time_limit.
+  const bytes low = cm.least_memory(g).value().predicted_peak - 1;
+  const auto t = cm.solve(g, low);
+  CHECK_FALSE(t.ok());
+  CHECK_MESSAGE((t.code() == status::time_limit || t.code() == status::infeasible ||
+                 t.code() == status::budget_too_small),
+                t.message());
+}
+
 #endif
+

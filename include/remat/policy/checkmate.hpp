@@ -62,7 +62,8 @@ namespace remat {
 /// What solve_detailed returns besides the schedule.
 struct checkmate_solution {
   remat::schedule schedule;
-  /// Proven optimal (within relative_gap); false when the limit stopped it, and for relax.
+  /// Proven optimal (within relative_gap); false when the limit stopped it, and for relax's
+  /// roundings (relax's exact fallback, see `note`, can be optimal).
   bool optimal = false;
   /// The best bound on the makespan (seconds): the solver's, or the LP relaxation's for relax.
   double bound = 0;
@@ -228,6 +229,13 @@ struct checkmate {
     const auto plan = least_memory(g);
     if (!plan) return plan.err();
     bytes hi = plan.value().predicted_peak;
+    if (hi <= budget)  // the budget was proven to have no schedule
+      return error{status::solver_error,
+                   "checkmate: the MILP is infeasible at " + std::to_string(budget) +
+                       " bytes, but a schedule of graph '" + g.name + "' peaks at " +
+                       std::to_string(hi) + " bytes; a bug in remat: please report it with the "
+                       "graph",
+                   {}};
     const std::string head = "checkmate: no schedule of graph '" + g.name + "' fits in " +
                              std::to_string(budget) + " bytes";
     const std::string why_floor =
@@ -259,8 +267,7 @@ struct checkmate {
       } else {  // cannot tell (out of time, a solver failure): the interval so far, and why
         std::string msg = interval() + "; find_minimum stopped there: " + m.err().message;
         if (m.code() == status::time_limit) msg += "; raise time_limit to let it finish";
-        return error{m.code() == status::time_limit ? status::time_limit : status::infeasible,
-                     msg, {}};
+        return error{status::infeasible, msg, {}};
       }
     }
     return minimum();
