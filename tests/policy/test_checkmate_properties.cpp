@@ -119,7 +119,11 @@ void real_size_properties(const char* backend_name, int chains) {
     const bytes minimum = below.ok() ? 0 : *below.err().minimum_budget;
     CHECK(minimum <= rp.value().predicted_peak);
     CHECK(cm.solve(g, minimum).ok());
-    if (minimum > 0) CHECK(cm.solve(g, minimum - 1).code() == status::infeasible);
+    if (minimum > 0) {  // infeasible, or the minimum itself where checkmate's bounds meet
+      const auto under = cm.solve(g, minimum - 1);
+      CHECK((under.code() == status::infeasible || under.code() == status::budget_too_small));
+      if (under.code() == status::budget_too_small) CHECK(under.err().minimum_budget == minimum);
+    }
   }
 }
 
