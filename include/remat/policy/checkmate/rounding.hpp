@@ -188,16 +188,24 @@ struct checkmate_rounding : checkmate_formulation {
   }
 
   /// The cheap storage patterns' schedules that the simulator accepts, each with its peak and
-  /// time set (predicted_peak, predicted_time). Milliseconds on graphs of a few dozen ops.
-  [[nodiscard]] std::vector<schedule> pattern_schedules(const graph& g) const {
+  /// time set (predicted_peak, predicted_time): from store-all down to keeping nothing, or the
+  /// other way with `low_first`; those derived by `stop`, one at least. Milliseconds on graphs of
+  /// a few dozen ops; cubic in the graph's size (1.8 s for all of a 250-stage chain's).
+  [[nodiscard]] std::vector<schedule> pattern_schedules(const graph& g, bool low_first,
+                                                        clock::time_point stop) const {
     std::vector<schedule> out;
-    for (const auto& keep : heuristic_keeps(g)) {
+    auto keeps = heuristic_keeps(g);
+    if (low_first) std::reverse(keeps.begin(), keeps.end());
+    for (const auto& keep : keeps) {
       auto s = derive(g, keep);
-      if (!s) continue;
-      const auto rep = sim::simulate(g, *s, {.record_timeline = false});
-      if (!rep.valid) continue;
-      s->predicted_peak = rep.peak;
-      out.push_back(std::move(*s));
+      if (s) {
+        const auto rep = sim::simulate(g, *s, {.record_timeline = false});
+        if (rep.valid) {
+          s->predicted_peak = rep.peak;
+          out.push_back(std::move(*s));
+        }
+      }
+      if (clock::now() > stop) break;
     }
     return out;
   }
@@ -208,19 +216,23 @@ struct checkmate_rounding : checkmate_formulation {
   /// least-memory plan of checkmate's messages. Tried: local search over the storage matrix
   /// (flipping single entries, or a data node's keep over a run of stages, first improvement),
   /// on four issue-14 graphs of 19-27 ops: it never lowered the best pattern's peak, in 0.1-14 s.
-  [[nodiscard]] std::optional<schedule> least_memory(const graph& g) const {
+  /// Patterns are tried from the lowest-memory one until `stop`.
+  [[nodiscard]] std::optional<schedule> least_memory(const graph& g,
+                                                     clock::time_point stop) const {
     std::optional<schedule> best;
-    for (auto& s : pattern_schedules(g))
+    for (auto& s : pattern_schedules(g, true, stop))
       if (!best || s.predicted_peak < best->predicted_peak ||
           (s.predicted_peak == best->predicted_peak && s.predicted_time < best->predicted_time))
         best = std::move(s);
     return best;
   }
 
-  /// The fastest of the cheap patterns' schedules within the budget; nullopt when none fits.
-  [[nodiscard]] std::optional<schedule> fastest_pattern(const graph& g, bytes budget) const {
+  /// The fastest of the cheap patterns' schedules within the budget, of those tried by `stop`
+  /// from store-all down; nullopt when none fits.
+  [[nodiscard]] std::optional<schedule> fastest_pattern(const graph& g, bytes budget,
+                                                        clock::time_point stop) const {
     std::optional<schedule> best;
-    for (auto& s : pattern_schedules(g))
+    for (auto& s : pattern_schedules(g, false, stop))
       if (s.predicted_peak <= budget && (!best || s.predicted_time < best->predicted_time))
         best = std::move(s);
     return best;
