@@ -369,7 +369,7 @@ void relaxed_against_brute_force() {
     }
   }
   // The rounding is a heuristic, but on these graphs it must not be useless: it reaches the
-  // optimum on chain3 (18, 19), diamond (19) and residual (21); not on residual at 17 and 18.
+  // optimum on chain3 (18, 19), diamond (19) and residual (21; it has no schedule below 20).
   CHECK(solved >= 4);
   CHECK(at_optimum >= 4);
   MESSAGE("relax fell back to the exact solve at " << exact << " budgets");
