@@ -9,6 +9,9 @@
 //   <remat/io/json.hpp>, <remat/io/graph_json.hpp>   (nlohmann_json)
 //   <remat/zoo/gpt2.hpp>, <remat/zoo/resnet.hpp>     (example graphs)
 //   <remat/exec/cuda/...>                            (CUDA)
+// bench/compile_cost.sh measures what each public header costs a user's file to compile, and the
+// test compile_cost.umbrella_lines keeps this header's preprocessed size under a ceiling
+// (docs/design.md, "Compile time").
 
 #include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
