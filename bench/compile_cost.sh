@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What including each public header costs a user's file: its preprocessed lines (`-E | wc -l`)
-# and the seconds of `-fsyntax-only` (the median of --reps runs) of a file that includes only it.
+# and the CPU seconds of `-fsyntax-only` (the median of --reps runs) of a file that includes only it.
 # docs/design.md, "Compile time", has the figures and what they led to.
 #
 #   bench/compile_cost.sh [--reps N] [--max-lines N] [HEADER...]
@@ -43,16 +43,16 @@ flags=(-std=c++20 -I"$include_dir" ${CXXFLAGS:-} -x c++ -)
 
 lines_of() { printf '#include <%s>\n' "$1" | "$cxx" "${flags[@]}" -E -o - 2>/dev/null | wc -l; }
 
-# Seconds (3 decimals) of one -fsyntax-only run; bash 5's EPOCHREALTIME, no external timer.
+# CPU seconds (user + system, 3 decimals) of one -fsyntax-only run: steadier than wall time on a
+# shared machine. Bash's own `time`, no external timer.
 seconds_of() {
-  local t0=$EPOCHREALTIME
-  printf '#include <%s>\n' "$1" | "$cxx" "${flags[@]}" -fsyntax-only 2>/dev/null || return 1
-  local t1=$EPOCHREALTIME
-  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'
+  local TIMEFORMAT='%3U %3S' t
+  t=$( { time printf '#include <%s>\n' "$1" | "$cxx" "${flags[@]}" -fsyntax-only 2>/dev/null; } 2>&1) || return 1
+  awk -v t="$t" 'BEGIN { split(t, f, " "); printf "%.3f", f[1] + f[2] }'
 }
 
 status=0
-[ -z "$max_lines" ] && printf '%-34s %10s %9s   (%s, median of %d)\n' header lines seconds "$cxx" "$reps"
+[ -z "$max_lines" ] && printf '%-34s %10s %9s   (%s; CPU seconds, median of %d)\n' header lines seconds "$cxx" "$reps"
 for h in "${headers[@]}"; do
   if ! printf '#include <%s>\n' "$h" | "$cxx" "${flags[@]}" -E -o /dev/null 2>/dev/null; then
     printf '%-34s %10s\n' "$h" "n/a: does not preprocess here (its dependency missing from CXXFLAGS?)"
