@@ -448,11 +448,12 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
         "--bandwidth", "--bandwidth-d2h", "--bandwidth-h2d", "--grid",   "--threads"};
     if (std::find(valued.begin(), valued.end(), name) == valued.end()) {
       static constexpr std::array<std::string_view, 22> all = {
-          "--chain",     "--graph",         "--budget",        "--policy",   "--slots",
-          "--segments",  "--snapshots",     "--time-limit",    "--solver",   "--simulate",
-          "--bandwidth", "--bandwidth-d2h", "--bandwidth-h2d", "--grid",     "--threads",
-          "--help",      "--json",          "--progress",      "--relax",    "--no-portfolio",
-          "--find-minimum", "-h"};
+          "--chain",         "--graph",    "--budget",    "--policy",
+          "--slots",         "--segments", "--snapshots", "--time-limit",
+          "--solver",        "--simulate", "--bandwidth", "--bandwidth-d2h",
+          "--bandwidth-h2d", "--grid",     "--threads",   "--help",
+          "--json",          "--progress", "--relax",     "--no-portfolio",
+          "--find-minimum",  "-h"};
       const auto guess = remat::io::closest_name(name, all);
       return usage_error{"unknown option '" + std::string(name) + "'" +
                          (guess ? " (did you mean " + std::string(*guess) + "?)" : std::string()) +
@@ -498,9 +499,10 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     } else if (name == "--policy") {
       if (std::find(policy_names.begin(), policy_names.end(), v) == policy_names.end()) {
         const auto guess = remat::io::closest_name(v, policy_names);
-        return usage_error{"unknown policy '" + v + "'" +
-                           (guess ? " (did you mean " + std::string(*guess) + "?)" : std::string()) +
-                           "; the policies are " + all_policies()};
+        return usage_error{
+            "unknown policy '" + v + "'" +
+            (guess ? " (did you mean " + std::string(*guess) + "?)" : std::string()) +
+            "; the policies are " + all_policies()};
       }
       o.policy = v;
     } else if (name == "--slots") {
@@ -935,9 +937,10 @@ int print_json(const options& o, const plan_report& p) {
 }
 
 std::string describe_optimality(const solve_info& info) {
-  std::string s = info.optimal            ? "proven optimal"
-                  : info.optimal_at_slots ? "optimal for sizes rounded up to its slots (--slots 0: exact sizes)"
-                                          : "not proven optimal";
+  std::string s = info.optimal ? "proven optimal"
+                  : info.optimal_at_slots
+                      ? "optimal for sizes rounded up to its slots (--slots 0: exact sizes)"
+                      : "not proven optimal";
   if (!info.optimal && info.bound && std::isfinite(*info.bound))
     s += " (lower bound " + format_seconds(*info.bound) + ")";
   return s + ", solved in " + format_seconds(info.solve_seconds);

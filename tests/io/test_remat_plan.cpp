@@ -86,7 +86,8 @@ bool has(const std::string& text, const std::string& part) {
 /// How many times `part` occurs in `text`.
 std::size_t count(const std::string& text, const std::string& part) {
   std::size_t n = 0;
-  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size()))
+    ++n;
   return n;
 }
 
@@ -504,8 +505,8 @@ TEST_CASE("remat-plan: a budget below the minimum names the minimum once") {
   // Issue 14: the message, then "the minimum budget for rotor is ..." again.
   for (const std::string policy : {"rotor", "pofo", "store_all"}) {
     CAPTURE(policy);
-    const outcome o = run_plan({"--chain", chain_file("resnet_like.json"), "--budget", "100MiB",
-                                "--policy", policy});
+    const outcome o = run_plan(
+        {"--chain", chain_file("resnet_like.json"), "--budget", "100MiB", "--policy", policy});
     CAPTURE(o.err);
     CHECK(o.exit_code == 1);
     CHECK(count(o.err, "\n") == 1);
@@ -522,18 +523,20 @@ TEST_CASE("remat-plan: rotor's plan is optimal for its slots, proven optimal at 
     CHECK(slots.exit_code == 0);
     CHECK(has(slots.out, "optimal for sizes rounded up to its slots (--slots 0: exact sizes)"));
     CHECK(!has(slots.out, "not proven optimal"));
-    const outcome exact = run_plan({"--chain", small_chain_file(), "--budget", "2500",
-                                    "--policy", policy, "--slots", "0"});
+    const outcome exact = run_plan(
+        {"--chain", small_chain_file(), "--budget", "2500", "--policy", policy, "--slots", "0"});
     CHECK(exact.exit_code == 0);
     CHECK(has(exact.out, "          proven optimal"));
   }
 }
 
-TEST_CASE("remat-plan: a chain given to --graph, or a graph to --chain, says which option takes it") {
+TEST_CASE(
+    "remat-plan: a chain given to --graph, or a graph to --chain, says which option takes it") {
   const std::string chain = chain_file("resnet_like.json");
   const std::string graph =
       (std::filesystem::path(REMAT_EXAMPLES_DIR) / "graphs" / "residual_net.json").string();
-  const outcome as_graph = run_plan({"--graph", chain, "--budget", "1GiB", "--policy", "store_all"});
+  const outcome as_graph =
+      run_plan({"--graph", chain, "--budget", "1GiB", "--policy", "store_all"});
   CHECK(as_graph.exit_code == 1);
   CHECK(has(as_graph.err, "it is a chain profile: give it with --chain"));
   for (const std::string policy : {"rotor", "store_all"}) {
@@ -544,7 +547,8 @@ TEST_CASE("remat-plan: a chain given to --graph, or a graph to --chain, says whi
   // A broken chain file is not called a graph.
   const auto broken = remat::testing::scratch("remat_plan_test_", "broken_chain.json");
   std::ofstream(broken) << R"({"name": "x", "input_bytes": 1, "stages": [{"nam": "a"}]})";
-  const outcome bad = run_plan({"--chain", broken.string(), "--budget", "1GiB", "--policy", "rotor"});
+  const outcome bad =
+      run_plan({"--chain", broken.string(), "--budget", "1GiB", "--policy", "rotor"});
   CHECK(bad.exit_code == 1);
   CHECK(has(bad.err, "did you mean \"name\""));
   CHECK(!has(bad.err, "--graph"));
@@ -554,16 +558,19 @@ TEST_CASE("remat-plan: an unknown option or policy gets a \"did you mean\"") {
   // Issue 14: JSON fields had one, options not.
   const std::string c = chain_file("resnet_like.json");
   for (const auto& [args, hint] : std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{"--chain", c, "--budget", "1GiB", "--policy", "periodic", "--segment", "3"}, "did you mean --segments?"},
+           {{"--chain", c, "--budget", "1GiB", "--policy", "periodic", "--segment", "3"},
+            "did you mean --segments?"},
            {{"--chain", c, "--budget", "1GiB", "--polcy", "rotor"}, "did you mean --policy?"},
-           {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--find-min"}, "did you mean --find-minimum?"},
+           {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--find-min"},
+            "did you mean --find-minimum?"},
            {{"--chain", c, "--budget", "1GiB", "--policy", "rotr"}, "did you mean rotor?"}}) {
     const outcome o = run_plan(args);
     CAPTURE(o.err);
     CHECK(o.exit_code == 2);
     CHECK(has(o.err, hint));
   }
-  const outcome far = run_plan({"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--xyzzy", "1"});
+  const outcome far =
+      run_plan({"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--xyzzy", "1"});
   CHECK(far.exit_code == 2);
   CHECK(has(far.err, "unknown option '--xyzzy'"));
   CHECK(!has(far.err, "did you mean"));
