@@ -36,6 +36,7 @@
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -442,19 +443,18 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       name = arg.substr(0, eq);
       value = arg.substr(eq + 1);
     }
-    static constexpr std::array<std::string_view, 15> valued = {
+    // Every option: those that take a value, then the flags handled above.
+    static constexpr std::array<std::string_view, 21> known = {
         "--chain",     "--graph",         "--budget",        "--policy", "--slots",
         "--segments",  "--snapshots",     "--time-limit",    "--solver", "--simulate",
-        "--bandwidth", "--bandwidth-d2h", "--bandwidth-h2d", "--grid",   "--threads"};
+        "--bandwidth", "--bandwidth-d2h", "--bandwidth-h2d", "--grid",   "--threads",
+        "--help",      "--json",          "--progress",      "--relax",  "--no-portfolio",
+        "--find-minimum"};
+    const auto valued = std::span(known).first(15);
+    if (std::find(known.begin() + 15, known.end(), name) != known.end())
+      return usage_error{"option " + std::string(name) + " takes no value"};
     if (std::find(valued.begin(), valued.end(), name) == valued.end()) {
-      static constexpr std::array<std::string_view, 22> all = {
-          "--chain",         "--graph",    "--budget",    "--policy",
-          "--slots",         "--segments", "--snapshots", "--time-limit",
-          "--solver",        "--simulate", "--bandwidth", "--bandwidth-d2h",
-          "--bandwidth-h2d", "--grid",     "--threads",   "--help",
-          "--json",          "--progress", "--relax",     "--no-portfolio",
-          "--find-minimum",  "-h"};
-      const auto guess = remat::io::closest_name(name, all);
+      const auto guess = remat::io::closest_name(name, known);
       return usage_error{"unknown option '" + std::string(name) + "'" +
                          (guess ? " (did you mean " + std::string(*guess) + "?)" : std::string()) +
                          "; run 'remat-plan --help' for the options"};

@@ -574,6 +574,10 @@ TEST_CASE("remat-plan: an unknown option or policy gets a \"did you mean\"") {
   CHECK(far.exit_code == 2);
   CHECK(has(far.err, "unknown option '--xyzzy'"));
   CHECK(!has(far.err, "did you mean"));
+  const outcome flag =
+      run_plan({"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--json=1"});
+  CHECK(flag.exit_code == 2);
+  CHECK(has(flag.err, "option --json takes no value"));
 }
 
 TEST_CASE("remat-plan: checkmate's infeasible message gives one hint, in the CLI's terms") {
