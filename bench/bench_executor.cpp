@@ -11,6 +11,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <remat/exec.hpp>
 #include <remat/remat.hpp>
 
 #include <eigen/models.hpp>

@@ -1,7 +1,11 @@
 # Finds remat's required and optional dependencies. Each optional one sets REMAT_HAS_<X> and is
 # switched off cleanly when missing.
 
-find_package(Eigen3 3.4 REQUIRED NO_MODULE)
+# Eigen 3.4: the example layers (examples/eigen/) and what trains them (remat-demo, profile-gpt,
+# test_exec, bench_executor). remat's headers do not use it, and remat::remat does not link it.
+if(REMAT_BUILD_TESTS OR REMAT_BUILD_EXAMPLES OR REMAT_BUILD_BENCH)
+  find_package(Eigen3 3.4 REQUIRED NO_MODULE)
+endif()
 
 find_package(nlohmann_json 3 QUIET)
 set(REMAT_HAS_JSON ${nlohmann_json_FOUND})

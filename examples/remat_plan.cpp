@@ -36,6 +36,7 @@
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -442,13 +443,22 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       name = arg.substr(0, eq);
       value = arg.substr(eq + 1);
     }
-    static constexpr std::array<std::string_view, 15> valued = {
+    // Every option: those that take a value, then the flags handled above.
+    static constexpr std::array<std::string_view, 21> known = {
         "--chain",     "--graph",         "--budget",        "--policy", "--slots",
         "--segments",  "--snapshots",     "--time-limit",    "--solver", "--simulate",
-        "--bandwidth", "--bandwidth-d2h", "--bandwidth-h2d", "--grid",   "--threads"};
-    if (std::find(valued.begin(), valued.end(), name) == valued.end())
-      return usage_error{"unknown option '" + std::string(name) +
-                         "' (run 'remat-plan --help' for the options)"};
+        "--bandwidth", "--bandwidth-d2h", "--bandwidth-h2d", "--grid",   "--threads",
+        "--help",      "--json",          "--progress",      "--relax",  "--no-portfolio",
+        "--find-minimum"};
+    const auto valued = std::span(known).first(15);
+    if (std::find(known.begin() + 15, known.end(), name) != known.end())
+      return usage_error{"option " + std::string(name) + " takes no value"};
+    if (std::find(valued.begin(), valued.end(), name) == valued.end()) {
+      const auto guess = remat::io::closest_name(name, known);
+      return usage_error{"unknown option '" + std::string(name) + "'" +
+                         (guess ? " (did you mean " + std::string(*guess) + "?)" : std::string()) +
+                         "; run 'remat-plan --help' for the options"};
+    }
     if (!value) {
       if (i + 1 >= args.size() || args[i + 1].substr(0, 2) == "--")
         return usage_error{"option " + std::string(name) + " needs a value"};
@@ -487,8 +497,13 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       o.budget_text = v;
       o.budget = *b;
     } else if (name == "--policy") {
-      if (std::find(policy_names.begin(), policy_names.end(), v) == policy_names.end())
-        return usage_error{"unknown policy '" + v + "'; the policies are " + all_policies()};
+      if (std::find(policy_names.begin(), policy_names.end(), v) == policy_names.end()) {
+        const auto guess = remat::io::closest_name(v, policy_names);
+        return usage_error{
+            "unknown policy '" + v + "'" +
+            (guess ? " (did you mean " + std::string(*guess) + "?)" : std::string()) +
+            "; the policies are " + all_policies()};
+      }
       o.policy = v;
     } else if (name == "--slots") {
       const auto n = parse_int<std::int64_t>(v);
@@ -686,6 +701,8 @@ struct solve_info {
   bool optimal = false;
   double solve_seconds = 0;
   std::optional<double> bound;  ///< checkmate: the solver's bound on the makespan
+  /// rotor, rotor_floating with slots: the DP's optimum for sizes rounded up to its slots.
+  bool optimal_at_slots = false;
   std::optional<remat::rockmate_plan> rockmate;  ///< rockmate: its blocks, options and times
 };
 
@@ -805,14 +822,26 @@ remat::result<remat::schedule> plan_graph(const options& o, const remat::graph& 
                       o.policy + ": the solver '" + o.solver + "' is not in this build", {}};
 }
 
-/// Prints a failure (stderr always; stdout one JSON object with --json) and returns 1.
-int fail(const options& o, const remat::chain* c, const remat::error& e) {
+/// A library message in remat-plan's terms: the knob find_minimum is the flag --find-minimum.
+std::string in_cli_terms(std::string msg) {
+  auto replace_all = [&msg](std::string_view from, std::string_view to) {
+    for (auto at = msg.find(from); at != std::string::npos; at = msg.find(from, at + to.size()))
+      msg.replace(at, from.size(), to);
+  };
+  replace_all("set find_minimum", "add --find-minimum");
+  replace_all(" find_minimum", " --find-minimum");
+  return msg;
+}
+
+/// Prints a failure (stderr always; stdout one JSON object with --json) and returns 1. A too
+/// small budget's message names the minimum (and --json gives minimum_budget_bytes).
+int fail(const options& o, const remat::chain* c, const remat::error& err) {
+  remat::error e = err;
+  e.message = in_cli_terms(std::move(e.message));
+  if (e.code == remat::status::infeasible && o.policy == "checkmate" && !o.find_minimum &&
+      e.message.find("--find-minimum") == std::string::npos)
+    e.message += "; add --find-minimum to find the smallest budget that fits";
   std::cerr << "remat-plan: " << e.message << '\n';
-  if (e.code == remat::status::budget_too_small && e.minimum_budget)
-    std::cerr << "remat-plan: the minimum budget for " << o.policy << " is "
-              << format_bytes(*e.minimum_budget) << "\n";
-  if (e.code == remat::status::infeasible && o.policy == "checkmate" && !o.find_minimum)
-    std::cerr << "remat-plan: add --find-minimum to find the smallest budget that fits\n";
   if (o.json) {
     nlohmann::ordered_json j;
     j["status"] = std::string(remat::to_string(e.code));
@@ -908,7 +937,10 @@ int print_json(const options& o, const plan_report& p) {
 }
 
 std::string describe_optimality(const solve_info& info) {
-  std::string s = info.optimal ? "proven optimal" : "not proven optimal";
+  std::string s = info.optimal ? "proven optimal"
+                  : info.optimal_at_slots
+                      ? "optimal for sizes rounded up to its slots (--slots 0: exact sizes)"
+                      : "not proven optimal";
   if (!info.optimal && info.bound && std::isfinite(*info.bound))
     s += " (lower bound " + format_seconds(*info.bound) + ")";
   return s + ", solved in " + format_seconds(info.solve_seconds);
@@ -919,12 +951,23 @@ struct loaded_problem {
   std::optional<remat::chain> chain;
   remat::result<remat::graph> graph = remat::error{remat::status::invalid_problem, "", {}};
 };
+/// A file that does not load as what its option says: when it is the other kind (a chain profile
+/// given to --graph, a forward DAG to --chain), the message says which option takes it.
+remat::error with_kind_hint(remat::error e, bool as_graph, const std::string& path) {
+  const bool other = as_graph ? remat::io::load_chain(path).ok() : remat::io::load_graph(path).ok();
+  if (other)
+    e.message += as_graph ? "; it is a chain profile: give it with --chain"
+                          : "; it is a forward DAG: give it with --graph";
+  return e;
+}
+
 loaded_problem load_problem(const options& o) {
   loaded_problem p;
   if (!o.graph_path.empty()) {
     p.graph = remat::io::load_graph(o.graph_path);
+    if (!p.graph) p.graph = with_kind_hint(p.graph.err(), true, o.graph_path);
   } else if (auto lc = remat::io::load_chain(o.chain_path); !lc) {
-    p.graph = lc.err();
+    p.graph = with_kind_hint(lc.err(), false, o.chain_path);
   } else {
     p.chain = std::move(*lc);
     p.graph = remat::build_graph(*p.chain);
@@ -1347,7 +1390,7 @@ int run(const options& o) {
   if (o.simulate) return run_simulate(o);
   if (o.policy == "checkmate" || o.policy == "rockmate" || !o.graph_path.empty()) return run_graph(o);
   auto loaded = remat::io::load_chain(o.chain_path);
-  if (!loaded) return fail(o, nullptr, loaded.err());
+  if (!loaded) return fail(o, nullptr, with_kind_hint(loaded.err(), false, o.chain_path));
   const remat::chain& c = *loaded;
   if (is_offload_policy(o.policy)) return run_offload(o, c);
 
@@ -1383,6 +1426,7 @@ int run(const options& o) {
   const double ideal = c.ideal_time();
   info.optimal = r.makespan <= ideal ||
                  (dp && o.slots && *o.slots == 0 && planned->predicted_time == r.makespan);
+  info.optimal_at_slots = dp && !info.optimal && !(o.slots && *o.slots == 0);
 
   if (o.json)
     return print_json(o, {c.name, std::nullopt, r.makespan, r.peak, ideal, store_all_peak, info,

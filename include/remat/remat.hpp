@@ -1,18 +1,21 @@
 #pragma once
-// remat: everything that needs only the standard library (and Eigen). Opt-in parts are not
-// included here: <remat/io/json.hpp> and <remat/io/graph_json.hpp> (nlohmann_json), the MILP
-// backends <remat/milp/lpsolve.hpp> and <remat/milp/cbc.hpp>, CUDA.
+// remat: the planning core, which needs only the standard library: the cost model (chains,
+// graphs, blocks), schedules and their notation, the simulator, and the chain policies (store_all,
+// periodic, revolve, rotor, rotor_floating, pofo and the offloading baselines). Opt-in parts have
+// their own headers, so that a file that only plans does not compile them:
+//   <remat/exec.hpp>             the executor, host_backend, placement and the profiler
+//   <remat/policy/checkmate.hpp>, <remat/policy/rockmate.hpp> with a MILP backend,
+//   <remat/milp/cbc.hpp> (CBC) or <remat/milp/lpsolve.hpp> (lp_solve)
+//   <remat/io/json.hpp>, <remat/io/graph_json.hpp>   (nlohmann_json)
+//   <remat/zoo/gpt2.hpp>, <remat/zoo/resnet.hpp>     (example graphs)
+//   <remat/exec/cuda/...>                            (CUDA)
+// bench/compile_cost.sh measures what each public header costs a user's file to compile, and the
+// test compile_cost.umbrella_lines keeps this header's preprocessed size under a ceiling
+// (docs/design.md, "Compile time").
 
 #include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
-#include <remat/exec/concepts.hpp>
-#include <remat/exec/executor.hpp>
-#include <remat/exec/concepts.hpp>
-#include <remat/exec/host_backend.hpp>
-#include <remat/exec/placement.hpp>
-#include <remat/exec/profiler.hpp>
-#include <remat/milp/model.hpp>
 #include <remat/policy/concepts.hpp>
 #include <remat/policy/offload.hpp>
 #include <remat/policy/periodic.hpp>

@@ -2,6 +2,7 @@
 // the library's static_assert message, which names the missing member (tests/CMakeLists.txt,
 // compile_fail.*).
 #include <optional>
+#include <remat/exec.hpp>
 #include <remat/remat.hpp>
 #include <span>
 #include <vector>

@@ -2,6 +2,7 @@
 // message, which names the missing member (tests/CMakeLists.txt, compile_fail.*).
 #include <vector>
 
+#include <remat/exec.hpp>
 #include <remat/remat.hpp>
 
 struct tensor {

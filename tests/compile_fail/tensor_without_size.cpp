@@ -1,6 +1,7 @@
 // Must NOT compile: a tensor type with no size in bytes.
 #include <vector>
 
+#include <remat/exec.hpp>
 #include <remat/remat.hpp>
 
 struct tensor {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <remat/exec.hpp>
 #include <remat/remat.hpp>
 
 #include <eigen/models.hpp>

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <vector>
 
+#include <remat/exec.hpp>
 #include <remat/remat.hpp>
 
 #include "toy_layers.hpp"

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <remat/exec.hpp>
 #include <remat/remat.hpp>
 
 #include <eigen/models.hpp>

@@ -83,6 +83,14 @@ bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+/// How many times `part` occurs in `text`.
+std::size_t count(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size()))
+    ++n;
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("remat-plan --json: every policy plans both example chains within the budget") {
@@ -497,6 +505,99 @@ TEST_CASE("remat-plan: checkmate below the minimum, with and without --find-mini
     const outcome below = run_plan({"--chain", file, "--budget", std::to_string(minimum - 1),
                                     "--policy", "checkmate", "--solver", solver, "--json"});
     CHECK(below.exit_code == 1);
+  }
+}
+
+TEST_CASE("remat-plan: a budget below the minimum names the minimum once") {
+  // Issue 14: the message, then "the minimum budget for rotor is ..." again.
+  for (const std::string policy : {"rotor", "pofo", "store_all"}) {
+    CAPTURE(policy);
+    const outcome o = run_plan(
+        {"--chain", chain_file("resnet_like.json"), "--budget", "100MiB", "--policy", policy});
+    CAPTURE(o.err);
+    CHECK(o.exit_code == 1);
+    CHECK(count(o.err, "\n") == 1);
+    CHECK(has(o.err, "give a budget of at least"));
+  }
+}
+
+TEST_CASE("remat-plan: rotor's plan is optimal for its slots, proven optimal at exact sizes") {
+  // Issue 14: the exact DP's plan was "not proven optimal".
+  for (const std::string policy : {"rotor", "rotor_floating"}) {
+    CAPTURE(policy);
+    const outcome slots = run_plan({"--chain", chain_file("resnet_like.json"), "--budget", "1GiB",
+                                    "--policy", policy, "--slots", "50"});
+    CHECK(slots.exit_code == 0);
+    CHECK(has(slots.out, "optimal for sizes rounded up to its slots (--slots 0: exact sizes)"));
+    CHECK(!has(slots.out, "not proven optimal"));
+    const outcome exact = run_plan(
+        {"--chain", small_chain_file(), "--budget", "2500", "--policy", policy, "--slots", "0"});
+    CHECK(exact.exit_code == 0);
+    CHECK(has(exact.out, "          proven optimal"));
+  }
+}
+
+TEST_CASE(
+    "remat-plan: a chain given to --graph, or a graph to --chain, says which option takes it") {
+  const std::string chain = chain_file("resnet_like.json");
+  const std::string graph =
+      (std::filesystem::path(REMAT_EXAMPLES_DIR) / "graphs" / "residual_net.json").string();
+  const outcome as_graph =
+      run_plan({"--graph", chain, "--budget", "1GiB", "--policy", "store_all"});
+  CHECK(as_graph.exit_code == 1);
+  CHECK(has(as_graph.err, "it is a chain profile: give it with --chain"));
+  for (const std::string policy : {"rotor", "store_all"}) {
+    const outcome as_chain = run_plan({"--chain", graph, "--budget", "1GiB", "--policy", policy});
+    CHECK(as_chain.exit_code == 1);
+    CHECK(has(as_chain.err, "it is a forward DAG: give it with --graph"));
+  }
+  // A broken chain file is not called a graph.
+  const auto broken = remat::testing::scratch("remat_plan_test_", "broken_chain.json");
+  std::ofstream(broken) << R"({"name": "x", "input_bytes": 1, "stages": [{"nam": "a"}]})";
+  const outcome bad =
+      run_plan({"--chain", broken.string(), "--budget", "1GiB", "--policy", "rotor"});
+  CHECK(bad.exit_code == 1);
+  CHECK(has(bad.err, "did you mean \"name\""));
+  CHECK(!has(bad.err, "--graph"));
+}
+
+TEST_CASE("remat-plan: an unknown option or policy gets a \"did you mean\"") {
+  // Issue 14: JSON fields had one, options not.
+  const std::string c = chain_file("resnet_like.json");
+  for (const auto& [args, hint] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--chain", c, "--budget", "1GiB", "--policy", "periodic", "--segment", "3"},
+            "did you mean --segments?"},
+           {{"--chain", c, "--budget", "1GiB", "--polcy", "rotor"}, "did you mean --policy?"},
+           {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--find-min"},
+            "did you mean --find-minimum?"},
+           {{"--chain", c, "--budget", "1GiB", "--policy", "rotr"}, "did you mean rotor?"}}) {
+    const outcome o = run_plan(args);
+    CAPTURE(o.err);
+    CHECK(o.exit_code == 2);
+    CHECK(has(o.err, hint));
+  }
+  const outcome far =
+      run_plan({"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--xyzzy", "1"});
+  CHECK(far.exit_code == 2);
+  CHECK(has(far.err, "unknown option '--xyzzy'"));
+  CHECK(!has(far.err, "did you mean"));
+  const outcome flag =
+      run_plan({"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--json=1"});
+  CHECK(flag.exit_code == 2);
+  CHECK(has(flag.err, "option --json takes no value"));
+}
+
+TEST_CASE("remat-plan: checkmate's infeasible message gives one hint, in the CLI's terms") {
+  // Issue 14: the library's "set find_minimum" and then the CLI's "add --find-minimum".
+  for (const auto& solver : plan_solvers()) {
+    if (solver != "cbc") continue;
+    const outcome o = run_plan({"--chain", small_chain_file(), "--budget", "700", "--policy",
+                                "checkmate", "--solver", solver});
+    CAPTURE(o.err);
+    CHECK(o.exit_code == 1);
+    CHECK(count(o.err, "--find-minimum") == 1);
+    CHECK(!has(o.err, "find_minimum"));
+    CHECK(count(o.err, "\n") == 1);
   }
 }
 
@@ -917,7 +1018,7 @@ TEST_CASE("remat-plan --policy rockmate: graphs and chains, its blocks in --json
   const outcome below = run_plan({"--chain", file, "--budget", "700", "--policy", "rockmate", "--solver", solver, "--json"});
   CHECK(below.exit_code == 1);
   CHECK(json::parse(below.out)["status"] == "budget_too_small");
-  CHECK(has(below.err, "the minimum budget for rockmate is"));
+  CHECK(has(below.err, "minimum"));
   // Usage errors.
   for (const auto& uc : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--chain", file, "--budget", "1GiB", "--policy", "rotor", "--grid", "3,3"}, "--grid applies to rockmate only"},
@@ -1153,7 +1254,7 @@ TEST_CASE("remat-plan: the offloading policies below their minimum fail with bud
   const bytes minimum = pofo{}.minimum_budget(*c);
   const outcome o = run_plan({"--chain", file, "--budget", "100MiB", "--policy", "pofo", "--json"});
   CHECK(o.exit_code == 1);
-  CHECK(has(o.err, "the minimum budget for pofo is"));
+  CHECK(has(o.err, "give a budget of at least " + std::to_string(minimum) + " bytes"));
   const json r = json::parse(o.out, nullptr, false);
   REQUIRE(r.is_object());
   CHECK(r["status"] == "budget_too_small");

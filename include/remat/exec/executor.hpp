@@ -88,7 +88,6 @@
 
 #include <remat/core/result.hpp>
 #include <remat/exec/concepts.hpp>
-#include <remat/exec/concepts.hpp>
 #include <remat/exec/host_backend.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>

@@ -49,7 +49,6 @@
 #include <remat/core/result.hpp>
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/executor.hpp>
-#include <remat/exec/concepts.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
 

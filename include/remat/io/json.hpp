@@ -54,6 +54,7 @@
 #include <remat/problem/chain.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -219,6 +220,34 @@ inline std::size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+}  // namespace detail
+
+/// The name in `names` that `key` most likely misspells, for "did you mean" hints (unknown JSON
+/// fields, remat-plan's unknown options and policies): the closest by edit distance when within
+/// max(2, its length / 4) edits, or one that `key` (4 characters or more) begins
+/// ("output" for "output_bytes"); nothing when none is that close.
+inline std::optional<std::string_view> closest_name(std::string_view key,
+                                                    std::span<const std::string_view> names) {
+  const std::string_view* best = nullptr;
+  std::size_t best_d = 0;
+  for (const auto& n : names) {
+    const std::size_t d = detail::edit_distance(key, n);
+    if (!best || d < best_d) {
+      best = &n;
+      best_d = d;
+    }
+  }
+  for (const auto& n : names)
+    if (key.size() >= 4 && n.substr(0, key.size()) == key) {
+      best = &n;
+      best_d = 0;
+    }
+  if (best && best_d <= std::max<std::size_t>(2, best->size() / 4)) return *best;
+  return std::nullopt;
+}
+
+namespace detail {
+
 /// Rejects fields that are not in `specs`, naming the field, the closest known one, and the
 /// list of known fields.
 template <std::size_t N>
@@ -230,23 +259,10 @@ std::optional<error> check_unknown_fields(const json& obj, const std::string& wh
                     [&](const field_spec& f) { return f.name == key; }))
       continue;
     std::string msg = where + ": unknown field \"" + key + "\"";
-    const field_spec* best = nullptr;
-    std::size_t best_d = 0;
-    for (const auto& f : specs) {
-      const std::size_t d = edit_distance(key, f.name);
-      if (!best || d < best_d) {
-        best = &f;
-        best_d = d;
-      }
-    }
-    // A close spelling, or a prefix of a field ("output" for "output_bytes").
-    for (const auto& f : specs)
-      if (key.size() >= 4 && f.name.substr(0, key.size()) == key) {
-        best = &f;
-        best_d = 0;
-      }
-    if (best && best_d <= std::max<std::size_t>(2, best->name.size() / 4))
-      msg += " (did you mean \"" + std::string(best->name) + "\"?)";
+    std::string_view names[N];
+    for (std::size_t i = 0; i < N; ++i) names[i] = specs[i].name;
+    if (const auto best = closest_name(key, names))
+      msg += " (did you mean \"" + std::string(*best) + "\"?)";
     msg += "; " + std::string(what) + " has the fields";
     for (std::size_t i = 0; i < N; ++i) msg += (i ? ", " : " ") + std::string(specs[i].name);
     return invalid(std::move(msg));

@@ -23,7 +23,6 @@
 // option(l, o); the other chain policies plan with option 0, so a chain whose stages have one
 // option each is planned exactly as before.
 
-#include <cmath>
 #include <cstddef>
 #include <optional>
 #include <string>

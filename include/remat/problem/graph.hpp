@@ -37,7 +37,6 @@
 // directions by the graph, so producers() and outputs() cannot disagree.
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <iterator>
 #include <remat/core/result.hpp>
