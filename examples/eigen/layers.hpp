@@ -160,7 +160,7 @@ class layer {
     do_backward_n(x, y, ctx, nullptr, dx, b);
   }
   /// What the backward reads besides the context and dy (default: every input and y).
-  [[nodiscard]] virtual remat::exec::backward_reads backward_reads() const { return {}; }
+  [[nodiscard]] virtual remat::exec::backward_needs backward_reads() const { return {}; }
 
  protected:
   explicit layer(std::string name) : name_(std::move(name)) {}
@@ -313,7 +313,7 @@ inline void layer_norm_backward(const tensor& du_t, const tensor& xhat_t, const 
 class linear final : public layer {
  public:
   /// In a DAG: its backward reads x.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
   linear(index in, index out, std::uint64_t seed, std::string name = "linear")
       : layer(std::move(name)) {
     add_parameter("weight", in, out);
@@ -351,7 +351,7 @@ class linear final : public layer {
 class relu final : public layer {
  public:
   /// In a DAG: its backward reads y.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, true}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, true}; }
   explicit relu(std::string name = "relu") : layer(std::move(name)) {}
 
  protected:
@@ -371,7 +371,7 @@ class relu final : public layer {
 class gelu final : public layer {
  public:
   /// In a DAG: its backward reads x.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
   explicit gelu(std::string name = "gelu") : layer(std::move(name)) {}
 
  protected:
@@ -403,7 +403,7 @@ class gelu final : public layer {
 class layer_norm final : public layer {
  public:
   /// In a DAG: its backward reads its context only.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, false}; }
   explicit layer_norm(index width, float eps = 1e-5f, std::string name = "layer_norm")
       : layer(std::move(name)), eps_(eps) {
     add_parameter("gain", 1, width);
@@ -451,7 +451,7 @@ class layer_norm final : public layer {
 class dropout final : public layer {
  public:
   /// In a DAG: its backward reads its context only.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, false}; }
   dropout(float p, std::uint64_t seed, std::string name = "dropout")
       : layer(std::move(name)),
         p_(p),
@@ -516,7 +516,7 @@ class dropout final : public layer {
 class residual_mlp final : public layer {
  public:
   /// In a DAG: its backward reads its context only.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, false}; }
   residual_mlp(index width, index hidden, std::uint64_t seed, std::string name = "residual_mlp",
                float eps = 1e-5f)
       : layer(std::move(name)), eps_(eps) {
@@ -632,7 +632,7 @@ class multi_input_layer : public layer {
 class add final : public multi_input_layer {
  public:
   explicit add(std::string name = "add") : multi_input_layer(std::move(name)) {}
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, false}; }
 
  protected:
   tensor do_forward_n(inputs x, backend& b) override {
@@ -664,7 +664,7 @@ class add final : public multi_input_layer {
 class attention final : public multi_input_layer {
  public:
   explicit attention(std::string name = "attention") : multi_input_layer(std::move(name)) {}
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
 
  protected:
   tensor do_forward_n(inputs x, backend& b) override { return run(x, nullptr, b); }
@@ -764,7 +764,7 @@ class scores final : public multi_input_layer {
   [[nodiscard]] index sequence() const noexcept { return sequence_; }
   [[nodiscard]] bool causal() const noexcept { return causal_; }
   /// In a DAG: its backward reads q and k.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
 
  protected:
   tensor do_forward_n(inputs x, backend& b) override { return run(x, b); }
@@ -852,7 +852,7 @@ class softmax final : public layer {
  public:
   explicit softmax(std::string name = "softmax") : layer(std::move(name)) {}
   /// In a DAG: its backward reads y.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, true}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, true}; }
 
  protected:
   tensor do_forward(const tensor& x, backend& b) override {
@@ -924,7 +924,7 @@ class attention_context final : public multi_input_layer {
   }
   [[nodiscard]] index heads() const noexcept { return heads_; }
   /// In a DAG: its backward reads P and v.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
 
  protected:
   tensor do_forward_n(inputs x, backend& b) override { return run(x, b); }
@@ -990,7 +990,7 @@ class attention_context final : public multi_input_layer {
 class mse_loss final : public layer {
  public:
   /// In a DAG: its backward reads x.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
   mse_loss(index batch, index features, std::uint64_t seed, std::string name = "mse_loss")
       : layer(std::move(name)), target_(batch, features) {
     fill_synthetic(target_, derive_seed(seed, 0));

@@ -366,18 +366,18 @@ struct model_traits<std::tuple<Ls...>> {
 // a layer that needs a temporary to accumulate is still safe: the profiler measures the backward
 // both ways and plans for the larger overhead.
 //
-// Optional: backward_reads backward_reads() const (default: every input and the output), and the
+// Optional: backward_needs backward_reads() const (default: every input and the output), and the
 // chain layers' S random_state() const / void set_random_state(const S&) and zero_grad().
 //
 // A model is a dag_model: the layers (a random-access range or a std::tuple, as for chains) and,
 // per layer, its op: a name and the tensors it reads ("input" for the graph input, or other
 // ops' names). The last op is the loss.
 /// What a layer's backward reads besides its context and the output gradient.
-struct backward_reads {
+struct backward_needs {
   bool inputs = true;  ///< every input x[j] (false: none)
   bool output = true;  ///< its output y
 
-  friend constexpr bool operator==(const backward_reads&, const backward_reads&) = default;
+  friend constexpr bool operator==(const backward_needs&, const backward_needs&) = default;
 };
 
 template <class L>
@@ -416,8 +416,8 @@ struct dag_layer_traits {
   {
     return static_cast<bytes>(ctx.bytes());
   }
-  static backward_reads reads(L& l) {
-    if constexpr (requires(target& t) { { t.backward_reads() } -> std::convertible_to<backward_reads>; })
+  static backward_needs reads(L& l) {
+    if constexpr (requires(target& t) { { t.backward_reads() } -> std::convertible_to<backward_needs>; })
       return detail::deref(l).backward_reads();
     else
       return {};

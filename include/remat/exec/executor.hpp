@@ -188,9 +188,9 @@ using ::remat::detail::own_output_name;
 
 /// The backward reads of every op of a DAG model, from its layers.
 template <class Model>
-std::vector<backward_reads> reads_of(Model& m) {
+std::vector<backward_needs> reads_of(Model& m) {
   using mt = model_traits<std::remove_cvref_t<decltype(m.layers)>>;
-  std::vector<backward_reads> r;
+  std::vector<backward_needs> r;
   for (std::size_t i = 0; i < mt::size(m.layers); ++i)
     mt::visit(m.layers, i, [&](auto& layer) {
       r.push_back(dag_layer_traits<std::remove_reference_t<decltype(layer)>>::reads(layer));
@@ -207,7 +207,7 @@ result<forward_dag> skeleton(Model& m, std::string name) {
   if (mt::size(m.layers) != m.ops.size())
     return bad("it has " + std::to_string(mt::size(m.layers)) + " layers but " +
                std::to_string(m.ops.size()) + " ops; op i runs layer i");
-  const std::vector<backward_reads> reads = reads_of(m);
+  const std::vector<backward_needs> reads = reads_of(m);
   forward_dag f{std::move(name), 0, {}};
   for (std::size_t i = 0; i < m.ops.size(); ++i) {
     const dag_op& op = m.ops[i];
@@ -377,7 +377,7 @@ struct chain_layers {
 struct run_plan {
   const graph* g = nullptr;
   std::vector<op_nodes> nodes;
-  std::vector<backward_reads> reads;
+  std::vector<backward_needs> reads;
 };
 
 /// The nodes of an N-stage chain's ops in build_graph(chain) (training_layout).
@@ -449,7 +449,7 @@ struct dag_layer_traits<detail::chain_stage<L>> {
   {
     return base::context_bytes(ctx);
   }
-  static backward_reads reads(stage&) { return {}; }
+  static backward_needs reads(stage&) { return {}; }
 };
 
 template <class B, class Model>
@@ -508,7 +508,7 @@ result<detail::run_plan> executor<B, Model>::plan() {
     if (!g) return g.err();
     chain_graph_ = std::move(*g);
     return detail::run_plan{&*chain_graph_, detail::chain_op_nodes(n),
-                            std::vector<backward_reads>(static_cast<std::size_t>(n))};
+                            std::vector<backward_needs>(static_cast<std::size_t>(n))};
   }
 }
 
@@ -535,7 +535,7 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
   using mt = model_traits<Layers>;
   const graph& g = *p.g;
   const std::vector<detail::op_nodes>& nodes = p.nodes;
-  const std::vector<backward_reads>& reads = p.reads;
+  const std::vector<backward_needs>& reads = p.reads;
   auto invalid = [](std::string m) { return error{status::invalid_problem, std::move(m), {}}; };
   if (const auto rep = sim::simulate(g, s, {.record_timeline = false}); !rep.valid)
     return invalid("executor: the schedule is not valid for graph '" + g.name + "': " + rep.first_violation->message);

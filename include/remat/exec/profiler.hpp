@@ -74,7 +74,7 @@ inline seconds median(std::vector<seconds> v) {
 /// layer's own name() when it has one. `label(i)` names op i in errors.
 template <class Layers, class T, class B>
 result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>& nodes,
-                     const std::vector<backward_reads>& reads, const T& sample_input, B& backend,
+                     const std::vector<backward_needs>& reads, const T& sample_input, B& backend,
                      const profile_options& opt, forward_dag& f, std::vector<std::string>& names,
                      const std::function<std::string(std::size_t)>& label) {
   using mt = model_traits<Layers>;
@@ -212,7 +212,7 @@ result<chain> profile_chain(Model& model, const T& sample_input, B& backend, pro
   detail::chain_layers<Model> layers{&model};
   std::vector<std::string> names;
   if (auto r = detail::measure(layers, g, detail::chain_op_nodes(n),
-                               std::vector<backward_reads>(static_cast<std::size_t>(n)), sample_input, backend, opt, f,
+                               std::vector<backward_needs>(static_cast<std::size_t>(n)), sample_input, backend, opt, f,
                                names, [&](std::size_t i) {
                                  std::string s = "stage " + std::to_string(i + 1);
                                  return names[i].empty() ? s : s + " ('" + names[i] + "')";
