@@ -12,6 +12,7 @@
 #include <remat/exec/host_backend.hpp>
 #include <remat/exec/placement.hpp>
 #include <remat/exec/profiler.hpp>
+#include <remat/exec/train.hpp>
 #include <remat/milp/model.hpp>
 #include <remat/policy/concepts.hpp>
 #include <remat/policy/offload.hpp>
