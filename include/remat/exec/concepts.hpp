@@ -371,14 +371,19 @@ consteval bool check_chain_layer_as() {
                   "remat: a layer before the last (layer_index, 0-based) has only a loss backward "
                   "(without dy); only the last layer of a model is the loss, the others need `T "
                   "backward(const T& x, const T& y, const context& ctx, const T& dy, Backend& b)`");
+  // A range's one type is checked as the loss where it is a layer otherwise (so that a misfit
+  // says first what every layer lacks).
+  constexpr bool fits = HasChainContext<L> && (role == layer_role::loss ||
+                                             (HasChainForward<L, T, B> && HasChainForwardSave<L, T, B>));
   if constexpr (role != layer_role::inner && targets)
-    static_assert(!HasChainContext<L> || HasChainTargetsLoss<L, T, Tg, B>,
+    static_assert(!fits || HasChainTargetsLoss<L, T, Tg, B>,
                   "remat: the run passes targets, so the last layer (the loss) needs `T forward(const "
                   "T& x, const Tg& targets, Backend& b)`, `T forward_save(const T& x, const Tg& "
                   "targets, context& ctx, Backend& b)` and `T backward(const T& x, const T& y, const "
                   "context& ctx, const Tg& targets, Backend& b)`; or run without targets");
   if constexpr (role != layer_role::inner && !targets)
-    static_assert(!HasChainContext<L> || (HasChainForward<L, T, B> && HasChainForwardSave<L, T, B> &&
+    static_assert(!fits || (role == layer_role::any && !HasChainBackward<L, T, B>) ||
+                      (HasChainForward<L, T, B> && HasChainForwardSave<L, T, B> &&
                                            HasChainLossBackward<L, T, B>),
                   "remat: the last layer is the loss and the run passes no targets: it needs `T "
                   "forward(const T& x, Backend& b)`, `T forward_save(const T& x, context& ctx, "
@@ -664,8 +669,12 @@ consteval bool check_dag_layer_as() {
                   "backward (without dy); only the last op of a model is the loss, the others need "
                   "`void backward(std::span<const T* const> x, const T* y, const context& ctx, const "
                   "T& dy, std::span<std::optional<T>> dx, Backend& b)`");
+  // A range's one type is checked as the loss where it is a layer otherwise (so that a misfit
+  // says first what every layer lacks).
+  constexpr bool fits = HasDagContext<L> && (role == layer_role::loss ||
+                                             (HasDagForward<L, T, B> && HasDagForwardSave<L, T, B>));
   if constexpr (role != layer_role::inner && targets)
-    static_assert(!HasDagContext<L> || HasDagTargetsLoss<L, T, Tg, B>,
+    static_assert(!fits || HasDagTargetsLoss<L, T, Tg, B>,
                   "remat: the run passes targets, so the last graph layer (the loss) needs `T "
                   "forward(std::span<const T* const> x, const Tg& targets, Backend& b)`, `T "
                   "forward_save(std::span<const T* const> x, const Tg& targets, context& ctx, "
@@ -673,7 +682,8 @@ consteval bool check_dag_layer_as() {
                   "context& ctx, const Tg& targets, std::span<std::optional<T>> dx, Backend& b)`; or "
                   "run without targets");
   if constexpr (role != layer_role::inner && !targets)
-    static_assert(!HasDagContext<L> || (HasDagForward<L, T, B> && HasDagForwardSave<L, T, B> &&
+    static_assert(!fits || (role == layer_role::any && !HasDagBackward<L, T, B>) ||
+                      (HasDagForward<L, T, B> && HasDagForwardSave<L, T, B> &&
                                          HasDagLossBackward<L, T, B>),
                   "remat: the last graph layer is the loss and the run passes no targets: it needs "
                   "`T forward(std::span<const T* const> x, Backend& b)`, `T "
