@@ -162,6 +162,31 @@ class layer {
   /// What the backward reads besides the context and dy (default: every input and y).
   [[nodiscard]] virtual remat::exec::backward_needs backward_reads() const { return {}; }
 
+  // --- a loss with the batch's targets (batch x features, outside the backend), chain and DAG --
+  [[nodiscard]] tensor forward(const tensor& x, const matrix& targets, backend& b) {
+    return do_forward_targets(x, targets, b);
+  }
+  [[nodiscard]] tensor forward_save(const tensor& x, const matrix& targets, context& ctx, backend& b) {
+    ctx.clear();
+    return do_forward_targets(x, targets, b);
+  }
+  [[nodiscard]] tensor backward(const tensor& x, const tensor& y, const context& ctx,
+                                const matrix& targets, backend& b) {
+    return do_loss_backward_targets(x, y, ctx, targets, b);
+  }
+  [[nodiscard]] tensor forward(inputs x, const matrix& targets, backend& b) {
+    return do_forward_targets(only(x), targets, b);
+  }
+  [[nodiscard]] tensor forward_save(inputs x, const matrix& targets, context& ctx, backend& b) {
+    ctx.clear();
+    return do_forward_targets(only(x), targets, b);
+  }
+  void backward(inputs x, const tensor* y, const context& ctx, const matrix& targets,
+                input_gradients dx, backend& b) {
+    static const tensor unread;  // what the backward does not read: an empty 0 x 0 tensor
+    accumulate(dx[0], do_loss_backward_targets(only(x), y != nullptr ? *y : unread, ctx, targets, b));
+  }
+
  protected:
   explicit layer(std::string name) : name_(std::move(name)) {}
 
@@ -207,6 +232,14 @@ class layer {
   }
   virtual tensor do_loss_backward(const tensor&, const tensor&, const context&, backend&) {
     throw std::logic_error(where() + "is not a loss: its backward needs the output gradient dy");
+  }
+  /// A loss with the batch's targets (forward and forward_save alike: such a loss saves nothing).
+  virtual tensor do_forward_targets(const tensor&, const matrix&, backend&) {
+    throw std::logic_error(where() + "is not a loss that takes targets");
+  }
+  virtual tensor do_loss_backward_targets(const tensor&, const tensor&, const context&, const matrix&,
+                                          backend&) {
+    throw std::logic_error(where() + "is not a loss that takes targets");
   }
 
   /// Registers a parameter (zero gradient); returns its index in parameters().
@@ -984,9 +1017,10 @@ class attention_context final : public multi_input_layer {
 
 // --- loss ----------------------------------------------------------------------------------------
 
-/// Mean squared error against a fixed synthetic target (batch x features, uniform in [-1, 1)
-/// from the seed): L = sum((x - t)^2) / (batch * features). The output is a 1 x 1 tensor;
-/// last_value() is the loss of the latest forward. Saves nothing (its backward needs x).
+/// Mean squared error L = sum((x - t)^2) / (batch * features) against the batch's targets t
+/// (batch x features), when the run passes them (executor::run(schedule, input, targets)), else
+/// against a fixed synthetic target (uniform in [-1, 1) from the seed). The output is a 1 x 1
+/// tensor; last_value() is the loss of the latest forward. Saves nothing (its backward needs x).
 class mse_loss final : public layer {
  public:
   /// In a DAG: its backward reads x.
@@ -997,24 +1031,30 @@ class mse_loss final : public layer {
   }
   [[nodiscard]] bool is_loss() const noexcept override { return true; }
   [[nodiscard]] float last_value() const noexcept { return last_; }
+  /// The fixed target, used when the run passes no targets.
   [[nodiscard]] const matrix& target() const noexcept { return target_; }
 
  protected:
-  tensor do_forward(const tensor& x, backend& b) override {
-    if (x.rows() != target_.rows() || x.cols() != target_.cols())
-      throw std::invalid_argument(where() + "expects " + std::to_string(target_.rows()) + " x " +
-                                  std::to_string(target_.cols()) + ", got " + shape(x));
+  tensor do_forward(const tensor& x, backend& b) override { return do_forward_targets(x, target_, b); }
+  tensor do_forward_save(const tensor& x, context&, backend& b) override {
+    return do_forward_targets(x, target_, b);
+  }
+  tensor do_loss_backward(const tensor& x, const tensor& y, const context& ctx, backend& b) override {
+    return do_loss_backward_targets(x, y, ctx, target_, b);
+  }
+  tensor do_forward_targets(const tensor& x, const matrix& t, backend& b) override {
+    if (x.rows() != t.rows() || x.cols() != t.cols())
+      throw std::invalid_argument(where() + "expects " + std::to_string(t.rows()) + " x " +
+                                  std::to_string(t.cols()) + " (the targets' shape), got " + shape(x));
     tensor y = tensor::uninitialized(b, 1, 1);
-    last_ = (x.mat() - target_).squaredNorm() / static_cast<float>(target_.size());
+    last_ = (x.mat() - t).squaredNorm() / static_cast<float>(t.size());
     y.mat()(0, 0) = last_;
     return y;
   }
-  tensor do_forward_save(const tensor& x, context&, backend& b) override {
-    return do_forward(x, b);
-  }
-  tensor do_loss_backward(const tensor& x, const tensor&, const context&, backend& b) override {
-    const float s = 2.0f / static_cast<float>(target_.size());
-    return tensor::from(b, s * (x.mat() - target_));
+  tensor do_loss_backward_targets(const tensor& x, const tensor&, const context&, const matrix& t,
+                                  backend& b) override {
+    const float s = 2.0f / static_cast<float>(t.size());
+    return tensor::from(b, s * (x.mat() - t));
   }
 
  private:

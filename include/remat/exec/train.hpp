@@ -44,7 +44,7 @@ void visit_layer(L& element, F& f) {
 template <class Model, class F>
 void for_each_layer(Model& model, F&& f) {
   if constexpr (detail::is_dag_model<Model>) {
-    for_each_layer(model.layers, f);
+    exec::for_each_layer(model.layers, f);
   } else if constexpr (requires { std::tuple_size<Model>::value; }) {
     std::apply([&](auto&... element) { (detail::visit_layer(element, f), ...); }, model);
   } else {
@@ -56,7 +56,7 @@ void for_each_layer(Model& model, F&& f) {
 /// Zeroes the parameter gradients: layer.zero_grad() on every layer that has one.
 template <class Model>
 void zero_grad(Model& model) {
-  for_each_layer(model, [](auto& layer) {
+  exec::for_each_layer(model, [](auto& layer) {
     if constexpr (requires { layer.zero_grad(); }) layer.zero_grad();
   });
 }
@@ -66,16 +66,16 @@ void zero_grad(Model& model) {
 template <class B, class Model, class T, class Tg, class F>
 result<run_result<T>> train_step(executor<B, Model>& ex, const schedule& plan, T input, const Tg& targets,
                                  F&& update) {
-  zero_grad(ex.model());
+  exec::zero_grad(ex.model());
   auto r = ex.run(plan, std::move(input), targets);
-  if (r) for_each_layer(ex.model(), update);
+  if (r) exec::for_each_layer(ex.model(), update);
   return r;
 }
 
 /// One training step for a loss that takes no targets.
 template <class B, class Model, class T, class F>
 result<run_result<T>> train_step(executor<B, Model>& ex, const schedule& plan, T input, F&& update) {
-  return train_step(ex, plan, std::move(input), no_targets{}, std::forward<F>(update));
+  return exec::train_step(ex, plan, std::move(input), no_targets{}, std::forward<F>(update));
 }
 
 }  // namespace remat::exec
