@@ -490,8 +490,15 @@ struct model_traits<std::tuple<Ls...>> {
 // a layer that needs a temporary to accumulate is still safe: the profiler measures the backward
 // both ways and plans for the larger overhead.
 //
+// The loss with the batch's targets Tg (as for chains, when the run passes them):
+//   T forward(std::span<const T* const> x, const Tg& targets, Backend& b)
+//   T forward_save(std::span<const T* const> x, const Tg& targets, context& ctx, Backend& b)
+//   void backward(std::span<const T* const> x, const T* y, const context& ctx, const Tg& targets,
+//                 std::span<std::optional<T>> dx, Backend& b)
+//
 // Optional: backward_needs backward_reads() const (default: every input and the output), and the
-// chain layers' S random_state() const / void set_random_state(const S&) and zero_grad().
+// chain layers' S random_state() const / void set_random_state(const S&) and zero_grad(). A chain
+// layer is a graph layer through as_graph_layer (exec/executor.hpp).
 //
 // A model is a dag_model: the layers (a random-access range or a std::tuple, as for chains) and,
 // per layer, its op: a name and the tensors it reads ("input" for the graph input, or other

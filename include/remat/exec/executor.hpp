@@ -3,8 +3,8 @@
 // (DESIGN.md §6, docs/design.md): one executor for every model. A DAG model (dag_model, the
 // ops of a forward DAG, exec/concepts.hpp) runs on the graph it was planned with; a chain
 // model (a range or tuple of chain layers, exec/concepts.hpp) runs on its chain's graph,
-// build_graph(chain), each chain layer entering through an adapter (detail::chain_stage): users'
-// chain models work unchanged. The semantics are the simulator's (sim/simulate.hpp), and
+// build_graph(chain), each chain layer entering through an adapter (as_graph_layer, which users
+// may also put in a DAG model): users' chain models work unchanged. The semantics are the simulator's (sim/simulate.hpp), and
 // nothing else stays alive:
 //   compute(fwd o)       y = forward_save(x..., ctx): stores o's output and its context (the
 //                        phantom "phantom o"); a chain's F_l^all
@@ -61,6 +61,13 @@
 // waits in between). A RunAwareBackend is told where the run begins and ends (begin_run,
 // end_run, also after a failure), so a run can be recorded and its static placement replayed
 // (exec/placement.hpp). The input, allocated before the run, is a fixed buffer of the placement.
+//
+// The loss is the last op. run(schedule, input, targets) hands the batch's targets to its
+// forward, forward_save and backward (exec/concepts.hpp), and run_result::loss is its output at its
+// first forward, read with tensor_traits<T>::item. detail::check_model stops at compile time a
+// model whose layers cannot run so: a tuple model's layers each in its place (only the last a
+// loss), a range's one type in every place (whether the object at a place is a loss, as for a
+// base class, is checked when the run gets there).
 //
 // Failures come back as status::invalid_problem (a schedule the simulator rejects, one rejected
 // by the rules above, a model that does not match the graph or chain, transfers on a backend or
