@@ -268,6 +268,47 @@ TEST_CASE("train: train_step zeroes the gradients, runs the plan and updates eve
   CHECK(std::get<0>(m).updated == 3);
 }
 
+namespace {
+/// L = sum x^2 / 2 against no targets.
+struct half_square {
+  using context = no_context;
+  vec forward(const vec& x, host_backend& b) {
+    vec y = vec::make(b, 1);
+    y[0] = 0;
+    for (int i = 0; i < x.n; ++i) y[0] += x[i] * x[i] / 2;
+    return y;
+  }
+  vec forward_save(const vec& x, context&, host_backend& b) { return forward(x, b); }
+  vec backward(const vec& x, const vec&, const context&, host_backend& b) {
+    vec dx = vec::make(b, x.n);
+    for (int i = 0; i < x.n; ++i) dx[i] = x[i];
+    return dx;
+  }
+};
+}  // namespace
+
+TEST_CASE("train: train_step without targets, for a loss that takes none") {
+  using model = std::tuple<scale, scale, half_square>;
+  host_backend b;
+  model m{scale{0.9f}, scale{-0.7f}, {}};
+  auto c = exec::profile_chain(m, input(b), b, {.repetitions = 1, .warmup = 0});
+  REQUIRE(c.ok());
+  const auto plan = *store_all{}.solve(*c, unlimited_bytes);
+  exec::executor ex(m, *c, b);
+  double last = 1e30;
+  for (int s = 1; s <= 3; ++s) {
+    auto r = exec::train_step(ex, plan, input(b), [](auto& layer) {
+      if constexpr (requires { layer.sgd(0.5f); }) layer.sgd(0.5f);
+    });
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    REQUIRE(r->loss.has_value());
+    CHECK(*r->loss < last);  // the same batch each step: SGD lowers its loss
+    last = *r->loss;
+    CHECK(std::get<1>(m).updated == s);
+    CHECK(std::get<1>(m).zeroed == s + 1);  // the profiler zeroed it once too
+  }
+}
+
 TEST_CASE("train: for_each_layer visits every layer of tuples, vectors, unique_ptrs and DAG models") {
   std::vector<scale> v(3);
   std::vector<std::unique_ptr<scale>> p;
