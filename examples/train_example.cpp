@@ -41,10 +41,12 @@ struct linear {
   std::vector<float> w, b, gw, gb;
   using context = no_context;
 
-  linear(std::size_t in_, std::size_t out_, unsigned seed) : in(in_), out(out_), w(in_ * out_), b(out_), gw(w.size()), gb(b.size()) {
+  linear(std::size_t in_, std::size_t out_, unsigned seed)
+      : in(in_), out(out_), w(in_ * out_), b(out_), gw(w.size()), gb(b.size()) {
     for (auto& v : w) {  // uniform in [-sqrt(3/in), sqrt(3/in)) from a small generator
       seed = seed * 1664525u + 1013904223u;
-      v = (static_cast<float>(seed >> 8) / 16777216.0f * 2 - 1) * std::sqrt(3.0f / static_cast<float>(in));
+      v = (static_cast<float>(seed >> 8) / 16777216.0f * 2 - 1) *
+          std::sqrt(3.0f / static_cast<float>(in));
     }
   }
   tensor forward(const tensor& x, host_backend& be) {
@@ -59,7 +61,8 @@ struct linear {
   }
   tensor forward_save(const tensor& x, context&, host_backend& be) { return forward(x, be); }
   // Returns dx; accumulates the parameter gradients.
-  tensor backward(const tensor& x, const tensor&, const context&, const tensor& dy, host_backend& be) {
+  tensor backward(const tensor& x, const tensor&, const context&, const tensor& dy,
+                  host_backend& be) {
     tensor dx = tensor::zeros(be, x.rows, in);
     for (std::size_t r = 0; r < x.rows; ++r)
       for (std::size_t o = 0; o < out; ++o) {
@@ -90,9 +93,11 @@ struct tanh_layer {
     return y;
   }
   tensor forward_save(const tensor& x, context&, host_backend& be) { return forward(x, be); }
-  tensor backward(const tensor& x, const tensor& y, const context&, const tensor& dy, host_backend& be) {
+  tensor backward(const tensor& x, const tensor& y, const context&, const tensor& dy,
+                  host_backend& be) {
     tensor dx = tensor::zeros(be, x.rows, x.cols);
-    for (std::size_t i = 0; i < x.rows * x.cols; ++i) dx.data()[i] = dy.data()[i] * (1 - y.data()[i] * y.data()[i]);
+    for (std::size_t i = 0; i < x.rows * x.cols; ++i)
+      dx.data()[i] = dy.data()[i] * (1 - y.data()[i] * y.data()[i]);
     return dx;
   }
 };
@@ -105,14 +110,19 @@ struct mse {
   tensor forward(const tensor& x, const targets& t, host_backend& be) {
     tensor y = tensor::zeros(be, 1, 1);
     float s = 0;
-    for (std::size_t i = 0; i < x.rows * x.cols; ++i) s += (x.data()[i] - t[i]) * (x.data()[i] - t[i]);
+    for (std::size_t i = 0; i < x.rows * x.cols; ++i)
+      s += (x.data()[i] - t[i]) * (x.data()[i] - t[i]);
     y.data()[0] = s / static_cast<float>(x.rows * x.cols);
     return y;
   }
-  tensor forward_save(const tensor& x, const targets& t, context&, host_backend& be) { return forward(x, t, be); }
-  tensor backward(const tensor& x, const tensor&, const context&, const targets& t, host_backend& be) {
+  tensor forward_save(const tensor& x, const targets& t, context&, host_backend& be) {
+    return forward(x, t, be);
+  }
+  tensor backward(const tensor& x, const tensor&, const context&, const targets& t,
+                  host_backend& be) {
     tensor dx = tensor::zeros(be, x.rows, x.cols);
-    for (std::size_t i = 0; i < x.rows * x.cols; ++i) dx.data()[i] = 2 * (x.data()[i] - t[i]) / static_cast<float>(x.rows * x.cols);
+    for (std::size_t i = 0; i < x.rows * x.cols; ++i)
+      dx.data()[i] = 2 * (x.data()[i] - t[i]) / static_cast<float>(x.rows * x.cols);
     return dx;
   }
 };
@@ -121,7 +131,8 @@ constexpr std::size_t batch = 32, width = 64;
 // The model: a tuple of layers (a std::vector of std::unique_ptr<your_base> works the same).
 using model = std::tuple<linear, tanh_layer, linear, tanh_layer, linear, tanh_layer, linear, mse>;
 model make_model() {
-  return {linear(width, width, 1), {}, linear(width, width, 2), {}, linear(width, width, 3), {}, linear(width, width, 4), {}};
+  return {linear(width, width, 1), {}, linear(width, width, 2), {},
+          linear(width, width, 3), {}, linear(width, width, 4), {}};
 }
 
 // Batch `step` of a synthetic regression task: x uniform in [-1, 1), targets 0.5 x.
@@ -159,7 +170,8 @@ int main() {
   if (!chain) return std::fprintf(stderr, "%s\n", chain.message().c_str()), 1;
 
   // 2. Plan at a budget: here 60% of what plain training (store-all) needs.
-  const remat::bytes full = remat::store_all{}.solve(*chain, remat::unlimited_bytes)->predicted_peak;
+  const remat::bytes full =
+      remat::store_all{}.solve(*chain, remat::unlimited_bytes)->predicted_peak;
   const remat::bytes budget = full * 6 / 10;
   auto plan = remat::rotor{}.solve(*chain, budget);
   if (!plan) return std::fprintf(stderr, "%s\n", plan.message().c_str()), 1;
@@ -199,10 +211,12 @@ int main() {
     losses.push_back(*r->loss);
   }
   const bool learned = losses.back() < 0.5 * losses.front();
-  std::printf("budget %lld bytes of %lld for plain training (%s); loss %.6f -> %.6f; gradients %s; peak %s\n",
-              static_cast<long long>(budget), static_cast<long long>(full),
-              recomputed ? "the plan recomputes" : "NO recomputation", losses.front(), losses.back(),
-              bitwise ? "bitwise plain training's" : "DIFFER from plain training's",
-              within ? "within the budget" : "OVER the budget");
+  std::printf(
+      "budget %lld bytes of %lld for plain training (%s); loss %.6f -> %.6f; gradients %s; peak "
+      "%s\n",
+      static_cast<long long>(budget), static_cast<long long>(full),
+      recomputed ? "the plan recomputes" : "NO recomputation", losses.front(), losses.back(),
+      bitwise ? "bitwise plain training's" : "DIFFER from plain training's",
+      within ? "within the budget" : "OVER the budget");
   return learned && bitwise && within && recomputed ? 0 : 1;
 }

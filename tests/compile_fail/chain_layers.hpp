@@ -21,7 +21,9 @@ using targets = std::vector<float>;
 struct layer {
   using context = cf::context;
   tensor forward(const tensor& x, host_backend& b) { return {b.allocate(x.bytes())}; }
-  tensor forward_save(const tensor& x, context&, host_backend& b) { return {b.allocate(x.bytes())}; }
+  tensor forward_save(const tensor& x, context&, host_backend& b) {
+    return {b.allocate(x.bytes())};
+  }
   tensor backward(const tensor& x, const tensor&, const context&, const tensor&, host_backend& b) {
     return {b.allocate(x.bytes())};
   }
@@ -31,13 +33,17 @@ struct loss {
   using context = cf::context;
   tensor forward(const tensor&, host_backend& b) { return {b.allocate(4)}; }
   tensor forward_save(const tensor&, context&, host_backend& b) { return {b.allocate(4)}; }
-  tensor backward(const tensor& x, const tensor&, const context&, host_backend& b) { return {b.allocate(x.bytes())}; }
+  tensor backward(const tensor& x, const tensor&, const context&, host_backend& b) {
+    return {b.allocate(x.bytes())};
+  }
 };
 /// A loss that takes the batch's targets, and only them.
 struct targets_loss {
   using context = cf::context;
   tensor forward(const tensor&, const targets&, host_backend& b) { return {b.allocate(4)}; }
-  tensor forward_save(const tensor&, const targets&, context&, host_backend& b) { return {b.allocate(4)}; }
+  tensor forward_save(const tensor&, const targets&, context&, host_backend& b) {
+    return {b.allocate(4)};
+  }
   tensor backward(const tensor& x, const tensor&, const context&, const targets&, host_backend& b) {
     return {b.allocate(x.bytes())};
   }

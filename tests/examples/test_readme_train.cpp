@@ -18,7 +18,8 @@ namespace {
 
 std::string read(const std::string& relative) {
   std::ifstream in(std::string(REMAT_SOURCE_DIR) + "/" + relative);
-  REQUIRE_MESSAGE(in.good(), "cannot read ", relative, " (REMAT_SOURCE_DIR is ", REMAT_SOURCE_DIR, ")");
+  REQUIRE_MESSAGE(in.good(), "cannot read ", relative, " (REMAT_SOURCE_DIR is ", REMAT_SOURCE_DIR,
+                  ")");
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
@@ -60,8 +61,8 @@ TEST_CASE("README: the training loop is examples/train_example.cpp without its c
 TEST_CASE("README: the table of optional members names every member the library looks for") {
   // Members the library calls: required ones, and the optional ones the table must name.
   const std::set<std::string> required = {"forward", "forward_save", "backward", "bytes"};
-  const std::set<std::string> optional = {"item",      "storage",          "zero_grad",     "random_state",
-                                          "set_random_state", "name",     "backward_reads"};
+  const std::set<std::string> optional = {
+      "item", "storage", "zero_grad", "random_state", "set_random_state", "name", "backward_reads"};
   // Member calls on a tensor, layer or context in the exec headers (code lines, not comments).
   std::set<std::string> called;
   const std::regex call(R"((?:deref\([a-z_]+\)|\bt|\blayer|\bctx|\bacc)\.([a-z_]+)\()");
@@ -69,10 +70,12 @@ TEST_CASE("README: the table of optional members names every member the library 
                         "include/remat/exec/profiler.hpp", "include/remat/exec/train.hpp"})
     for (const auto& l : lines(read(h))) {
       const auto code = l.substr(0, l.find("//"));
-      for (std::sregex_iterator m(code.begin(), code.end(), call), e; m != e; ++m) called.insert((*m)[1].str());
+      for (std::sregex_iterator m(code.begin(), code.end(), call), e; m != e; ++m)
+        called.insert((*m)[1].str());
     }
   for (const auto& c : called) {
-    INFO("the library calls the member ", c, "(): add it to this test's lists and, if optional, to the README's table");
+    INFO("the library calls the member ", c,
+         "(): add it to this test's lists and, if optional, to the README's table");
     CHECK((required.count(c) + optional.count(c)) == 1);
   }
   CHECK(called.count("item") == 1);  // the scan sees the traits

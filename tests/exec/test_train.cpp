@@ -1,7 +1,7 @@
-// The batch's targets reach the loss (run(schedule, input, targets), profile_* with sample targets),
-// the loss value comes back (run_result::loss), train_step zeroes, runs and updates, for_each_layer
-// visits every layer, and a chain layer trains inside a DAG model through as_graph_layer, with
-// bitwise the gradients of store-all.
+// The batch's targets reach the loss (run(schedule, input, targets), profile_* with sample
+// targets), the loss value comes back (run_result::loss), train_step zeroes, runs and updates,
+// for_each_layer visits every layer, and a chain layer trains inside a DAG model through
+// as_graph_layer, with bitwise the gradients of store-all.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -80,16 +80,20 @@ struct mse {
   static vec loss(const vec& x, const targets& t, host_backend& b) {
     vec y = vec::make(b, 1);
     float s = 0;
-    for (int i = 0; i < x.n; ++i) s += (x[i] - t[static_cast<std::size_t>(i)]) * (x[i] - t[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < x.n; ++i)
+      s += (x[i] - t[static_cast<std::size_t>(i)]) * (x[i] - t[static_cast<std::size_t>(i)]);
     y[0] = s / static_cast<float>(x.n);
     return y;
   }
   vec forward(const vec& x, const targets& t, host_backend& b) { return loss(x, t, b); }
-  vec forward_save(const vec& x, const targets& t, context&, host_backend& b) { return loss(x, t, b); }
+  vec forward_save(const vec& x, const targets& t, context&, host_backend& b) {
+    return loss(x, t, b);
+  }
   vec backward(const vec& x, const vec&, const context&, const targets& t, host_backend& b) {
     ++backward_calls;
     vec dx = vec::make(b, x.n);
-    for (int i = 0; i < x.n; ++i) dx[i] = 2 * (x[i] - t[static_cast<std::size_t>(i)]) / static_cast<float>(x.n);
+    for (int i = 0; i < x.n; ++i)
+      dx[i] = 2 * (x[i] - t[static_cast<std::size_t>(i)]) / static_cast<float>(x.n);
     return dx;
   }
 };
@@ -99,9 +103,11 @@ struct graph_mse {
   using context = no_context;
   using inputs = std::span<const vec* const>;
   vec forward(inputs x, const targets& t, host_backend& b) { return mse::loss(*x[0], t, b); }
-  vec forward_save(inputs x, const targets& t, context&, host_backend& b) { return mse::loss(*x[0], t, b); }
-  void backward(inputs x, const vec*, const context& c, const targets& t, std::span<std::optional<vec>> dx,
-                host_backend& b) {
+  vec forward_save(inputs x, const targets& t, context&, host_backend& b) {
+    return mse::loss(*x[0], t, b);
+  }
+  void backward(inputs x, const vec*, const context& c, const targets& t,
+                std::span<std::optional<vec>> dx, host_backend& b) {
     vec d = mse{}.backward(*x[0], *x[0], c, t, b);
     if (dx[0])
       *dx[0] += d;
@@ -169,11 +175,14 @@ grads gradients_of(Model& m, const vec& dx, double loss) {
 
 }  // namespace
 
-TEST_CASE("train: the targets reach a chain model's loss, forward and backward; the loss value comes back") {
+TEST_CASE(
+    "train: the targets reach a chain model's loss, forward and backward; the loss value comes "
+    "back") {
   host_backend prof;
   chain_model pm = make_chain();
   const vec sample = input(prof);
-  auto c = exec::profile_chain(pm, sample, batch_targets(0.0f), prof, {.repetitions = 1, .warmup = 0});
+  auto c =
+      exec::profile_chain(pm, sample, batch_targets(0.0f), prof, {.repetitions = 1, .warmup = 0});
   REQUIRE_MESSAGE(c.ok(), c.message());
   const auto full = *store_all{}.solve(*c, unlimited_bytes);
   // A budget that makes rotor recompute: below store-all's peak.
@@ -205,7 +214,8 @@ TEST_CASE("train: the targets reach a chain model's loss, forward and backward; 
     host_backend b;
     chain_model m = make_chain();
     vec x = input(b);
-    vec a = std::get<0>(m).forward(x, b), y = std::get<1>(m).forward(a, b), z = std::get<2>(m).forward(y, b);
+    vec a = std::get<0>(m).forward(x, b), y = std::get<1>(m).forward(a, b),
+        z = std::get<2>(m).forward(y, b);
     CHECK(ref1.loss == static_cast<double>(mse::loss(z, t1, b).item()));
   }
 }
@@ -220,10 +230,12 @@ TEST_CASE("train: a tensor without item() gives no loss value") {
   static_assert(exec::AddableTensor<vec>);
 }
 
-TEST_CASE("train: train_step zeroes the gradients, runs the plan and updates every layer once per step") {
+TEST_CASE(
+    "train: train_step zeroes the gradients, runs the plan and updates every layer once per step") {
   host_backend prof;
   chain_model pm = make_chain();
-  auto c = exec::profile_chain(pm, input(prof), batch_targets(0.0f), prof, {.repetitions = 1, .warmup = 0});
+  auto c = exec::profile_chain(pm, input(prof), batch_targets(0.0f), prof,
+                               {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
   const auto full = *store_all{}.solve(*c, unlimited_bytes);
   const auto plan = *rotor{.slots = 0}.solve(*c, full.predicted_peak - 4 * width);
@@ -248,7 +260,8 @@ TEST_CASE("train: train_step zeroes the gradients, runs the plan and updates eve
     auto rr = rex.run(full, input(rb), t);
     REQUIRE(rr.ok());
     exec::for_each_layer(ref, sgd);
-    CHECK(gradients_of(m, r->input_gradient, *r->loss) == gradients_of(ref, rr->input_gradient, *rr->loss));
+    CHECK(gradients_of(m, r->input_gradient, *r->loss) ==
+          gradients_of(ref, rr->input_gradient, *rr->loss));
     // Each scale layer: zeroed once per step (profiling used another model), updated once.
     exec::for_each_layer(m, [&](auto& layer) {
       if constexpr (requires { layer.zeroed; }) {
@@ -309,7 +322,8 @@ TEST_CASE("train: train_step without targets, for a loss that takes none") {
   }
 }
 
-TEST_CASE("train: for_each_layer visits every layer of tuples, vectors, unique_ptrs and DAG models") {
+TEST_CASE(
+    "train: for_each_layer visits every layer of tuples, vectors, unique_ptrs and DAG models") {
   std::vector<scale> v(3);
   std::vector<std::unique_ptr<scale>> p;
   for (int i = 0; i < 4; ++i) p.push_back(std::make_unique<scale>());
@@ -354,10 +368,13 @@ dag make_dag() {
 }
 }  // namespace
 
-TEST_CASE("train: a chain layer trains in a DAG model (as_graph_layer), bitwise as store-all, with targets") {
+TEST_CASE(
+    "train: a chain layer trains in a DAG model (as_graph_layer), bitwise as store-all, with "
+    "targets") {
   host_backend prof;
   dag pm = make_dag();
-  auto f = exec::profile_dag(pm, input(prof), batch_targets(0.0f), prof, {.repetitions = 1, .warmup = 0});
+  auto f = exec::profile_dag(pm, input(prof), batch_targets(0.0f), prof,
+                             {.repetitions = 1, .warmup = 0});
   REQUIRE_MESSAGE(f.ok(), f.message());
   // The adapter's backward reads its input and its output.
   CHECK(f->ops[1].backward_reads == std::vector<std::string>{"a", "output"});
@@ -384,15 +401,17 @@ TEST_CASE("train: a chain layer trains in a DAG model (as_graph_layer), bitwise 
   CHECK(ref1.loss != ref2.loss);
 }
 
-TEST_CASE("train: an op that gives a chain layer (as_graph_layer) two inputs is refused, naming the op") {
+TEST_CASE(
+    "train: an op that gives a chain layer (as_graph_layer) two inputs is refused, naming the op") {
   dag m = make_dag();
   m.ops[1].inputs = {"input", "a"};
   host_backend b;
   auto f = exec::profile_dag(m, input(b), batch_targets(0.0f), b);
   REQUIRE_FALSE(f.ok());
   CHECK(f.err().code == status::invalid_problem);
-  CHECK(f.message().find("op 'b' (ops[1]) runs a chain layer (as_graph_layer), which takes one input, but it "
-                         "lists 2") != std::string::npos);
+  CHECK(f.message().find(
+            "op 'b' (ops[1]) runs a chain layer (as_graph_layer), which takes one input, but it "
+            "lists 2") != std::string::npos);
 }
 
 namespace named_reads {
@@ -404,6 +423,8 @@ struct op {
 };
 }  // namespace named_reads
 
-TEST_CASE("train: a graph layer declares `backward_needs backward_reads() const` after a using-declaration") {
+TEST_CASE(
+    "train: a graph layer declares `backward_needs backward_reads() const` after a "
+    "using-declaration") {
   CHECK(named_reads::op{}.backward_reads() == exec::backward_needs{false, true});
 }

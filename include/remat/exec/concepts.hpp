@@ -355,10 +355,10 @@ enum class layer_role { inner, loss, any };
 
 /// check_chain_layer, and what the layer's role asks for a run with targets Tg (no_targets: a run
 /// without): a layer before the last needs the backward with dy; the loss the calls of a loss
-/// (with Tg's targets when the run has them); a range's one type the calls of every place but a
-/// non-loss backward (a range's loss layer may share a base class with the others: checked when
-/// the run reaches it). `layer_index` is the layer's place in a tuple model: the compiler's notes
-/// name it when an assertion fails.
+/// (with Tg's targets when the run has them); a range's one type what every layer needs and the
+/// loss's calls (which backward the object in each place runs, as with a base class implementing
+/// either, is checked when the run reaches it). `layer_index` is the layer's place in a tuple
+/// model: the compiler's notes name it when an assertion fails.
 template <class L, class T, class Tg, class B, layer_role role, std::size_t layer_index = 0>
 consteval bool check_chain_layer_as() {
   constexpr bool targets = !std::is_same_v<Tg, no_targets>;
@@ -384,7 +384,7 @@ consteval bool check_chain_layer_as() {
   if constexpr (role != layer_role::inner && !targets)
     static_assert(!fits || (role == layer_role::any && !HasChainBackward<L, T, B>) ||
                       (HasChainForward<L, T, B> && HasChainForwardSave<L, T, B> &&
-                                           HasChainLossBackward<L, T, B>),
+                       HasChainLossBackward<L, T, B>),
                   "remat: the last layer is the loss and the run passes no targets: it needs `T "
                   "forward(const T& x, Backend& b)`, `T forward_save(const T& x, context& ctx, "
                   "Backend& b)` and `T backward(const T& x, const T& y, const context& ctx, Backend& "
@@ -691,7 +691,7 @@ consteval bool check_dag_layer_as() {
   if constexpr (role != layer_role::inner && !targets)
     static_assert(!fits || (role == layer_role::any && !HasDagBackward<L, T, B>) ||
                       (HasDagForward<L, T, B> && HasDagForwardSave<L, T, B> &&
-                                         HasDagLossBackward<L, T, B>),
+                       HasDagLossBackward<L, T, B>),
                   "remat: the last graph layer is the loss and the run passes no targets: it needs "
                   "`T forward(std::span<const T* const> x, Backend& b)`, `T "
                   "forward_save(std::span<const T* const> x, context& ctx, Backend& b)` and `void "

@@ -4,8 +4,8 @@
 // ops of a forward DAG, exec/concepts.hpp) runs on the graph it was planned with; a chain
 // model (a range or tuple of chain layers, exec/concepts.hpp) runs on its chain's graph,
 // build_graph(chain), each chain layer entering through an adapter (as_graph_layer, which users
-// may also put in a DAG model): users' chain models work unchanged. The semantics are the simulator's (sim/simulate.hpp), and
-// nothing else stays alive:
+// may also put in a DAG model): users' chain models work unchanged. The semantics are the
+// simulator's (sim/simulate.hpp), and nothing else stays alive:
 //   compute(fwd o)       y = forward_save(x..., ctx): stores o's output and its context (the
 //                        phantom "phantom o"); a chain's F_l^all
 //   fast_forward(fwd o)  y = forward(x...): stores o's output, no context; F_l^ck, F_l^none
@@ -560,8 +560,8 @@ T call_forward(L& l, std::span<const T* const> x, bool loss, const Tg& tg, B& b,
     throw execution_failure(who + ": its layer's forward takes targets; only the last op, the loss, gets them");
 }
 template <class L, class T, class Tg, class B>
-T call_forward_save(L& l, std::span<const T* const> x, bool loss, const Tg& tg, typename dag_layer_traits<L>::context& ctx,
-                    B& b, const std::string& who) {
+T call_forward_save(L& l, std::span<const T* const> x, bool loss, const Tg& tg,
+                    typename dag_layer_traits<L>::context& ctx, B& b, const std::string& who) {
   using tr = dag_layer_traits<L>;
   if (loss && !std::is_same_v<Tg, no_targets>) {
     if constexpr (requires { { tr::forward_save(l, x, tg, ctx, b) } -> std::same_as<T>; })
@@ -880,7 +880,8 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
           tensors[k(on.act)] = std::move(y);
         } else {
           auto ctx = std::make_unique<detail::box<C>>();
-          T y = detail::call_forward_save(layer, std::span<const T* const>(x), loss, targets, ctx->value, backend_, who);
+          T y = detail::call_forward_save(layer, std::span<const T* const>(x), loss, targets, ctx->value,
+                                          backend_, who);
           planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
           planned(on.phantom, traits::context_bytes(ctx->value), who, "kept a context");
           tensors[k(on.act)] = std::move(y);

@@ -236,7 +236,8 @@ result<forward_dag> profile_dag(Model& model, const T& sample_input, const Tg& s
                                 profile_options opt = {}) {
   static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
                 "returning its size in bytes) and must be movable");
-  static_assert(detail::is_dag_model<Model>, "remat: profile_dag() measures a dag_model; profile_chain() a chain model");
+  static_assert(detail::is_dag_model<Model>,
+                "remat: profile_dag() measures a dag_model; profile_chain() a chain model");
   static_assert(detail::check_model<Model, T, Tg, B>());
   if (opt.repetitions < 1 || opt.warmup < 0)
     return error{status::invalid_problem, "profile_dag: repetitions must be >= 1 and warmup >= 0", {}};

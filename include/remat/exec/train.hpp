@@ -64,8 +64,8 @@ void zero_grad(Model& model) {
 /// One training step (the header comment): zero_grad, the planned run with the batch's targets,
 /// then update(layer) on every layer if the run succeeded.
 template <class B, class Model, class T, class Tg, class F>
-result<run_result<T>> train_step(executor<B, Model>& ex, const schedule& plan, T input, const Tg& targets,
-                                 F&& update) {
+result<run_result<T>> train_step(executor<B, Model>& ex, const schedule& plan, T input,
+                                 const Tg& targets, F&& update) {
   exec::zero_grad(ex.model());
   auto r = ex.run(plan, std::move(input), targets);
   if (r) exec::for_each_layer(ex.model(), update);
@@ -74,7 +74,8 @@ result<run_result<T>> train_step(executor<B, Model>& ex, const schedule& plan, T
 
 /// One training step for a loss that takes no targets.
 template <class B, class Model, class T, class F>
-result<run_result<T>> train_step(executor<B, Model>& ex, const schedule& plan, T input, F&& update) {
+result<run_result<T>> train_step(executor<B, Model>& ex, const schedule& plan, T input,
+                                 F&& update) {
   return exec::train_step(ex, plan, std::move(input), no_targets{}, std::forward<F>(update));
 }
 
