@@ -160,7 +160,32 @@ class layer {
     do_backward_n(x, y, ctx, nullptr, dx, b);
   }
   /// What the backward reads besides the context and dy (default: every input and y).
-  [[nodiscard]] virtual remat::exec::backward_reads backward_reads() const { return {}; }
+  [[nodiscard]] virtual remat::exec::backward_needs backward_reads() const { return {}; }
+
+  // --- a loss with the batch's targets (batch x features, outside the backend), chain and DAG --
+  [[nodiscard]] tensor forward(const tensor& x, const matrix& targets, backend& b) {
+    return do_forward_targets(x, targets, b);
+  }
+  [[nodiscard]] tensor forward_save(const tensor& x, const matrix& targets, context& ctx, backend& b) {
+    ctx.clear();
+    return do_forward_targets(x, targets, b);
+  }
+  [[nodiscard]] tensor backward(const tensor& x, const tensor& y, const context& ctx,
+                                const matrix& targets, backend& b) {
+    return do_loss_backward_targets(x, y, ctx, targets, b);
+  }
+  [[nodiscard]] tensor forward(inputs x, const matrix& targets, backend& b) {
+    return do_forward_targets(only(x), targets, b);
+  }
+  [[nodiscard]] tensor forward_save(inputs x, const matrix& targets, context& ctx, backend& b) {
+    ctx.clear();
+    return do_forward_targets(only(x), targets, b);
+  }
+  void backward(inputs x, const tensor* y, const context& ctx, const matrix& targets,
+                input_gradients dx, backend& b) {
+    static const tensor unread;  // what the backward does not read: an empty 0 x 0 tensor
+    accumulate(dx[0], do_loss_backward_targets(only(x), y != nullptr ? *y : unread, ctx, targets, b));
+  }
 
  protected:
   explicit layer(std::string name) : name_(std::move(name)) {}
@@ -207,6 +232,14 @@ class layer {
   }
   virtual tensor do_loss_backward(const tensor&, const tensor&, const context&, backend&) {
     throw std::logic_error(where() + "is not a loss: its backward needs the output gradient dy");
+  }
+  /// A loss with the batch's targets (forward and forward_save alike: such a loss saves nothing).
+  virtual tensor do_forward_targets(const tensor&, const matrix&, backend&) {
+    throw std::logic_error(where() + "is not a loss that takes targets");
+  }
+  virtual tensor do_loss_backward_targets(const tensor&, const tensor&, const context&, const matrix&,
+                                          backend&) {
+    throw std::logic_error(where() + "is not a loss that takes targets");
   }
 
   /// Registers a parameter (zero gradient); returns its index in parameters().
@@ -313,7 +346,7 @@ inline void layer_norm_backward(const tensor& du_t, const tensor& xhat_t, const 
 class linear final : public layer {
  public:
   /// In a DAG: its backward reads x.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
   linear(index in, index out, std::uint64_t seed, std::string name = "linear")
       : layer(std::move(name)) {
     add_parameter("weight", in, out);
@@ -351,7 +384,7 @@ class linear final : public layer {
 class relu final : public layer {
  public:
   /// In a DAG: its backward reads y.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, true}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, true}; }
   explicit relu(std::string name = "relu") : layer(std::move(name)) {}
 
  protected:
@@ -371,7 +404,7 @@ class relu final : public layer {
 class gelu final : public layer {
  public:
   /// In a DAG: its backward reads x.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
   explicit gelu(std::string name = "gelu") : layer(std::move(name)) {}
 
  protected:
@@ -403,7 +436,7 @@ class gelu final : public layer {
 class layer_norm final : public layer {
  public:
   /// In a DAG: its backward reads its context only.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, false}; }
   explicit layer_norm(index width, float eps = 1e-5f, std::string name = "layer_norm")
       : layer(std::move(name)), eps_(eps) {
     add_parameter("gain", 1, width);
@@ -451,7 +484,7 @@ class layer_norm final : public layer {
 class dropout final : public layer {
  public:
   /// In a DAG: its backward reads its context only.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, false}; }
   dropout(float p, std::uint64_t seed, std::string name = "dropout")
       : layer(std::move(name)),
         p_(p),
@@ -516,7 +549,7 @@ class dropout final : public layer {
 class residual_mlp final : public layer {
  public:
   /// In a DAG: its backward reads its context only.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, false}; }
   residual_mlp(index width, index hidden, std::uint64_t seed, std::string name = "residual_mlp",
                float eps = 1e-5f)
       : layer(std::move(name)), eps_(eps) {
@@ -632,7 +665,7 @@ class multi_input_layer : public layer {
 class add final : public multi_input_layer {
  public:
   explicit add(std::string name = "add") : multi_input_layer(std::move(name)) {}
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, false}; }
 
  protected:
   tensor do_forward_n(inputs x, backend& b) override {
@@ -664,7 +697,7 @@ class add final : public multi_input_layer {
 class attention final : public multi_input_layer {
  public:
   explicit attention(std::string name = "attention") : multi_input_layer(std::move(name)) {}
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
 
  protected:
   tensor do_forward_n(inputs x, backend& b) override { return run(x, nullptr, b); }
@@ -764,7 +797,7 @@ class scores final : public multi_input_layer {
   [[nodiscard]] index sequence() const noexcept { return sequence_; }
   [[nodiscard]] bool causal() const noexcept { return causal_; }
   /// In a DAG: its backward reads q and k.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
 
  protected:
   tensor do_forward_n(inputs x, backend& b) override { return run(x, b); }
@@ -852,7 +885,7 @@ class softmax final : public layer {
  public:
   explicit softmax(std::string name = "softmax") : layer(std::move(name)) {}
   /// In a DAG: its backward reads y.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {false, true}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, true}; }
 
  protected:
   tensor do_forward(const tensor& x, backend& b) override {
@@ -924,7 +957,7 @@ class attention_context final : public multi_input_layer {
   }
   [[nodiscard]] index heads() const noexcept { return heads_; }
   /// In a DAG: its backward reads P and v.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
 
  protected:
   tensor do_forward_n(inputs x, backend& b) override { return run(x, b); }
@@ -984,37 +1017,44 @@ class attention_context final : public multi_input_layer {
 
 // --- loss ----------------------------------------------------------------------------------------
 
-/// Mean squared error against a fixed synthetic target (batch x features, uniform in [-1, 1)
-/// from the seed): L = sum((x - t)^2) / (batch * features). The output is a 1 x 1 tensor;
-/// last_value() is the loss of the latest forward. Saves nothing (its backward needs x).
+/// Mean squared error L = sum((x - t)^2) / (batch * features) against the batch's targets t
+/// (batch x features), when the run passes them (executor::run(schedule, input, targets)), else
+/// against a fixed synthetic target (uniform in [-1, 1) from the seed). The output is a 1 x 1
+/// tensor; last_value() is the loss of the latest forward. Saves nothing (its backward needs x).
 class mse_loss final : public layer {
  public:
   /// In a DAG: its backward reads x.
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
   mse_loss(index batch, index features, std::uint64_t seed, std::string name = "mse_loss")
       : layer(std::move(name)), target_(batch, features) {
     fill_synthetic(target_, derive_seed(seed, 0));
   }
   [[nodiscard]] bool is_loss() const noexcept override { return true; }
   [[nodiscard]] float last_value() const noexcept { return last_; }
+  /// The fixed target, used when the run passes no targets.
   [[nodiscard]] const matrix& target() const noexcept { return target_; }
 
  protected:
-  tensor do_forward(const tensor& x, backend& b) override {
-    if (x.rows() != target_.rows() || x.cols() != target_.cols())
-      throw std::invalid_argument(where() + "expects " + std::to_string(target_.rows()) + " x " +
-                                  std::to_string(target_.cols()) + ", got " + shape(x));
+  tensor do_forward(const tensor& x, backend& b) override { return do_forward_targets(x, target_, b); }
+  tensor do_forward_save(const tensor& x, context&, backend& b) override {
+    return do_forward_targets(x, target_, b);
+  }
+  tensor do_loss_backward(const tensor& x, const tensor& y, const context& ctx, backend& b) override {
+    return do_loss_backward_targets(x, y, ctx, target_, b);
+  }
+  tensor do_forward_targets(const tensor& x, const matrix& t, backend& b) override {
+    if (x.rows() != t.rows() || x.cols() != t.cols())
+      throw std::invalid_argument(where() + "expects " + std::to_string(t.rows()) + " x " +
+                                  std::to_string(t.cols()) + " (the targets' shape), got " + shape(x));
     tensor y = tensor::uninitialized(b, 1, 1);
-    last_ = (x.mat() - target_).squaredNorm() / static_cast<float>(target_.size());
+    last_ = (x.mat() - t).squaredNorm() / static_cast<float>(t.size());
     y.mat()(0, 0) = last_;
     return y;
   }
-  tensor do_forward_save(const tensor& x, context&, backend& b) override {
-    return do_forward(x, b);
-  }
-  tensor do_loss_backward(const tensor& x, const tensor&, const context&, backend& b) override {
-    const float s = 2.0f / static_cast<float>(target_.size());
-    return tensor::from(b, s * (x.mat() - target_));
+  tensor do_loss_backward_targets(const tensor& x, const tensor&, const context&, const matrix& t,
+                                  backend& b) override {
+    const float s = 2.0f / static_cast<float>(t.size());
+    return tensor::from(b, s * (x.mat() - t));
   }
 
  private:

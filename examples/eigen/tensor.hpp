@@ -95,6 +95,15 @@ class tensor {
   /// rows * cols * sizeof(float): exactly what was allocated from the backend.
   [[nodiscard]] remat::bytes bytes() const noexcept { return byte_size(rows_, cols_); }
 
+  /// The value of a 1 x 1 tensor (the loss's output), as PyTorch's .item(): the executor reads
+  /// the loss with it (run_result::loss). Throws std::logic_error for another shape.
+  [[nodiscard]] float item() const {
+    if (size() != 1)
+      throw std::logic_error("eg::tensor::item(): the tensor is " + std::to_string(rows_) + " x " +
+                             std::to_string(cols_) + ", not 1 x 1");
+    return *data();
+  }
+
   [[nodiscard]] float* data() noexcept { return buf_.as<float>(); }
   [[nodiscard]] const float* data() const noexcept { return buf_.as<float>(); }
   [[nodiscard]] map mat() noexcept { return map(data(), rows_, cols_); }

@@ -9,3 +9,4 @@
 #include <remat/exec/host_backend.hpp>
 #include <remat/exec/placement.hpp>
 #include <remat/exec/profiler.hpp>
+#include <remat/exec/train.hpp>

@@ -94,3 +94,39 @@ TEST_CASE("eg models under the executor: rotor's schedules give plain training's
     check_model([] { return eg::make_residual_stack(4, 16, 48, 8, 5, 0.1f); }, 8, 16);
   }
 }
+
+TEST_CASE("eg models with the batch's targets: mse_loss takes them, the loss value comes back") {
+  auto build = [] { return eg::make_mlp(3, 16, 8, 6, 0.2f); };
+  host_backend pb;
+  eg::model pm = build();
+  const auto* loss = static_cast<const eg::mse_loss*>(pm.back().get());
+  const eg::matrix fixed = loss->target();
+  auto c = exec::profile_chain(pm, eg::make_input(pb, 8, 16, 5), fixed, pb, {.repetitions = 1, .warmup = 0});
+  REQUIRE_MESSAGE(c.ok(), c.message());
+  const auto s = rotor{.slots = 0}.solve(*c, rotor::minimum_budget(*c));
+  REQUIRE(s.ok());
+  struct step {
+    std::vector<float> grads;
+    double loss = 0;
+  };
+  auto run = [&](const eg::matrix* targets) {
+    eg::model m = build();
+    host_backend b;
+    exec::executor ex(m, *c, b);
+    auto r = targets != nullptr ? ex.run(*s, eg::make_input(b, 8, 16, 5), *targets)
+                                : ex.run(*s, eg::make_input(b, 8, 16, 5));
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    REQUIRE(r->loss.has_value());
+    CHECK(*r->loss == static_cast<const eg::mse_loss*>(m.back().get())->last_value());
+    return step{eg::flat_gradients(m), *r->loss};
+  };
+  // The fixed target given as the batch's targets: the same bits as without targets.
+  const step without = run(nullptr), with_fixed = run(&fixed);
+  CHECK(with_fixed.grads == without.grads);
+  CHECK(with_fixed.loss == without.loss);
+  // Other targets: another loss and other gradients.
+  const eg::matrix other = fixed * 0.5f;
+  const step with_other = run(&other);
+  CHECK(with_other.loss != without.loss);
+  CHECK(with_other.grads != without.grads);
+}

@@ -47,7 +47,7 @@ struct node {
   [[nodiscard]] std::mt19937 random_state() const { return rng; }
   void set_random_state(const std::mt19937& s) { rng = s; }
   void zero_grad() { gw = 0; }
-  [[nodiscard]] remat::exec::backward_reads backward_reads() const {
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const {
     if (sum) return {false, false};
     return {true, !is_loss};
   }

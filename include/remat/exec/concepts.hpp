@@ -9,6 +9,11 @@
 //
 // Tensor T: movable; tensor_traits<T>::size(t) is its size in bytes (default: t.bytes()).
 //   A tensor owns memory allocated through the backend, so destroying it frees that memory.
+//   Optional: tensor_traits<T>::item(t), the value of a one-element tensor as a double (default:
+//   an `item()` member convertible to double, as PyTorch's .item()): the executor reads the
+//   loss op's output with it, into run_result::loss. tensor_traits<T>::add(acc, c) (default:
+//   `acc += c`), element by element in place: a chain layer in a DAG model (as_graph_layer)
+//   whose input other ops also read adds its input gradient with it.
 //
 // Chain layer L (or a pointer-like to one: std::unique_ptr<Base>, Base*; the traits dereference it),
 // with a context type `context` (default-constructible, movable; what forward_save keeps for
@@ -24,6 +29,17 @@
 // Every tensor and temporary a layer creates is allocated through b, so that it is counted.
 // Optional: S random_state() const and void set_random_state(const S&): the executor restores
 // the state before every recomputation, so that random layers (dropout) recompute exactly.
+//
+// The batch's targets (labels) reach the loss, the last stage, when the run is given them
+// (executor::run(schedule, input, targets), profile_chain(model, sample, sample_targets, ...)).
+// The loss then takes them, of any type Tg, in all three calls:
+//   T forward(const T& x, const Tg& targets, Backend& b)
+//   T forward_save(const T& x, const Tg& targets, context& ctx, Backend& b)
+//   T backward(const T& x, const T& y, const context& ctx, const Tg& targets, Backend& b)
+// A run without targets calls the loss without them (the members above). A loss may have both
+// forms. When Tg is T, the loss backward with targets has the signature of a non-loss backward
+// (targets in the place of dy): the executor tells them apart by position, the last stage being
+// the loss.
 //
 // Offload, prefetch and wait (schedule.hpp) need a TransferBackend and a TransferableTensor:
 // the tensor names the backend buffer that holds its data (tensor_traits<T>::storage(t),
@@ -62,12 +78,38 @@ struct tensor_traits {
   {
     return t.storage();
   }
+  /// The value of a one-element tensor (the loss), for run_result::loss.
+  static double item(const T& t)
+    requires requires { { t.item() } -> std::convertible_to<double>; }
+  {
+    return static_cast<double>(t.item());
+  }
+  /// acc = acc + c element by element, in place (a chain layer's input gradient added to the
+  /// one other ops made, as_graph_layer).
+  static void add(T& acc, const T& c)
+    requires requires { acc += c; }
+  {
+    acc += c;
+  }
 };
 
 template <class T>
 concept Tensor = std::movable<T> && requires(const T& t) {
   { tensor_traits<T>::size(t) } -> std::convertible_to<bytes>;
 };
+
+/// Optional: a tensor whose value the executor can read as a number (the loss's).
+template <class T>
+concept ScalarTensor = requires(const T& t) {
+  { tensor_traits<T>::item(t) } -> std::convertible_to<double>;
+};
+
+/// Optional: a tensor that can be added to in place (as_graph_layer's accumulated gradients).
+template <class T>
+concept AddableTensor = requires(T& acc, const T& c) { tensor_traits<T>::add(acc, c); };
+
+/// What a run without targets hands the loss: nothing (it calls the loss without targets).
+struct no_targets {};
 
 // --- backends ----------------------------------------------------------------------------------
 
@@ -203,6 +245,25 @@ struct chain_layer_traits {
   {
     return detail::deref(l).backward(x, y, ctx, b);
   }
+  // The loss with the batch's targets.
+  template <class T, class Tg, class B>
+  static T forward(L& l, const T& x, const Tg& tg, B& b)
+    requires requires(target& t) { { t.forward(x, tg, b) } -> std::convertible_to<T>; }
+  {
+    return detail::deref(l).forward(x, tg, b);
+  }
+  template <class T, class Tg, class B>
+  static T forward_save(L& l, const T& x, const Tg& tg, context& ctx, B& b)
+    requires requires(target& t) { { t.forward_save(x, tg, ctx, b) } -> std::convertible_to<T>; }
+  {
+    return detail::deref(l).forward_save(x, tg, ctx, b);
+  }
+  template <class T, class Tg, class B>
+  static T loss_backward(L& l, const T& x, const T& y, const context& ctx, const Tg& tg, B& b)
+    requires requires(target& t) { { t.backward(x, y, ctx, tg, b) } -> std::convertible_to<T>; }
+  {
+    return detail::deref(l).backward(x, y, ctx, tg, b);
+  }
   static bytes context_bytes(const context& ctx)
     requires requires { { ctx.bytes() } -> std::convertible_to<bytes>; }
   {
@@ -238,6 +299,15 @@ template <class L>
 concept HasChainContextBytes = HasChainContext<L> && requires(const typename chain_layer_traits<L>::context& c) {
   { chain_layer_traits<L>::context_bytes(c) } -> std::convertible_to<bytes>;
 };
+/// The loss with the targets Tg: its forward, forward_save and backward take them.
+template <class L, class T, class Tg, class B>
+concept HasChainTargetsLoss =
+    HasChainContext<L> && requires(L& l, const T& x, const Tg& tg,
+                                   typename chain_layer_traits<L>::context& c, B& b) {
+      { chain_layer_traits<L>::forward(l, x, tg, b) } -> std::same_as<T>;
+      { chain_layer_traits<L>::forward_save(l, x, tg, c, b) } -> std::same_as<T>;
+      { chain_layer_traits<L>::loss_backward(l, x, x, std::as_const(c), tg, b) } -> std::same_as<T>;
+    };
 
 /// A chain stage: everything but the loss backward (a stage may provide both backwards).
 template <class L, class T, class B>
@@ -245,9 +315,10 @@ concept ChainLayer = Tensor<T> && Backend<B> && HasChainContext<L> && HasChainFo
                 HasChainForwardSave<L, T, B> && HasChainContextBytes<L> &&
                 (HasChainBackward<L, T, B> || HasChainLossBackward<L, T, B>);
 
-/// Stops a misfit with a message that names the missing piece.
+namespace detail {
+/// What every chain layer needs, whatever its place in the model.
 template <class L, class T, class B>
-consteval bool check_chain_layer() {
+consteval bool check_chain_basics() {
   static_assert(Tensor<T>,
                 "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` "
                 "member returning its size in bytes) and must be movable");
@@ -255,18 +326,71 @@ consteval bool check_chain_layer() {
   static_assert(HasChainContext<L>,
                 "remat: the layer type needs a default-constructible, movable `context` type "
                 "(what forward_save keeps for the backward), or a chain_layer_traits<L> specialisation");
+  static_assert(HasChainContextBytes<L>,
+                "remat: the layer's context needs `bytes() const` (its size in bytes), or a "
+                "chain_layer_traits<L>::context_bytes");
+  return true;
+}
+}  // namespace detail
+
+/// Stops a misfit with a message that names the missing piece.
+template <class L, class T, class B>
+consteval bool check_chain_layer() {
+  (void)detail::check_chain_basics<L, T, B>();
   static_assert(HasChainForward<L, T, B>,
                 "remat: the layer type needs `T forward(const T& x, Backend& b)`, or a "
                 "chain_layer_traits<L>::forward");
   static_assert(HasChainForwardSave<L, T, B>,
                 "remat: the layer type needs `T forward_save(const T& x, context& ctx, Backend& b)`, "
                 "or a chain_layer_traits<L>::forward_save");
-  static_assert(HasChainContextBytes<L>,
-                "remat: the layer's context needs `bytes() const` (its size in bytes), or a "
-                "chain_layer_traits<L>::context_bytes");
   static_assert(HasChainBackward<L, T, B> || HasChainLossBackward<L, T, B>,
                 "remat: the layer type needs `T backward(const T& x, const T& y, const context& "
                 "ctx, const T& dy, Backend& b)` (or, for the loss, the same without dy)");
+  return true;
+}
+
+/// A layer's place in a model, for the checks of a whole model: before the last, the last (the
+/// loss), or any (a range: one type for every place).
+enum class layer_role { inner, loss, any };
+
+/// check_chain_layer, and what the layer's role asks for a run with targets Tg (no_targets: a run
+/// without): a layer before the last needs the backward with dy; the loss the calls of a loss
+/// (with Tg's targets when the run has them); a range's one type what every layer needs and the
+/// loss's calls (which backward the object in each place runs, as with a base class implementing
+/// either, is checked when the run reaches it). `layer_index` is the layer's place in a tuple
+/// model: the compiler's notes name it when an assertion fails.
+template <class L, class T, class Tg, class B, layer_role role, std::size_t layer_index = 0>
+consteval bool check_chain_layer_as() {
+  constexpr bool targets = !std::is_same_v<Tg, no_targets>;
+  if constexpr (role == layer_role::loss)
+    (void)detail::check_chain_basics<L, T, B>();
+  else
+    (void)check_chain_layer<L, T, B>();
+  if constexpr (role == layer_role::inner)
+    static_assert(!HasChainLossBackward<L, T, B> || HasChainBackward<L, T, B>,
+                  "remat: a layer before the last (layer_index, 0-based) has only a loss backward "
+                  "(without dy); only the last layer of a model is the loss, the others need `T "
+                  "backward(const T& x, const T& y, const context& ctx, const T& dy, Backend& b)`");
+  // A range's one type is checked as the loss where it is a layer otherwise (so that a misfit
+  // says first what every layer lacks).
+  constexpr bool fits = HasChainContext<L> && (role == layer_role::loss ||
+                                             (HasChainForward<L, T, B> && HasChainForwardSave<L, T, B>));
+  if constexpr (role != layer_role::inner && targets)
+    static_assert(!fits || HasChainTargetsLoss<L, T, Tg, B>,
+                  "remat: the run passes targets, so the last layer (the loss) needs `T forward(const "
+                  "T& x, const Tg& targets, Backend& b)`, `T forward_save(const T& x, const Tg& "
+                  "targets, context& ctx, Backend& b)` and `T backward(const T& x, const T& y, const "
+                  "context& ctx, const Tg& targets, Backend& b)`; or run without targets");
+  if constexpr (role != layer_role::inner && !targets)
+    static_assert(!fits || (role == layer_role::any && !HasChainBackward<L, T, B>) ||
+                      (HasChainForward<L, T, B> && HasChainForwardSave<L, T, B> &&
+                       HasChainLossBackward<L, T, B>),
+                  "remat: the last layer is the loss and the run passes no targets: it needs `T "
+                  "forward(const T& x, Backend& b)`, `T forward_save(const T& x, context& ctx, "
+                  "Backend& b)` and `T backward(const T& x, const T& y, const context& ctx, Backend& "
+                  "b)` (no dy); a loss that takes the batch's targets gets them from "
+                  "run(schedule, input, targets) and profile_chain(model, sample, sample_targets, "
+                  "backend)");
   return true;
 }
 
@@ -366,18 +490,25 @@ struct model_traits<std::tuple<Ls...>> {
 // a layer that needs a temporary to accumulate is still safe: the profiler measures the backward
 // both ways and plans for the larger overhead.
 //
-// Optional: backward_reads backward_reads() const (default: every input and the output), and the
-// chain layers' S random_state() const / void set_random_state(const S&) and zero_grad().
+// The loss with the batch's targets Tg (as for chains, when the run passes them):
+//   T forward(std::span<const T* const> x, const Tg& targets, Backend& b)
+//   T forward_save(std::span<const T* const> x, const Tg& targets, context& ctx, Backend& b)
+//   void backward(std::span<const T* const> x, const T* y, const context& ctx, const Tg& targets,
+//                 std::span<std::optional<T>> dx, Backend& b)
+//
+// Optional: backward_needs backward_reads() const (default: every input and the output), and the
+// chain layers' S random_state() const / void set_random_state(const S&) and zero_grad(). A chain
+// layer is a graph layer through as_graph_layer (exec/executor.hpp).
 //
 // A model is a dag_model: the layers (a random-access range or a std::tuple, as for chains) and,
 // per layer, its op: a name and the tensors it reads ("input" for the graph input, or other
 // ops' names). The last op is the loss.
 /// What a layer's backward reads besides its context and the output gradient.
-struct backward_reads {
+struct backward_needs {
   bool inputs = true;  ///< every input x[j] (false: none)
   bool output = true;  ///< its output y
 
-  friend constexpr bool operator==(const backward_reads&, const backward_reads&) = default;
+  friend constexpr bool operator==(const backward_needs&, const backward_needs&) = default;
 };
 
 template <class L>
@@ -411,13 +542,33 @@ struct dag_layer_traits {
   {
     detail::deref(l).backward(x, y, ctx, dx, b);
   }
+  // The loss with the batch's targets.
+  template <class T, class Tg, class B>
+  static T forward(L& l, std::span<const T* const> x, const Tg& tg, B& b)
+    requires requires(target& t) { { t.forward(x, tg, b) } -> std::convertible_to<T>; }
+  {
+    return detail::deref(l).forward(x, tg, b);
+  }
+  template <class T, class Tg, class B>
+  static T forward_save(L& l, std::span<const T* const> x, const Tg& tg, context& ctx, B& b)
+    requires requires(target& t) { { t.forward_save(x, tg, ctx, b) } -> std::convertible_to<T>; }
+  {
+    return detail::deref(l).forward_save(x, tg, ctx, b);
+  }
+  template <class T, class Tg, class B>
+  static void loss_backward(L& l, std::span<const T* const> x, const T* y, const context& ctx,
+                            const Tg& tg, std::span<std::optional<T>> dx, B& b)
+    requires requires(target& t) { t.backward(x, y, ctx, tg, dx, b); }
+  {
+    detail::deref(l).backward(x, y, ctx, tg, dx, b);
+  }
   static bytes context_bytes(const context& ctx)
     requires requires { { ctx.bytes() } -> std::convertible_to<bytes>; }
   {
     return static_cast<bytes>(ctx.bytes());
   }
-  static backward_reads reads(L& l) {
-    if constexpr (requires(target& t) { { t.backward_reads() } -> std::convertible_to<backward_reads>; })
+  static backward_needs reads(L& l) {
+    if constexpr (requires(target& t) { { t.backward_reads() } -> std::convertible_to<backward_needs>; })
       return detail::deref(l).backward_reads();
     else
       return {};
@@ -458,6 +609,16 @@ concept HasDagContextBytes =
     HasDagContext<L> && requires(const typename dag_layer_traits<L>::context& c) {
       { dag_layer_traits<L>::context_bytes(c) } -> std::convertible_to<bytes>;
     };
+/// The loss with the targets Tg: its forward, forward_save and backward take them.
+template <class L, class T, class Tg, class B>
+concept HasDagTargetsLoss =
+    HasDagContext<L> && requires(L& l, std::span<const T* const> x, const T* y, const Tg& tg,
+                                 typename dag_layer_traits<L>::context& c,
+                                 std::span<std::optional<T>> dx, B& b) {
+      { dag_layer_traits<L>::forward(l, x, tg, b) } -> std::same_as<T>;
+      { dag_layer_traits<L>::forward_save(l, x, tg, c, b) } -> std::same_as<T>;
+      dag_layer_traits<L>::loss_backward(l, x, y, std::as_const(c), tg, dx, b);
+    };
 
 /// An op of a DAG model: everything but the loss backward (an op may provide both backwards).
 template <class L, class T, class B>
@@ -465,9 +626,10 @@ concept DagLayer = Tensor<T> && Backend<B> && HasDagContext<L> && HasDagForward<
                      HasDagForwardSave<L, T, B> && HasDagContextBytes<L> &&
                      (HasDagBackward<L, T, B> || HasDagLossBackward<L, T, B>);
 
-/// Stops a misfit with a message that names the missing piece.
+namespace detail {
+/// What every graph layer needs, whatever its place in the model.
 template <class L, class T, class B>
-consteval bool check_dag_layer() {
+consteval bool check_dag_basics() {
   static_assert(Tensor<T>,
                 "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` "
                 "member returning its size in bytes) and must be movable");
@@ -476,19 +638,67 @@ consteval bool check_dag_layer() {
                 "remat: the graph layer type needs a default-constructible, movable `context` type "
                 "(what forward_save keeps for the backward), or a dag_layer_traits<L> "
                 "specialisation");
+  static_assert(HasDagContextBytes<L>,
+                "remat: the graph layer's context needs `bytes() const` (its size in bytes), or a "
+                "dag_layer_traits<L>::context_bytes");
+  return true;
+}
+}  // namespace detail
+
+/// Stops a misfit with a message that names the missing piece.
+template <class L, class T, class B>
+consteval bool check_dag_layer() {
+  (void)detail::check_dag_basics<L, T, B>();
   static_assert(HasDagForward<L, T, B>,
                 "remat: the graph layer type needs `T forward(std::span<const T* const> x, Backend& "
                 "b)`, or a dag_layer_traits<L>::forward");
   static_assert(HasDagForwardSave<L, T, B>,
                 "remat: the graph layer type needs `T forward_save(std::span<const T* const> x, "
                 "context& ctx, Backend& b)`, or a dag_layer_traits<L>::forward_save");
-  static_assert(HasDagContextBytes<L>,
-                "remat: the graph layer's context needs `bytes() const` (its size in bytes), or a "
-                "dag_layer_traits<L>::context_bytes");
   static_assert(HasDagBackward<L, T, B> || HasDagLossBackward<L, T, B>,
                 "remat: the graph layer type needs `void backward(std::span<const T* const> x, "
                 "const T* y, const context& ctx, const T& dy, std::span<std::optional<T>> dx, "
                 "Backend& b)` (or, for the loss, the same without dy)");
+  return true;
+}
+
+/// check_dag_layer and what the layer's role asks, as check_chain_layer_as for chain layers.
+template <class L, class T, class Tg, class B, layer_role role, std::size_t layer_index = 0>
+consteval bool check_dag_layer_as() {
+  constexpr bool targets = !std::is_same_v<Tg, no_targets>;
+  if constexpr (role == layer_role::loss)
+    (void)detail::check_dag_basics<L, T, B>();
+  else
+    (void)check_dag_layer<L, T, B>();
+  if constexpr (role == layer_role::inner)
+    static_assert(!HasDagLossBackward<L, T, B> || HasDagBackward<L, T, B>,
+                  "remat: a graph layer before the last (layer_index, 0-based) has only a loss "
+                  "backward (without dy); only the last op of a model is the loss, the others need "
+                  "`void backward(std::span<const T* const> x, const T* y, const context& ctx, const "
+                  "T& dy, std::span<std::optional<T>> dx, Backend& b)`");
+  // A range's one type is checked as the loss where it is a layer otherwise (so that a misfit
+  // says first what every layer lacks).
+  constexpr bool fits = HasDagContext<L> && (role == layer_role::loss ||
+                                             (HasDagForward<L, T, B> && HasDagForwardSave<L, T, B>));
+  if constexpr (role != layer_role::inner && targets)
+    static_assert(!fits || HasDagTargetsLoss<L, T, Tg, B>,
+                  "remat: the run passes targets, so the last graph layer (the loss) needs `T "
+                  "forward(std::span<const T* const> x, const Tg& targets, Backend& b)`, `T "
+                  "forward_save(std::span<const T* const> x, const Tg& targets, context& ctx, "
+                  "Backend& b)` and `void backward(std::span<const T* const> x, const T* y, const "
+                  "context& ctx, const Tg& targets, std::span<std::optional<T>> dx, Backend& b)`; or "
+                  "run without targets");
+  if constexpr (role != layer_role::inner && !targets)
+    static_assert(!fits || (role == layer_role::any && !HasDagBackward<L, T, B>) ||
+                      (HasDagForward<L, T, B> && HasDagForwardSave<L, T, B> &&
+                       HasDagLossBackward<L, T, B>),
+                  "remat: the last graph layer is the loss and the run passes no targets: it needs "
+                  "`T forward(std::span<const T* const> x, Backend& b)`, `T "
+                  "forward_save(std::span<const T* const> x, context& ctx, Backend& b)` and `void "
+                  "backward(std::span<const T* const> x, const T* y, const context& ctx, "
+                  "std::span<std::optional<T>> dx, Backend& b)` (no dy); a loss that takes the "
+                  "batch's targets gets them from run(schedule, input, targets) and "
+                  "profile_dag(model, sample, sample_targets, backend)");
   return true;
 }
 

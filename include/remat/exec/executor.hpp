@@ -3,9 +3,9 @@
 // (DESIGN.md §6, docs/design.md): one executor for every model. A DAG model (dag_model, the
 // ops of a forward DAG, exec/concepts.hpp) runs on the graph it was planned with; a chain
 // model (a range or tuple of chain layers, exec/concepts.hpp) runs on its chain's graph,
-// build_graph(chain), each chain layer entering through an adapter (detail::chain_stage): users'
-// chain models work unchanged. The semantics are the simulator's (sim/simulate.hpp), and
-// nothing else stays alive:
+// build_graph(chain), each chain layer entering through an adapter (as_graph_layer, which users
+// may also put in a DAG model): users' chain models work unchanged. The semantics are the
+// simulator's (sim/simulate.hpp), and nothing else stays alive:
 //   compute(fwd o)       y = forward_save(x..., ctx): stores o's output and its context (the
 //                        phantom "phantom o"); a chain's F_l^all
 //   fast_forward(fwd o)  y = forward(x...): stores o's output, no context; F_l^ck, F_l^none
@@ -62,6 +62,13 @@
 // end_run, also after a failure), so a run can be recorded and its static placement replayed
 // (exec/placement.hpp). The input, allocated before the run, is a fixed buffer of the placement.
 //
+// The loss is the last op. run(schedule, input, targets) hands the batch's targets to its
+// forward, forward_save and backward (exec/concepts.hpp), and run_result::loss is its output at its
+// first forward, read with tensor_traits<T>::item. detail::check_model stops at compile time a
+// model whose layers cannot run so: a tuple model's layers each in its place (only the last a
+// loss), a range's one type in every place (whether the object at a place is a loss, as for a
+// base class, is checked when the run gets there).
+//
 // Failures come back as status::invalid_problem (a schedule the simulator rejects, one rejected
 // by the rules above, a model that does not match the graph or chain, transfers on a backend or
 // tensor that cannot move data) before anything runs, or status::execution_error (a layer threw,
@@ -105,8 +112,12 @@ struct run_result {
   seconds elapsed = 0;            ///< time of the run (wall clock, or a TimingBackend's)
   std::vector<bytes> op_peaks;    ///< per instruction: peak while it ran (same basis)
   std::vector<seconds> op_times;  ///< per instruction: its time (same clock)
-  std::vector<int> forwards;      ///< forward calls (both variants) per op, 0-based in the model's order
-                                  ///< (a chain's stage l is op l - 1)
+  /// Forward calls (fast-forward and forward_save) per op: forwards[i] counts op i, the model's
+  /// element i (a dag_model's ops[i]; a chain model's layer i, which is stage i + 1).
+  std::vector<int> forwards;
+  /// The loss: tensor_traits<T>::item of the loss op's output at its first forward of the run
+  /// (the last op's; empty when the tensor type has no item(), exec/concepts.hpp).
+  std::optional<double> loss;
 };
 
 namespace detail {
@@ -185,11 +196,15 @@ using ::remat::detail::data_label;
 using ::remat::detail::graph_input_name;
 using ::remat::detail::own_output_name;
 
+/// True for a chain layer seen as a graph layer (as_graph_layer, below), which takes one input.
+template <class L>
+inline constexpr bool is_chain_stage = false;
+
 /// The backward reads of every op of a DAG model, from its layers.
 template <class Model>
-std::vector<backward_reads> reads_of(Model& m) {
+std::vector<backward_needs> reads_of(Model& m) {
   using mt = model_traits<std::remove_cvref_t<decltype(m.layers)>>;
-  std::vector<backward_reads> r;
+  std::vector<backward_needs> r;
   for (std::size_t i = 0; i < mt::size(m.layers); ++i)
     mt::visit(m.layers, i, [&](auto& layer) {
       r.push_back(dag_layer_traits<std::remove_reference_t<decltype(layer)>>::reads(layer));
@@ -206,7 +221,7 @@ result<forward_dag> skeleton(Model& m, std::string name) {
   if (mt::size(m.layers) != m.ops.size())
     return bad("it has " + std::to_string(mt::size(m.layers)) + " layers but " +
                std::to_string(m.ops.size()) + " ops; op i runs layer i");
-  const std::vector<backward_reads> reads = reads_of(m);
+  const std::vector<backward_needs> reads = reads_of(m);
   forward_dag f{std::move(name), 0, {}};
   for (std::size_t i = 0; i < m.ops.size(); ++i) {
     const dag_op& op = m.ops[i];
@@ -215,6 +230,12 @@ result<forward_dag> skeleton(Model& m, std::string name) {
       if (!seen.insert(in).second)
         return bad("op '" + op.name + "' (ops[" + std::to_string(i) + "]) reads '" + in +
                    "' twice; list each tensor once (a layer that uses a tensor twice reads it once)");
+    bool one_input = false;
+    mt::visit(m.layers, i, [&](auto& layer) { one_input = is_chain_stage<std::remove_reference_t<decltype(layer)>>; });
+    if (one_input && op.inputs.size() != 1)
+      return bad("op '" + op.name + "' (ops[" + std::to_string(i) + "]) runs a chain layer (as_graph_layer), "
+                 "which takes one input, but it lists " + std::to_string(op.inputs.size()) +
+                 "; give it one input, or write a graph layer (exec/concepts.hpp)");
     forward_op fo;
     fo.name = op.name;
     fo.inputs = op.inputs;
@@ -331,38 +352,68 @@ inline std::string sum_order_violation(const graph& g, const schedule& s) {
   return {};
 }
 
-/// A chain layer as an op of a DAG: the adapter through which chain models run (stage l is op
-/// l - 1, reading op l - 2's output, or the graph input). Its backward reads its input and its
-/// output, as the chain model says (abar_l includes a_l, B_l needs a_{l-1}).
-template <class L>
-struct chain_stage {
-  L* layer;
+}  // namespace detail
+
+/// A chain layer (or a pointer-like to one) as a graph layer: an op of a dag_model that reads one
+/// tensor, as `dag_model<std::tuple<as_graph_layer<my_linear>, my_graph_op, ...>>`. The chain
+/// layer's forward takes that input, its backward returns the input's gradient, which the
+/// adapter makes the gradient or adds element by element to it (the contract of a graph layer,
+/// exec/concepts.hpp; one rounding per contribution, so gradients stay bitwise those of plain
+/// training). Its backward reads its input and its output, as the chain model says (abar_l
+/// includes a_l, B_l needs a_{l-1}). The layer's random state, name() and zero_grad() pass
+/// through. An op that lists more or fewer than one input for it is refused by profile_dag and
+/// the executor, naming the op.
+///
+/// `Hold` is how the layer is held: by value (L, the default) or, for the executor's view of a
+/// chain model's layers (stage l is op l - 1), through a pointer (L*).
+template <class L, class Hold = L>
+struct as_graph_layer {
+  Hold layer;
+
+  /// The chain layer (L, which the chain_layer_traits dereference when it is a pointer-like).
+  L& chain_layer() {
+    if constexpr (std::is_same_v<Hold, L*>)
+      return *layer;
+    else
+      return layer;
+  }
   auto random_state() const
     requires HasRandomState<L>
   {
-    return deref(*layer).random_state();
+    return detail::deref(held()).random_state();
   }
   template <class S>
   void set_random_state(const S& s)
     requires HasRandomState<L>
   {
-    deref(*layer).set_random_state(s);
+    detail::deref(chain_layer()).set_random_state(s);
   }
   decltype(auto) name() const
-    requires requires(L& l) { deref(l).name(); }
+    requires requires(L& l) { detail::deref(l).name(); }
   {
-    return deref(*layer).name();
+    return detail::deref(held()).name();
   }
   void zero_grad()
-    requires requires(L& l) { deref(l).zero_grad(); }
+    requires requires(L& l) { detail::deref(l).zero_grad(); }
   {
-    deref(*layer).zero_grad();
+    detail::deref(chain_layer()).zero_grad();
+  }
+
+ private:
+  const L& held() const {
+    if constexpr (std::is_same_v<Hold, L*>)
+      return *layer;
+    else
+      return layer;
   }
 };
+
+namespace detail {
+/// The executor's view of a chain model's layer.
 template <class L>
-inline constexpr bool is_chain_stage = false;
-template <class L>
-inline constexpr bool is_chain_stage<chain_stage<L>> = true;
+using chain_stage = as_graph_layer<L, L*>;
+template <class L, class Hold>
+inline constexpr bool is_chain_stage<as_graph_layer<L, Hold>> = true;
 
 /// A chain model seen as the layers of a DAG model: visiting op i visits layer i through a
 /// chain_stage.
@@ -376,7 +427,7 @@ struct chain_layers {
 struct run_plan {
   const graph* g = nullptr;
   std::vector<op_nodes> nodes;
-  std::vector<backward_reads> reads;
+  std::vector<backward_needs> reads;
 };
 
 /// The nodes of an N-stage chain's ops in build_graph(chain) (training_layout).
@@ -411,45 +462,183 @@ struct model_traits<detail::chain_layers<Model>> {
 };
 
 /// A chain layer as a graph layer: the traits of the adapter forward to chain_layer_traits<L>.
-template <class L>
-struct dag_layer_traits<detail::chain_stage<L>> {
+template <class L, class Hold>
+struct dag_layer_traits<as_graph_layer<L, Hold>> {
   using base = chain_layer_traits<L>;
   using context = typename base::context;
-  using stage = detail::chain_stage<L>;
+  using stage = as_graph_layer<L, Hold>;
 
   template <class T, class B>
   static T forward(stage& s, std::span<const T* const> x, B& b)
     requires HasChainForward<L, T, B>
   {
-    return base::forward(*s.layer, *x[0], b);
+    return base::forward(s.chain_layer(), *x[0], b);
   }
   template <class T, class B>
   static T forward_save(stage& s, std::span<const T* const> x, context& ctx, B& b)
     requires HasChainForwardSave<L, T, B>
   {
-    return base::forward_save(*s.layer, *x[0], ctx, b);
+    return base::forward_save(s.chain_layer(), *x[0], ctx, b);
   }
   template <class T, class B>
   static void backward(stage& s, std::span<const T* const> x, const T* y, const context& ctx, const T& dy,
                        std::span<std::optional<T>> dx, B& b)
     requires HasChainBackward<L, T, B>
   {
-    dx[0].emplace(base::backward(*s.layer, *x[0], *y, ctx, dy, b));
+    add_to(dx[0], base::backward(s.chain_layer(), *x[0], *y, ctx, dy, b));
   }
   template <class T, class B>
   static void loss_backward(stage& s, std::span<const T* const> x, const T* y, const context& ctx,
                             std::span<std::optional<T>> dx, B& b)
     requires HasChainLossBackward<L, T, B>
   {
-    dx[0].emplace(base::loss_backward(*s.layer, *x[0], *y, ctx, b));
+    add_to(dx[0], base::loss_backward(s.chain_layer(), *x[0], *y, ctx, b));
+  }
+  template <class T, class Tg, class B>
+  static T forward(stage& s, std::span<const T* const> x, const Tg& tg, B& b)
+    requires requires(L& l) { { base::forward(l, *x[0], tg, b) } -> std::same_as<T>; }
+  {
+    return base::forward(s.chain_layer(), *x[0], tg, b);
+  }
+  template <class T, class Tg, class B>
+  static T forward_save(stage& s, std::span<const T* const> x, const Tg& tg, context& ctx, B& b)
+    requires requires(L& l) { { base::forward_save(l, *x[0], tg, ctx, b) } -> std::same_as<T>; }
+  {
+    return base::forward_save(s.chain_layer(), *x[0], tg, ctx, b);
+  }
+  template <class T, class Tg, class B>
+  static void loss_backward(stage& s, std::span<const T* const> x, const T* y, const context& ctx, const Tg& tg,
+                            std::span<std::optional<T>> dx, B& b)
+    requires requires(L& l) { { base::loss_backward(l, *x[0], *y, ctx, tg, b) } -> std::same_as<T>; }
+  {
+    add_to(dx[0], base::loss_backward(s.chain_layer(), *x[0], *y, ctx, tg, b));
   }
   static bytes context_bytes(const context& ctx)
     requires HasChainContextBytes<L>
   {
     return base::context_bytes(ctx);
   }
-  static backward_reads reads(stage&) { return {}; }
+  static backward_needs reads(stage&) { return {}; }
+
+ private:
+  /// The chain layer's dx becomes the input's gradient, or is added to the one other ops made.
+  template <class T>
+  static void add_to(std::optional<T>& dx, T c) {
+    if (!dx) {
+      dx.emplace(std::move(c));
+      return;
+    }
+    if constexpr (AddableTensor<T>)
+      tensor_traits<T>::add(*dx, c);
+    else
+      throw std::invalid_argument(
+          "a chain layer (as_graph_layer) adds its input gradient to the one other ops made, but "
+          "the tensor type cannot be added to: give it `operator+=` (element by element, in place) "
+          "or specialise tensor_traits<T>::add");
+  }
 };
+
+namespace detail {
+// The layer calls of an op, for the executor and the profiler: the one place that chooses
+// between the loss's calls (with the run's targets, or without: no_targets) and the others',
+// for chain and DAG models alike (a chain's layers run through as_graph_layer). A call the layer
+// does not have throws execution_failure naming `who`; check_model stops every such call at
+// compile time but in a range of one type (whose loss may share a base class with the others).
+template <class L, class T, class Tg, class B>
+T call_forward(L& l, std::span<const T* const> x, bool loss, const Tg& tg, B& b, const std::string& who) {
+  using tr = dag_layer_traits<L>;
+  if (loss && !std::is_same_v<Tg, no_targets>) {
+    if constexpr (requires { { tr::forward(l, x, tg, b) } -> std::same_as<T>; })
+      return tr::forward(l, x, tg, b);
+    else
+      throw execution_failure(who + " is the loss (the last op), but its layer's forward takes no targets");
+  }
+  if constexpr (requires { { tr::forward(l, x, b) } -> std::same_as<T>; })
+    return tr::forward(l, x, b);
+  else
+    throw execution_failure(who + ": its layer's forward takes targets; only the last op, the loss, gets them");
+}
+template <class L, class T, class Tg, class B>
+T call_forward_save(L& l, std::span<const T* const> x, bool loss, const Tg& tg,
+                    typename dag_layer_traits<L>::context& ctx, B& b, const std::string& who) {
+  using tr = dag_layer_traits<L>;
+  if (loss && !std::is_same_v<Tg, no_targets>) {
+    if constexpr (requires { { tr::forward_save(l, x, tg, ctx, b) } -> std::same_as<T>; })
+      return tr::forward_save(l, x, tg, ctx, b);
+    else
+      throw execution_failure(who + " is the loss (the last op), but its layer's forward_save takes no targets");
+  }
+  if constexpr (requires { { tr::forward_save(l, x, ctx, b) } -> std::same_as<T>; })
+    return tr::forward_save(l, x, ctx, b);
+  else
+    throw execution_failure(who + ": its layer's forward_save takes targets; only the last op, the loss, gets them");
+}
+/// The backward: the loss's (dy == nullptr: the constant 1) or another op's.
+template <class L, class T, class Tg, class B>
+void call_backward(L& l, std::span<const T* const> x, const T* y, const typename dag_layer_traits<L>::context& ctx,
+                   const T* dy, const Tg& tg, std::span<std::optional<T>> dx, B& b, const std::string& who) {
+  using tr = dag_layer_traits<L>;
+  if (dy != nullptr) {
+    if constexpr (requires { tr::backward(l, x, y, ctx, *dy, dx, b); })
+      tr::backward(l, x, y, ctx, *dy, dx, b);
+    else
+      throw execution_failure(who + " is not the last op, but its layer only has a loss backward "
+                                    "(without the output gradient dy)");
+  } else if constexpr (!std::is_same_v<Tg, no_targets>) {
+    if constexpr (requires { tr::loss_backward(l, x, y, ctx, tg, dx, b); })
+      tr::loss_backward(l, x, y, ctx, tg, dx, b);
+    else
+      throw execution_failure(who + " is the loss (the last op), but its layer's backward takes no targets");
+  } else {
+    if constexpr (requires { tr::loss_backward(l, x, y, ctx, dx, b); })
+      tr::loss_backward(l, x, y, ctx, dx, b);
+    else
+      throw execution_failure(who + " is the loss (the last op), but its layer has no loss backward "
+                                    "(without the output gradient dy)");
+  }
+}
+
+/// One layer type of a model in its role (concepts.hpp's check_*_layer_as): a chain layer, or a
+/// graph layer, which may be a chain layer through as_graph_layer.
+template <bool graph, class L, class T, class Tg, class B, layer_role role, std::size_t index>
+consteval bool check_layer_as() {
+  if constexpr (!graph)
+    return check_chain_layer_as<L, T, Tg, B, role, index>();
+  else if constexpr (is_chain_stage<L>)
+    return check_chain_layer_as<std::remove_reference_t<decltype(std::declval<L&>().chain_layer())>, T, Tg, B, role,
+                                index>();
+  else
+    return check_dag_layer_as<L, T, Tg, B, role, index>();
+}
+template <bool graph, class Layers, class T, class Tg, class B>
+struct check_layers {
+  /// A range: one type at every place, the loss's included.
+  static consteval bool run() {
+    using L = std::remove_reference_t<decltype(std::declval<Layers&>()[0])>;
+    return check_layer_as<graph, L, T, Tg, B, layer_role::any, 0>();
+  }
+};
+template <bool graph, class... Ls, class T, class Tg, class B>
+struct check_layers<graph, std::tuple<Ls...>, T, Tg, B> {
+  /// A tuple: each layer in its place, the last the loss.
+  static consteval bool run() { return run_at(std::index_sequence_for<Ls...>{}); }
+  template <std::size_t... I>
+  static consteval bool run_at(std::index_sequence<I...>) {
+    constexpr std::size_t last = sizeof...(Ls) - 1;
+    return (check_layer_as<graph, Ls, T, Tg, B, I == last ? layer_role::loss : layer_role::inner, I>() && ...);
+  }
+};
+/// Stops at compile time a model whose layers cannot run with tensor T, targets Tg (no_targets: a
+/// run without), backend B: in a tuple model each layer in its place (before the last, or the
+/// loss), in a range the one type in every place.
+template <class Model, class T, class Tg, class B>
+consteval bool check_model() {
+  if constexpr (is_dag_model<Model>)
+    return check_layers<true, std::remove_cvref_t<decltype(std::declval<Model&>().layers)>, T, Tg, B>::run();
+  else
+    return check_layers<false, Model, T, Tg, B>::run();
+}
+}  // namespace detail
 
 template <class B, class Model>
 class executor {
@@ -468,13 +657,23 @@ class executor {
   /// Runs the schedule on `input` (the graph input, a chain's a_0, which the run consumes).
   /// Returns the input gradient and the measurements, or why the run failed.
   template <class T>
-  result<run_result<T>> run(const schedule& s, T input);
+  result<run_result<T>> run(const schedule& s, T input) {
+    return run(s, std::move(input), no_targets{});
+  }
+  /// The same, handing the batch's targets (of any type) to the loss, the last layer, whose
+  /// forward, forward_save and backward take them (exec/concepts.hpp).
+  template <class T, class Tg>
+  result<run_result<T>> run(const schedule& s, T input, const Tg& targets);
+
+  /// The model it runs (for train_step, exec/train.hpp).
+  Model& model() noexcept { return model_; }
 
  private:
   /// The graph and the ops' nodes, or why the model and the problem do not match.
   result<detail::run_plan> plan();
-  template <class T, class Layers>
-  result<run_result<T>> run_on(Layers& layers, const detail::run_plan& p, const schedule& s, T input);
+  template <class T, class Tg, class Layers>
+  result<run_result<T>> run_on(Layers& layers, const detail::run_plan& p, const schedule& s, T input,
+                               const Tg& targets);
 
   Model& model_;
   const graph* graph_ = nullptr;
@@ -507,34 +706,35 @@ result<detail::run_plan> executor<B, Model>::plan() {
     if (!g) return g.err();
     chain_graph_ = std::move(*g);
     return detail::run_plan{&*chain_graph_, detail::chain_op_nodes(n),
-                            std::vector<backward_reads>(static_cast<std::size_t>(n))};
+                            std::vector<backward_needs>(static_cast<std::size_t>(n))};
   }
 }
 
 template <class B, class Model>
-template <class T>
-result<run_result<T>> executor<B, Model>::run(const schedule& s, T input) {
+template <class T, class Tg>
+result<run_result<T>> executor<B, Model>::run(const schedule& s, T input, const Tg& targets) {
   static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
                 "returning its size in bytes) and must be movable");
+  static_assert(detail::check_model<Model, T, Tg, B>());
   auto p = plan();
   if (!p) return p.err();
   if constexpr (detail::is_dag_model<Model>) {
-    return run_on(model_.layers, *p, s, std::move(input));
+    return run_on(model_.layers, *p, s, std::move(input), targets);
   } else {
     detail::chain_layers<Model> layers{&model_};
-    return run_on(layers, *p, s, std::move(input));
+    return run_on(layers, *p, s, std::move(input), targets);
   }
 }
 
 template <class B, class Model>
-template <class T, class Layers>
+template <class T, class Tg, class Layers>
 result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::run_plan& p, const schedule& s,
-                                                 T input) {
+                                                 T input, const Tg& targets) {
   using clock = std::chrono::steady_clock;
   using mt = model_traits<Layers>;
   const graph& g = *p.g;
   const std::vector<detail::op_nodes>& nodes = p.nodes;
-  const std::vector<backward_reads>& reads = p.reads;
+  const std::vector<backward_needs>& reads = p.reads;
   auto invalid = [](std::string m) { return error{status::invalid_problem, std::move(m), {}}; };
   if (const auto rep = sim::simulate(g, s, {.record_timeline = false}); !rep.valid)
     return invalid("executor: the schedule is not valid for graph '" + g.name + "': " + rep.first_violation->message);
@@ -581,6 +781,7 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
     std::vector<bytes> op_peaks;
     std::vector<seconds> op_times;
     std::vector<int> forwards;
+    std::optional<double> loss;
   } out;
   out.forwards.assign(n_ops, 0);
   out.op_peaks.reserve(s.ops.size());
@@ -655,10 +856,6 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
     mt::visit(layers, i, [&](auto& layer) {
       using layer_t = std::remove_reference_t<decltype(layer)>;
       using traits = dag_layer_traits<layer_t>;
-      if constexpr (detail::is_chain_stage<layer_t>)
-        static_assert(check_chain_layer<std::remove_pointer_t<decltype(layer.layer)>, T, B>());
-      else
-        static_assert(check_dag_layer<layer_t, T, B>());
       using C = typename traits::context;
       const std::string who = where(at_op) + ", " + detail::compute_label(g, c);
       backend_.set_activity(who);
@@ -674,19 +871,23 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
           else
             target.set_random_state(detail::unbox<detail::random_state_t<layer_t>>(rng_before[i]));
         }
-        ++out.forwards[i];
+        const bool loss = static_cast<int>(i) == loss_op;
+        [[maybe_unused]] const bool first = out.forwards[i]++ == 0;
         if (ins.op == op_kind::fast_forward) {
-          T y = traits::forward(layer, std::span<const T* const>(x), backend_);
+          T y = detail::call_forward(layer, std::span<const T* const>(x), loss, targets, backend_, who);
           planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
           tensors[k(on.act)] = std::move(y);
         } else {
           auto ctx = std::make_unique<detail::box<C>>();
-          T y = traits::forward_save(layer, std::span<const T* const>(x), ctx->value, backend_);
+          T y = detail::call_forward_save(layer, std::span<const T* const>(x), loss, targets, ctx->value,
+                                          backend_, who);
           planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
           planned(on.phantom, traits::context_bytes(ctx->value), who, "kept a context");
           tensors[k(on.act)] = std::move(y);
           contexts[k(on.phantom)] = std::move(ctx);
         }
+        if constexpr (ScalarTensor<T>)  // the loss's value, at its first forward
+          if (loss && first) out.loss = tensor_traits<T>::item(*tensors[k(on.act)]);
         if constexpr (HasRandomState<layer_t>)
           if (!rng_after[i]) rng_after[i] = detail::boxed(detail::deref(layer).random_state());
         return;
@@ -695,22 +896,9 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
       const C& ctx = detail::unbox<C>(contexts[k(on.phantom)]);
       std::vector<std::optional<T>> dx(on.in.size());
       for (std::size_t j = 0; j < dx.size(); ++j) dx[j] = std::move(tensors[k(on.in_grad[j])]);
-      if (static_cast<int>(i) == loss_op) {
-        if constexpr (requires { traits::loss_backward(layer, std::span<const T* const>(x), y, ctx,
-                                                       std::span<std::optional<T>>(dx), backend_); })
-          traits::loss_backward(layer, std::span<const T* const>(x), y, ctx, std::span<std::optional<T>>(dx), backend_);
-        else
-          throw detail::execution_failure(who + " is the loss (the last op), but its layer has no loss backward "
-                                          "(without the output gradient dy)");
-      } else {
-        if constexpr (requires { traits::backward(layer, std::span<const T* const>(x), y, ctx, *tensors[0],
-                                                  std::span<std::optional<T>>(dx), backend_); })
-          traits::backward(layer, std::span<const T* const>(x), y, ctx, *tensors[k(on.grad)],
-                           std::span<std::optional<T>>(dx), backend_);
-        else
-          throw detail::execution_failure(who + " is not the last op, but its layer only has a loss backward "
-                                          "(without the output gradient dy)");
-      }
+      const T* dy = static_cast<int>(i) == loss_op ? nullptr : &*tensors[k(on.grad)];
+      detail::call_backward(layer, std::span<const T* const>(x), y, ctx, dy, targets, std::span<std::optional<T>>(dx),
+                            backend_, who);
       for (std::size_t j = 0; j < dx.size(); ++j) {
         const int d = on.in_grad[j];
         if (!dx[j])
@@ -800,7 +988,7 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
   restore_rng(true);
   backend_.set_activity("an allocation");
   return run_result<T>{std::move(*tensors[k(training_layout::input_gradient)]), peak, elapsed,
-                       std::move(out.op_peaks), std::move(out.op_times), std::move(out.forwards)};
+                       std::move(out.op_peaks), std::move(out.op_times), std::move(out.forwards), out.loss};
 }
 
 }  // namespace remat::exec

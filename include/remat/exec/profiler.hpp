@@ -30,8 +30,11 @@
 //                                  A layer that accumulates in place has the same overhead in
 //                                  both, and the simulator predicts its peak exactly.
 // Times are the wall clock's, or the backend's own (events on a GPU stream) for a TimingBackend.
+// The loss gets the sample targets when given (profile_chain(model, sample, sample_targets,
+// backend), profile_dag likewise), as a run's loss gets the batch's.
 // Layers with random state are restored to it afterwards; parameter gradients accumulated by the
-// profiling backwards are cleared when the layer offers zero_grad().
+// profiling backwards are cleared when the layer offers zero_grad(), and left in place otherwise
+// (train_step, exec/train.hpp, zeroes them before each step).
 
 #include <algorithm>
 #include <chrono>
@@ -71,9 +74,10 @@ inline seconds median(std::vector<seconds> v) {
 /// The measurement loop (the header comment) over the ops of `layers` whose nodes in g are
 /// `nodes`. f holds the ops' names and inputs; their costs are filled in. `names[i]` receives the
 /// layer's own name() when it has one. `label(i)` names op i in errors.
-template <class Layers, class T, class B>
+template <class Layers, class T, class Tg, class B>
 result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>& nodes,
-                     const std::vector<backward_reads>& reads, const T& sample_input, B& backend,
+                     const std::vector<backward_needs>& reads, const T& sample_input, const Tg& sample_targets,
+                     B& backend,
                      const profile_options& opt, forward_dag& f, std::vector<std::string>& names,
                      const std::function<std::string(std::size_t)>& label) {
   using mt = model_traits<Layers>;
@@ -93,11 +97,8 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
       mt::visit(layers, i, [&](auto& layer) {
         using layer_t = std::remove_reference_t<decltype(layer)>;
         using traits = dag_layer_traits<layer_t>;
-        if constexpr (is_chain_stage<layer_t>)
-          static_assert(check_chain_layer<std::remove_pointer_t<decltype(layer.layer)>, T, B>());
-        else
-          static_assert(check_dag_layer<layer_t, T, B>());
         using C = typename traits::context;
+        const bool loss = i + 1 == nodes.size();
         if constexpr (requires { deref(layer).name(); }) names[i] = std::string(deref(layer).name());
         backend.set_activity("profiling " + label(i));
         // Replays draw the same random numbers, and the layer ends as it began.
@@ -111,20 +112,8 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
           std::vector<char> fresh;
           for (const auto& s : dx) fresh.push_back(!s);
           const T* yr = reads[i].output ? &y : nullptr;
-          const std::span<std::optional<T>> slots(dx);
-          if (i + 1 == nodes.size()) {
-            if constexpr (requires { traits::loss_backward(layer, std::span<const T* const>(x_read), yr, ctx, slots,
-                                                           backend); })
-              traits::loss_backward(layer, std::span<const T* const>(x_read), yr, ctx, slots, backend);
-            else
-              throw execution_failure("it is the loss (the last op), but its layer has no loss backward");
-          } else {
-            if constexpr (requires { traits::backward(layer, std::span<const T* const>(x_read), yr, ctx, y, slots,
-                                                      backend); })
-              traits::backward(layer, std::span<const T* const>(x_read), yr, ctx, y, slots, backend);
-            else
-              throw execution_failure("only the last op may be a loss");
-          }
+          call_backward(layer, std::span<const T* const>(x_read), yr, ctx, loss ? nullptr : &y, sample_targets,
+                        std::span<std::optional<T>>(dx), backend, "it");
           bytes made = 0;
           for (std::size_t j = 0; j < dx.size(); ++j) {
             if (!dx[j])
@@ -143,7 +132,7 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
           {
             const bytes before = backend.in_use();
             backend.reset_high_water();
-            T y = traits::forward(layer, xs, backend);
+            T y = call_forward(layer, xs, loss, sample_targets, backend, "it");
             fo.output_bytes = tensor_traits<T>::size(y);
             fwd_overhead = std::max(fwd_overhead, backend.high_water() - before - fo.output_bytes);
           }
@@ -152,7 +141,7 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
           backend.reset_high_water();
           C ctx{};
           const auto t_fwd = start_timer(backend);
-          T y = traits::forward_save(layer, xs, ctx, backend);
+          T y = call_forward_save(layer, xs, loss, sample_targets, ctx, backend, "it");
           if (timed) tf.push_back(stop_timer(backend, t_fwd));
           fo.phantom_bytes = std::max(fo.phantom_bytes, traits::context_bytes(ctx));
           save_overhead = std::max(save_overhead, backend.high_water() - before - tensor_traits<T>::size(y) -
@@ -180,7 +169,7 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
         if (reads[i].inputs) fo.backward_reads = fo.inputs;
         if (reads[i].output) fo.backward_reads.emplace_back(::remat::detail::own_output_name);
         rng.restore();
-        if (i + 1 < nodes.size()) outputs[k(on.act)].emplace(traits::forward(layer, xs, backend));
+        if (!loss) outputs[k(on.act)].emplace(call_forward(layer, xs, false, sample_targets, backend, "it"));
         rng.restore();
         if constexpr (requires { deref(layer).zero_grad(); }) deref(layer).zero_grad();
       });
@@ -194,12 +183,15 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
 }
 }  // namespace detail
 
-/// The chain of a chain model (a range or tuple of chain layers), measured.
-template <class Model, class T, class B>
-result<chain> profile_chain(Model& model, const T& sample_input, B& backend, profile_options opt = {}) {
+/// The chain of a chain model (a range or tuple of chain layers), measured; the loss gets
+/// `sample_targets` (exec/concepts.hpp: a loss that takes the batch's targets).
+template <class Model, class T, class Tg, class B>
+  requires Backend<B>
+result<chain> profile_chain(Model& model, const T& sample_input, const Tg& sample_targets, B& backend,
+                            profile_options opt = {}) {
   static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
                 "returning its size in bytes) and must be movable");
-  static_assert(Backend<B>, "remat: profile_chain(): the backend must satisfy remat::exec::Backend");
+  static_assert(detail::check_model<Model, T, Tg, B>());
   const int n = static_cast<int>(model_traits<Model>::size(model));
   if (n == 0) return error{status::invalid_problem, "profile_chain: the model has no layer", {}};
   if (opt.repetitions < 1 || opt.warmup < 0)
@@ -211,8 +203,8 @@ result<chain> profile_chain(Model& model, const T& sample_input, B& backend, pro
   detail::chain_layers<Model> layers{&model};
   std::vector<std::string> names;
   if (auto r = detail::measure(layers, g, detail::chain_op_nodes(n),
-                               std::vector<backward_reads>(static_cast<std::size_t>(n)), sample_input, backend, opt, f,
-                               names, [&](std::size_t i) {
+                               std::vector<backward_needs>(static_cast<std::size_t>(n)), sample_input, sample_targets,
+                               backend, opt, f, names, [&](std::size_t i) {
                                  std::string s = "stage " + std::to_string(i + 1);
                                  return names[i].empty() ? s : s + " ('" + names[i] + "')";
                                });
@@ -228,12 +220,24 @@ result<chain> profile_chain(Model& model, const T& sample_input, B& backend, pro
   return c;
 }
 
-/// The forward DAG of a DAG model (dag_model), measured; build_graph makes its training graph.
+/// The chain of a chain model whose loss takes no targets, measured.
 template <class Model, class T, class B>
-result<forward_dag> profile_dag(Model& model, const T& sample_input, B& backend, profile_options opt = {}) {
+result<chain> profile_chain(Model& model, const T& sample_input, B& backend, profile_options opt = {}) {
+  static_assert(Backend<B>, "remat: profile_chain(): the backend must satisfy remat::exec::Backend");
+  return profile_chain(model, sample_input, no_targets{}, backend, std::move(opt));
+}
+
+/// The forward DAG of a DAG model (dag_model), measured; build_graph makes its training graph.
+/// The loss gets `sample_targets` (exec/concepts.hpp: a loss that takes the batch's targets).
+template <class Model, class T, class Tg, class B>
+  requires Backend<B>
+result<forward_dag> profile_dag(Model& model, const T& sample_input, const Tg& sample_targets, B& backend,
+                                profile_options opt = {}) {
   static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
                 "returning its size in bytes) and must be movable");
-  static_assert(Backend<B>, "remat: profile_dag(): the backend must satisfy remat::exec::Backend");
+  static_assert(detail::is_dag_model<Model>,
+                "remat: profile_dag() measures a dag_model; profile_chain() a chain model");
+  static_assert(detail::check_model<Model, T, Tg, B>());
   if (opt.repetitions < 1 || opt.warmup < 0)
     return error{status::invalid_problem, "profile_dag: repetitions must be >= 1 and warmup >= 0", {}};
   if (model.ops.empty()) return error{status::invalid_problem, "profile_dag: the model has no op", {}};
@@ -247,11 +251,19 @@ result<forward_dag> profile_dag(Model& model, const T& sample_input, B& backend,
   }
   std::vector<std::string> names;
   if (auto r = detail::measure(model.layers, structure->g, structure->ops, detail::reads_of(model), sample_input,
-                               backend, opt, f, names, [&](std::size_t i) { return "op '" + f.ops[i].name + "'"; });
+                               sample_targets, backend, opt, f, names,
+                               [&](std::size_t i) { return "op '" + f.ops[i].name + "'"; });
       !r)
     return error{status::execution_error, "profile_dag: " + r.err().message, {}};
   if (auto v = validate(f); !v) return v.err();
   return f;
+}
+
+/// The forward DAG of a DAG model whose loss takes no targets, measured.
+template <class Model, class T, class B>
+result<forward_dag> profile_dag(Model& model, const T& sample_input, B& backend, profile_options opt = {}) {
+  static_assert(Backend<B>, "remat: profile_dag(): the backend must satisfy remat::exec::Backend");
+  return profile_dag(model, sample_input, no_targets{}, backend, std::move(opt));
 }
 
 }  // namespace remat::exec

@@ -64,7 +64,7 @@ struct gop {
   float w = 0.5f;
   cuda::device_buffer gw;  // tanh only: one float
 
-  [[nodiscard]] exec::backward_reads backward_reads() const {
+  [[nodiscard]] exec::backward_needs backward_reads() const {
     if (type == op_type::add) return {false, false};
     return {true, type == op_type::tanh};
   }

@@ -1,0 +1,82 @@
+#pragma once
+// Training-loop help over the executor (exec/executor.hpp), which stays the low-level step:
+//   for_each_layer(model, f)   f(layer) on every layer, in the model's order: a chain model's (a
+//                              range or tuple of layers) or a dag_model's; pointer-likes
+//                              (std::unique_ptr<Base>, Base*) are dereferenced, and a chain layer
+//                              in a DAG model (as_graph_layer) is the chain layer itself
+//   zero_grad(model)           layer.zero_grad() on every layer that has one
+//   train_step(executor, plan, input, targets, update)
+//                              one training step: zero_grad, executor.run(plan, input, targets),
+//                              then, if the run succeeded, update(layer) on every layer (the
+//                              optimizer: the layers hold their parameter gradients, bitwise those
+//                              of plain training). Returns the run's result; after a failed run
+//                              nothing is updated. train_step(executor, plan, input, update) is
+//                              the same for a loss that takes no targets.
+// Parameters belong to the layers, so the optimizer is the user's: update is called once per
+// layer and step, with each layer's own type (a generic lambda fits a tuple model), e.g.
+//   [&](auto& layer) { layer.sgd(learning_rate); }
+
+#include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <remat/core/result.hpp>
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/executor.hpp>
+#include <remat/schedule/schedule.hpp>
+
+namespace remat::exec {
+
+namespace detail {
+/// f on the layer behind one element of a model (a chain layer, a graph layer, a pointer-like to
+/// either, or an as_graph_layer).
+template <class L, class F>
+void visit_layer(L& element, F& f) {
+  if constexpr (is_chain_stage<L>)
+    f(deref(element.chain_layer()));
+  else
+    f(deref(element));
+}
+}  // namespace detail
+
+/// f(layer) on every layer of a chain model (a range or a std::tuple) or a dag_model.
+template <class Model, class F>
+void for_each_layer(Model& model, F&& f) {
+  if constexpr (detail::is_dag_model<Model>) {
+    exec::for_each_layer(model.layers, f);
+  } else if constexpr (requires { std::tuple_size<Model>::value; }) {
+    std::apply([&](auto&... element) { (detail::visit_layer(element, f), ...); }, model);
+  } else {
+    for (std::size_t i = 0; i < model_traits<Model>::size(model); ++i)
+      model_traits<Model>::visit(model, i, [&](auto& element) { detail::visit_layer(element, f); });
+  }
+}
+
+/// Zeroes the parameter gradients: layer.zero_grad() on every layer that has one.
+template <class Model>
+void zero_grad(Model& model) {
+  exec::for_each_layer(model, [](auto& layer) {
+    if constexpr (requires { layer.zero_grad(); }) layer.zero_grad();
+  });
+}
+
+/// One training step (the header comment): zero_grad, the planned run with the batch's targets,
+/// then update(layer) on every layer if the run succeeded.
+template <class B, class Model, class T, class Tg, class F>
+result<run_result<T>> train_step(executor<B, Model>& ex, const schedule& plan, T input,
+                                 const Tg& targets, F&& update) {
+  exec::zero_grad(ex.model());
+  auto r = ex.run(plan, std::move(input), targets);
+  if (r) exec::for_each_layer(ex.model(), update);
+  return r;
+}
+
+/// One training step for a loss that takes no targets.
+template <class B, class Model, class T, class F>
+result<run_result<T>> train_step(executor<B, Model>& ex, const schedule& plan, T input,
+                                 F&& update) {
+  return exec::train_step(ex, plan, std::move(input), no_targets{}, std::forward<F>(update));
+}
+
+}  // namespace remat::exec

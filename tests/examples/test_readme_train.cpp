@@ -1,0 +1,93 @@
+// The README's "Train with your own layers" stays true: its program is examples/train_example.cpp
+// (which example.train runs) with the checks left out, and its table of optional members names
+// every member the executor, the profiler and train.hpp look for on a tensor or a layer.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#ifndef REMAT_SOURCE_DIR
+#define REMAT_SOURCE_DIR "."
+#endif
+
+namespace {
+
+std::string read(const std::string& relative) {
+  std::ifstream in(std::string(REMAT_SOURCE_DIR) + "/" + relative);
+  REQUIRE_MESSAGE(in.good(), "cannot read ", relative, " (REMAT_SOURCE_DIR is ", REMAT_SOURCE_DIR,
+                  ")");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream s(text);
+  for (std::string l; std::getline(s, l);) out.push_back(l);
+  return out;
+}
+/// The README's section that starts with `heading`, up to the next "## ".
+std::string section(const std::string& readme, const std::string& heading) {
+  const auto at = readme.find("\n" + heading + "\n");
+  REQUIRE(at != std::string::npos);
+  const auto end = readme.find("\n## ", at + 1);
+  return readme.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+}  // namespace
+
+TEST_CASE("README: the training loop is examples/train_example.cpp without its checks") {
+  const std::string sec = section(read("README.md"), "## Train with your own layers");
+  const auto begin = sec.find("```cpp\n");
+  REQUIRE(begin != std::string::npos);
+  const auto end = sec.find("\n```", begin + 7);
+  const std::vector<std::string> shown = lines(sec.substr(begin + 7, end - begin - 7));
+  const std::vector<std::string> file = lines(read("examples/train_example.cpp"));
+  CHECK(shown.size() > 100);
+  // Every line of the README's program is a line of the example, in the same order.
+  std::size_t at = 0;
+  for (const auto& l : shown) {
+    while (at < file.size() && file[at] != l) ++at;
+    INFO("README line not in examples/train_example.cpp (or out of order): ", l);
+    REQUIRE(at < file.size());
+    ++at;
+  }
+}
+
+TEST_CASE("README: the table of optional members names every member the library looks for") {
+  // Members the library calls: required ones, and the optional ones the table must name.
+  const std::set<std::string> required = {"forward", "forward_save", "backward", "bytes"};
+  const std::set<std::string> optional = {
+      "item", "storage", "zero_grad", "random_state", "set_random_state", "name", "backward_reads"};
+  // Member calls on a tensor, layer or context in the exec headers (code lines, not comments).
+  std::set<std::string> called;
+  const std::regex call(R"((?:deref\([a-z_]+\)|\bt|\blayer|\bctx|\bacc)\.([a-z_]+)\()");
+  for (const char* h : {"include/remat/exec/concepts.hpp", "include/remat/exec/executor.hpp",
+                        "include/remat/exec/profiler.hpp", "include/remat/exec/train.hpp"})
+    for (const auto& l : lines(read(h))) {
+      const auto code = l.substr(0, l.find("//"));
+      for (std::sregex_iterator m(code.begin(), code.end(), call), e; m != e; ++m)
+        called.insert((*m)[1].str());
+    }
+  for (const auto& c : called) {
+    INFO("the library calls the member ", c,
+         "(): add it to this test's lists and, if optional, to the README's table");
+    CHECK((required.count(c) + optional.count(c)) == 1);
+  }
+  CHECK(called.count("item") == 1);  // the scan sees the traits
+  // Each optional member is in a row of the README's table.
+  std::string rows;
+  for (const auto& l : lines(section(read("README.md"), "## Train with your own layers")))
+    if (l.rfind("| ", 0) == 0) rows += l + "\n";
+  for (const auto& o : optional) {
+    INFO("the README's table of optional members lacks ", o);
+    CHECK(rows.find(" " + o + "(") != std::string::npos);
+  }
+  // And the members that are operators or overloads: += (as_graph_layer) and the loss's targets.
+  CHECK(rows.find("operator+=") != std::string::npos);
+  CHECK(rows.find("forward(x, targets, b)") != std::string::npos);
+}
