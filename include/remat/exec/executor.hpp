@@ -72,6 +72,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <exception>
 #include <memory>
@@ -465,6 +466,18 @@ class executor {
   executor(Model& model, const chain& c, B& backend)
     requires(!detail::is_dag_model<Model>)
       : model_(model), chain_(&c), backend_(backend) {}
+  /// Refused: the executor keeps a reference to the graph or chain (and builds the chain's graph
+  /// from it at every run), so a temporary would dangle at the first run. Pass a named graph or
+  /// chain that outlives the executor. (A template, so that the error is this static_assert's
+  /// message rather than a dangling reference at run time.)
+  template <class P>
+    requires(!std::is_lvalue_reference_v<P> &&
+             (std::same_as<std::remove_cv_t<P>, graph> || std::same_as<std::remove_cv_t<P>, chain>))
+  executor(Model& model, P&& problem, B& backend) : model_(model), backend_(backend) {
+    static_assert(!std::is_same_v<P, P>, "remat: the executor keeps a reference to the graph or chain; pass an "
+                  "lvalue that outlives the executor, not a temporary");
+    (void)problem;
+  }
 
   /// Runs the schedule on `input` (the graph input, a chain's a_0, which the run consumes).
   /// Returns the input gradient and the measurements, or why the run failed.
