@@ -238,3 +238,70 @@ TEST_CASE("executor: a std::tuple of different layer types is a model") {
   CHECK(r->input_gradient.n == 6);
   CHECK(std::get<2>(m).backward_calls == profiled + 1);
 }
+
+namespace {
+/// A tensor that does not allocate through the backend: its floats live in a std::vector.
+struct vector_tensor {
+  std::vector<float> v;
+  [[nodiscard]] remat::bytes bytes() const { return static_cast<remat::bytes>(4 * v.size()); }
+};
+struct vector_layer {  // y = 2x; the last one is a loss (sum of x)
+  bool loss = false;
+  struct context {
+    [[nodiscard]] remat::bytes bytes() const { return 0; }
+  };
+  vector_tensor forward(const vector_tensor& x, host_backend&) {
+    if (loss) return {{0.0f}};
+    vector_tensor y = x;
+    for (float& f : y.v) f *= 2;
+    return y;
+  }
+  vector_tensor forward_save(const vector_tensor& x, context&, host_backend& b) { return forward(x, b); }
+  vector_tensor backward(const vector_tensor& x, const vector_tensor&, const context&, const vector_tensor& dy,
+                         host_backend&) {
+    vector_tensor dx = dy;
+    dx.v.resize(x.v.size());
+    for (float& f : dx.v) f *= 2;
+    return dx;
+  }
+  vector_tensor backward(const vector_tensor& x, const vector_tensor&, const context&, host_backend&) {
+    return {std::vector<float>(x.v.size(), 1.0f)};
+  }
+};
+}  // namespace
+
+TEST_CASE("profile and executor: tensors that do not hold backend memory are refused, saying what to do") {
+  host_backend backend;
+  std::vector<vector_layer> m(3);
+  m[2].loss = true;
+  const vector_tensor x{std::vector<float>(256, 1.0f)};
+  auto c = exec::profile_chain(m, x, backend, {.repetitions = 1, .warmup = 0});
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.code() == status::execution_error);
+  INFO(c.message());
+  CHECK(c.message().rfind("profile_chain: the forwards' outputs claim 2052 bytes", 0) == 0);
+  CHECK(c.message().find("the backend saw 0 bytes") != std::string::npos);
+  CHECK(c.message().find("b.allocate(n)") != std::string::npos);
+  // A chain written by hand: the executor refuses the run the same way.
+  const chain hand{"hand", 1024, {{"a", 1, 1, 1024, 1024, 0, 0}, {"b", 1, 1, 1024, 1024, 0, 0}, {"l", 1, 1, 4, 4, 0, 0}}};
+  exec::executor ex(m, hand, backend);
+  auto r = ex.run(*store_all{}.solve(hand, unlimited_bytes), x);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.code() == status::execution_error);
+  INFO(r.message());
+  CHECK(r.message().rfind("executor: the forwards' outputs claim 2052 bytes", 0) == 0);
+  CHECK(r.message().find("hold the returned buffer in the tensor") != std::string::npos);
+  CHECK(backend.in_use() == 0);
+}
+
+TEST_CASE("allocation check: the sums decide, so views (outputs sharing the input's memory) pass") {
+  exec::detail::allocation_check a;
+  CHECK(a.problem().empty());  // a zero-size model
+  a.add(0, 100, 100);          // a layer that allocates its output
+  a.add(100, 100, 100);        // a view of it
+  CHECK(a.problem().empty());
+  a.add(100, 100, 100);  // a second view: the backend saw a third of what the outputs claim
+  CHECK_FALSE(a.problem().empty());
+  a.add(100, 50, 0);  // a forward that frees more than it keeps counts 0, not less
+  CHECK(a.seen == 100);
+}

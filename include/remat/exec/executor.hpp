@@ -66,7 +66,10 @@
 // by the rules above, a model that does not match the graph or chain, transfers on a backend or
 // tensor that cannot move data) before anything runs, or status::execution_error (a layer threw,
 // returned a tensor larger than planned, left a gradient empty, or an allocation went past the
-// backend's budget), naming the instruction and the node. After a failure the layers' random
+// backend's budget), naming the instruction and the node. A run whose forwards' outputs the
+// backend did not see allocated (less than half of their tensor_traits<T>::size in all: tensors
+// that hold memory of their own, such as a std::vector) is an execution_error too, after the run,
+// since its measured memory means nothing (detail::allocation_check, the profiler's check). After a failure the layers' random
 // states are as before the run and the parameters are untouched (parameter gradients may hold a
 // partial accumulation: zero them).
 
@@ -179,6 +182,33 @@ struct run_scope {
 /// An error the run reports (not a bug): becomes status::execution_error.
 struct execution_failure : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+/// Whether the tensors are the backend's memory (the one check of the profiler and the
+/// executor): the bytes the forwards' outputs claim (tensor_traits<T>::size) against the growth
+/// of the backend's in_use around those forwards, summed over a whole profile or run. A tensor
+/// that holds memory the backend never handed out (a std::vector, say) makes every measured
+/// peak, and the budget, meaningless. The rule is on the sums, not per op, so that a layer
+/// whose output shares its input's memory (a view) does not trip it; it trips when the backend
+/// saw less than half of what the outputs claim.
+struct allocation_check {
+  bytes claimed = 0;  ///< sum of the outputs' sizes
+  bytes seen = 0;     ///< sum of the backend's growth around the forwards that made them
+  void add(bytes in_use_before, bytes in_use_after, bytes output) {
+    claimed += output;
+    seen += std::max<bytes>(0, in_use_after - in_use_before);
+  }
+  /// Empty when the backend saw at least half of what the outputs claim; else what is wrong and
+  /// what to do.
+  [[nodiscard]] std::string problem() const {
+    if (seen >= claimed - claimed / 2) return {};
+    return "the forwards' outputs claim " + format_bytes(claimed) +
+           " in all by tensor_traits<T>::size, but the backend saw " + format_bytes(seen) +
+           " allocated by those forwards: the tensors do not hold memory from the backend, so the "
+           "measured memory and the budget mean nothing. Allocate every tensor's memory through the "
+           "Backend& each layer receives (b.allocate(n)) and hold the returned buffer in the tensor "
+           "(README, \"Train with your own layers\")";
+  }
 };
 
 using ::remat::detail::compute_label;
@@ -661,6 +691,7 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
     }
   };
 
+  detail::allocation_check allocated;
   auto run_compute = [&](const instruction& ins, std::size_t at_op) {
     const int c = ins.node;
     if (g.compute(c).kind == compute_kind::loss) return;  // dy = 1: nothing to store
@@ -689,13 +720,16 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
             target.set_random_state(detail::unbox<detail::random_state_t<layer_t>>(rng_before[i]));
         }
         ++out.forwards[i];
+        const bytes before = backend_.in_use();
         if (ins.op == op_kind::fast_forward) {
           T y = traits::forward(layer, std::span<const T* const>(x), backend_);
+          allocated.add(before, backend_.in_use(), tensor_traits<T>::size(y));
           planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
           tensors[k(on.act)] = std::move(y);
         } else {
           auto ctx = std::make_unique<detail::box<C>>();
           T y = traits::forward_save(layer, std::span<const T* const>(x), ctx->value, backend_);
+          allocated.add(before, backend_.in_use() - traits::context_bytes(ctx->value), tensor_traits<T>::size(y));
           planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
           planned(on.phantom, traits::context_bytes(ctx->value), who, "kept a context");
           tensors[k(on.act)] = std::move(y);
@@ -811,6 +845,11 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
   }
   seconds elapsed = std::chrono::duration<double>(clock::now() - t_start).count();
   if constexpr (TimingBackend<B>) elapsed = backend_.seconds_between(marks.front(), marks.back());
+  if (auto why = allocated.problem(); !why.empty()) {
+    restore_rng(false);
+    backend_.set_activity("an allocation");
+    return error{status::execution_error, "executor: " + why, {}};
+  }
   restore_rng(true);
   backend_.set_activity("an allocation");
   return run_result<T>{std::move(*tensors[k(training_layout::input_gradient)]), peak, elapsed,

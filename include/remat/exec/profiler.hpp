@@ -29,6 +29,9 @@
 //                                  into it (above what was in use plus the gradients it made).
 //                                  A layer that accumulates in place has the same overhead in
 //                                  both, and the simulator predicts its peak exactly.
+// A profile is refused (status::execution_error) when the backend saw less than half of the bytes
+// the forwards' outputs claim allocated (detail::allocation_check, the executor's check too): the
+// tensors do not hold the backend's memory (a std::vector, say), so no size could be trusted.
 // Times are the wall clock's, or the backend's own (events on a GPU stream) for a TimingBackend.
 // Layers with random state are restored to it afterwards; parameter gradients accumulated by the
 // profiling backwards are cleared when the layer offers zero_grad().
@@ -84,6 +87,7 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
   std::vector<std::optional<T>> outputs(static_cast<std::size_t>(g.data_count()));
   names.assign(nodes.size(), std::string());
   std::size_t i = 0;
+  allocation_check allocated;  // the tensors are the backend's memory
   try {
     for (std::size_t pos = 0; pos < order.size(); ++pos) {
       i = order[pos];
@@ -146,6 +150,7 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
             backend.reset_high_water();
             T y = traits::forward(layer, xs, backend);
             fo.output_bytes = tensor_traits<T>::size(y);
+            if (rep == 0) allocated.add(before, backend.in_use(), fo.output_bytes);
             fwd_overhead = std::max(fwd_overhead, backend.high_water() - before - fo.output_bytes);
           }
           rng.restore();
@@ -191,6 +196,7 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
     return error{status::execution_error, label(i) + " failed: " + e.what(), {}};
   }
   backend.set_activity("an allocation");
+  if (auto why = allocated.problem(); !why.empty()) return error{status::execution_error, why, {}};
   return {};
 }
 }  // namespace detail
