@@ -73,6 +73,7 @@ TEST_CASE("executor: every policy gives bitwise the gradients of plain training,
         CHECK(m[static_cast<std::size_t>(l - 1)].backward_calls == 1);
       }
       CHECK(b.in_use() == r->input_gradient.bytes());  // nothing else kept alive
+      r->input_gradient.buf.release();                  // a buffer must not outlive its backend, b
       o.run = std::move(*r);
       return o;
     };
@@ -304,4 +305,31 @@ TEST_CASE("allocation check: the sums decide, so views (outputs sharing the inpu
   CHECK_FALSE(a.problem().empty());
   a.add(100, 50, 0);  // a forward that frees more than it keeps counts 0, not less
   CHECK(a.seen == 100);
+}
+
+TEST_CASE("executor: a budget error names the bytes held when the run started, and who allocated them") {
+  host_backend profiling;
+  model m = make_model(4, 5, false);
+  auto c = exec::profile_chain(m, make_input(profiling, 12), profiling, {.repetitions = 1, .warmup = 0});
+  REQUIRE(c.ok());
+  const auto s = *store_all{}.solve(*c, unlimited_bytes);
+  host_backend backend(s.predicted_peak);  // room for one step
+  exec::executor ex(m, *c, backend);
+  auto first = ex.run(s, make_input(backend, 12));
+  REQUIRE_MESSAGE(first.ok(), first.message());
+  // The first step's input gradient is kept: the second step starts with it in use.
+  const bytes kept = first->input_gradient.bytes();
+  auto second = ex.run(s, make_input(backend, 12));
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.code() == status::execution_error);
+  INFO(second.message());
+  CHECK(second.message().find("; " + format_bytes(kept) + " were already in use in the backend when the run started") !=
+        std::string::npos);
+  // Who holds them: the backward of stage 1 of the first run (B1 makes the input's gradient).
+  CHECK(second.message().find(format_bytes(kept) + " allocated by instruction ") != std::string::npos);
+  CHECK(second.message().find("'bwd t1'") != std::string::npos);
+  CHECK(second.message().find("input_gradient kept from an earlier step") != std::string::npos);
+  // Released, the next step fits again.
+  first->input_gradient.buf.release();
+  CHECK(ex.run(s, make_input(backend, 12)).ok());
 }

@@ -132,6 +132,7 @@ result<outcome> execute(const std::vector<op_spec>& spec, unsigned seed, bool no
   CHECK(b.in_use() == r->input_gradient.bytes());
   CHECK(b.host_in_use() == 0);  // every host copy released
   o.host_high_water = b.host_high_water();
+  r->input_gradient.buf.release();  // a buffer must not outlive its backend, b
   o.run = std::move(*r);
   return o;
 }

@@ -211,6 +211,24 @@ struct allocation_check {
   }
 };
 
+/// For an out-of-budget message: `held` bytes were in use in backend b when the run started,
+/// besides the input; with the largest holders when b names them (host_backend::live_summary).
+template <class B>
+std::string held_at_start(const B& b, bytes held) {
+  std::string s = "; " + format_bytes(held) + " were already in use in the backend when the run started, besides the input";
+  if constexpr (requires {
+                  { b.live_summary(std::size_t{3}).front().activity } -> std::convertible_to<std::string>;
+                  { b.live_summary(std::size_t{3}).front().size } -> std::convertible_to<bytes>;
+                }) {
+    std::string who;
+    for (const auto& l : b.live_summary(3))
+      who += (who.empty() ? "" : ", ") + format_bytes(l.size) + " allocated by " + l.activity;
+    if (!who.empty()) s += " (the largest holders then, the input included: " + who + ")";
+  }
+  return s + ", such as a run_result's input_gradient kept from an earlier step: free them, or give the backend room "
+             "for them";
+}
+
 using ::remat::detail::compute_label;
 using ::remat::detail::compute_list;
 using ::remat::detail::data_label;
@@ -631,6 +649,8 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
   out.op_times.reserve(s.ops.size());
   // The run's memory is measured from here, with the input counted.
   const bytes baseline = backend_.in_use() - tensor_traits<T>::size(input);
+  // Memory held before the run, besides the input: named if the run runs out of budget.
+  const std::string held = baseline > 0 ? detail::held_at_start(backend_, baseline) : std::string();
   tensors[k(training_layout::input)] = std::move(input);
   backend_.reset_high_water();
   bytes peak = backend_.high_water() - baseline;
@@ -831,7 +851,8 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
     backend_.set_activity("an allocation");
     return error{status::execution_error,
                  "executor: " + std::string(e.what()) + "; the schedule predicted a peak of " +
-                     format_bytes(s.predicted_peak) + " (allocations outside the profile, or a budget below the plan's)",
+                     format_bytes(s.predicted_peak) + " (allocations outside the profile, or a budget below the plan's)" +
+                     held,
                  {}};
   } catch (const detail::execution_failure& e) {
     restore_rng(false);
