@@ -185,8 +185,9 @@ struct execution_failure : std::runtime_error {
 };
 
 /// Whether the tensors are the backend's memory (the one check of the profiler and the
-/// executor): the bytes the forwards' outputs claim (tensor_traits<T>::size) against the growth
-/// of the backend's in_use around those forwards, summed over a whole profile or run. A tensor
+/// executor): the bytes the forwards' outputs claim (tensor_traits<T>::size, plus the context's
+/// bytes for a forward_save) against the growth of the backend's in_use around those forwards,
+/// summed over a whole profile or run. A tensor
 /// that holds memory the backend never handed out (a std::vector, say) makes every measured
 /// peak, and the budget, meaningless. The rule is on the sums, not per op, so that a layer
 /// whose output shares its input's memory (a view) does not trip it; it trips when the backend
@@ -749,7 +750,7 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
         } else {
           auto ctx = std::make_unique<detail::box<C>>();
           T y = traits::forward_save(layer, std::span<const T* const>(x), ctx->value, backend_);
-          allocated.add(before, backend_.in_use() - traits::context_bytes(ctx->value), tensor_traits<T>::size(y));
+          allocated.add(before, backend_.in_use(), tensor_traits<T>::size(y) + traits::context_bytes(ctx->value));
           planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
           planned(on.phantom, traits::context_bytes(ctx->value), who, "kept a context");
           tensors[k(on.act)] = std::move(y);
