@@ -66,12 +66,17 @@
 // by the rules above, a model that does not match the graph or chain, transfers on a backend or
 // tensor that cannot move data) before anything runs, or status::execution_error (a layer threw,
 // returned a tensor larger than planned, left a gradient empty, or an allocation went past the
-// backend's budget), naming the instruction and the node. A run whose forwards' outputs the
-// backend did not see allocated (less than half of their tensor_traits<T>::size in all: tensors
-// that hold memory of their own, such as a std::vector) is an execution_error too, after the run,
-// since its measured memory means nothing (detail::allocation_check, the profiler's check). After a failure the layers' random
-// states are as before the run and the parameters are untouched (parameter gradients may hold a
-// partial accumulation: zero them).
+// backend's budget), naming the instruction and the node. When memory besides the input was
+// already in use when the run started (a run_result's input_gradient kept from an earlier step,
+// say), a budget error says how much, and on host_backend which activities allocated the largest
+// part of it (live_summary). The run is not refused up front for it: the plan's peak is a
+// prediction from the profile, and not every backend has a budget to compare with. A run whose
+// forwards' outputs the backend did not see allocated (less than half of their
+// tensor_traits<T>::size in all: tensors that hold memory of their own, such as a std::vector) is
+// an execution_error too, after the run, since its measured memory means nothing
+// (detail::allocation_check, the profiler's check). After a failure the layers' random states
+// are as before the run and the parameters are untouched (parameter gradients may hold a partial
+// accumulation: zero them).
 
 #include <algorithm>
 #include <chrono>
@@ -187,11 +192,11 @@ struct execution_failure : std::runtime_error {
 /// Whether the tensors are the backend's memory (the one check of the profiler and the
 /// executor): the bytes the forwards' outputs claim (tensor_traits<T>::size, plus the context's
 /// bytes for a forward_save) against the growth of the backend's in_use around those forwards,
-/// summed over a whole profile or run. A tensor
-/// that holds memory the backend never handed out (a std::vector, say) makes every measured
-/// peak, and the budget, meaningless. The rule is on the sums, not per op, so that a layer
-/// whose output shares its input's memory (a view) does not trip it; it trips when the backend
-/// saw less than half of what the outputs claim.
+/// summed over a whole profile or run. A tensor that holds memory the backend never handed out
+/// (a std::vector, say) makes every measured peak, and the budget, meaningless. The rule is on
+/// the sums, not per op, so that a layer whose output shares its input's memory (a view) does not
+/// trip it; it trips when the backend saw less than half of what the outputs claim (a model made
+/// mostly of views would trip it too). A model whose outputs are all empty passes.
 struct allocation_check {
   bytes claimed = 0;  ///< sum of the outputs' sizes
   bytes seen = 0;     ///< sum of the backend's growth around the forwards that made them

@@ -118,13 +118,15 @@ inline std::string profile_options_problem(const profile_options& opt, std::size
       opt.statistic != time_statistic::mean)
     return who + ": statistic must be time_statistic::median, min or mean";
   if (!finite(opt.resolution))
-    return who + ": resolution must be a finite time >= 0 (0: times as measured), not " + std::to_string(opt.resolution);
+    return who + ": resolution must be a finite time >= 0 (0: times as measured), not " +
+           std::to_string(opt.resolution);
   if (!opt.fixed_times.empty() && opt.fixed_times.size() != ops)
     return who + ": fixed_times has " + std::to_string(opt.fixed_times.size()) + " entries but the model has " +
            std::to_string(ops) + " ops; give one per op, in the model's order, or none to measure the times";
   for (std::size_t i = 0; i < opt.fixed_times.size(); ++i)
     if (!finite(opt.fixed_times[i].forward) || !finite(opt.fixed_times[i].backward))
-      return who + ": fixed_times[" + std::to_string(i) + "] has a negative or non-finite time; times are finite and >= 0";
+      return who + ": fixed_times[" + std::to_string(i) +
+             "] has a negative or non-finite time; times are finite and >= 0";
   return {};
 }
 
