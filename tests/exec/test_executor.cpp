@@ -74,6 +74,7 @@ TEST_CASE("executor: every policy gives bitwise the gradients of plain training,
         CHECK(m[static_cast<std::size_t>(l - 1)].backward_calls == 1);
       }
       CHECK(b.in_use() == r->input_gradient.bytes());  // nothing else kept alive
+      r->input_gradient.buf.release();                  // a buffer must not outlive its backend, b
       o.run = std::move(*r);
       return o;
     };
@@ -238,4 +239,152 @@ TEST_CASE("executor: a std::tuple of different layer types is a model") {
   REQUIRE_MESSAGE(r.ok(), r.message());
   CHECK(r->input_gradient.n == 6);
   CHECK(std::get<2>(m).backward_calls == profiled + 1);
+}
+
+namespace {
+/// A tensor that does not allocate through the backend: its floats live in a std::vector.
+struct vector_tensor {
+  std::vector<float> v;
+  [[nodiscard]] remat::bytes bytes() const { return static_cast<remat::bytes>(4 * v.size()); }
+};
+struct vector_layer {  // y = 2x; the last one is a loss (sum of x)
+  bool loss = false;
+  struct context {
+    [[nodiscard]] remat::bytes bytes() const { return 0; }
+  };
+  vector_tensor forward(const vector_tensor& x, host_backend&) {
+    if (loss) return {{0.0f}};
+    vector_tensor y = x;
+    for (float& f : y.v) f *= 2;
+    return y;
+  }
+  vector_tensor forward_save(const vector_tensor& x, context&, host_backend& b) { return forward(x, b); }
+  vector_tensor backward(const vector_tensor& x, const vector_tensor&, const context&, const vector_tensor& dy,
+                         host_backend&) {
+    vector_tensor dx = dy;
+    dx.v.resize(x.v.size());
+    for (float& f : dx.v) f *= 2;
+    return dx;
+  }
+  vector_tensor backward(const vector_tensor& x, const vector_tensor&, const context&, host_backend&) {
+    return {std::vector<float>(x.v.size(), 1.0f)};
+  }
+};
+}  // namespace
+
+TEST_CASE("profile and executor: tensors that do not hold backend memory are refused, saying what to do") {
+  host_backend backend;
+  std::vector<vector_layer> m(3);
+  m[2].loss = true;
+  const vector_tensor x{std::vector<float>(256, 1.0f)};
+  auto c = exec::profile_chain(m, x, backend, {.repetitions = 1, .warmup = 0});
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.code() == status::execution_error);
+  INFO(c.message());
+  CHECK(c.message().rfind("profile_chain: the forwards' outputs claim 2052 bytes", 0) == 0);
+  CHECK(c.message().find("the backend saw 0 bytes") != std::string::npos);
+  CHECK(c.message().find("b.allocate(n)") != std::string::npos);
+  // A chain written by hand: the executor refuses the run the same way.
+  const chain hand{"hand", 1024, {{"a", 1, 1, 1024, 1024, 0, 0}, {"b", 1, 1, 1024, 1024, 0, 0}, {"l", 1, 1, 4, 4, 0, 0}}};
+  exec::executor ex(m, hand, backend);
+  auto r = ex.run(*store_all{}.solve(hand, unlimited_bytes), x);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.code() == status::execution_error);
+  INFO(r.message());
+  CHECK(r.message().rfind("executor: the forwards' outputs claim 2052 bytes", 0) == 0);
+  CHECK(r.message().find("hold the returned buffer in the tensor") != std::string::npos);
+  CHECK(backend.in_use() == 0);
+}
+
+TEST_CASE("allocation check: the sums decide, so views (outputs sharing the input's memory) pass") {
+  exec::detail::allocation_check a;
+  CHECK(a.problem().empty());  // a zero-size model
+  a.add(0, 100, 100);          // a layer that allocates its output
+  a.add(100, 100, 100);        // a view of it
+  CHECK(a.problem().empty());
+  a.add(100, 100, 100);  // a second view: the backend saw a third of what the outputs claim
+  CHECK_FALSE(a.problem().empty());
+  a.add(100, 50, 0);  // a forward that frees more than it keeps counts 0, not less
+  CHECK(a.seen == 100);
+}
+
+TEST_CASE("executor: a budget error names the bytes held when the run started, and who allocated them") {
+  host_backend profiling;
+  model m = make_model(4, 5, false);
+  auto c = exec::profile_chain(m, make_input(profiling, 12), profiling, {.repetitions = 1, .warmup = 0});
+  REQUIRE(c.ok());
+  const auto s = *store_all{}.solve(*c, unlimited_bytes);
+  host_backend backend(s.predicted_peak);  // room for one step
+  exec::executor ex(m, *c, backend);
+  auto first = ex.run(s, make_input(backend, 12));
+  REQUIRE_MESSAGE(first.ok(), first.message());
+  // The first step's input gradient is kept: the second step starts with it in use.
+  const bytes kept = first->input_gradient.bytes();
+  auto second = ex.run(s, make_input(backend, 12));
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.code() == status::execution_error);
+  INFO(second.message());
+  CHECK(second.message().find("; " + format_bytes(kept) + " were already in use in the backend when the run started") !=
+        std::string::npos);
+  // Who holds them: the backward of stage 1 of the first run (B1 makes the input's gradient).
+  CHECK(second.message().find(format_bytes(kept) + " allocated by instruction ") != std::string::npos);
+  CHECK(second.message().find("'bwd t1'") != std::string::npos);
+  CHECK(second.message().find("input_gradient kept from an earlier step") != std::string::npos);
+  // Released, the next step fits again.
+  first->input_gradient.buf.release();
+  CHECK(ex.run(s, make_input(backend, 12)).ok());
+}
+
+TEST_CASE("profile: the statistic of the timed runs, rounded to the resolution") {
+  using exec::time_statistic;
+  using exec::detail::summarize_times;
+  const std::vector<seconds> t{3, 1, 10, 2};
+  CHECK(summarize_times(t, time_statistic::median, 0) == 2.5);
+  CHECK(summarize_times({3, 1, 10}, time_statistic::median, 0) == 3);
+  CHECK(summarize_times(t, time_statistic::min, 0) == 1);
+  CHECK(summarize_times(t, time_statistic::mean, 0) == 4);
+  CHECK(summarize_times({}, time_statistic::mean, 0) == 0);
+  // Rounded to the nearest multiple: times within the same step come out identical.
+  CHECK(summarize_times({0.123}, time_statistic::median, 0.05) == doctest::Approx(0.1));
+  CHECK(summarize_times({0.126}, time_statistic::median, 0.05) == doctest::Approx(0.15));
+  CHECK(summarize_times({0.1230001}, time_statistic::min, 1e-3) == summarize_times({0.1229999}, time_statistic::min, 1e-3));
+}
+
+TEST_CASE("profile: fixed times make profiles equal and plans the same; bad options are refused") {
+  host_backend backend;
+  model m = make_model(5, 4, true);
+  std::vector<exec::op_costs> fixed;
+  for (int i = 0; i < 5; ++i) fixed.push_back({1.0 + i, 2.0 + 0.5 * i});
+  const exec::profile_options opt{.repetitions = 2, .warmup = 0, .fixed_times = fixed};
+  const auto a = exec::profile_chain(m, make_input(backend, 12), backend, opt);
+  const auto b = exec::profile_chain(m, make_input(backend, 12), backend, opt);
+  REQUIRE_MESSAGE(a.ok(), a.message());
+  REQUIRE(b.ok());
+  CHECK(*a == *b);
+  for (int l = 1; l <= 5; ++l) {
+    CHECK(a->at(l).forward_time == fixed[static_cast<std::size_t>(l - 1)].forward);
+    CHECK(a->at(l).backward_time == fixed[static_cast<std::size_t>(l - 1)].backward);
+  }
+  const bytes budget = (rotor::minimum_budget(*a) + store_all{}.solve(*a, unlimited_bytes)->predicted_peak) / 2;
+  CHECK(*rotor{}.solve(*a, budget) == *rotor{}.solve(*b, budget));
+  // A resolution above every measured time rounds them all to 0.
+  const auto coarse = exec::profile_chain(m, make_input(backend, 12), backend,
+                                          {.repetitions = 1, .warmup = 0, .statistic = exec::time_statistic::min,
+                                           .resolution = 1e6});
+  REQUIRE(coarse.ok());
+  for (const auto& st : coarse->stages) {
+    CHECK(st.forward_time == 0);
+    CHECK(st.backward_time == 0);
+  }
+  auto refused = [&](exec::profile_options o, const std::string& says) {
+    const auto r = exec::profile_chain(m, make_input(backend, 12), backend, std::move(o));
+    CHECK(r.code() == status::invalid_problem);
+    INFO(r.message());
+    CHECK(r.message().find(says) != std::string::npos);
+  };
+  refused({.resolution = -1e-5}, "profile_chain: resolution must be a finite time >= 0");
+  refused({.fixed_times = {{1, 1}}}, "profile_chain: fixed_times has 1 entries but the model has 5 ops");
+  fixed[2].backward = -1;
+  refused({.fixed_times = fixed}, "profile_chain: fixed_times[2] has a negative or non-finite time");
+  CHECK(backend.in_use() == 0);
 }

@@ -132,6 +132,7 @@ result<outcome> execute(const std::vector<op_spec>& spec, unsigned seed, bool no
   CHECK(b.in_use() == r->input_gradient.bytes());
   CHECK(b.host_in_use() == 0);  // every host copy released
   o.host_high_water = b.host_high_water();
+  r->input_gradient.buf.release();  // a buffer must not outlive its backend, b
   o.run = std::move(*r);
   return o;
 }
@@ -544,4 +545,22 @@ TEST_CASE("executor on DAGs and profile_dag: a backend's timing marks and run ho
     CHECK(b.ends == 0);
     CHECK(b.marks == 0);
   }
+}
+
+TEST_CASE("profile_dag: fixed times give equal forward DAGs; bad options are refused") {
+  host_backend b;
+  model m = make_model(diamond, 3, false);
+  std::vector<exec::op_costs> fixed{{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}};
+  const exec::profile_options opt{.repetitions = 1, .warmup = 0, .fixed_times = fixed};
+  const auto f1 = exec::profile_dag(m, make_input(b), b, opt);
+  const auto f2 = exec::profile_dag(m, make_input(b), b, opt);
+  REQUIRE_MESSAGE(f1.ok(), f1.message());
+  REQUIRE(f2.ok());
+  CHECK(*f1 == *f2);
+  CHECK(f1->ops[3].forward_time == 7);  // op "d", in the model's order
+  CHECK(f1->ops[3].backward_time == 8);
+  fixed.pop_back();
+  const auto r = exec::profile_dag(m, make_input(b), b, {.fixed_times = fixed});
+  CHECK(r.code() == status::invalid_problem);
+  CHECK(r.message().find("profile_dag: fixed_times has 4 entries but the model has 5 ops") != std::string::npos);
 }

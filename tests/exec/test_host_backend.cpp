@@ -51,3 +51,32 @@ TEST_CASE("host_backend: an allocation past the budget is an error naming the ac
   auto empty = b.allocate(0);
   CHECK(empty.empty());
 }
+
+TEST_CASE("host_backend: live_summary names the activities holding the most bytes now") {
+  host_backend b;
+  CHECK(b.live_summary().empty());
+  auto x = b.allocate(10);  // "an allocation"
+  b.set_activity("fwd a");
+  auto y = b.allocate(30);
+  auto h = b.host_allocate(1000);  // the host store is not the budget's: not counted
+  b.set_activity("bwd b");
+  auto z = b.allocate(20);
+  auto w = b.allocate(15);
+  b.set_activity("fwd a");  // the same activity again: the same entry
+  auto v = b.allocate(1);
+  auto s = b.live_summary(2);
+  REQUIRE(s.size() == 2);
+  CHECK(s[0].activity == "bwd b");
+  CHECK(s[0].size == 35);
+  CHECK(s[1].activity == "fwd a");
+  CHECK(s[1].size == 31);
+  z.release();
+  w = {};  // freed by assignment
+  remat::exec::host_backend::buffer moved = std::move(y);  // a move keeps its owner
+  s = b.live_summary();
+  REQUIRE(s.size() == 2);
+  CHECK(s[0].activity == "fwd a");
+  CHECK(s[0].size == 31);
+  CHECK(s[1].activity == "an allocation");
+  CHECK(s[1].size == 10);
+}

@@ -73,12 +73,21 @@
 // by the rules above, a model that does not match the graph or chain, transfers on a backend or
 // tensor that cannot move data) before anything runs, or status::execution_error (a layer threw,
 // returned a tensor larger than planned, left a gradient empty, or an allocation went past the
-// backend's budget), naming the instruction and the node. After a failure the layers' random
-// states are as before the run and the parameters are untouched (parameter gradients may hold a
-// partial accumulation: zero them).
+// backend's budget), naming the instruction and the node. When memory besides the input was
+// already in use when the run started (a run_result's input_gradient kept from an earlier step,
+// say), a budget error says how much, and on host_backend which activities allocated the largest
+// part of it (live_summary). The run is not refused up front for it: the plan's peak is a
+// prediction from the profile, and not every backend has a budget to compare with. A run whose
+// forwards' outputs the backend did not see allocated (less than half of their
+// tensor_traits<T>::size in all: tensors that hold memory of their own, such as a std::vector) is
+// an execution_error too, after the run, since its measured memory means nothing
+// (detail::allocation_check, the profiler's check). After a failure the layers' random states
+// are as before the run and the parameters are untouched (parameter gradients may hold a partial
+// accumulation: zero them).
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <exception>
 #include <memory>
@@ -189,6 +198,52 @@ struct run_scope {
 struct execution_failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+/// Whether the tensors are the backend's memory (the one check of the profiler and the
+/// executor): the bytes the forwards' outputs claim (tensor_traits<T>::size, plus the context's
+/// bytes for a forward_save) against the growth of the backend's in_use around those forwards,
+/// summed over a whole profile or run. A tensor that holds memory the backend never handed out
+/// (a std::vector, say) makes every measured peak, and the budget, meaningless. The rule is on
+/// the sums, not per op, so that a layer whose output shares its input's memory (a view) does not
+/// trip it; it trips when the backend saw less than half of what the outputs claim (a model made
+/// mostly of views would trip it too). A model whose outputs are all empty passes.
+struct allocation_check {
+  bytes claimed = 0;  ///< sum of the outputs' sizes
+  bytes seen = 0;     ///< sum of the backend's growth around the forwards that made them
+  void add(bytes in_use_before, bytes in_use_after, bytes output) {
+    claimed += output;
+    seen += std::max<bytes>(0, in_use_after - in_use_before);
+  }
+  /// Empty when the backend saw at least half of what the outputs claim; else what is wrong and
+  /// what to do.
+  [[nodiscard]] std::string problem() const {
+    if (seen >= claimed - claimed / 2) return {};
+    return "the forwards' outputs claim " + format_bytes(claimed) +
+           " in all by tensor_traits<T>::size, but the backend saw " + format_bytes(seen) +
+           " allocated by those forwards: the tensors do not hold memory from the backend, so the "
+           "measured memory and the budget mean nothing. Allocate every tensor's memory through the "
+           "Backend& each layer receives (b.allocate(n)) and hold the returned buffer in the tensor "
+           "(README, \"Train with your own layers\")";
+  }
+};
+
+/// For an out-of-budget message: `held` bytes were in use in backend b when the run started,
+/// besides the input; with the largest holders when b names them (host_backend::live_summary).
+template <class B>
+std::string held_at_start(const B& b, bytes held) {
+  std::string s = "; " + format_bytes(held) + " were already in use in the backend when the run started, besides the input";
+  if constexpr (requires {
+                  { b.live_summary(std::size_t{3}).front().activity } -> std::convertible_to<std::string>;
+                  { b.live_summary(std::size_t{3}).front().size } -> std::convertible_to<bytes>;
+                }) {
+    std::string who;
+    for (const auto& l : b.live_summary(3))
+      who += (who.empty() ? "" : ", ") + format_bytes(l.size) + " allocated by " + l.activity;
+    if (!who.empty()) s += " (the largest holders then, the input included: " + who + ")";
+  }
+  return s + ", such as a run_result's input_gradient kept from an earlier step: free them, or give the backend room "
+             "for them";
+}
 
 using ::remat::detail::compute_label;
 using ::remat::detail::compute_list;
@@ -653,6 +708,18 @@ class executor {
   executor(Model& model, const chain& c, B& backend)
     requires(!detail::is_dag_model<Model>)
       : model_(model), chain_(&c), backend_(backend) {}
+  /// Refused: the executor keeps a reference to the graph or chain (and builds the chain's graph
+  /// from it at every run), so a temporary would dangle at the first run. Pass a named graph or
+  /// chain that outlives the executor. (A template, so that the error is this static_assert's
+  /// message rather than a dangling reference at run time.)
+  template <class P>
+    requires(!std::is_lvalue_reference_v<P> &&
+             (std::same_as<std::remove_cv_t<P>, graph> || std::same_as<std::remove_cv_t<P>, chain>))
+  executor(Model& model, P&& problem, B& backend) : model_(model), backend_(backend) {
+    static_assert(!std::is_same_v<P, P>, "remat: the executor keeps a reference to the graph or chain; pass an "
+                  "lvalue that outlives the executor, not a temporary");
+    (void)problem;
+  }
 
   /// Runs the schedule on `input` (the graph input, a chain's a_0, which the run consumes).
   /// Returns the input gradient and the measurements, or why the run failed.
@@ -788,6 +855,8 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
   out.op_times.reserve(s.ops.size());
   // The run's memory is measured from here, with the input counted.
   const bytes baseline = backend_.in_use() - tensor_traits<T>::size(input);
+  // Memory held before the run, besides the input: named if the run runs out of budget.
+  const std::string held = baseline > 0 ? detail::held_at_start(backend_, baseline) : std::string();
   tensors[k(training_layout::input)] = std::move(input);
   backend_.reset_high_water();
   bytes peak = backend_.high_water() - baseline;
@@ -848,6 +917,7 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
     }
   };
 
+  detail::allocation_check allocated;
   auto run_compute = [&](const instruction& ins, std::size_t at_op) {
     const int c = ins.node;
     if (g.compute(c).kind == compute_kind::loss) return;  // dy = 1: nothing to store
@@ -873,14 +943,17 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
         }
         const bool loss = static_cast<int>(i) == loss_op;
         [[maybe_unused]] const bool first = out.forwards[i]++ == 0;
+        const bytes before = backend_.in_use();
         if (ins.op == op_kind::fast_forward) {
           T y = detail::call_forward(layer, std::span<const T* const>(x), loss, targets, backend_, who);
+          allocated.add(before, backend_.in_use(), tensor_traits<T>::size(y));
           planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
           tensors[k(on.act)] = std::move(y);
         } else {
           auto ctx = std::make_unique<detail::box<C>>();
           T y = detail::call_forward_save(layer, std::span<const T* const>(x), loss, targets, ctx->value,
                                           backend_, who);
+          allocated.add(before, backend_.in_use(), tensor_traits<T>::size(y) + traits::context_bytes(ctx->value));
           planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
           planned(on.phantom, traits::context_bytes(ctx->value), who, "kept a context");
           tensors[k(on.act)] = std::move(y);
@@ -971,7 +1044,8 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
     backend_.set_activity("an allocation");
     return error{status::execution_error,
                  "executor: " + std::string(e.what()) + "; the schedule predicted a peak of " +
-                     format_bytes(s.predicted_peak) + " (allocations outside the profile, or a budget below the plan's)",
+                     format_bytes(s.predicted_peak) + " (allocations outside the profile, or a budget below the plan's)" +
+                     held,
                  {}};
   } catch (const detail::execution_failure& e) {
     restore_rng(false);
@@ -985,6 +1059,11 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
   }
   seconds elapsed = std::chrono::duration<double>(clock::now() - t_start).count();
   if constexpr (TimingBackend<B>) elapsed = backend_.seconds_between(marks.front(), marks.back());
+  if (auto why = allocated.problem(); !why.empty()) {
+    restore_rng(false);
+    backend_.set_activity("an allocation");
+    return error{status::execution_error, "executor: " + why, {}};
+  }
   restore_rng(true);
   backend_.set_activity("an allocation");
   return run_result<T>{std::move(*tensors[k(training_layout::input_gradient)]), peak, elapsed,

@@ -12,14 +12,23 @@
 // synchronous: offload and prefetch return a transfer that is already complete, so the
 // executor frees an offloaded tensor's budgeted memory at once, as the simulator does with an
 // infinite bandwidth (its default).
+//
+// Who holds the memory: each budgeted buffer remembers the activity that allocated it, and
+// live_summary() gives the activities holding the most bytes now (the executor names them when a
+// run starts with memory already in use, such as a run_result's input_gradient kept from an
+// earlier step, and then runs out of budget). The backend keeps one entry per distinct activity
+// string it has seen.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include <remat/core/units.hpp>
 
@@ -43,6 +52,12 @@ class out_of_budget : public std::runtime_error {
   bytes requested_, in_use_, budget_;
 };
 
+/// Bytes of the budgeted store held by the buffers one activity allocated (host_backend::live_summary).
+struct live_bytes {
+  std::string activity;
+  bytes size = 0;
+};
+
 class host_backend {
  public:
   /// Memory owned by the backend: move-only, returned to the backend when destroyed. The
@@ -50,7 +65,7 @@ class host_backend {
   class buffer {
    public:
     buffer() = default;
-    buffer(buffer&& o) noexcept : owner_(std::exchange(o.owner_, nullptr)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), host_(o.host_) {}
+    buffer(buffer&& o) noexcept : owner_(std::exchange(o.owner_, nullptr)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), host_(o.host_), tag_(o.tag_) {}
     buffer& operator=(buffer&& o) noexcept {
       if (this != &o) {
         release();
@@ -58,6 +73,7 @@ class host_backend {
         data_ = std::exchange(o.data_, nullptr);
         size_ = std::exchange(o.size_, 0);
         host_ = o.host_;
+        tag_ = o.tag_;
       }
       return *this;
     }
@@ -74,7 +90,7 @@ class host_backend {
     [[nodiscard]] bool on_host() const noexcept { return host_; }
     /// Frees the memory now (the buffer becomes empty).
     void release() noexcept {
-      if (owner_ != nullptr) owner_->deallocate(data_, size_, host_);
+      if (owner_ != nullptr) owner_->deallocate(data_, size_, host_, tag_);
       owner_ = nullptr;
       data_ = nullptr;
       size_ = 0;
@@ -82,11 +98,13 @@ class host_backend {
 
    private:
     friend class host_backend;
-    buffer(host_backend* owner, void* data, bytes size, bool host) : owner_(owner), data_(data), size_(size), host_(host) {}
+    buffer(host_backend* owner, void* data, bytes size, bool host, std::size_t tag)
+        : owner_(owner), data_(data), size_(size), host_(host), tag_(tag) {}
     host_backend* owner_ = nullptr;
     void* data_ = nullptr;
     bytes size_ = 0;
     bool host_ = false;
+    std::size_t tag_ = 0;  // the activity that allocated it (host_backend::live_)
   };
 
   /// A copy between the stores. host_backend copies synchronously: it is complete at once.
@@ -152,26 +170,43 @@ class host_backend {
   [[nodiscard]] long allocations() const noexcept { return allocations_; }
 
   /// What is running, for error messages ("F3_all of stage 3 ('fc2')").
-  void set_activity(std::string what) { activity_ = std::move(what); }
+  void set_activity(std::string what) {
+    const auto [it, added] = tag_of_.try_emplace(what, live_.size());
+    if (added) live_.push_back({what, 0});
+    tag_ = it->second;
+    activity_ = std::move(what);
+  }
   [[nodiscard]] const std::string& activity() const noexcept { return activity_; }
+  /// The `top` activities whose buffers hold the most bytes of the budgeted store now, largest
+  /// first (ties: the activity seen first), and only those holding some.
+  [[nodiscard]] std::vector<live_bytes> live_summary(std::size_t top = 3) const {
+    std::vector<live_bytes> out;
+    for (const auto& l : live_)
+      if (l.size > 0) out.push_back(l);
+    std::stable_sort(out.begin(), out.end(), [](const live_bytes& a, const live_bytes& b) { return a.size > b.size; });
+    if (out.size() > top) out.resize(top);
+    return out;
+  }
 
  private:
   /// n bytes from the system, counted in `used` and `high`.
   buffer take(bytes n, bool host, bytes& used, bytes& high) {
-    if (n == 0) return buffer(this, nullptr, 0, host);
+    if (n == 0) return buffer(this, nullptr, 0, host, tag_);
     const auto rounded = (static_cast<std::size_t>(n) + alignment - 1) / alignment * alignment;
     void* p = std::aligned_alloc(alignment, rounded);
     if (p == nullptr) throw std::bad_alloc();
     used += n;
     if (used > high) high = used;
-    return buffer(this, p, n, host);
+    if (!host) live_[tag_].size += n;
+    return buffer(this, p, n, host, tag_);
   }
   static void copy(buffer& dst, const buffer& src) noexcept {
     if (src.size() > 0) std::memcpy(dst.data(), src.data(), static_cast<std::size_t>(src.size()));
   }
-  void deallocate(void* p, bytes n, bool host) noexcept {
+  void deallocate(void* p, bytes n, bool host, std::size_t tag) noexcept {
     std::free(p);
     (host ? host_in_use_ : in_use_) -= n;
+    if (!host) live_[tag].size -= n;
   }
   bytes budget_;
   bytes in_use_ = 0;
@@ -180,6 +215,10 @@ class host_backend {
   bytes host_high_water_ = 0;
   long allocations_ = 0;
   std::string activity_ = "an allocation";
+  // Bytes held per activity (live_summary), indexed by tag; tag_ is activity_'s.
+  std::vector<live_bytes> live_{{activity_, 0}};
+  std::unordered_map<std::string, std::size_t> tag_of_{{activity_, 0}};
+  std::size_t tag_ = 0;
 };
 
 }  // namespace remat::exec

@@ -13,7 +13,8 @@
 // F^none / F^ck), forward_save (F^all) and the backward, whose output gradient is the op's output
 // itself (only its shape matters, as the thesis assumes data-independent layers). It records per
 // op
-//   forward_time / backward_time   medians (forward_save's time, as the thesis times F; the
+//   forward_time / backward_time   the statistic of the timed runs (profile_options: the median
+//                                  by default), forward_save's as the thesis times F (the
 //                                  fast-forward takes the same)
 //   output_bytes, phantom_bytes    the output and the context forward_save keeps (a chain's
 //                                  saved_bytes is their sum)
@@ -29,15 +30,28 @@
 //                                  into it (above what was in use plus the gradients it made).
 //                                  A layer that accumulates in place has the same overhead in
 //                                  both, and the simulator predicts its peak exactly.
+// A profile is refused (status::execution_error) when the backend saw less than half of the bytes
+// the forwards' outputs claim allocated (detail::allocation_check, the executor's check too): the
+// tensors do not hold the backend's memory (a std::vector, say), so no size could be trusted.
 // Times are the wall clock's, or the backend's own (events on a GPU stream) for a TimingBackend.
 // The loss gets the sample targets when given (profile_chain(model, sample, sample_targets,
 // backend), profile_dag likewise), as a run's loss gets the batch's.
+// Reproducible profiles (profile_options): wall-clock times differ from one profile to the next,
+// and so can the plans made from them. `statistic` chooses the summary of the repetitions (median,
+// min or mean), `resolution` rounds each time to the nearest multiple of it (1e-5: to 10 us), so
+// profiles whose times differ by less than the resolution usually come out identical, though two
+// times on either side of a rounding boundary still differ by one step; `fixed_times` gives every
+// op's forward and backward time instead of measuring them (sizes are still measured, and are
+// exact for layers that allocate only through the backend), so two profiles are equal and plan the
+// same. Bad options (repetitions < 1, warmup < 0, a negative or non-finite resolution, fixed_times
+// of the wrong length or with negative or non-finite times) give status::invalid_problem.
 // Layers with random state are restored to it afterwards; parameter gradients accumulated by the
 // profiling backwards are cleared when the layer offers zero_grad(), and left in place otherwise
 // (train_step, exec/train.hpp, zeroes them before each step).
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <exception>
 #include <functional>
@@ -57,18 +71,65 @@
 
 namespace remat::exec {
 
+/// How a profile summarises an op's timed runs.
+enum class time_statistic { median, min, mean };
+
+/// An op's times given by the user instead of measured (profile_options::fixed_times).
+struct op_costs {
+  seconds forward = 0;   ///< its forward (F^all; the fast-forward takes the same)
+  seconds backward = 0;  ///< its backward
+};
+
 struct profile_options {
-  int repetitions = 5;  ///< timed runs per op (the median is kept)
+  int repetitions = 5;  ///< timed runs per op
   int warmup = 1;       ///< untimed runs first
   std::string name = "profiled model";
+  time_statistic statistic = time_statistic::median;  ///< the time kept from the timed runs
+  seconds resolution = 0;  ///< > 0: each time rounded to the nearest multiple of it (0: as measured)
+  std::vector<op_costs> fixed_times{};  ///< empty: measured; else every op's times, in the model's order
 };
 
 namespace detail {
-inline seconds median(std::vector<seconds> v) {
+/// The time a profile keeps from the timed runs v: their statistic, rounded to the nearest
+/// multiple of `resolution` when it is > 0.
+inline seconds summarize_times(std::vector<seconds> v, time_statistic stat, seconds resolution) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+  seconds t = 0;
+  switch (stat) {
+    case time_statistic::min: t = v.front(); break;
+    case time_statistic::mean: {
+      for (seconds x : v) t += x;
+      t /= static_cast<double>(v.size());
+      break;
+    }
+    case time_statistic::median: {
+      const std::size_t m = v.size() / 2;
+      t = v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+      break;
+    }
+  }
+  return resolution > 0 ? std::round(t / resolution) * resolution : t;
+}
+
+/// Why `opt` cannot profile a model of `ops` ops (empty if it can); `who` starts the message.
+inline std::string profile_options_problem(const profile_options& opt, std::size_t ops, const std::string& who) {
+  auto finite = [](seconds t) { return std::isfinite(t) && t >= 0; };
+  if (opt.repetitions < 1 || opt.warmup < 0) return who + ": repetitions must be >= 1 and warmup >= 0";
+  if (opt.statistic != time_statistic::median && opt.statistic != time_statistic::min &&
+      opt.statistic != time_statistic::mean)
+    return who + ": statistic must be time_statistic::median, min or mean";
+  if (!finite(opt.resolution))
+    return who + ": resolution must be a finite time >= 0 (0: times as measured), not " +
+           std::to_string(opt.resolution);
+  if (!opt.fixed_times.empty() && opt.fixed_times.size() != ops)
+    return who + ": fixed_times has " + std::to_string(opt.fixed_times.size()) + " entries but the model has " +
+           std::to_string(ops) + " ops; give one per op, in the model's order, or none to measure the times";
+  for (std::size_t i = 0; i < opt.fixed_times.size(); ++i)
+    if (!finite(opt.fixed_times[i].forward) || !finite(opt.fixed_times[i].backward))
+      return who + ": fixed_times[" + std::to_string(i) +
+             "] has a negative or non-finite time; times are finite and >= 0";
+  return {};
 }
 
 /// The measurement loop (the header comment) over the ops of `layers` whose nodes in g are
@@ -87,6 +148,7 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
   std::vector<std::optional<T>> outputs(static_cast<std::size_t>(g.data_count()));
   names.assign(nodes.size(), std::string());
   std::size_t i = 0;
+  allocation_check allocated;  // the tensors are the backend's memory
   try {
     for (std::size_t pos = 0; pos < order.size(); ++pos) {
       i = order[pos];
@@ -134,6 +196,7 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
             backend.reset_high_water();
             T y = call_forward(layer, xs, loss, sample_targets, backend, "it");
             fo.output_bytes = tensor_traits<T>::size(y);
+            if (rep == 0) allocated.add(before, backend.in_use(), fo.output_bytes);
             fwd_overhead = std::max(fwd_overhead, backend.high_water() - before - fo.output_bytes);
           }
           rng.restore();
@@ -161,8 +224,13 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
           made = backward(y, ctx, dx);
           bwd_overhead = std::max(bwd_overhead, backend.high_water() - held - made);
         }
-        fo.forward_time = median(tf);
-        fo.backward_time = median(tb);
+        if (opt.fixed_times.empty()) {
+          fo.forward_time = summarize_times(std::move(tf), opt.statistic, opt.resolution);
+          fo.backward_time = summarize_times(std::move(tb), opt.statistic, opt.resolution);
+        } else {
+          fo.forward_time = opt.fixed_times[i].forward;
+          fo.backward_time = opt.fixed_times[i].backward;
+        }
         fo.forward_overhead_bytes = fwd_overhead;
         fo.forward_save_overhead_bytes = save_overhead;
         fo.backward_overhead_bytes = bwd_overhead;
@@ -179,6 +247,7 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
     return error{status::execution_error, label(i) + " failed: " + e.what(), {}};
   }
   backend.set_activity("an allocation");
+  if (auto why = allocated.problem(); !why.empty()) return error{status::execution_error, why, {}};
   return {};
 }
 }  // namespace detail
@@ -194,8 +263,8 @@ result<chain> profile_chain(Model& model, const T& sample_input, const Tg& sampl
   static_assert(detail::check_model<Model, T, Tg, B>());
   const int n = static_cast<int>(model_traits<Model>::size(model));
   if (n == 0) return error{status::invalid_problem, "profile_chain: the model has no layer", {}};
-  if (opt.repetitions < 1 || opt.warmup < 0)
-    return error{status::invalid_problem, "profile_chain: repetitions must be >= 1 and warmup >= 0", {}};
+  if (auto why = detail::profile_options_problem(opt, static_cast<std::size_t>(n), "profile_chain"); !why.empty())
+    return error{status::invalid_problem, std::move(why), {}};
   // The chain's structure, costs to come: its graph and a forward DAG to fill.
   const chain shape{opt.name, tensor_traits<T>::size(sample_input), std::vector<stage>(static_cast<std::size_t>(n))};
   forward_dag f = to_forward_dag(shape);
@@ -238,9 +307,9 @@ result<forward_dag> profile_dag(Model& model, const T& sample_input, const Tg& s
   static_assert(detail::is_dag_model<Model>,
                 "remat: profile_dag() measures a dag_model; profile_chain() a chain model");
   static_assert(detail::check_model<Model, T, Tg, B>());
-  if (opt.repetitions < 1 || opt.warmup < 0)
-    return error{status::invalid_problem, "profile_dag: repetitions must be >= 1 and warmup >= 0", {}};
   if (model.ops.empty()) return error{status::invalid_problem, "profile_dag: the model has no op", {}};
+  if (auto why = detail::profile_options_problem(opt, model.ops.size(), "profile_dag"); !why.empty())
+    return error{status::invalid_problem, std::move(why), {}};
   auto structure = detail::model_graph(model, opt.name);
   if (!structure) return structure.err();
   forward_dag f{opt.name, tensor_traits<T>::size(sample_input), {}};
