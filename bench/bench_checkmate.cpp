@@ -32,6 +32,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "support/side_branch_graph.hpp"
 #ifdef REMAT_HAS_LPSOLVE
 #include <remat/milp/lpsolve.hpp>
 #endif
@@ -103,48 +105,14 @@ remat::graph residual_graph(int n, int seed = 0) {
   return remat::build_graph(f).value();
 }
 
-/// Issue 14's shape: a stem, `blocks` blocks x -> a -> b, x -> s (a side branch), add(x, b, s)
-/// (a 3-input add without phantom), a head and a loss op; sizes of 4-16 KiB and phantoms of
-/// 0-8 KiB in multiples of 4 KiB, times of 1-4 ms (backwards twice the forward).
-remat::graph side_branch_graph(int blocks, int seed) {
-  constexpr bytes K = 4096;
-  std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
-  auto op = [&](std::string name, std::vector<std::string> in, std::vector<std::string> reads) {
-    std::uniform_int_distribution<int> u(1, 4), r(0, 2);
-    remat::forward_op o;
-    o.name = std::move(name);
-    o.inputs = std::move(in);
-    o.forward_time = u(rng) * 1e-3;
-    o.backward_time = 2 * o.forward_time;
-    o.output_bytes = u(rng) * K;
-    o.phantom_bytes = r(rng) * K;
-    o.backward_reads = std::move(reads);
-    return o;
-  };
-  remat::forward_dag f{"side_branch" + std::to_string(blocks), 2 * K, {}};
-  f.ops.push_back(op("stem", {"input"}, {"input"}));
-  std::string x = "stem";
-  for (int b = 0; b < blocks; ++b) {
-    const std::string s = std::to_string(b);
-    f.ops.push_back(op("a" + s, {x}, {x}));
-    f.ops.push_back(op("b" + s, {"a" + s}, {"a" + s, "output"}));
-    f.ops.push_back(op("s" + s, {x}, {x}));
-    f.ops.push_back(op("add" + s, {x, "b" + s, "s" + s}, {}));
-    f.ops.back().phantom_bytes = 0;
-    x = "add" + s;
-  }
-  f.ops.push_back(op("head", {x}, {x}));
-  f.ops.push_back(op("loss", {"head"}, {"head", "output"}));
-  return remat::build_graph(f).value();
-}
 
-/// find_minimum from 10% of store-all's peak on side_branch_graph(blocks, seed): the time of the
-/// whole call. Counters: minimum, lower_bound and least_memory (the heuristic plan's peak) in
+/// find_minimum from 10% of store-all's peak on side_branch_graph(blocks, seed)
+/// (tests/support/side_branch_graph.hpp): the time of the whole call. Counters: minimum, lower_bound and least_memory (the heuristic plan's peak) in
 /// KiB, store-all's peak in KiB, compute_nodes. Issue 14 (before the heuristic upper end, the
 /// tighter bound and the gcd steps), 4 blocks seed 2: 6.2 s; 6 blocks seed 3: 28.5 s.
 template <class Backend>
 void side_branch_find_minimum(benchmark::State& state) {
-  const auto g = side_branch_graph(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+  const auto g = remat::test::side_branch_graph(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
   const bytes all = remat::peak_of_store_all(g);
   remat::checkmate<Backend> cm{};
   cm.time_limit = 120;

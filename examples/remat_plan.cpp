@@ -828,6 +828,7 @@ std::string in_cli_terms(std::string msg) {
     for (auto at = msg.find(from); at != std::string::npos; at = msg.find(from, at + to.size()))
       msg.replace(at, from.size(), to);
   };
+  replace_all("set find_minimum = true", "add --find-minimum");
   replace_all("set find_minimum", "add --find-minimum");
   replace_all(" find_minimum", " --find-minimum");
   return msg;

@@ -3,6 +3,7 @@
 // the test expects the library's static_assert message (tests/CMakeLists.txt, compile_fail.*).
 #include <vector>
 
+#include <remat/exec.hpp>
 #include <remat/remat.hpp>
 
 struct tensor {
@@ -17,6 +18,9 @@ struct layer {
   tensor forward(const tensor& x, remat::exec::host_backend& b) { return {b.allocate(x.bytes())}; }
   tensor forward_save(const tensor& x, context&, remat::exec::host_backend& b) { return {b.allocate(x.bytes())}; }
   tensor backward(const tensor& x, const tensor&, const context&, const tensor&, remat::exec::host_backend& b) {
+    return {b.allocate(x.bytes())};
+  }
+  tensor backward(const tensor& x, const tensor&, const context&, remat::exec::host_backend& b) {  // the loss
     return {b.allocate(x.bytes())};
   }
 };

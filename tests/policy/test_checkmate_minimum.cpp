@@ -20,6 +20,7 @@
 
 #include "support/graph_brute_force.hpp"
 #include "support/random_chain.hpp"
+#include "support/side_branch_graph.hpp"
 
 #if defined(REMAT_HAS_LPSOLVE) || defined(REMAT_HAS_CBC)
 #include <remat/policy/checkmate.hpp>
@@ -76,41 +77,6 @@ graph side_branch_net(std::mt19937& rng, int blocks, int id) {
   return g.value();
 }
 
-/// The issue's shape at its sizes (multiples of 4 KiB): a stem, `blocks` blocks x -> a -> b,
-/// x -> s, add(x, b, s), a head and a loss op; times of 1-4 ms, backwards twice the forward.
-[[maybe_unused]] graph issue_net(int blocks, std::uint64_t seed) {
-  constexpr bytes K = 4096;
-  std::mt19937_64 rng(seed);
-  auto op = [&](std::string name, std::vector<std::string> in, std::vector<std::string> reads) {
-    std::uniform_int_distribution<int> u(1, 4), r(0, 2);
-    forward_op o;
-    o.name = std::move(name);
-    o.inputs = std::move(in);
-    o.forward_time = u(rng) * 1e-3;
-    o.backward_time = 2 * o.forward_time;
-    o.output_bytes = u(rng) * K;
-    o.phantom_bytes = r(rng) * K;
-    o.backward_reads = std::move(reads);
-    return o;
-  };
-  forward_dag f{"issue" + std::to_string(blocks), 2 * K, {}};
-  f.ops.push_back(op("stem", {"input"}, {"input"}));
-  std::string x = "stem";
-  for (int b = 0; b < blocks; ++b) {
-    const std::string s = std::to_string(b);
-    f.ops.push_back(op("a" + s, {x}, {x}));
-    f.ops.push_back(op("b" + s, {"a" + s}, {"a" + s, "output"}));
-    f.ops.push_back(op("s" + s, {x}, {x}));
-    f.ops.push_back(op("add" + s, {x, "b" + s, "s" + s}, {}));
-    f.ops.back().phantom_bytes = 0;
-    x = "add" + s;
-  }
-  f.ops.push_back(op("head", {x}, {x}));
-  f.ops.push_back(op("loss", {"head"}, {"head", "output"}));
-  auto g = build_graph(f);
-  REQUIRE(g.ok());
-  return g.value();
-}
 
 /// A random DAG of `ops` ops, each reading one to three earlier values (the last reads what
 /// nothing reads yet), with fast-forwards cheaper, as cheap or dearer than the normal run.
@@ -286,7 +252,7 @@ TEST_CASE("checkmate relax: where no rounding fits, the exact solve, and a note 
   // Two blocks of the issue's shape (23 compute nodes): at the minimum (65536 bytes; the
   // patterns' least peak is 69632) neither the roundings of CBC's LP solution nor the patterns
   // fit (lp_solve's LP solution is another one, and one of its roundings fits).
-  const graph g = issue_net(2, 3);
+  const graph g = remat::test::side_branch_graph(2, 3);
   checkmate<milp::cbc> cm{};
   cm.time_limit = 60;
   cm.find_minimum = true;

@@ -79,6 +79,9 @@ class result {
   }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
+  /// On a temporary result, the value moves out (`chain c = *profile_chain(...)`); a reference
+  /// kept to it would dangle, and the executor's constructors refuse such temporaries.
+  T&& operator*() && { return std::move(*this).value(); }
   const T* operator->() const { return &value(); }
   T* operator->() { return &value(); }
 

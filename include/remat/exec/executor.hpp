@@ -238,7 +238,9 @@ std::string held_at_start(const B& b, bytes held) {
                 }) {
     std::string who;
     for (const auto& l : b.live_summary(3))
-      who += (who.empty() ? "" : ", ") + format_bytes(l.size) + " allocated by " + l.activity;
+      who += (who.empty() ? "" : ", ") + format_bytes(l.size) +
+             (l.activity == "an allocation" ? std::string(" allocated outside a run")  // the backend's default
+                                            : " allocated by " + l.activity);
     if (!who.empty()) s += " (the largest holders then, the input included: " + who + ")";
   }
   return s + ", such as a run_result's input_gradient kept from an earlier step: free them, or give the backend room "
