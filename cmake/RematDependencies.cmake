@@ -50,6 +50,21 @@ if(REMAT_HAS_CUDA)
   enable_language(CUDA)
 endif()
 
+# LibTorch (remat::torch, issue 15): Debian's libtorch-dev (PyTorch 1.13, CPU). AUTO uses it when
+# found, OFF never, ON fails the configuration without it.
+set(REMAT_ENABLE_TORCH AUTO CACHE STRING "Build remat's LibTorch adapter, tests and examples (AUTO, ON, OFF)")
+set_property(CACHE REMAT_ENABLE_TORCH PROPERTY STRINGS AUTO ON OFF)
+set(REMAT_HAS_TORCH OFF)
+if(NOT REMAT_ENABLE_TORCH STREQUAL "OFF")
+  find_package(Torch QUIET)
+  if(Torch_FOUND)
+    set(REMAT_HAS_TORCH ON)
+  elseif(REMAT_ENABLE_TORCH STREQUAL "ON")
+    message(FATAL_ERROR "remat: REMAT_ENABLE_TORCH=ON but LibTorch was not found (Debian: apt-get install "
+                        "libtorch-dev; or set Torch_DIR)")
+  endif()
+endif()
+
 find_package(doctest QUIET)
 set(REMAT_HAS_DOCTEST ${doctest_FOUND})
 
@@ -57,7 +72,7 @@ find_package(benchmark QUIET)
 set(REMAT_HAS_BENCHMARK ${benchmark_FOUND})
 
 # Report ON/OFF, not an empty string, for what was not found.
-foreach(dep JSON LPSOLVE CBC CUDA DOCTEST BENCHMARK)
+foreach(dep JSON LPSOLVE CBC CUDA TORCH DOCTEST BENCHMARK)
   if(REMAT_HAS_${dep})
     set(REMAT_HAS_${dep} ON)
   else()

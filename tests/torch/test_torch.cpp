@@ -2,10 +2,18 @@
 // gradients, batch-norm statistics and generator state bit for bit, for every chain policy at 4
 // budgets, with dropout; measured peaks stay within the budget and near the simulated ones; bad
 // modules fail with messages that name them.
-#include <doctest/doctest.h>
-
+// LibTorch first: Debian's LibTorch logs with glog, whose CHECK macros doctest's replace.
 #include <torch/nn.h>
 #include <torch/optim/sgd.h>
+#undef CHECK
+#undef CHECK_EQ
+#undef CHECK_NE
+#undef CHECK_GT
+#undef CHECK_GE
+#undef CHECK_LT
+#undef CHECK_LE
+
+#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cstring>
@@ -141,6 +149,8 @@ profiled profile(problem p) {
 
 }  // namespace
 
+TEST_SUITE_BEGIN("torch");
+
 TEST_CASE("every chain policy trains LibTorch models bit for bit like plain LibTorch, within the budget") {
   const std::vector<std::pair<std::string, plan_fn>> policies = {
       {"store_all", [](const remat::chain& c, remat::bytes m) { return remat::store_all{}.solve(c, m); }},
@@ -182,3 +192,115 @@ TEST_CASE("every chain policy trains LibTorch models bit for bit like plain LibT
     CHECK(worst <= 0.05);
   }
 }
+
+namespace {
+struct pair_out_impl : tnn::Module {
+  std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x) { return {x * 2, x * 3}; }
+};
+TORCH_MODULE_IMPL(pair_out, pair_out_impl);
+struct keeps_input_impl : tnn::Module {
+  torch::Tensor last;
+  torch::Tensor forward(const torch::Tensor& x) {
+    last = x;
+    return x * 2;
+  }
+};
+TORCH_MODULE_IMPL(keeps_input, keeps_input_impl);
+
+/// The message of a failed profile of `net` followed by `loss`.
+template <class Loss>
+std::string profile_error(const tnn::Sequential& net, const Loss& loss, const torch::Tensor& x,
+                          const torch::Tensor& targets) {
+  auto model = layers_of(net, loss);
+  backend b;
+  auto c = remat::exec::profile_chain(model, x, targets, b, {.repetitions = 1, .warmup = 0});
+  REQUIRE(!c);
+  return c.err().message;
+}
+}  // namespace
+
+TEST_CASE("bad LibTorch modules fail with a message that names the module") {
+  const torch::Tensor x = torch::randn({4, 6}), labels = torch::randint(0, 3, {4});
+  SUBCASE("a forward that returns a tuple") {
+    const std::string m = profile_error(tnn::Sequential(tnn::Linear(6, 6), pair_out()), tnn::CrossEntropyLoss(), x, labels);
+    CHECK(m.find("module '1 (pair_out)'") != std::string::npos);
+    CHECK(m.find("returns std::tuple<at::Tensor, at::Tensor>, not a tensor") != std::string::npos);
+  }
+  SUBCASE("a module that changes its input in place") {
+    const std::string m = profile_error(tnn::Sequential(tnn::Linear(6, 6), tnn::ReLU(tnn::ReLUOptions(true)), tnn::Linear(6, 3)),
+                                        tnn::CrossEntropyLoss(), x, labels);
+    CHECK(m.find("module '1 (ReLU)' changed its input in place") != std::string::npos);
+  }
+  SUBCASE("a module that keeps a reference to its input") {
+    const std::string m = profile_error(tnn::Sequential(tnn::Linear(6, 6), keeps_input(), tnn::Linear(6, 3)),
+                                        tnn::CrossEntropyLoss(), x, labels);
+    CHECK(m.find("module '1 (keeps_input)' keeps a reference to its input") != std::string::npos);
+  }
+  SUBCASE("a loss that is not one number") {
+    const std::string m = profile_error(tnn::Sequential(tnn::Linear(6, 3)),
+                                        tnn::CrossEntropyLoss(tnn::CrossEntropyLossOptions().reduction(torch::kNone)), x, labels);
+    CHECK(m.find("module 'loss (CrossEntropyLoss)' is the loss but returns a tensor of shape [4]") != std::string::npos);
+  }
+  SUBCASE("a stage whose forward takes two tensors") {
+    const std::string m =
+        profile_error(tnn::Sequential(tnn::Linear(6, 3), tnn::CrossEntropyLoss(), tnn::Linear(1, 1)), tnn::MSELoss(), x, labels);
+    CHECK(m.find("module '1 (CrossEntropyLoss)'") != std::string::npos);
+    CHECK(m.find("a chain stage's forward takes one tensor") != std::string::npos);
+  }
+  SUBCASE("a loss called without the targets it needs") {
+    auto model = layers_of(tnn::Sequential(tnn::Linear(6, 3)), tnn::CrossEntropyLoss());
+    backend b;
+    auto c = remat::exec::profile_chain(model, x, b, {.repetitions = 1, .warmup = 0});
+    REQUIRE(!c);
+    CHECK(c.err().message.find("this loss is called as forward(x): a loss that takes targets needs them") !=
+          std::string::npos);
+  }
+  SUBCASE("an empty Sequential") {
+    CHECK_THROWS_WITH_AS(layers_of(tnn::Sequential()), "remat::libtorch::layers_of: the Sequential has no module",
+                         std::invalid_argument);
+  }
+}
+
+TEST_CASE("a budget below a layer's need: the planner gives the minimum, the backend names the module") {
+  problem p = mlp();
+  const profiled pr = profile(p);
+  auto r = remat::rotor{}.solve(pr.c, 1000);
+  REQUIRE(!r);
+  CHECK(r.err().code == remat::status::budget_too_small);
+  REQUIRE(r.err().minimum_budget);
+  // A plan run with less memory than it needs stops at the allocation that does not fit.
+  auto plan = remat::store_all{}.solve(pr.c, remat::unlimited_bytes);
+  auto model = layers_of(pr.p.net, pr.p.loss);
+  backend b(remat::peak_of_store_all(pr.c) / 2);
+  remat::exec::executor ex(model, pr.c, b);
+  auto run = ex.run(*plan, pr.p.x, pr.p.targets);
+  REQUIRE(!run);
+  CHECK(run.err().code == remat::status::execution_error);
+  CHECK(run.err().message.find("would exceed the budget") != std::string::npos);
+  // e.g. "instruction 5 (C5), 'fwd 5 (Dropout)' (compute 5): allocating 2048 bytes ..."
+  CHECK_MESSAGE(run.err().message.find("'fwd 5 (Dropout)'") != std::string::npos, run.err().message);
+}
+
+TEST_CASE("one backend counts at a time; memory outlives its backend safely") {
+  torch::Tensor kept;
+  {
+    backend b;
+    CHECK_THROWS_AS(backend(), std::logic_error);
+    kept = torch::ones({256});
+    CHECK(b.in_use() == 1024);
+    torch::Tensor t = torch::zeros({64});
+    CHECK(b.high_water() == 1280);
+    t = torch::Tensor();
+    CHECK(b.in_use() == 1024);
+    {
+      const remat::libtorch::uncounted outside;
+      torch::Tensor u = torch::ones({1000});
+      CHECK(b.in_use() == 1024);
+    }
+  }
+  backend second;
+  kept = torch::Tensor();  // counted by the first backend: not this one's
+  CHECK(second.in_use() == 0);
+}
+
+TEST_SUITE_END();

@@ -258,10 +258,11 @@ class layer {
     at::Tensor y;
     if (ctx == nullptr) {
       const ::torch::NoGradGuard no_grad;
-      const auto uses = x.has_storage() ? x.storage().use_count() : 0;
+      const auto uses = x.use_count();
+      const auto storage_uses = x.has_storage() ? x.storage().use_count() : 0;
       y = own(call(x, targets), x);
       resume();
-      if (x.has_storage() && x.storage().use_count() > uses)
+      if (x.use_count() > uses || (x.has_storage() && x.storage().use_count() > storage_uses))
         throw std::runtime_error(where() + " keeps a reference to its input after its forward (a member holding x, "
                                  "or an output that is a view of it held elsewhere): the executor frees inputs as "
                                  "the plan says, so a module must not keep them; copy what it needs");
