@@ -27,6 +27,7 @@
 #include <remat/torch.hpp>
 
 #include "torch/models.hpp"
+#include "torch/plain.hpp"
 
 namespace tnn = torch::nn;
 namespace models = remat_examples::torch_models;
@@ -35,18 +36,7 @@ using remat::libtorch::layers_of;
 
 namespace {
 
-/// A deep copy of a Sequential (its own parameters and buffers).
-tnn::Sequential copy_of(const tnn::Sequential& net) {
-  return tnn::Sequential(std::dynamic_pointer_cast<tnn::SequentialImpl>(net->clone()));
-}
-
-bool same_bits(const torch::Tensor& a, const torch::Tensor& b) {
-  if (a.defined() != b.defined()) return false;
-  if (!a.defined()) return true;
-  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
-  const torch::Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<std::size_t>(ca.nbytes())) == 0;
-}
+using models::copy_of;
 
 std::vector<std::uint8_t> generator_state() {
   const torch::Tensor s = at::detail::getDefaultCPUGenerator().get_state();
@@ -80,14 +70,6 @@ problem gpt() {
           torch::randint(0, 40, {3, 8})};
 }
 
-/// Plain LibTorch: forward, loss, backward; returns the loss.
-double plain_step(tnn::Sequential& net, tnn::AnyModule& loss, const problem& p) {
-  net->zero_grad();
-  torch::Tensor l = loss.forward(net->forward(p.x), p.targets);
-  l.backward();
-  return l.item<double>();
-}
-
 using plan_fn = std::function<remat::result<remat::schedule>(const remat::chain&, remat::bytes)>;
 
 /// Trains a copy of p.net by `plan` and another copy plainly for `steps` SGD steps from the same
@@ -109,7 +91,7 @@ remat::bytes train_both(const problem& p, const remat::chain& c, const remat::sc
     torch::manual_seed(100 + step);
     const double ref_value = [&] {
       const remat::libtorch::uncounted plain;  // the reference runs beside the counted run
-      return plain_step(ref, ref_loss, p);
+      return models::plain_step(ref, ref_loss, p.x, p.targets);
     }();
     const auto ref_gen = generator_state();
     torch::manual_seed(100 + step);
@@ -119,11 +101,7 @@ remat::bytes train_both(const problem& p, const remat::chain& c, const remat::sc
     CHECK(generator_state() == ref_gen);
     REQUIRE(r->loss);
     CHECK(*r->loss == ref_value);
-    const auto rp = ref->parameters(), mp = mine->parameters();
-    REQUIRE(rp.size() == mp.size());
-    for (std::size_t i = 0; i < rp.size(); ++i) CHECK_MESSAGE(same_bits(rp[i].grad(), mp[i].grad()), "parameter " << i);
-    const auto rb = ref->buffers(), mb = mine->buffers();
-    for (std::size_t i = 0; i < rb.size(); ++i) CHECK_MESSAGE(same_bits(rb[i], mb[i]), "buffer " << i);
+    CHECK(models::same_state(*ref, *mine));  // gradients and batch norm's statistics
     CHECK(r->measured_peak <= budget);
     peak = std::max(peak, r->measured_peak);
     const remat::libtorch::uncounted optimizer;
