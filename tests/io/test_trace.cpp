@@ -3,6 +3,7 @@
 // are escaped, and planned and measured timelines share one file as two processes.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ chain odd_names() {
   c.stages.push_back({"loss \xff\xe2\x86\x92", 0.25, 0.25, 8, 8});
   return c;
 }
+
+/// A time of the trace (microseconds) in whole nanoseconds.
+long long ns(const json& microseconds) { return std::llround(microseconds.get<double>() * 1000); }
 
 /// The events of one kind ("X", "C", "M") of process pid.
 std::vector<json> events(const json& trace, const std::string& ph, int pid) {
@@ -84,8 +88,9 @@ TEST_CASE("trace: one event per instruction at the simulated times, the memory c
     CHECK(e["args"]["op"] == i);
     CHECK(e["args"]["instruction"] == to_string(s->ops[i]));
     CHECK(e["tid"] == io::trace_thread(p.lane));
-    CHECK(e["ts"].get<double>() == p.start * 1e6);
-    CHECK(e["dur"].get<double>() == (p.end - p.start) * 1e6);
+    // To the nanosecond, and ts + dur is the end exactly.
+    CHECK(ns(e["ts"]) == std::llround(p.start * 1e9));
+    CHECK(ns(e["ts"]) + ns(e["dur"]) == std::llround(p.end * 1e9));
     CHECK(e["args"]["before_bytes"] == p.before);
     CHECK(e["args"]["peak_bytes"] == p.peak);
     CHECK(e["args"]["after_bytes"] == p.after);
@@ -106,21 +111,24 @@ TEST_CASE("trace: one event per instruction at the simulated times, the memory c
 
   // The memory counter: the first point's memory at 0, then each compute-lane point's peak at
   // its start and its after at its end.
-  std::vector<std::pair<double, bytes>> want{{0.0, r.timeline.front().before}};
+  std::vector<std::pair<long long, bytes>> want{{0, r.timeline.front().before}};
   for (const auto& p : r.timeline)
     if (p.lane == sim::lane::compute) {
-      want.emplace_back(p.start * 1e6, p.peak);
-      want.emplace_back(p.end * 1e6, p.after);
+      want.emplace_back(std::llround(p.start * 1e9), p.peak);
+      want.emplace_back(std::llround(p.end * 1e9), p.after);
     }
-  std::vector<std::pair<double, bytes>> got, budget_line;
+  std::vector<std::pair<long long, bytes>> got, budget_line;
   for (const auto& e : events(t, "C", 1))
-    (e["name"] == "device memory" ? got : budget_line)
-        .emplace_back(e["ts"].get<double>(), e["args"]["bytes"].get<bytes>());
+    (e["name"] == "device memory" ? got : budget_line).emplace_back(ns(e["ts"]), e["args"]["bytes"].get<bytes>());
   CHECK(got == want);
   REQUIRE(budget_line.size() == 2);
-  CHECK(budget_line[0] == std::pair{0.0, budget});
+  CHECK(budget_line[0] == std::pair{0LL, budget});
   CHECK(budget_line[1].second == budget);
-  CHECK(budget_line[1].first == r.makespan * 1e6);
+  CHECK(budget_line[1].first == std::llround(r.makespan * 1e9));
+
+  // Times are microseconds with at most three decimals (whole nanoseconds).
+  CHECK(has_substr(*text, "\"ts\":1000000,"));  // F2_all starts at 1 s
+  CHECK(!has_substr(*text, "0000000001"));
 }
 
 TEST_CASE("trace: two timelines as two processes; graph names; a report of another schedule is refused") {
@@ -154,4 +162,26 @@ TEST_CASE("trace: two timelines as two processes; graph names; a report of anoth
   const auto none = io::chrome_trace(io::trace_of(*g, *s, empty, "no timeline"));
   REQUIRE(none.ok());
   CHECK(json::parse(*none, nullptr, false).is_object());
+}
+
+TEST_CASE("trace: the JSON text of names and times") {
+  auto str = [](std::string_view s) {
+    std::string out;
+    io::detail::append_json_string(out, s);
+    return out;
+  };
+  CHECK(str("a\"b\\c\n\x1f") == "\"a\\\"b\\\\c\\n\\u001f\"");
+  CHECK(str("\xe2\x86\x92 \xc3\xa9") == "\"\xe2\x86\x92 \xc3\xa9\"");              // UTF-8 kept
+  CHECK(str("\xff\xc3\x28\xed\xa0\x80") == "\"\\ufffd\\ufffd(\\ufffd\\ufffd\\ufffd\"");  // not UTF-8
+  auto us = [](seconds t) {
+    std::string out;
+    io::detail::append_microseconds(out, t);
+    return out;
+  };
+  CHECK(us(0) == "0");
+  CHECK(us(1.5) == "1500000");
+  CHECK(us(0.0012347) == "1234.7");
+  CHECK(us(1.5e-9) == "0.002");
+  CHECK(us(1e10) == "1e+16");  // past 2^62 ns: the double
+  CHECK(json::parse(us(1e10)).get<double>() == 1e16);
 }

@@ -26,11 +26,14 @@
 //     chrome://tracing stacks the series of one counter.
 // Frees take no time in the model (sim/simulate.hpp): their events keep their true duration 0,
 // which Perfetto draws as an instant marker (a chevron) and chrome://tracing as a hairline, both
-// selectable with their args; the times in the file are the report's, not widened.
+// selectable with their args; the times in the file are the report's (to the nanosecond), not
+// widened.
 //
 // Strings are escaped for JSON (quote, backslash, control characters; bytes that are not UTF-8
-// become U+FFFD, so a viewer's strict parser never rejects the file). Numbers are written in
-// the shortest form that reads back to the same double. A report whose timeline names an
+// become U+FFFD, so a viewer's strict parser never rejects the file). Times are written in
+// microseconds from whole nanoseconds, the viewers' own resolution: ts is the time rounded to the
+// nanosecond and dur the difference of the rounded end and start, so events that follow each
+// other on a lane touch exactly and never nest (detail::append_microseconds). A report whose timeline names an
 // instruction the schedule does not have is refused (status::invalid_problem); a timeline may be
 // shorter than the schedule (a replay stopped at a violation: what ran is drawn).
 
@@ -39,6 +42,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <span>
 #include <string>
 #include <string_view>
@@ -163,12 +167,36 @@ inline void append_json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
-/// The shortest text that reads back as v (JSON has no NaN or infinity: they become 0, which a
-/// report's finite times never need).
-inline void append_json_number(std::string& out, double v) {
-  if (!std::isfinite(v)) v = 0;
+/// The largest time written in whole nanoseconds: 2^62 ns, about 146 years.
+inline constexpr double max_nanosecond_time = 4.611686018427388e9;
+
+/// A time as whole nanoseconds (times beyond max_nanosecond_time are not).
+inline long long nanoseconds(seconds t) { return std::llround(t * 1e9); }
+
+/// Appends a time in microseconds, the format's unit. Up to max_nanosecond_time, from whole
+/// nanoseconds with three decimals ("1474.5", "0.001"): viewers keep int64 nanoseconds, and an
+/// event's ts + dur must be exactly the next event's ts on its lane (ts and dur rounded apart
+/// could overlap by a nanosecond, and the viewer would nest the next event in this one). Beyond,
+/// the shortest text of the double (JSON has no NaN or infinity: they become 0, which a report's
+/// finite times never need).
+inline void append_microseconds(std::string& out, seconds t) {
+  if (!std::isfinite(t)) t = 0;
+  if (std::abs(t) <= max_nanosecond_time) {
+    const long long ns = nanoseconds(t);
+    const long long whole = (ns < 0 ? -ns : ns) / 1000, frac = (ns < 0 ? -ns : ns) % 1000;
+    if (ns < 0) out += '-';
+    out += std::to_string(whole);
+    if (frac != 0) {
+      char digits[5];
+      std::snprintf(digits, sizeof digits, ".%03lld", frac);
+      std::string_view d(digits);
+      while (d.back() == '0') d.remove_suffix(1);
+      out += d;
+    }
+    return;
+  }
   std::array<char, 32> buf{};
-  const auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+  const auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), t * 1e6);
   out.append(buf.data(), ec == std::errc() ? static_cast<std::size_t>(end - buf.data()) : 0);
 }
 
@@ -226,11 +254,11 @@ inline result<std::string> chrome_trace(std::span<const trace_process> processes
     out += "\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"name\":";
     detail::append_json_string(out, name);
   };
-  auto field = [&](std::string_view key, double v) {
+  auto time_field = [&](std::string_view key, seconds t) {
     out += ",\"";
     out += key;
     out += "\":";
-    detail::append_json_number(out, v);
+    detail::append_microseconds(out, t);
   };
   auto metadata = [&](int pid, int tid, std::string_view name, std::string_view value, int sort) {
     begin("M", pid, tid, name);
@@ -242,7 +270,7 @@ inline result<std::string> chrome_trace(std::span<const trace_process> processes
   };
   auto counter = [&](int pid, std::string_view name, seconds t, bytes v) {
     begin("C", pid, 0, name);
-    field("ts", t * 1e6);
+    time_field("ts", t);
     out += ",\"args\":{\"bytes\":" + std::to_string(v) + "}}";
   };
   for (std::size_t k = 0; k < processes.size(); ++k) {
@@ -259,8 +287,11 @@ inline result<std::string> chrome_trace(std::span<const trace_process> processes
       out += ",\"cat\":\"";
       out += detail::category(ins.op);
       out += '"';
-      field("ts", pt.start * 1e6);
-      field("dur", std::max(0.0, pt.end - pt.start) * 1e6);
+      time_field("ts", pt.start);
+      // dur = end - start in whole nanoseconds, so that ts + dur is the end's own time.
+      const bool exact = std::abs(pt.end) <= detail::max_nanosecond_time && std::abs(pt.start) <= detail::max_nanosecond_time;
+      time_field("dur", exact ? static_cast<double>(std::max(0LL, detail::nanoseconds(pt.end) - detail::nanoseconds(pt.start))) / 1e9
+                              : std::max(0.0, pt.end - pt.start));
       out += ",\"args\":{\"op\":" + std::to_string(pt.op) + ",\"instruction\":";
       detail::append_json_string(out, to_string(ins));
       out += ",\"before_bytes\":" + std::to_string(pt.before) + ",\"peak_bytes\":" + std::to_string(pt.peak) +
