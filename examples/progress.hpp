@@ -28,7 +28,7 @@ namespace remat_cli {
 
 /// Where a solve is, as far as its policy tells; what it does not tell stays empty.
 struct progress_state {
-  double elapsed = 0;                             ///< seconds since the solve began
+  double elapsed = 0;                              ///< seconds since the solve began
   std::optional<double> fraction = {};             ///< a DP: the share of its table done, 0..1
   std::optional<double> incumbent = {};            ///< a MILP: the best makespan found (seconds)
   std::optional<double> bound = {};                ///< a MILP: its proven lower bound (seconds)
@@ -43,9 +43,12 @@ inline std::string progress_line(std::string_view policy, const progress_state& 
   std::snprintf(buf, sizeof buf, " %.1f s", s.elapsed);
   line += buf;
   std::string what;
-  auto add = [&what](const char* text) { what += (what.empty() ? ": " : ", ") + std::string(text); };
+  auto add = [&what](const char* text) {
+    what += (what.empty() ? ": " : ", ") + std::string(text);
+  };
   if (s.fraction) {
-    std::snprintf(buf, sizeof buf, "%d%%", static_cast<int>(std::clamp(*s.fraction, 0.0, 1.0) * 100.0));
+    std::snprintf(buf, sizeof buf, "%d%%",
+                  static_cast<int>(std::clamp(*s.fraction, 0.0, 1.0) * 100.0));
     add(buf);
   }
   const bool found = s.incumbent && std::isfinite(*s.incumbent);
@@ -92,16 +95,20 @@ class progress_display {
     if (mode_ == mode::off) return;
     const double now = std::chrono::duration<double>(clock::now() - start_).count();
     s.elapsed = now;
-    const bool last = (s.fraction && *s.fraction >= 1.0) ||
-                      (s.blocks && s.blocks->first == s.blocks->second && (!s.solves || s.solves->first == s.solves->second));
+    const bool last =
+        (s.fraction && *s.fraction >= 1.0) || (s.blocks && s.blocks->first == s.blocks->second &&
+                                               (!s.solves || s.solves->first == s.solves->second));
     if (mode_ == mode::terminal) {
       if (shown_ && now - last_time_ < 0.1 && !last) return;
       std::fprintf(out_, "\r%s\x1b[K", progress_line(policy_, s).c_str());
     } else {
       // A log: a line per tenth of a DP, per kind of blocks done, or every 5 s of a MILP.
-      const int tenth = s.fraction ? static_cast<int>(std::clamp(*s.fraction, 0.0, 1.0) * 10.0) : -1;
+      const int tenth =
+          s.fraction ? static_cast<int>(std::clamp(*s.fraction, 0.0, 1.0) * 10.0) : -1;
       const int blocks = s.blocks ? s.blocks->first : -1;
-      const bool news = s.fraction ? tenth != last_tenth_ : s.blocks ? blocks != last_blocks_ : now - last_time_ >= 5.0;
+      const bool news = s.fraction ? tenth != last_tenth_
+                        : s.blocks ? blocks != last_blocks_
+                                   : now - last_time_ >= 5.0;
       if (shown_ && !news) return;
       last_tenth_ = tenth;
       last_blocks_ = blocks;

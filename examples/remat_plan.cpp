@@ -812,10 +812,12 @@ int fail(const options& o, const remat::chain* c, const remat::error& err) {
   return exit_failed;
 }
 
-/// --trace FILE: writes the Chrome trace of one timeline (io/trace.hpp); why it could not, else
-/// nullopt. The budget is drawn as a counter beside the memory.
-std::optional<remat::error> write_trace(const options& o, const remat::result<std::string>& trace) {
+/// --trace FILE: writes the Chrome trace (io/trace.hpp) of the timeline `process()` makes (called
+/// only with --trace); why it could not, else nullopt.
+template <class Process>
+std::optional<remat::error> write_trace(const options& o, Process process) {
   if (!o.trace) return std::nullopt;
+  const auto trace = remat::io::chrome_trace(process());
   if (!trace) return trace.err();
   if (auto why = remat_cli::write_file(*o.trace, *trace))
     return remat::error{remat::status::invalid_problem, "--trace: " + *why, {}};
@@ -970,7 +972,7 @@ int run_graph(const options& o) {
       remat::sim::simulate(g, store_all, {.budget = remat::unlimited_bytes, .record_timeline = false}).peak;
   const double ideal = g.ideal_time();
   // A graph plan is printed as a program over the graph, and traced so.
-  if (auto e = write_trace(o, remat::io::chrome_trace(remat::io::trace_of(g, s, r, "planned: " + o.policy, o.budget))))
+  if (auto e = write_trace(o, [&] { return remat::io::trace_of(g, s, r, "planned: " + o.policy, o.budget); }))
     return fail(o, c ? &*c : nullptr, *e);
 
   if (o.json)
@@ -1212,8 +1214,10 @@ int run_simulate(const options& o) {
     remat::sim::options traced = opt;
     traced.record_timeline = true;
     const auto t = remat::sim::simulate(g, s, traced);
-    if (auto e = write_trace(o, remat::io::chrome_trace(chain ? remat::io::trace_of(*c, s, t, "simulated", o.budget)
-                                                                : remat::io::trace_of(g, s, t, "simulated", o.budget))))
+    if (auto e = write_trace(o, [&] {
+          return chain ? remat::io::trace_of(*c, s, t, "simulated", o.budget)
+                       : remat::io::trace_of(g, s, t, "simulated", o.budget);
+        }))
       return fail(o, chain, *e);
   }
   rep.valid = r.valid;
@@ -1305,7 +1309,7 @@ int run_offload(const options& o, const remat::chain& c) {
           .peak;
   const double ideal = c.ideal_time();
   info.optimal = r.makespan <= ideal;
-  if (auto e = write_trace(o, remat::io::chrome_trace(remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget))))
+  if (auto e = write_trace(o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }))
     return fail(o, &c, *e);
 
   if (o.json) {
@@ -1418,7 +1422,7 @@ int run(const options& o) {
   info.optimal = r.makespan <= ideal ||
                  (dp && o.slots && *o.slots == 0 && planned->predicted_time == r.makespan);
   info.optimal_at_slots = dp && !info.optimal && !(o.slots && *o.slots == 0);
-  if (auto e = write_trace(o, remat::io::chrome_trace(remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget))))
+  if (auto e = write_trace(o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }))
     return fail(o, &c, *e);
 
   if (o.json)

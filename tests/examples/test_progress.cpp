@@ -28,7 +28,8 @@ std::string contents(std::FILE* f) {
 }  // namespace
 
 TEST_CASE("progress: the line of a DP, a MILP and rockmate") {
-  CHECK(progress_line("rotor", {.elapsed = 1.25, .fraction = 0.421}) == "remat-plan: rotor 1.2 s: 42%");
+  CHECK(progress_line("rotor", {.elapsed = 1.25, .fraction = 0.421}) ==
+        "remat-plan: rotor 1.2 s: 42%");
   CHECK(progress_line("rotor", {.elapsed = 0, .fraction = 1.7}) == "remat-plan: rotor 0.0 s: 100%");
   const double inf = std::numeric_limits<double>::infinity();
   CHECK(progress_line("checkmate", {.elapsed = 12.3, .incumbent = 1.25, .bound = 1.0}) ==
@@ -37,11 +38,14 @@ TEST_CASE("progress: the line of a DP, a MILP and rockmate") {
         "remat-plan: checkmate 0.4 s: no schedule yet, bound 1.1 s");
   CHECK(progress_line("checkmate", {.elapsed = 0.1, .incumbent = inf, .bound = -inf}) ==
         "remat-plan: checkmate 0.1 s: no schedule yet");
-  CHECK(progress_line("rockmate", {.elapsed = 3.1, .blocks = std::pair{2, 5}, .solves = std::pair{130, 500}}) ==
+  CHECK(progress_line("rockmate",
+                      {.elapsed = 3.1, .blocks = std::pair{2, 5}, .solves = std::pair{130, 500}}) ==
         "remat-plan: rockmate 3.1 s: blocks 2 of 5 kinds, solves 130 of 500");
 }
 
-TEST_CASE("progress: a terminal line overwrites itself and is erased; a log has a line per step; off writes nothing") {
+TEST_CASE(
+    "progress: a terminal line overwrites itself and is erased; a log has a line per step; off "
+    "writes nothing") {
   std::FILE* f = std::tmpfile();
   REQUIRE(f != nullptr);
   {

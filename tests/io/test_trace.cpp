@@ -17,11 +17,14 @@ using nlohmann::json;
 
 namespace {
 
-bool has_substr(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool has_substr(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 /// A name as the trace writes it: the byte 0xff, not UTF-8, becomes U+FFFD.
 std::string as_written(std::string s) {
-  for (auto at = s.find('\xff'); at != std::string::npos; at = s.find('\xff')) s.replace(at, 1, "\xef\xbf\xbd");
+  for (auto at = s.find('\xff'); at != std::string::npos; at = s.find('\xff'))
+    s.replace(at, 1, "\xef\xbf\xbd");
   return s;
 }
 
@@ -47,7 +50,8 @@ std::vector<json> events(const json& trace, const std::string& ph, int pid) {
 
 }  // namespace
 
-TEST_CASE("trace: one event per instruction at the simulated times, the memory counter, escaped names") {
+TEST_CASE(
+    "trace: one event per instruction at the simulated times, the memory counter, escaped names") {
   const chain c = odd_names();
   // The issue's offloading program, on a link slow enough that the copies take time.
   const auto s = parse_chain_program(3, "F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1");
@@ -119,7 +123,8 @@ TEST_CASE("trace: one event per instruction at the simulated times, the memory c
     }
   std::vector<std::pair<long long, bytes>> got, budget_line;
   for (const auto& e : events(t, "C", 1))
-    (e["name"] == "device memory" ? got : budget_line).emplace_back(ns(e["ts"]), e["args"]["bytes"].get<bytes>());
+    (e["name"] == "device memory" ? got : budget_line)
+        .emplace_back(ns(e["ts"]), e["args"]["bytes"].get<bytes>());
   CHECK(got == want);
   REQUIRE(budget_line.size() == 2);
   CHECK(budget_line[0] == std::pair{0LL, budget});
@@ -131,7 +136,8 @@ TEST_CASE("trace: one event per instruction at the simulated times, the memory c
   CHECK(!has_substr(*text, "0000000001"));
 }
 
-TEST_CASE("trace: two timelines as two processes; graph names; a report of another schedule is refused") {
+TEST_CASE(
+    "trace: two timelines as two processes; graph names; a report of another schedule is refused") {
   const chain c = odd_names();
   const auto g = build_graph(c);
   REQUIRE(g.ok());
@@ -148,7 +154,8 @@ TEST_CASE("trace: two timelines as two processes; graph names; a report of anoth
   for (int pid : {1, 2}) {
     const auto xs = events(t, "X", pid);
     REQUIRE(xs.size() == s->ops.size());
-    for (std::size_t i = 0; i < xs.size(); ++i) CHECK(xs[i]["name"] == as_written(to_string(*g, s->ops[i])));
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      CHECK(xs[i]["name"] == as_written(to_string(*g, s->ops[i])));
     CHECK(events(t, "C", pid).size() == 1 + 2 * s->ops.size());  // no budget counter: unlimited
   }
 
@@ -171,8 +178,9 @@ TEST_CASE("trace: the JSON text of names and times") {
     return out;
   };
   CHECK(str("a\"b\\c\n\x1f") == "\"a\\\"b\\\\c\\n\\u001f\"");
-  CHECK(str("\xe2\x86\x92 \xc3\xa9") == "\"\xe2\x86\x92 \xc3\xa9\"");              // UTF-8 kept
-  CHECK(str("\xff\xc3\x28\xed\xa0\x80") == "\"\\ufffd\\ufffd(\\ufffd\\ufffd\\ufffd\"");  // not UTF-8
+  CHECK(str("\xe2\x86\x92 \xc3\xa9") == "\"\xe2\x86\x92 \xc3\xa9\"");  // UTF-8 kept
+  CHECK(str("\xff\xc3\x28\xed\xa0\x80") ==
+        "\"\\ufffd\\ufffd(\\ufffd\\ufffd\\ufffd\"");  // not UTF-8
   auto us = [](seconds t) {
     std::string out;
     io::detail::append_microseconds(out, t);

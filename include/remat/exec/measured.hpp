@@ -42,8 +42,9 @@ template <class T>
 result<sim::report> measured_report(const schedule& s, const run_result<T>& run) {
   if (run.op_times.size() != s.ops.size() || run.op_peaks.size() != s.ops.size())
     return error{status::invalid_problem,
-                 "measured_report: the run measured " + std::to_string(run.op_times.size()) + " times and " +
-                     std::to_string(run.op_peaks.size()) + " peaks for a schedule of " + std::to_string(s.ops.size()) +
+                 "measured_report: the run measured " + std::to_string(run.op_times.size()) +
+                     " times and " + std::to_string(run.op_peaks.size()) +
+                     " peaks for a schedule of " + std::to_string(s.ops.size()) +
                      " instructions; pass the schedule that was run",
                  {}};
   sim::report r;

@@ -33,9 +33,9 @@
 // become U+FFFD, so a viewer's strict parser never rejects the file). Times are written in
 // microseconds from whole nanoseconds, the viewers' own resolution: ts is the time rounded to the
 // nanosecond and dur the difference of the rounded end and start, so events that follow each
-// other on a lane touch exactly and never nest (detail::append_microseconds). A report whose timeline names an
-// instruction the schedule does not have is refused (status::invalid_problem); a timeline may be
-// shorter than the schedule (a replay stopped at a violation: what ran is drawn).
+// other on a lane touch exactly and never nest (detail::append_microseconds). A report whose
+// timeline names an instruction the schedule does not have is refused (status::invalid_problem); a
+// timeline may be shorter than the schedule (a replay stopped at a violation: what ran is drawn).
 
 #include <algorithm>
 #include <array>
@@ -104,18 +104,18 @@ struct trace_process {
   std::string name;                 ///< "planned: rotor", "measured"
   std::vector<std::string> labels;  ///< per instruction of `program` (instruction_labels)
   schedule program;
-  sim::report report;               ///< its timeline is drawn
-  bytes budget = unlimited_bytes;   ///< drawn as the "budget" counter when finite
+  sim::report report;              ///< its timeline is drawn
+  bytes budget = unlimited_bytes;  ///< drawn as the "budget" counter when finite
 };
 
 /// The process of a chain's schedule and its report (planned or measured).
-inline trace_process trace_of(const chain& c, const schedule& s, const sim::report& r, std::string name,
-                              bytes budget = unlimited_bytes) {
+inline trace_process trace_of(const chain& c, const schedule& s, const sim::report& r,
+                              std::string name, bytes budget = unlimited_bytes) {
   return {std::move(name), instruction_labels(c, s), s, r, budget};
 }
 /// The process of a graph's schedule and its report (planned or measured).
-inline trace_process trace_of(const graph& g, const schedule& s, const sim::report& r, std::string name,
-                              bytes budget = unlimited_bytes) {
+inline trace_process trace_of(const graph& g, const schedule& s, const sim::report& r,
+                              std::string name, bytes budget = unlimited_bytes) {
   return {std::move(name), instruction_labels(g, s), s, r, budget};
 }
 
@@ -128,11 +128,21 @@ inline void append_json_string(std::string& out, std::string_view s) {
     const auto ch = static_cast<unsigned char>(s[i]);
     if (ch < 0x80) {
       switch (ch) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\t': out += "\\t"; break;
-        case '\r': out += "\\r"; break;
+        case '"':
+          out += "\\\"";
+          break;
+        case '\\':
+          out += "\\\\";
+          break;
+        case '\n':
+          out += "\\n";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
         default:
           if (ch < 0x20) {
             static constexpr char hex[] = "0123456789abcdef";
@@ -148,13 +158,17 @@ inline void append_json_string(std::string& out, std::string_view s) {
     }
     // A UTF-8 sequence: its length from the lead byte, no overlong form, no surrogate, at most
     // U+10FFFF (RFC 3629).
-    const std::size_t len = ch >= 0xc2 && ch <= 0xdf ? 2 : ch >= 0xe0 && ch <= 0xef ? 3 : ch >= 0xf0 && ch <= 0xf4 ? 4 : 0;
+    const std::size_t len = ch >= 0xc2 && ch <= 0xdf   ? 2
+                            : ch >= 0xe0 && ch <= 0xef ? 3
+                            : ch >= 0xf0 && ch <= 0xf4 ? 4
+                                                       : 0;
     bool ok = len > 0 && i + len <= s.size();
-    for (std::size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+    for (std::size_t k = 1; ok && k < len; ++k)
+      ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
     if (ok && len >= 3) {
       const auto next = static_cast<unsigned char>(s[i + 1]);
-      ok = !(ch == 0xe0 && next < 0xa0) && !(ch == 0xed && next >= 0xa0) && !(ch == 0xf0 && next < 0x90) &&
-           !(ch == 0xf4 && next >= 0x90);
+      ok = !(ch == 0xe0 && next < 0xa0) && !(ch == 0xed && next >= 0xa0) &&
+           !(ch == 0xf0 && next < 0x90) && !(ch == 0xf4 && next >= 0x90);
     }
     if (ok) {
       out.append(s.substr(i, len));
@@ -202,9 +216,12 @@ inline void append_microseconds(std::string& out, seconds t) {
 
 inline std::string_view lane_name(sim::lane l) {
   switch (l) {
-    case sim::lane::compute: return "compute";
-    case sim::lane::device_to_host: return "device\u2192host";
-    case sim::lane::host_to_device: return "host\u2192device";
+    case sim::lane::compute:
+      return "compute";
+    case sim::lane::device_to_host:
+      return "device\u2192host";
+    case sim::lane::host_to_device:
+      return "host\u2192device";
   }
   return "?";
 }
@@ -212,11 +229,15 @@ inline std::string_view lane_name(sim::lane l) {
 inline std::string_view category(op_kind k) {
   switch (k) {
     case op_kind::compute:
-    case op_kind::fast_forward: return "compute";
-    case op_kind::free: return "free";
+    case op_kind::fast_forward:
+      return "compute";
+    case op_kind::free:
+      return "free";
     case op_kind::offload:
-    case op_kind::prefetch: return "transfer";
-    case op_kind::wait: return "wait";
+    case op_kind::prefetch:
+      return "transfer";
+    case op_kind::wait:
+      return "wait";
   }
   return "?";
 }
@@ -234,14 +255,15 @@ inline result<std::string> chrome_trace(std::span<const trace_process> processes
     if (p.labels.size() < p.program.ops.size())
       return error{status::invalid_problem,
                    "trace '" + p.name + "': " + std::to_string(p.labels.size()) + " labels for " +
-                       std::to_string(p.program.ops.size()) + " instructions (use instruction_labels)",
+                       std::to_string(p.program.ops.size()) +
+                       " instructions (use instruction_labels)",
                    {}};
     for (const auto& pt : p.report.timeline)
       if (pt.op >= p.program.ops.size())
         return error{status::invalid_problem,
-                     "trace '" + p.name + "': the report's timeline names instruction " + std::to_string(pt.op) +
-                         ", but the schedule has " + std::to_string(p.program.ops.size()) +
-                         " (a report of another schedule?)",
+                     "trace '" + p.name + "': the report's timeline names instruction " +
+                         std::to_string(pt.op) + ", but the schedule has " +
+                         std::to_string(p.program.ops.size()) + " (a report of another schedule?)",
                      {}};
   }
   std::string out = "{\"traceEvents\":[\n";
@@ -289,12 +311,17 @@ inline result<std::string> chrome_trace(std::span<const trace_process> processes
       out += '"';
       time_field("ts", pt.start);
       // dur = end - start in whole nanoseconds, so that ts + dur is the end's own time.
-      const bool exact = std::abs(pt.end) <= detail::max_nanosecond_time && std::abs(pt.start) <= detail::max_nanosecond_time;
-      time_field("dur", exact ? static_cast<double>(std::max(0LL, detail::nanoseconds(pt.end) - detail::nanoseconds(pt.start))) / 1e9
-                              : std::max(0.0, pt.end - pt.start));
+      const bool exact = std::abs(pt.end) <= detail::max_nanosecond_time &&
+                         std::abs(pt.start) <= detail::max_nanosecond_time;
+      time_field("dur",
+                 exact ? static_cast<double>(std::max(
+                             0LL, detail::nanoseconds(pt.end) - detail::nanoseconds(pt.start))) /
+                             1e9
+                       : std::max(0.0, pt.end - pt.start));
       out += ",\"args\":{\"op\":" + std::to_string(pt.op) + ",\"instruction\":";
       detail::append_json_string(out, to_string(ins));
-      out += ",\"before_bytes\":" + std::to_string(pt.before) + ",\"peak_bytes\":" + std::to_string(pt.peak) +
+      out += ",\"before_bytes\":" + std::to_string(pt.before) +
+             ",\"peak_bytes\":" + std::to_string(pt.peak) +
              ",\"after_bytes\":" + std::to_string(pt.after) + "}}";
       last = std::max(last, pt.end);
     }
@@ -314,6 +341,8 @@ inline result<std::string> chrome_trace(std::span<const trace_process> processes
 }
 
 /// The Chrome trace of one timeline.
-inline result<std::string> chrome_trace(const trace_process& p) { return chrome_trace(std::span(&p, 1)); }
+inline result<std::string> chrome_trace(const trace_process& p) {
+  return chrome_trace(std::span(&p, 1));
+}
 
 }  // namespace remat::io
