@@ -3,15 +3,16 @@
 // that reports, the DP policies (a fraction of the table done), the MILP ones (checkmate's
 // incumbent and bound) and rockmate (kinds of blocks and block solves done). It writes one line:
 //   remat-plan: rotor 1.3 s: 42%
-//   remat-plan: checkmate 12.3 s: best 1.234 s, bound 1.1 s, gap 10.8%
+//   remat-plan: checkmate 12.3 s: best 1.234 s, bound 1.1 s, gap 10.86%
 //   remat-plan: checkmate 0.4 s: no schedule yet, bound 1.1 s
 //   remat-plan: rockmate 3.1 s: blocks 2 of 5 kinds, solves 130 of 500
 // On a terminal the line overwrites itself ('\r', then "erase to the end of the line") at most
 // ten times a second and is erased when the solve ends, so the summary or the JSON that follows
 // starts on a clean line; on a log (--progress with stderr redirected) it is a line per tenth of
-// a DP, a line per kind of blocks done, or a line every five seconds of a MILP. Elapsed time is
-// the display's own clock from its construction: checkmate's --find-minimum runs several MILP
-// solves, each with a clock of its own, and the user waits for all of them.
+// a DP, a line per kind of blocks done, or a line every five seconds of a MILP and its last
+// report at the end. Elapsed time is the display's own clock from its construction: checkmate's
+// --find-minimum runs several MILP solves, each with a clock of its own, and the user waits for
+// all of them.
 // Rockmate's blocks are solved by many small MILPs in parallel: their incumbents and bounds mean
 // nothing for the whole plan, so rockmate reports blocks and solves only.
 
@@ -109,7 +110,11 @@ class progress_display {
       const bool news = s.fraction ? tenth != last_tenth_
                         : s.blocks ? blocks != last_blocks_
                                    : now - last_time_ >= 5.0;
-      if (shown_ && !news) return;
+      if (shown_ && !news) {
+        skipped_ = s;  // the MILP's last state, for done()
+        return;
+      }
+      skipped_.reset();
       last_tenth_ = tenth;
       last_blocks_ = blocks;
       if (s.fraction) s.fraction = tenth / 10.0;
@@ -123,13 +128,16 @@ class progress_display {
   /// A DP's fraction of its table done.
   void percent(double fraction) { report({.fraction = fraction}); }
 
-  /// After the solve: erases the terminal line; on a log, a DP that finished says 100%.
+  /// After the solve: erases the terminal line; on a log, a DP that finished says 100%, and a
+  /// MILP's last report, if it was not written (within 5 s of the one before), is.
   void done(bool solved) {
     if (!shown_) return;
     if (mode_ == mode::terminal) {
       std::fprintf(out_, "\r\x1b[K");
     } else if (solved && last_tenth_ >= 0 && !finished_) {
       report({.fraction = 1.0});
+    } else if (skipped_ && !skipped_->fraction) {
+      std::fprintf(out_, "%s\n", progress_line(policy_, *skipped_).c_str());
     }
     std::fflush(out_);
   }
@@ -143,6 +151,7 @@ class progress_display {
   bool shown_ = false, finished_ = false;
   double last_time_ = 0;
   int last_tenth_ = -1, last_blocks_ = -1;
+  std::optional<progress_state> skipped_;
 };
 
 }  // namespace remat_cli

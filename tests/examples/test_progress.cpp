@@ -80,6 +80,20 @@ TEST_CASE(
   f = std::tmpfile();
   REQUIRE(f != nullptr);
   {
+    // A MILP on a log: a line every 5 s, and its last report at the end.
+    progress_display d("checkmate", progress_display::mode::log, f);
+    d.report({.incumbent = 2.0, .bound = 0.5});
+    d.report({.incumbent = 1.0, .bound = 0.5});
+    d.done(true);
+  }
+  const std::string milp = contents(f);
+  CHECK(milp.find("best 2 s, bound 0.5 s, gap 75.00%\n") != std::string::npos);
+  CHECK(milp.find("best 1 s, bound 0.5 s, gap 50.00%\n") != std::string::npos);
+  std::fclose(f);
+
+  f = std::tmpfile();
+  REQUIRE(f != nullptr);
+  {
     progress_display d("checkmate", progress_display::mode::off, f);
     CHECK_FALSE(d.on());
     d.report({.incumbent = 1.0, .bound = 0.5});
