@@ -31,7 +31,7 @@ if [ ${#headers[@]} -eq 0 ]; then
            remat/policy/store_all.hpp remat/policy/periodic.hpp remat/policy/revolve.hpp
            remat/policy/rotor.hpp remat/policy/rotor_floating.hpp remat/policy/offload.hpp
            remat/policy/checkmate.hpp remat/policy/rockmate.hpp remat/milp/model.hpp
-           remat/milp/lpsolve.hpp remat/milp/cbc.hpp remat/io/json.hpp remat/io/graph_json.hpp
+           remat/milp/lpsolve.hpp remat/milp/cbc.hpp remat/io/json.hpp remat/io/graph_json.hpp remat/io/trace.hpp
            remat/zoo/gpt2.hpp)
 fi
 

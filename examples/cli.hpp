@@ -1,8 +1,12 @@
 #pragma once
-// What the command-line tools (remat-plan, remat-zoo) share to read their arguments.
+// What the command-line tools (remat-plan, remat-zoo) share to read their arguments and write
+// their files.
 
 #include <charconv>
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <system_error>
 
@@ -15,6 +19,29 @@ std::optional<Int> parse_int(std::string_view s) {
   const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
   return v;
+}
+
+/// Why `path` cannot be written (a folder, or in a folder that does not exist), checked before a
+/// long solve whose output would be lost; nullopt when it looks writable. Creates nothing.
+inline std::optional<std::string> unwritable(const std::string& path) {
+  const std::filesystem::path p(path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(p, ec)) return "cannot write '" + path + "': it is a folder";
+  const auto parent = p.parent_path();
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+    return "cannot write '" + path + "': the folder '" + parent.string() + "' does not exist";
+  return std::nullopt;
+}
+
+/// Writes `text` to `path`, replacing the file; why it could not, else nullopt.
+inline std::optional<std::string> write_file(const std::string& path, std::string_view text) {
+  if (auto why = unwritable(path)) return why;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return "cannot write '" + path + "': it cannot be opened for writing";
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) return "cannot write '" + path + "': write error (disk full?)";
+  return std::nullopt;
 }
 
 }  // namespace remat_cli

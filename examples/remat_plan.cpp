@@ -7,6 +7,7 @@
 //              [--bandwidth 12e9] [--bandwidth-d2h B] [--bandwidth-h2d B] [--json]
 //   remat-plan --chain FILE --budget 1GiB --simulate "F1_ck F2_all B2 F1_all B1"
 //              [--bandwidth 12e9] [--json]
+//   remat-plan ... --trace plan.json   (the plan's timeline for ui.perfetto.dev, io/trace.hpp)
 //
 // It loads a chain profile or a forward DAG (JSON, docs/json-format.md), runs one policy,
 // re-simulates the schedule with remat::sim::simulate (the referee: the printed makespan and peak
@@ -55,6 +56,7 @@
 #include <nlohmann/json.hpp>
 #include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
+#include <remat/io/trace.hpp>
 #include <remat/policy/offload.hpp>
 #include <remat/remat.hpp>
 #if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
@@ -69,6 +71,7 @@
 #endif
 
 #include "cli.hpp"
+#include "progress.hpp"
 
 namespace {
 
@@ -151,9 +154,18 @@ replaying a program (instead of --policy):
 
 output:
   --json                print one JSON object instead of the summary
-  --progress            report the solve's progress on stderr (default: only when
-                        stderr is a terminal); checkmate reports its incumbent
-                        and bound
+  --trace FILE          also write the plan's timeline (with --simulate: the
+                        replay's, up to a violation) as a Chrome trace to FILE:
+                        open it in ui.perfetto.dev or chrome://tracing (lanes
+                        compute, device->host, host->device; device memory and
+                        the budget as counters)
+  --progress            report the solve's progress on stderr even when stdout or
+                        stderr is not a terminal (a line per step on a log); by
+                        default a line that overwrites itself is shown while a
+                        solve runs when both are terminals: elapsed time and the
+                        DP's percent, checkmate's best makespan, bound and gap,
+                        rockmate's kinds of blocks and block solves done
+  --quiet               no progress display at all
   -h, --help            print this help and exit
 
 Options also take the form --option=VALUE.
@@ -216,8 +228,10 @@ struct options {
   std::optional<bandwidth_arg> bandwidth;      ///< --bandwidth: bytes per second, each way
   std::optional<bandwidth_arg> bandwidth_d2h;  ///< --bandwidth-d2h: offloads
   std::optional<bandwidth_arg> bandwidth_h2d;  ///< --bandwidth-h2d: prefetches
+  std::optional<std::string> trace;  ///< --trace FILE: the Chrome trace of the plan
   bool json = false;
   bool progress = false;
+  bool quiet = false;
   bool help = false;
 };
 
@@ -422,6 +436,10 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       o.progress = true;
       continue;
     }
+    if (arg == "--quiet") {
+      o.quiet = true;
+      continue;
+    }
     if (arg == "--relax") {
       o.relax = true;
       continue;
@@ -444,14 +462,15 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       value = arg.substr(eq + 1);
     }
     // Every option: those that take a value, then the flags handled above.
-    static constexpr std::array<std::string_view, 21> known = {
-        "--chain",     "--graph",         "--budget",        "--policy", "--slots",
-        "--segments",  "--snapshots",     "--time-limit",    "--solver", "--simulate",
-        "--bandwidth", "--bandwidth-d2h", "--bandwidth-h2d", "--grid",   "--threads",
-        "--help",      "--json",          "--progress",      "--relax",  "--no-portfolio",
-        "--find-minimum"};
-    const auto valued = std::span(known).first(15);
-    if (std::find(known.begin() + 15, known.end(), name) != known.end())
+    static constexpr std::array<std::string_view, 23> known = {
+        "--chain",     "--graph",         "--budget",        "--policy",  "--slots",
+        "--segments",  "--snapshots",     "--time-limit",    "--solver",  "--simulate",
+        "--bandwidth", "--bandwidth-d2h", "--bandwidth-h2d", "--grid",    "--threads",
+        "--trace",     "--help",          "--json",          "--progress", "--quiet",
+        "--relax",     "--no-portfolio",  "--find-minimum"};
+    constexpr std::size_t n_valued = 16;
+    const auto valued = std::span(known).first(n_valued);
+    if (std::find(known.begin() + n_valued, known.end(), name) != known.end())
       return usage_error{"option " + std::string(name) + " takes no value"};
     if (std::find(valued.begin(), valued.end(), name) == valued.end()) {
       const auto guess = remat::io::closest_name(name, known);
@@ -486,6 +505,9 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       (name == "--bandwidth"       ? o.bandwidth
        : name == "--bandwidth-d2h" ? o.bandwidth_d2h
                                    : o.bandwidth_h2d) = bandwidth_arg{*b, v};
+    } else if (name == "--trace") {
+      if (v.empty()) return usage_error{"--trace needs a file name (e.g. plan.json)"};
+      o.trace = v;
     } else if (name == "--solver") {
       if (v != "cbc" && v != "lpsolve")
         return usage_error{"unknown solver '" + v + "'; the solvers are cbc and lpsolve"};
@@ -537,6 +559,7 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     }
   }
   if (o.help) return o;
+  if (o.progress && o.quiet) return usage_error{"give --progress or --quiet, not both"};
   if (o.chain_path.empty() && o.graph_path.empty())
     return usage_error{
         "missing --chain FILE (a chain profile, JSON) or --graph FILE (a forward DAG, JSON)"};
@@ -611,38 +634,17 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
   return o;
 }
 
-/// Progress of the DP policies on stderr: a self-overwriting line on a terminal, a line per
-/// tenth otherwise.
-class progress_reporter {
- public:
-  progress_reporter(std::string policy, bool terminal)
-      : policy_(std::move(policy)), terminal_(terminal) {}
-  void operator()(double fraction) {
-    const int pct = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * 100.0);
-    if (terminal_) {
-      if (pct == last_) return;
-      std::fprintf(stderr, "\rremat-plan: %s %3d%%", policy_.c_str(), pct);
-    } else {
-      if (pct / 10 == last_ / 10 && last_ >= 0) return;
-      std::fprintf(stderr, "remat-plan: %s %d%%\n", policy_.c_str(), pct / 10 * 10);
-    }
-    std::fflush(stderr);
-    last_ = pct;
-  }
-  /// After the solve: clears the terminal line, or reports the end on a log.
-  void done(bool finished) const {
-    if (last_ < 0) return;
-    if (terminal_)
-      std::fprintf(stderr, "\r%*s\r", static_cast<int>(policy_.size()) + 18, "");
-    else if (finished && last_ < 100)
-      std::fprintf(stderr, "remat-plan: %s 100%%\n", policy_.c_str());
-  }
-
- private:
-  std::string policy_;
-  bool terminal_;
-  int last_ = -1;
-};
+/// Where the solve's progress goes (progress.hpp): a one-line display on stderr when stdout and
+/// stderr are terminals (issue 15 §3: nothing when the output goes to a file or a pipe); with
+/// --progress also to a log (stderr redirected); never with --quiet, nor for a policy with
+/// nothing to report (`reports` false).
+remat_cli::progress_display::mode progress_mode(const options& o, bool reports) {
+  using mode = remat_cli::progress_display::mode;
+  if (o.quiet || !reports) return mode::off;
+  const bool terminal = REMAT_PLAN_ISATTY(2) != 0;
+  if (o.progress) return terminal ? mode::terminal : mode::log;
+  return terminal && REMAT_PLAN_ISATTY(1) != 0 ? mode::terminal : mode::off;
+}
 
 /// A policy's description for the summary: its name and the knobs in use.
 std::string policy_label(const options& o) {
@@ -711,61 +713,18 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 #if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
-/// Progress of a MILP solve on stderr: incumbent, bound and gap, a self-overwriting line on a
-/// terminal, a line every few seconds otherwise.
-class milp_reporter {
- public:
-  explicit milp_reporter(bool terminal) : terminal_(terminal) {}
-  void operator()(const remat::milp::progress_report& p) {
-    if (!terminal_ && printed_ && p.elapsed - last_ < 5.0) return;
-    char line[160];
-    if (p.has_incumbent()) {
-      const double gap = p.incumbent > 0 ? 100.0 * (p.incumbent - p.bound) / p.incumbent : 0.0;
-      std::snprintf(line, sizeof line,
-                    "remat-plan: checkmate %.1f s: best %.6g s, bound %.6g s (gap %.1f%%)",
-                    p.elapsed, p.incumbent, p.bound, gap);
-    } else {
-      if (std::isfinite(p.bound))
-        std::snprintf(line, sizeof line,
-                      "remat-plan: checkmate %.1f s: no schedule yet, bound %.6g s", p.elapsed,
-                      p.bound);
-      else
-        std::snprintf(line, sizeof line, "remat-plan: checkmate %.1f s: no schedule yet",
-                      p.elapsed);
-    }
-    if (terminal_) {
-      width_ = std::max(width_, static_cast<int>(std::strlen(line)));
-      std::fprintf(stderr, "\r%-*s", width_, line);
-    } else {
-      std::fprintf(stderr, "%s\n", line);
-    }
-    std::fflush(stderr);
-    printed_ = true;
-    last_ = p.elapsed;
-  }
-  void done() const {
-    if (terminal_ && printed_) std::fprintf(stderr, "\r%*s\r", width_, "");
-  }
-
- private:
-  bool terminal_;
-  bool printed_ = false;
-  double last_ = 0;
-  int width_ = 0;
-};
-
 template <class Backend>
-remat::result<remat::schedule> plan_checkmate(const options& o, const remat::graph& g,
-                                                    solve_info& info, bool show_progress) {
+remat::result<remat::schedule> plan_checkmate(const options& o, const remat::graph& g, solve_info& info,
+                                              remat_cli::progress_display& display) {
   remat::checkmate<Backend> p;
   p.relax = o.relax;
   if (o.time_limit) p.time_limit = *o.time_limit;
   p.find_minimum = o.find_minimum;
-  milp_reporter reporter(REMAT_PLAN_ISATTY(2) != 0);
-  if (show_progress)
-    p.progress = [&reporter](const remat::milp::progress_report& r) { reporter(r); };
+  if (display.on())
+    p.progress = [&display](const remat::milp::progress_report& r) {
+      display.report({.incumbent = r.incumbent, .bound = r.bound});
+    };
   auto r = p.solve_detailed(g, o.budget);
-  reporter.done();
   if (!r) return r.err();
   info.optimal = r->optimal;
   info.bound = r->bound;
@@ -775,21 +734,16 @@ remat::result<remat::schedule> plan_checkmate(const options& o, const remat::gra
 
 template <class Backend>
 remat::result<remat::schedule> plan_rockmate(const options& o, const remat::graph& g, solve_info& info,
-                                             bool show_progress) {
+                                             remat_cli::progress_display& display) {
   remat::rockmate<remat::checkmate<Backend>> p;
   p.inner.relax = o.relax;
   if (o.time_limit) p.time_limit = *o.time_limit;
   if (o.grid) std::tie(p.peak_budgets, p.save_budgets) = *o.grid;
   if (o.threads) p.threads = *o.threads;
   if (o.slots) p.slots = *o.slots;
-  const bool terminal = REMAT_PLAN_ISATTY(2) != 0;
-  if (show_progress)
-    p.progress = [terminal](const remat::rockmate_progress& r) {
-      std::fprintf(stderr, terminal ? "\rremat-plan: rockmate %.1f s: options of %d of %d kinds of blocks"
-                                    : "remat-plan: rockmate %.1f s: options of %d of %d kinds of blocks\n",
-                   r.elapsed, r.done, r.kinds);
-      if (terminal && r.done == r.kinds) std::fprintf(stderr, "\n");
-      std::fflush(stderr);
+  if (display.on())
+    p.progress = [&display](const remat::rockmate_progress& r) {
+      display.report({.blocks = std::pair{r.done, r.kinds}, .solves = std::pair{r.solves_done, r.solves}});
     };
   auto r = p.plan(g, o.budget);
   if (!r) return r.err();
@@ -800,8 +754,8 @@ remat::result<remat::schedule> plan_rockmate(const options& o, const remat::grap
 }
 
 /// A graph policy on a graph; info.solve_seconds is filled by the caller.
-remat::result<remat::schedule> plan_graph(const options& o, const remat::graph& g,
-                                                solve_info& info, bool show_progress) {
+remat::result<remat::schedule> plan_graph(const options& o, const remat::graph& g, solve_info& info,
+                                          remat_cli::progress_display& display) {
   if (o.policy == "store_all") {
     auto r = remat::store_all{}.solve(g, o.budget);
     info.optimal = r.ok();  // its makespan is the ideal time, a lower bound
@@ -809,15 +763,15 @@ remat::result<remat::schedule> plan_graph(const options& o, const remat::graph& 
   }
 #ifdef REMAT_HAS_CBC
   if (o.solver == "cbc")
-    return o.policy == "rockmate" ? plan_rockmate<remat::milp::cbc>(o, g, info, show_progress)
-                                  : plan_checkmate<remat::milp::cbc>(o, g, info, show_progress);
+    return o.policy == "rockmate" ? plan_rockmate<remat::milp::cbc>(o, g, info, display)
+                                  : plan_checkmate<remat::milp::cbc>(o, g, info, display);
 #endif
 #ifdef REMAT_HAS_LPSOLVE
   if (o.solver == "lpsolve")
-    return o.policy == "rockmate" ? plan_rockmate<remat::milp::lpsolve>(o, g, info, show_progress)
-                                  : plan_checkmate<remat::milp::lpsolve>(o, g, info, show_progress);
+    return o.policy == "rockmate" ? plan_rockmate<remat::milp::lpsolve>(o, g, info, display)
+                                  : plan_checkmate<remat::milp::lpsolve>(o, g, info, display);
 #endif
-  (void)show_progress;
+  (void)display;
   return remat::error{remat::status::solver_error,
                       o.policy + ": the solver '" + o.solver + "' is not in this build", {}};
 }
@@ -856,6 +810,18 @@ int fail(const options& o, const remat::chain* c, const remat::error& err) {
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   }
   return exit_failed;
+}
+
+/// --trace FILE: writes the Chrome trace (io/trace.hpp) of the timeline `process()` makes (called
+/// only with --trace); why it could not, else nullopt.
+template <class Process>
+std::optional<remat::error> write_trace(const options& o, Process process) {
+  if (!o.trace) return std::nullopt;
+  const auto trace = remat::io::chrome_trace(process());
+  if (!trace) return trace.err();
+  if (auto why = remat_cli::write_file(*o.trace, *trace))
+    return remat::error{remat::status::invalid_problem, "--trace: " + *why, {}};
+  return std::nullopt;
 }
 
 /// Writes the ops on lines of at most ~96 columns, indented, separated by `sep`.
@@ -983,15 +949,16 @@ int run_graph(const options& o) {
   if (!lp.graph) return fail(o, c ? &*c : nullptr, lp.graph.err());
   const remat::graph& g = *lp.graph;
 
-  const bool show_progress = o.progress || REMAT_PLAN_ISATTY(2);
+  remat_cli::progress_display display(o.policy, progress_mode(o, o.policy != "store_all"));
   solve_info info;
   const auto t0 = std::chrono::steady_clock::now();
-  auto planned = plan_graph(o, g, info, show_progress);
+  auto planned = plan_graph(o, g, info, display);
   info.solve_seconds = seconds_since(t0);
+  display.done(planned.ok());
   if (!planned) return fail(o, c ? &*c : nullptr, planned.err());
   const remat::schedule& s = *planned;
 
-  const auto r = remat::sim::simulate(g, s, {.budget = o.budget, .record_timeline = false});
+  const auto r = remat::sim::simulate(g, s, {.budget = o.budget, .record_timeline = o.trace.has_value()});
   if (!r.valid)
     return fail(o, c ? &*c : nullptr,
                 remat::error{remat::status::solver_error,
@@ -1004,6 +971,9 @@ int run_graph(const options& o) {
   const remat::bytes store_all_peak =
       remat::sim::simulate(g, store_all, {.budget = remat::unlimited_bytes, .record_timeline = false}).peak;
   const double ideal = g.ideal_time();
+  // A graph plan is printed as a program over the graph, and traced so.
+  if (auto e = write_trace(o, [&] { return remat::io::trace_of(g, s, r, "planned: " + o.policy, o.budget); }))
+    return fail(o, c ? &*c : nullptr, *e);
 
   if (o.json)
     return print_json(o, {c ? std::optional(c->name) : std::nullopt, g.name, r.makespan, r.peak,
@@ -1230,6 +1200,26 @@ int run_simulate(const options& o) {
     rep.instructions = p->s.ops.size();
   }
   rep.read = true;
+  if (o.trace) {
+    // What ran, instruction by instruction (the replay in chain terms above has a point per
+    // chain op): the program lowered onto the training graph, replayed with its timeline.
+    remat::schedule s = p->s;
+    if (p->ops) {
+      // A break of the notation's rules stops the replay at its op: what ran is the ops before.
+      remat::lowering_failure failure;
+      auto lowered = remat::lower(c->length(), *p->ops, nullptr, &failure);
+      if (!lowered) lowered = remat::lower(c->length(), std::span(*p->ops).first(failure.op));
+      s = lowered ? *lowered : remat::schedule{};
+    }
+    remat::sim::options traced = opt;
+    traced.record_timeline = true;
+    const auto t = remat::sim::simulate(g, s, traced);
+    if (auto e = write_trace(o, [&] {
+          return chain ? remat::io::trace_of(*c, s, t, "simulated", o.budget)
+                       : remat::io::trace_of(g, s, t, "simulated", o.budget);
+        }))
+      return fail(o, chain, *e);
+  }
   rep.valid = r.valid;
   rep.peak = r.peak;
   rep.host_peak = r.host_peak;
@@ -1285,16 +1275,15 @@ nlohmann::ordered_json rate_json(double v) {
 
 /// An offloading policy on the chain: its plan, re-simulated on the machine it planned for.
 int run_offload(const options& o, const remat::chain& c) {
-  const bool show_progress = o.policy != "offload_greedy" && o.policy != "offload_autocapper" &&
-                             (o.progress || REMAT_PLAN_ISATTY(2));
-  progress_reporter reporter(o.policy, REMAT_PLAN_ISATTY(2) != 0);
+  remat_cli::progress_display display(
+      o.policy, progress_mode(o, o.policy != "offload_greedy" && o.policy != "offload_autocapper"));
   std::function<void(double)> progress;
-  if (show_progress) progress = [&reporter](double f) { reporter(f); };
+  if (display.on()) progress = [&display](double f) { display.percent(f); };
   const auto t0 = std::chrono::steady_clock::now();
   auto planned = plan_offload(o, c, progress);
   solve_info info;
   info.solve_seconds = seconds_since(t0);
-  reporter.done(planned.ok());
+  display.done(planned.ok());
   if (!planned) return fail(o, &c, planned.err());
   const remat::offload_plan& p = *planned;
   const remat::schedule& s = p.program;
@@ -1304,7 +1293,7 @@ int run_offload(const options& o, const remat::chain& c) {
   const remat::machine hw =
       d2h > 0 && h2d > 0 ? remat::machine{d2h, h2d, remat::unlimited_bytes} : remat::machine{};
   const auto r =
-      remat::sim::simulate(c, s, {.budget = o.budget, .record_timeline = false, .hw = hw});
+      remat::sim::simulate(c, s, {.budget = o.budget, .record_timeline = o.trace.has_value(), .hw = hw});
   if (!r.valid)
     return fail(o, &c,
                 remat::error{
@@ -1320,6 +1309,8 @@ int run_offload(const options& o, const remat::chain& c) {
           .peak;
   const double ideal = c.ideal_time();
   info.optimal = r.makespan <= ideal;
+  if (auto e = write_trace(o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }))
+    return fail(o, &c, *e);
 
   if (o.json) {
     nlohmann::ordered_json off;
@@ -1388,6 +1379,10 @@ int run_offload(const options& o, const remat::chain& c) {
 }
 
 int run(const options& o) {
+  // Before a solve that may be long: a trace that cannot be written fails now.
+  if (o.trace)
+    if (auto why = remat_cli::unwritable(*o.trace))
+      return fail(o, nullptr, remat::error{remat::status::invalid_problem, "--trace: " + *why, {}});
   if (o.simulate) return run_simulate(o);
   if (o.policy == "checkmate" || o.policy == "rockmate" || !o.graph_path.empty()) return run_graph(o);
   auto loaded = remat::io::load_chain(o.chain_path);
@@ -1396,21 +1391,20 @@ int run(const options& o) {
   if (is_offload_policy(o.policy)) return run_offload(o, c);
 
   const bool dp = o.policy == "rotor" || o.policy == "rotor_floating";
-  const bool searches = o.policy != "store_all";  // store_all is linear: nothing to report
-  const bool show_progress = searches && (o.progress || REMAT_PLAN_ISATTY(2));
-  progress_reporter reporter(o.policy, REMAT_PLAN_ISATTY(2) != 0);
+  // store_all is linear: nothing to report
+  remat_cli::progress_display display(o.policy, progress_mode(o, o.policy != "store_all"));
   std::function<void(double)> progress;
-  if (show_progress) progress = [&reporter](double f) { reporter(f); };
+  if (display.on()) progress = [&display](double f) { display.percent(f); };
   const auto t0 = std::chrono::steady_clock::now();
   auto planned = plan(o, c, progress);
   solve_info info;
   info.solve_seconds = seconds_since(t0);
-  reporter.done(planned.ok());
+  display.done(planned.ok());
   if (!planned) return fail(o, &c, planned.err());
   const remat::schedule& s = *planned;
 
   // The referee: the numbers printed are the simulator's.
-  const auto r = remat::sim::simulate(c, s, {.budget = o.budget, .record_timeline = false});
+  const auto r = remat::sim::simulate(c, s, {.budget = o.budget, .record_timeline = o.trace.has_value()});
   if (!r.valid)
     return fail(
         o, &c,
@@ -1428,6 +1422,8 @@ int run(const options& o) {
   info.optimal = r.makespan <= ideal ||
                  (dp && o.slots && *o.slots == 0 && planned->predicted_time == r.makespan);
   info.optimal_at_slots = dp && !info.optimal && !(o.slots && *o.slots == 0);
+  if (auto e = write_trace(o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }))
+    return fail(o, &c, *e);
 
   if (o.json)
     return print_json(o, {c.name, std::nullopt, r.makespan, r.peak, ideal, store_all_peak, info,

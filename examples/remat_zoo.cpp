@@ -294,14 +294,9 @@ int main(int argc, char** argv) {
     std::cout << text;
     return 0;
   }
-  {
-    std::ofstream out(o.output, std::ios::binary);
-    out << text;
-    out.close();
-    if (!out) {
-      std::cerr << "remat-zoo: cannot write '" << o.output << "'\n";
-      return 1;
-    }
+  if (const auto why = remat_cli::write_file(o.output, text)) {
+    std::cerr << "remat-zoo: " << *why << "\n";
+    return 1;
   }
   remat::bytes activations = 0;
   double time = 0;

@@ -177,6 +177,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const pid_t pid = ::fork();
   FUZZ_CHECK(pid >= 0, "fork failed");
   if (pid == 0) {
+    // In the scratch folder: a relative --trace FILE the input names is written there.
+    if (::chdir(dir.c_str()) != 0) ::_exit(125);
     const int o = ::open(out_path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
     const int e = ::open(err_path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
     if (o < 0 || e < 0 || ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0) ::_exit(125);

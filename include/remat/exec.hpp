@@ -7,6 +7,7 @@
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/exec/host_backend.hpp>
+#include <remat/exec/measured.hpp>
 #include <remat/exec/placement.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/exec/train.hpp>

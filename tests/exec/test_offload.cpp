@@ -14,6 +14,8 @@
 #include <vector>
 
 #include <remat/exec.hpp>
+#include <remat/exec/measured.hpp>
+#include <remat/io/trace.hpp>
 #include <remat/remat.hpp>
 
 #include <eigen/models.hpp>
@@ -232,6 +234,56 @@ TEST_CASE("offload: the issue's chain program F1_ck F2_all O1 W1 F3_all B3 P1 W1
     CHECK(b.host_in_use() == 0);
     CHECK(b.host_high_water() == c.at(1).output_bytes);
   }
+}
+
+TEST_CASE("offload: measured_report of a run: one point per instruction on its lane, the measured peak, traced beside the plan") {
+  host_backend pb;
+  toy_model pm = make_toy(3, 1);
+  auto profiled = exec::profile_chain(pm, toy_input(pb), pb, {.repetitions = 1, .warmup = 0});
+  REQUIRE_MESSAGE(profiled.ok(), profiled.message());
+  const chain& c = *profiled;
+  const auto s = parse_chain_program(3, "F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1");
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  const auto planned = sim::simulate(c, *s);
+  REQUIRE(planned.valid);
+  toy_model m = make_toy(3, 1);
+  host_backend b(planned.peak);
+  exec::executor ex(m, c, b);
+  const auto run = ex.run(*s, toy_input(b));
+  REQUIRE_MESSAGE(run.ok(), run.message());
+
+  const auto measured = exec::measured_report(*s, *run);
+  REQUIRE_MESSAGE(measured.ok(), measured.message());
+  CHECK(measured->valid);
+  CHECK(measured->peak == run->measured_peak);
+  CHECK(measured->makespan == run->elapsed);
+  REQUIRE(measured->timeline.size() == s->ops.size());
+  seconds t = 0;
+  for (std::size_t i = 0; i < s->ops.size(); ++i) {
+    const auto& p = measured->timeline[i];
+    CAPTURE(i);
+    CHECK(p.op == i);
+    CHECK(p.lane == planned.timeline[i].lane);  // O1 and P1 on their lanes
+    CHECK(p.start == t);
+    CHECK(p.end == t + run->op_times[i]);
+    CHECK(p.peak == run->op_peaks[i]);
+    t = p.end;
+  }
+  // Planned and measured side by side: one process each, an event per instruction in each.
+  const std::vector<io::trace_process> both{io::trace_of(c, *s, planned, "planned"),
+                                            io::trace_of(c, *s, *measured, "measured")};
+  const auto trace = io::chrome_trace(both);
+  REQUIRE_MESSAGE(trace.ok(), trace.message());
+  const std::string complete = "{\"ph\":\"X\",";  // each event begins with its ph, then its pid
+  for (const std::string pid : {"\"pid\":1,", "\"pid\":2,"}) {
+    std::size_t events = 0;
+    for (auto at = trace->find(complete); at != std::string::npos; at = trace->find(complete, at + 1))
+      events += trace->compare(at + complete.size(), pid.size(), pid) == 0;
+    CHECK(events == s->ops.size());
+  }
+  // A run of another schedule is refused.
+  const schedule other{{s->ops.begin(), s->ops.begin() + 3}, 0, 0};
+  CHECK(exec::measured_report(other, *run).code() == status::invalid_problem);
 }
 
 TEST_CASE("offload: an Eigen MLP with its input and checkpoints on the host") {

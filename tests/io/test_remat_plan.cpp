@@ -1319,4 +1319,75 @@ TEST_CASE("remat-plan: usage errors of the offloading policies") {
   }
 }
 
+TEST_CASE("remat-plan --trace: the plan's timeline as a Chrome trace; --json unchanged; an unwritable file fails first") {
+  const auto tmp = std::filesystem::temp_directory_path();
+  const std::string file = (tmp / ("remat_plan_trace_" + std::to_string(std::random_device{}()) + ".json")).string();
+  const std::string chain = chain_file("resnet_like.json");
+  const outcome plain = run_plan({"--chain", chain, "--budget", "1GiB", "--policy", "rotor", "--json"});
+  const outcome traced = run_plan({"--chain", chain, "--budget", "1GiB", "--policy", "rotor", "--json", "--trace", file});
+  REQUIRE(traced.exit_code == 0);
+  CHECK(traced.err.empty());
+  json a = json::parse(plain.out), b = json::parse(traced.out);
+  a.erase("solve_seconds");
+  b.erase("solve_seconds");
+  CHECK(a == b);
+  auto c = io::load_chain(chain);
+  REQUIRE(c.ok());
+  const auto s = io::schedule_from_json(b, *c);
+  REQUIRE(s.ok());
+  const json t = json::parse(slurp(file), nullptr, false);
+  REQUIRE(t.is_object());
+  std::size_t complete = 0, counters = 0;
+  for (const auto& e : t["traceEvents"]) {
+    complete += e["ph"] == "X";
+    counters += e["ph"] == "C" && e["name"] == "budget";
+    if (e["ph"] == "X" && e["args"]["op"] == 0) CHECK(e["name"] == b["schedule"][0]);  // F1_ck
+    if (e["ph"] == "M" && e["name"] == "process_name") CHECK(e["args"]["name"] == "planned: rotor");
+  }
+  CHECK(complete == s->ops.size());
+  CHECK(counters == 2);
+
+  // --simulate: the replay, up to its violation.
+  std::filesystem::remove(file);
+  const outcome replay = run_plan({"--chain", chain, "--budget", "3GiB", "--simulate", "F1_ck F2_all O1 W1 F3_all B3",
+                                   "--bandwidth", "12e9", "--trace", file});
+  CHECK(replay.exit_code == 1);  // B3 without delta_3
+  const json r = json::parse(slurp(file), nullptr, false);
+  REQUIRE(r.is_object());
+  std::vector<std::string> names;
+  for (const auto& e : r["traceEvents"])
+    if (e["ph"] == "X") names.push_back(e["name"].get<std::string>() + "@" + std::to_string(e["tid"].get<int>()));
+  CHECK(names == std::vector<std::string>{"F1_ck@1", "F2_all@1", "O1@2", "W1@1", "F3_all@1"});
+  std::filesystem::remove(file);
+
+  // A folder that does not exist: exit 1 before planning, the reason on stderr and in --json.
+  const std::string missing = (tmp / "remat_plan_no_such_folder" / "t.json").string();
+  const outcome bad = run_plan({"--chain", chain, "--budget", "1GiB", "--policy", "rotor", "--json", "--trace", missing});
+  CHECK(bad.exit_code == 1);
+  CHECK(has(bad.err, "does not exist"));
+  CHECK(json::parse(bad.out)["status"] == "invalid_problem");
+  CHECK(!std::filesystem::exists(missing));
+}
+
+TEST_CASE("remat-plan --quiet: no progress, even with a MILP; --progress with --quiet is a usage error") {
+  const std::string chain = chain_file("gpt_like.json");
+  const outcome quiet = run_plan({"--chain", chain, "--budget", "8GiB", "--policy", "rotor", "--quiet"});
+  CHECK(quiet.exit_code == 0);
+  CHECK(quiet.err.empty());
+  const outcome both = run_plan({"--chain", chain, "--budget", "8GiB", "--policy", "rotor", "--quiet", "--progress"});
+  CHECK(both.exit_code == 2);
+  CHECK(has(both.err, "not both"));
+  for (const auto& solver : plan_solvers()) {
+    // Not a terminal (stdout and stderr are files here), no --progress: nothing on stderr.
+    const outcome milp = run_plan({"--graph", graph_file("residual_net.json"), "--budget", "300MiB", "--policy",
+                                   "rockmate", "--solver", solver, "--grid", "3,3"});
+    CHECK(milp.exit_code == 0);
+    CHECK(milp.err.empty());
+    const outcome logged = run_plan({"--graph", graph_file("residual_net.json"), "--budget", "300MiB", "--policy",
+                                     "rockmate", "--solver", solver, "--grid", "3,3", "--progress"});
+    CHECK(has(logged.err, "remat-plan: rockmate "));
+    CHECK(has(logged.err, " kinds, solves "));
+  }
+}
+
 #endif

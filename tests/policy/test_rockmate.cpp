@@ -226,10 +226,14 @@ TEST_CASE("rockmate<store_all> is Rotor on the chain of blocks (rockmate-spec §
 TEST_CASE("rockmate: identical blocks are solved once; the plan runs every block's backward once") {
   const graph g = *build_graph(mlp_stack(4));
   int progress_calls = 0;
+  rockmate_progress last;
   rockmate<store_all> p{.threads = 2, .progress = [&](const rockmate_progress& r) {
                           ++progress_calls;
                           CHECK(r.kinds == 2);  // the 4 layers (the graph input is protected like a
                                                 // block input), the loss
+                          CHECK(r.solves_done == progress_calls);  // one call per grid point
+                          CHECK(r.done >= last.done);
+                          last = r;
                         }};
   const auto plan = p.plan(g, store_all_peak(g) * 6 / 10);
   REQUIRE_MESSAGE(plan.ok(), plan.message());
@@ -237,7 +241,9 @@ TEST_CASE("rockmate: identical blocks are solved once; the plan runs every block
   REQUIRE(plan->blocks.size() == 5);
   for (int k = 1; k < 4; ++k) CHECK(plan->blocks[static_cast<std::size_t>(k)].kind == plan->blocks[0].kind);
   CHECK(plan->blocks[4].kind != plan->blocks[0].kind);
-  CHECK(progress_calls == 2);
+  CHECK(last.done == 2);
+  CHECK(last.solves == progress_calls);
+  CHECK(progress_calls > 2);
   std::vector<int> runs(static_cast<std::size_t>(g.compute_count()), 0);
   for (const auto& i : plan->program.ops)
     if (i.is_compute()) ++runs[static_cast<std::size_t>(i.node)];

@@ -559,9 +559,8 @@ inline nlohmann::json to_json(const schedule& s) {
 /// and has a forward or a backward (the F or B word that schedule_from_json(j, chain) tells the
 /// notation by), else as to_json(s).
 inline nlohmann::json to_json(const schedule& s, const chain& c) {
-  const auto ops = to_chain_ops(c.length(), s);
-  if (!ops || std::none_of(ops->begin(), ops->end(), [](const chain_op& o) { return o.is_compute(); }))
-    return to_json(s);
+  const auto ops = printed_chain_ops(c.length(), s);
+  if (!ops) return to_json(s);
   nlohmann::json out = nlohmann::json::array();
   for (const auto& i : *ops) out.push_back(to_string(i));
   return out;

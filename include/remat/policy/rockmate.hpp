@@ -71,11 +71,15 @@
 
 namespace remat {
 
-/// Where a rockmate solve is: the options of `done` of `kinds` kinds of blocks are made.
+/// Where a rockmate solve is: the options of `done` of `kinds` kinds of blocks are made, and
+/// `solves_done` of the `solves` grid points of all kinds are settled (solved, or skipped: below
+/// a point proven infeasible, past the block's time limit).
 struct rockmate_progress {
   int done = 0;
   int kinds = 0;
   seconds elapsed = 0;
+  int solves_done = 0;
+  int solves = 0;
 };
 
 /// One block of a rockmate plan.
@@ -329,7 +333,8 @@ struct rockmate {
   /// RK-Rotor's memory slots (rotor's `slots`) and table limit.
   std::int64_t slots = 500;
   std::int64_t max_table_bytes = std::int64_t{2} << 30;
-  /// Called as the options of each kind of block are done.
+  /// Called as each grid point's solve is settled (so also as the options of each kind of block
+  /// are done), from the solving threads but never from two at once; remat-plan's progress line.
   std::function<void(const rockmate_progress&)> progress = {};
 
   [[nodiscard]] result<schedule> solve(const graph& g, bytes budget) const {
@@ -483,7 +488,7 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
   std::vector<std::vector<std::pair<bytes, bytes>>> failed(static_cast<std::size_t>(kinds));
   std::mutex mutex;
   std::atomic<std::size_t> next{0};
-  int kinds_done = 0;
+  int kinds_done = 0, solves_done = 0;
   auto run_task = [&](const task& t) {
     const auto k = static_cast<std::size_t>(t.kind);
     double budget_left = 0;
@@ -525,10 +530,9 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
     for (std::size_t i; (i = next.fetch_add(1)) < tasks.size();) {
       run_task(tasks[i]);
       std::lock_guard lock(mutex);
-      if (--tasks_left[static_cast<std::size_t>(tasks[i].kind)] == 0) {
-        ++kinds_done;
-        if (progress) progress({kinds_done, kinds, elapsed()});
-      }
+      if (--tasks_left[static_cast<std::size_t>(tasks[i].kind)] == 0) ++kinds_done;
+      ++solves_done;
+      if (progress) progress({kinds_done, kinds, elapsed(), solves_done, static_cast<int>(tasks.size())});
     }
   };
   {

@@ -39,6 +39,7 @@
 // to_chain_ops() / to_chain_string() raise a program back to the notation when it is
 // chain-shaped (it is the lowering of some chain ops), so chain programs print as they always did.
 
+#include <algorithm>
 #include <charconv>
 #include <cstddef>
 #include <optional>
@@ -354,6 +355,17 @@ inline std::optional<std::vector<chain_op>> to_chain_ops(int n, const schedule& 
   }
   const auto back = lower(n, ops);
   if (!back || back->ops != s.ops) return std::nullopt;
+  return ops;
+}
+
+/// The chain ops a chain's program is printed in (io/json.hpp's to_json(s, chain), remat-plan,
+/// io/trace.hpp): to_chain_ops when the program is chain-shaped and has a forward or a backward,
+/// the F or B word that tells the notation apart from program text (a program of transfers alone
+/// reads the same in both); nullopt when it is printed as program text.
+inline std::optional<std::vector<chain_op>> printed_chain_ops(int n, const schedule& s) {
+  auto ops = to_chain_ops(n, s);
+  if (!ops || std::none_of(ops->begin(), ops->end(), [](const chain_op& o) { return o.is_compute(); }))
+    return std::nullopt;
   return ops;
 }
 
