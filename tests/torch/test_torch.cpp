@@ -129,7 +129,9 @@ profiled profile(problem p) {
 
 TEST_SUITE_BEGIN("torch");
 
-TEST_CASE("every chain policy trains LibTorch models bit for bit like plain LibTorch, within the budget") {
+// Test names have no comma or semicolon: doctest_discover_tests finds a case's suite (its CTest
+// label) by filtering on its name, where a comma separates filters.
+TEST_CASE("every chain policy trains LibTorch models bit for bit like plain LibTorch and within the budget") {
   const std::vector<std::pair<std::string, plan_fn>> policies = {
       {"store_all", [](const remat::chain& c, remat::bytes m) { return remat::store_all{}.solve(c, m); }},
       {"periodic", [](const remat::chain& c, remat::bytes m) { return remat::periodic{}.solve(c, m); }},
@@ -239,7 +241,7 @@ TEST_CASE("bad LibTorch modules fail with a message that names the module") {
   }
 }
 
-TEST_CASE("a budget below a layer's need: the planner gives the minimum, the backend names the module") {
+TEST_CASE("a budget below a layer's need: the planner gives the minimum and the backend names the module") {
   problem p = mlp();
   const profiled pr = profile(p);
   auto r = remat::rotor{}.solve(pr.c, 1000);
@@ -259,7 +261,7 @@ TEST_CASE("a budget below a layer's need: the planner gives the minimum, the bac
   CHECK_MESSAGE(run.err().message.find("'fwd 5 (Dropout)'") != std::string::npos, run.err().message);
 }
 
-TEST_CASE("one backend counts at a time; memory outlives its backend safely") {
+TEST_CASE("one backend counts at a time and memory outlives its backend safely") {
   torch::Tensor kept;
   {
     backend b;
