@@ -12,7 +12,10 @@
 // LibTorch's, bit for bit.
 //
 //   remat-torch-demo [--model resnet|gpt|both] [--steps K] [--batch B] [--width W] [--image S]
-//                    [--budgets K] [--threads N] [--json]
+//                    [--budgets K] [--threads N] [--trace FILE] [--json]
+// --trace FILE writes a Chrome / Perfetto trace (remat/io/trace.hpp) of rotor's plan at 40% of the
+// first model's store-all peak: the planned timeline and the measured one of its last step, as
+// two processes side by side (chrome://tracing or ui.perfetto.dev).
 // --threads sets LibTorch's intra-op threads: on a shared or loaded machine, 1 gives steadier
 // timings (the overheads in README were measured so).
 
@@ -29,8 +32,11 @@
 #include <string_view>
 #include <vector>
 
+#include <remat/io/trace.hpp>
 #include <remat/remat.hpp>
 #include <remat/torch.hpp>
+
+#include <cli.hpp>
 
 #include "models.hpp"
 #include "plain.hpp"
@@ -44,12 +50,13 @@ struct options {
   std::string model = "both";
   int steps = 3, batch = 8, width = 32, image = 32, budgets = 4;
   int threads = 0;  ///< LibTorch's intra-op threads (0: its default)
+  std::string trace;  ///< where to write the trace of rotor at 40% (empty: none)
   bool json = false;
 };
 
 constexpr const char* usage_text =
     "usage: remat-torch-demo [--model resnet|gpt|both] [--steps K] [--batch B] [--width W] [--image S]\n"
-    "                        [--budgets K] [--threads N] [--json]\n";
+    "                        [--budgets K] [--threads N] [--trace FILE] [--json]\n";
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "remat-torch-demo: %s\n%s", why.c_str(), usage_text);
@@ -77,6 +84,11 @@ options parse(int argc, char** argv) {
     else if (a == "--image") o.image = integer(8);
     else if (a == "--budgets") o.budgets = integer(2);
     else if (a == "--threads") o.threads = integer(1);
+    else if (a == "--trace") {
+      if (i + 1 >= argc) usage("missing value after --trace");
+      o.trace = argv[++i];
+      if (auto why = remat_cli::unwritable(o.trace)) usage(*why);
+    }
     else if (a == "-h" || a == "--help") {
       std::printf("%s", usage_text);
       std::exit(0);
@@ -123,8 +135,9 @@ double median(std::vector<double> v) {
 
 /// Trains a copy of the model by `plan` beside plain LibTorch training of another copy; returns
 /// the row (measured overhead: the median step against plain LibTorch's median step).
+/// `measured`: when given, the report of the last step (exec::measured_report).
 row train(const options& o, const problem& p, const remat::chain& c, const remat::schedule& plan, std::string policy,
-          remat::bytes budget, double store_all_time) {
+          remat::bytes budget, double store_all_time, remat::sim::report* measured = nullptr) {
   row r{std::move(policy), budget, "ok", plan.predicted_peak, 0, plan.predicted_time / store_all_time - 1, 0, true};
   tnn::Sequential ref = models::copy_of(p.net), mine = models::copy_of(p.net);
   tnn::AnyModule ref_loss = p.loss.clone(), my_loss = p.loss.clone();
@@ -163,6 +176,7 @@ row train(const options& o, const problem& p, const remat::chain& c, const remat
                 std::equal(plain_generator.begin(), plain_generator.end(), g.data_ptr<std::uint8_t>());
     r.measured_peak = std::max(r.measured_peak, run->measured_peak);
     times.push_back(run->elapsed);
+    if (measured != nullptr && step + 1 == o.steps) *measured = *remat::exec::measured_report(plan, *run);
     ref_opt.step();
     my_opt.step();
   }
@@ -172,7 +186,8 @@ row train(const options& o, const problem& p, const remat::chain& c, const remat
 
 double mib(remat::bytes b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
 
-std::vector<row> demo(const options& o, const problem& p, remat::chain& c) {
+/// The rows of one model; `trace`: where to write the trace of rotor at 40% (empty: none).
+std::vector<row> demo(const options& o, const problem& p, remat::chain& c, const std::string& trace) {
   {
     auto copy = models::copy_of(p.net);
     tnn::AnyModule loss = p.loss.clone();
@@ -204,6 +219,30 @@ std::vector<row> demo(const options& o, const problem& p, remat::chain& c) {
   budgets.push_back(remat::fraction_of_store_all(c, 0.4));  // the target
   std::sort(budgets.begin(), budgets.end());
   budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
+  if (!trace.empty()) {
+    const remat::bytes budget = remat::fraction_of_store_all(c, 0.4);
+    auto plan = remat::rotor{}.solve(c, budget);
+    if (!plan) {
+      std::fprintf(stderr, "remat-torch-demo: no trace: %s\n", plan.message().c_str());
+    } else {
+      remat::sim::report measured;
+      (void)train(o, p, c, *plan, "rotor", budget, store_all_time, &measured);
+      const remat::sim::report planned = remat::sim::simulate(c, *plan, {.budget = budget});
+      const std::vector<remat::io::trace_process> processes = {
+          remat::io::trace_of(c, *plan, planned, "planned: rotor at 40% (" + p.name + ")", budget),
+          remat::io::trace_of(c, *plan, measured, "measured: rotor at 40% (" + p.name + ")", budget)};
+      auto json = remat::io::chrome_trace(processes);
+      if (!json) {
+        std::fprintf(stderr, "remat-torch-demo: %s\n", json.message().c_str());
+        std::exit(1);
+      }
+      if (auto why = remat_cli::write_file(trace, *json)) {
+        std::fprintf(stderr, "remat-torch-demo: %s\n", why->c_str());
+        std::exit(1);
+      }
+      std::fprintf(stderr, "remat-torch-demo: wrote %s (%zu bytes)\n", trace.c_str(), json->size());
+    }
+  }
   for (const remat::bytes budget : budgets) {
     add(remat::periodic{}, budget);
     add(remat::revolve{}, budget);
@@ -225,7 +264,7 @@ int main(int argc, char** argv) {
   bool first = true;
   for (const problem& p : problems) {
     remat::chain c;
-    const std::vector<row> rows = demo(o, p, c);
+    const std::vector<row> rows = demo(o, p, c, &p == &problems.front() ? o.trace : std::string());
     const remat::bytes peak = remat::peak_of_store_all(c);
     if (o.json) {
       for (const row& r : rows) {
