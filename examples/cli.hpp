@@ -10,6 +10,10 @@
 #include <string_view>
 #include <system_error>
 
+#ifndef _WIN32
+#include <unistd.h>
+#endif
+
 namespace remat_cli {
 
 /// The whole of s as an integer of type Int, or nothing (empty, trailing text, out of range).
@@ -21,8 +25,9 @@ std::optional<Int> parse_int(std::string_view s) {
   return v;
 }
 
-/// Why `path` cannot be written (a folder, or in a folder that does not exist), checked before a
-/// long solve whose output would be lost; nullopt when it looks writable. Creates nothing.
+/// Why `path` cannot be written (a folder, in a folder that does not exist or that this user may
+/// not write in), checked before a long solve whose output would be lost; nullopt when it looks
+/// writable. Creates nothing.
 inline std::optional<std::string> unwritable(const std::string& path) {
   const std::filesystem::path p(path);
   std::error_code ec;
@@ -30,6 +35,11 @@ inline std::optional<std::string> unwritable(const std::string& path) {
   const auto parent = p.parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
     return "cannot write '" + path + "': the folder '" + parent.string() + "' does not exist";
+#ifndef _WIN32
+  if (::access(parent.empty() ? "." : parent.c_str(), W_OK) != 0)
+    return "cannot write '" + path + "': no permission to write in '" +
+           (parent.empty() ? std::string(".") : parent.string()) + "'";
+#endif
   return std::nullopt;
 }
 

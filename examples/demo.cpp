@@ -17,19 +17,27 @@
 // checkmate (CBC when built in, else lp_solve; without either this part says it is skipped) at
 // budgets from the smallest feasible to the store-all peak, and trained by the same executor.
 //
+// Last, its pictures (issue 15 §2, <remat/io/svg.hpp>): the budget -> overhead curve of every
+// chain policy on the profiled chain (remat::sweep) and the memory timeline of one plan (pofo's at
+// its lowest budget, transfers included; rotor's when pofo has none), as SVG files in a folder
+// (--pictures DIR, default remat-demo-pictures in the working directory; --no-pictures: none).
+//
 //   remat-demo [--model residual|mlp] [--depth N] [--width W] [--hidden H] [--batch B]
-//              [--steps K] [--dropout P] [--budgets K] [--json]
+//              [--steps K] [--dropout P] [--budgets K] [--pictures DIR | --no-pictures] [--json]
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <remat/io/svg.hpp>
 #include <remat/remat.hpp>
+#include <remat/sweep.hpp>
 
 #include <eigen/models.hpp>
 
@@ -53,12 +61,14 @@ struct options {
   int depth = 8, width = 256, hidden = 1024, batch = 64, steps = 3, budgets = 5;
   float dropout = 0.1f;
   bool json = false;
+  std::string pictures = "remat-demo-pictures";  ///< the pictures' folder; "" = none
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "remat-demo: %s\nusage: remat-demo [--model residual|mlp] [--depth N] [--width W] [--hidden H]\n"
-               "                  [--batch B] [--steps K] [--dropout P] [--budgets K] [--json]\n",
+               "                  [--batch B] [--steps K] [--dropout P] [--budgets K]\n"
+               "                  [--pictures DIR | --no-pictures] [--json]\n",
                why);
   std::exit(2);
 }
@@ -79,6 +89,11 @@ options parse(int argc, char** argv) {
       return static_cast<int>(x);
     };
     if (a == "--json") o.json = true;
+    else if (a == "--no-pictures") o.pictures.clear();
+    else if (a == "--pictures") {
+      o.pictures = value();
+      if (o.pictures.empty()) usage("--pictures needs a folder (or give --no-pictures)");
+    }
     else if (a == "--model") o.model = value();
     else if (a == "--depth") o.depth = integer(1);
     else if (a == "--width") o.width = integer(1);
@@ -93,13 +108,24 @@ options parse(int argc, char** argv) {
       if (*end != '\0' || o.dropout < 0 || o.dropout >= 1) usage("--dropout takes a probability in [0, 1)");
     } else if (a == "-h" || a == "--help") {
       std::printf("usage: remat-demo [--model residual|mlp] [--depth N] [--width W] [--hidden H] [--batch B]\n"
-                  "                  [--steps K] [--dropout P] [--budgets K] [--json]\n");
+                  "                  [--steps K] [--dropout P] [--budgets K] [--pictures DIR | --no-pictures]\n"
+                  "                  [--json]\n"
+                  "--pictures DIR: the folder of its SVG pictures (default remat-demo-pictures)\n");
       std::exit(0);
     } else {
       usage(("unknown option " + std::string(a)).c_str());
     }
   }
   if (o.model != "residual" && o.model != "mlp") usage("--model is residual or mlp");
+  if (!o.pictures.empty()) {
+    // Before the minutes of training, not after.
+    std::error_code ec;
+    std::filesystem::create_directories(o.pictures, ec);
+    if (ec || !std::filesystem::is_directory(o.pictures, ec))
+      usage(("--pictures: cannot create the folder '" + o.pictures + "'" + (ec ? ": " + ec.message() : std::string()) +
+             "; give another with --pictures DIR, or --no-pictures")
+                .c_str());
+  }
   return o;
 }
 
@@ -181,6 +207,45 @@ row train(const options& o, Make make, const Problem& problem, const remat::sche
 }
 
 double mib(remat::bytes b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
+
+/// The demo's pictures in o.pictures: the sweep's curve and one plan's memory timeline. Returns
+/// the lines that name the files, or an empty list after printing why they could not be written.
+std::vector<std::string> write_pictures(const options& o, const remat::chain& c, remat::bytes pofo_budget,
+                                        remat::bytes rotor_budget) {
+  std::vector<std::string> lines;
+  auto fail = [&](const std::string& why) {
+    std::fprintf(stderr, "remat-demo: no pictures: %s\n", why.c_str());
+    return std::vector<std::string>{};
+  };
+  const std::filesystem::path dir(o.pictures);
+  // 8 budgets: under a second on the default model (19 stages), a few percent of the demo's time.
+  auto sw = remat::sweep(c, {.budgets = 8, .bandwidth = 12e9});
+  if (!sw) return fail(sw.message());
+  const auto curve = dir / "overhead_curve.svg";
+  if (auto w = remat::io::write_text_file(curve, remat::io::overhead_curve_svg(*sw)); !w) return fail(w.message());
+  lines.push_back(curve.string() + ": the budget -> overhead curve of " + std::to_string(sw->policies.size()) +
+                  " policies at " + std::to_string(sw->budgets.size()) + " budgets");
+  // pofo's plan at its lowest budget (recompute and offload), else rotor's.
+  const remat::pofo offloading{.bandwidth = 12e9};
+  auto planned = offloading.solve(c, pofo_budget);
+  std::string policy = "pofo";
+  remat::bytes budget = pofo_budget;
+  remat::machine hw = remat::machine_of(offloading);
+  if (!planned) {
+    planned = remat::rotor{}.solve(c, rotor_budget);
+    policy = "rotor";
+    budget = rotor_budget;
+    hw = {};
+  }
+  if (!planned) return fail(planned.message());
+  const auto r = remat::sim::simulate(c, *planned, {.budget = budget, .hw = hw});
+  const auto timeline = dir / ("timeline_" + policy + ".svg");
+  if (auto w = remat::io::write_text_file(timeline, remat::io::memory_timeline_svg(r, {c.name, policy, budget})); !w)
+    return fail(w.message());
+  lines.push_back(timeline.string() + ": device memory over time of " + policy + "'s plan at " +
+                  remat::format_bytes(budget));
+  return lines;
+}
 
 }  // namespace
 
@@ -334,6 +399,13 @@ int main(int argc, char** argv) {
   if (!o.json)
     std::printf("\nattention block planned by checkmate: skipped (remat-demo was built without CBC or lp_solve)\n");
 #endif
+  if (!o.pictures.empty()) {
+    // On stderr with --json, whose stdout is one JSON array.
+    const auto lines = write_pictures(o, c, pofo_budgets.front(), lo + (peak - lo) / 2);
+    if (lines.empty()) return 1;
+    std::fprintf(o.json ? stderr : stdout, "\npictures (SVG, open in a browser):\n");
+    for (const auto& l : lines) std::fprintf(o.json ? stderr : stdout, "  %s\n", l.c_str());
+  }
   // Every plan must train: gradients bitwise those of plain training, the measured peak within
   // the planned one. A policy that finds no plan for a budget is not a failure (its row says
   // why); a plan the executor could not run is.

@@ -19,6 +19,10 @@
 // that machine and the summary adds their model time, compute, transfer and idle time and the offloaded set.
 // With --simulate it plans nothing: it replays a given program (either notation) and reports
 // whether it is valid, its peak and makespan, and the first violation.
+// With --sweep it plans a chain with every chain policy at evenly spaced budgets (remat::sweep,
+// <remat/sweep.hpp>) and prints the budget -> overhead table (--json: the points); --svg FILE
+// writes that curve, or, without --sweep, the memory timeline of the one plan or program
+// (<remat/io/svg.hpp>).
 // Exit status: 0 planned (or a valid program), 1 planning failed or the program is invalid
 // (reason on stderr), 2 usage error.
 
@@ -56,9 +60,11 @@
 #include <nlohmann/json.hpp>
 #include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
+#include <remat/io/svg.hpp>
 #include <remat/io/trace.hpp>
 #include <remat/policy/offload.hpp>
 #include <remat/remat.hpp>
+#include <remat/sweep.hpp>
 #if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
 #include <remat/policy/checkmate.hpp>
 #include <remat/policy/rockmate.hpp>
@@ -79,6 +85,8 @@ constexpr std::string_view usage_text =
     R"(usage: remat-plan (--chain FILE | --graph FILE) --budget BYTES --policy NAME [options]
        remat-plan (--chain FILE | --graph FILE) --budget BYTES --simulate PROGRAM
                   [--bandwidth BYTES_PER_S] [--json]
+       remat-plan --chain FILE --sweep [--budgets N] [--bandwidth BYTES_PER_S]
+                  [--svg FILE] [--json]
 
 Plans a chain's or a graph's training (a JSON chain profile or forward DAG, see
 docs/json-format.md) within a memory budget, re-simulates the schedule, and prints
@@ -152,8 +160,31 @@ replaying a program (instead of --policy):
                         and --bandwidth-h2d set the offloads' and the prefetches'
                         apart
 
+every policy at many budgets (instead of --policy and --budget):
+  --sweep               plan the chain with every chain policy (store_all, periodic,
+                        revolve, rotor, rotor_floating up to 24 stages, pofo,
+                        offload_dynprog, offload_greedy, offload_autocapper) at
+                        evenly spaced budgets from 90% of the smallest that rotor
+                        or pofo plans with up to store-all's peak, simulate every
+                        plan and print the time overhead over store-all of each
+                        (- : no plan at that budget). checkmate and rockmate are not
+                        swept (a MILP per budget): plan them one budget at a time.
+                        --json prints {"status", "chain", "store_all_time",
+                        "store_all_peak_bytes", "budgets", "policies", "points":
+                        [{"policy", "budget_bytes", "status", "peak_bytes",
+                        "makespan", "overhead", "message"}], "notes"}
+  --budgets N           with --sweep: how many budgets (default 12, 2 to 200)
+  --bandwidth BYTES_PER_S
+                        with --sweep: the offloading policies' transfers each way
+                        (default 12e9; 0 leaves them out)
+  --time-limit SECONDS  with --sweep: each solve's limit
+
 output:
   --json                print one JSON object instead of the summary
+  --svg FILE            write a picture (SVG): with --sweep, the budget -> overhead
+                        curve of every policy; otherwise the device memory over
+                        time of the plan (or --simulate's program) against the
+                        budget, transfers on a band of their own
   --trace FILE          also write the plan's timeline (with --simulate: the
                         replay's, up to a violation) as a Chrome trace to FILE:
                         open it in ui.perfetto.dev or chrome://tracing (lanes
@@ -233,6 +264,9 @@ struct options {
   bool progress = false;
   bool quiet = false;
   bool help = false;
+  bool sweep = false;           ///< --sweep: every chain policy at many budgets
+  std::optional<int> budgets;   ///< --budgets: how many, with --sweep
+  std::string svg;              ///< --svg FILE: the picture to write ("" = none)
 };
 
 /// A usage error: the reason, printed on stderr, exit status 2.
@@ -418,6 +452,52 @@ std::optional<usage_error> check_bandwidths(const options& o) {
   return std::nullopt;
 }
 
+/// The knobs of one policy that were given (the options named), in the order of --help.
+std::vector<std::string_view> policy_knobs_given(const options& o) {
+  std::vector<std::string_view> given;
+  for (const auto& [is, opt] : {std::pair{o.slots.has_value(), "--slots"},
+                                std::pair{!o.solver.empty(), "--solver"},
+                                std::pair{o.relax, "--relax"},
+                                std::pair{o.no_portfolio, "--no-portfolio"},
+                                std::pair{o.find_minimum, "--find-minimum"},
+                                std::pair{o.segments.has_value(), "--segments"},
+                                std::pair{o.snapshots.has_value(), "--snapshots"},
+                                std::pair{o.grid.has_value(), "--grid"},
+                                std::pair{o.threads.has_value(), "--threads"}})
+    if (is) given.push_back(opt);
+  return given;
+}
+
+/// --sweep's options: a chain, no single policy or budget; --bandwidth (one rate, both ways),
+/// --time-limit, --budgets, --svg, --json apply.
+std::variant<options, usage_error> check_sweep(const options& o) {
+  if (!o.graph_path.empty())
+    return usage_error{"--sweep plans chains (the chain policies at many budgets); give --chain FILE. For "
+                       "--graph, plan one budget at a time with --policy checkmate, rockmate or store_all"};
+  if (!o.policy.empty())
+    return usage_error{"--sweep plans with every chain policy: give --sweep or --policy, not both"};
+  if (o.simulate) return usage_error{"give --sweep or --simulate, not both"};
+  if (o.trace)
+    return usage_error{"--trace writes one plan's timeline; --sweep plans many: give --svg FILE for its curve"};
+  if (!o.budget_text.empty())
+    return usage_error{"--sweep chooses its budgets (from below the smallest that plans to store-all's peak); "
+                       "drop --budget, and give --budgets N for how many"};
+  auto knobs = policy_knobs_given(o);
+  for (const auto& [given, opt] : {std::pair{o.progress, "--progress"},
+                                   std::pair{o.bandwidth_d2h.has_value(), "--bandwidth-d2h"},
+                                   std::pair{o.bandwidth_h2d.has_value(), "--bandwidth-h2d"}})
+    if (given) knobs.push_back(opt);
+  if (!knobs.empty())
+    return usage_error{std::string(knobs.front()) +
+                       " applies to one --policy, not to --sweep (which plans every chain policy with its "
+                       "defaults; --bandwidth, --time-limit, --budgets, --svg and --json apply)"};
+  if (o.bandwidth && o.bandwidth->value > 0 && o.bandwidth->value < 1)
+    return usage_error{"--bandwidth '" + o.bandwidth->text +
+                       "' is below 1 byte per second; give 0 (no offloading policies), a number >= 1 (e.g. 12e9 "
+                       "or 12GiB/s) or inf (instantaneous transfers)"};
+  return o;
+}
+
 /// Parses argv; a usage_error says what is wrong.
 std::variant<options, usage_error> parse_args(int argc, char** argv) {
   options o;
@@ -452,6 +532,10 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       o.find_minimum = true;
       continue;
     }
+    if (arg == "--sweep") {
+      o.sweep = true;
+      continue;
+    }
     if (arg.size() < 3 || arg.substr(0, 2) != "--")
       return usage_error{"unexpected argument '" + std::string(arg) +
                          "'; every argument is an option (run 'remat-plan --help')"};
@@ -462,13 +546,14 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       value = arg.substr(eq + 1);
     }
     // Every option: those that take a value, then the flags handled above.
-    static constexpr std::array<std::string_view, 23> known = {
-        "--chain",     "--graph",         "--budget",        "--policy",  "--slots",
-        "--segments",  "--snapshots",     "--time-limit",    "--solver",  "--simulate",
-        "--bandwidth", "--bandwidth-d2h", "--bandwidth-h2d", "--grid",    "--threads",
-        "--trace",     "--help",          "--json",          "--progress", "--quiet",
-        "--relax",     "--no-portfolio",  "--find-minimum"};
-    constexpr std::size_t n_valued = 16;
+    static constexpr std::array<std::string_view, 26> known = {
+        "--chain",     "--graph",         "--budget",        "--policy",   "--slots",
+        "--segments",  "--snapshots",     "--time-limit",    "--solver",   "--simulate",
+        "--bandwidth", "--bandwidth-d2h", "--bandwidth-h2d", "--grid",     "--threads",
+        "--trace",     "--svg",           "--budgets",
+        "--help",      "--json",          "--progress",      "--quiet",    "--relax",
+        "--no-portfolio", "--find-minimum", "--sweep"};
+    constexpr std::size_t n_valued = 18;
     const auto valued = std::span(known).first(n_valued);
     if (std::find(known.begin() + n_valued, known.end(), name) != known.end())
       return usage_error{"option " + std::string(name) + " takes no value"};
@@ -546,6 +631,14 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       if (!p || !q || *p < 1 || *q < 1 || *p > 1000 || *q > 1000)
         return bad_number("two integers from 1 to 1000 separated by a comma (e.g. 10,10)");
       o.grid = {*p, *q};
+    } else if (name == "--svg") {
+      if (v.empty()) return usage_error{"--svg needs a file name (e.g. plan.svg)"};
+      if (auto why = remat_cli::unwritable(v)) return usage_error{"--svg: " + *why};
+      o.svg = v;
+    } else if (name == "--budgets") {
+      const auto n = parse_int<int>(v);
+      if (!n || *n < 2 || *n > 200) return bad_number("an integer from 2 to 200");
+      o.budgets = *n;
     } else if (name == "--threads") {
       const auto n = parse_int<int>(v);
       if (!n || *n < 0 || *n > 1024) return bad_number("an integer from 0 to 1024 (0 = all cores)");
@@ -565,22 +658,16 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
         "missing --chain FILE (a chain profile, JSON) or --graph FILE (a forward DAG, JSON)"};
   if (!o.chain_path.empty() && !o.graph_path.empty())
     return usage_error{"give --chain or --graph, not both"};
+  if (o.sweep) return check_sweep(o);
+  if (o.budgets) return usage_error{"--budgets applies to --sweep only (how many budgets it plans at)"};
   if (o.budget_text.empty()) return usage_error{"missing --budget BYTES (e.g. 6GiB)"};
   if (o.simulate) {
     if (!o.policy.empty())
       return usage_error{"--simulate replays a program and plans nothing: give --simulate or --policy, not both"};
-    for (const auto& [given, opt] : {std::pair{o.slots.has_value(), "--slots"},
-                                     std::pair{!o.solver.empty(), "--solver"},
-                                     std::pair{o.relax, "--relax"},
-                                     std::pair{o.no_portfolio, "--no-portfolio"},
-                                     std::pair{o.find_minimum, "--find-minimum"},
-                                     std::pair{o.segments.has_value(), "--segments"},
-                                     std::pair{o.snapshots.has_value(), "--snapshots"},
-                                     std::pair{o.time_limit.has_value(), "--time-limit"},
-                                     std::pair{o.grid.has_value(), "--grid"},
-                                     std::pair{o.threads.has_value(), "--threads"}})
-      if (given)
-        return usage_error{std::string(opt) + " applies to planning (--policy) only, not to --simulate"};
+    auto knobs = policy_knobs_given(o);
+    if (o.time_limit) knobs.insert(knobs.begin(), "--time-limit");
+    if (!knobs.empty())
+      return usage_error{std::string(knobs.front()) + " applies to planning (--policy) only, not to --simulate"};
     if (auto e = check_bandwidths(o)) return *e;
     return o;
   }
@@ -847,6 +934,16 @@ std::string format_overhead(double time, double ideal) {
   return buf;
 }
 
+/// --svg FILE of one plan or program: the memory timeline of its replay. Returns the summary's
+/// line about it, or why the file could not be written.
+remat::result<std::string> write_timeline(const options& o, const remat::sim::report& r, const std::string& problem,
+                                          const std::string& policy) {
+  const auto written = remat::io::write_text_file(o.svg, remat::io::memory_timeline_svg(r, {problem, policy, o.budget}));
+  if (!written) return written.err();
+  return "svg       " + o.svg + ": device memory over time against the budget (" + std::to_string(*written) +
+         " bytes)";
+}
+
 /// What --json prints for a plan that succeeded.
 struct plan_report {
   std::optional<std::string> chain, graph;  ///< names, of what was planned
@@ -958,7 +1055,7 @@ int run_graph(const options& o) {
   if (!planned) return fail(o, c ? &*c : nullptr, planned.err());
   const remat::schedule& s = *planned;
 
-  const auto r = remat::sim::simulate(g, s, {.budget = o.budget, .record_timeline = o.trace.has_value()});
+  const auto r = remat::sim::simulate(g, s, {.budget = o.budget, .record_timeline = o.trace.has_value() || !o.svg.empty()});
   if (!r.valid)
     return fail(o, c ? &*c : nullptr,
                 remat::error{remat::status::solver_error,
@@ -974,6 +1071,12 @@ int run_graph(const options& o) {
   // A graph plan is printed as a program over the graph, and traced so.
   if (auto e = write_trace(o, [&] { return remat::io::trace_of(g, s, r, "planned: " + o.policy, o.budget); }))
     return fail(o, c ? &*c : nullptr, *e);
+  std::string picture;
+  if (!o.svg.empty()) {
+    auto w = write_timeline(o, r, c ? c->name : g.name, o.policy);
+    if (!w) return fail(o, c ? &*c : nullptr, w.err());
+    picture = *w;
+  }
 
   if (o.json)
     return print_json(o, {c ? std::optional(c->name) : std::nullopt, g.name, r.makespan, r.peak,
@@ -1012,6 +1115,7 @@ int run_graph(const options& o) {
                 << rm->blocks[k].forward_runs << '\n';
     for (const auto& n : rm->notes) std::cout << "note      " << n << '\n';
   }
+  if (!picture.empty()) std::cout << picture << '\n';
   std::cout
             << "schedule  " << s.ops.size()
             << " ops: run a node (\"[ff]\": a forward without what its backward needs),\n"
@@ -1101,6 +1205,7 @@ struct replay_report {
   bool read = false;  ///< the program was read (else violation says why not)
   std::optional<std::size_t> instructions;  ///< once lowered, for the chain notation
   std::optional<std::size_t> chain_ops;     ///< with a program in the chain notation
+  std::optional<std::string> picture;       ///< --svg: the summary's line about the file
 };
 
 /// The machine of --simulate: instantaneous transfers, or those of the bandwidth options.
@@ -1165,6 +1270,7 @@ int print_replay(const options& o, const remat::chain* c, const remat::graph* g,
       std::cout << '\n';
     }
     if (r.violation) std::cout << "violation " << *r.violation << '\n';
+    if (r.picture) std::cout << *r.picture << '\n';
   }
   return r.valid ? exit_ok : exit_failed;
 }
@@ -1187,7 +1293,7 @@ int run_simulate(const options& o) {
     return print_replay(o, chain, graph, rep);
   }
   const remat::sim::options opt{
-      .budget = o.budget, .record_timeline = false, .hw = simulated_machine(o)};
+      .budget = o.budget, .record_timeline = !o.svg.empty(), .hw = simulated_machine(o)};
   remat::sim::report r;
   if (p->ops) {
     // In the chain's own terms: violations name the chain op and a_k, delta_k; a break of the
@@ -1225,6 +1331,12 @@ int run_simulate(const options& o) {
   rep.host_peak = r.host_peak;
   rep.makespan = r.makespan;
   if (r.first_violation) rep.violation = r.first_violation->message;
+  if (!o.svg.empty()) {
+    // Also of an invalid program: the picture shows where it goes over the budget.
+    auto w = write_timeline(o, r, c ? c->name : g.name, "program");
+    if (!w) return fail(o, chain, w.err());
+    rep.picture = *w;
+  }
   return print_replay(o, chain, graph, rep);
 }
 
@@ -1293,7 +1405,7 @@ int run_offload(const options& o, const remat::chain& c) {
   const remat::machine hw =
       d2h > 0 && h2d > 0 ? remat::machine{d2h, h2d, remat::unlimited_bytes} : remat::machine{};
   const auto r =
-      remat::sim::simulate(c, s, {.budget = o.budget, .record_timeline = o.trace.has_value(), .hw = hw});
+      remat::sim::simulate(c, s, {.budget = o.budget, .record_timeline = o.trace.has_value() || !o.svg.empty(), .hw = hw});
   if (!r.valid)
     return fail(o, &c,
                 remat::error{
@@ -1311,6 +1423,12 @@ int run_offload(const options& o, const remat::chain& c) {
   info.optimal = r.makespan <= ideal;
   if (auto e = write_trace(o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }))
     return fail(o, &c, *e);
+  std::string picture;
+  if (!o.svg.empty()) {
+    auto w = write_timeline(o, r, c.name, policy_label(o));
+    if (!w) return fail(o, &c, w.err());
+    picture = *w;
+  }
 
   if (o.json) {
     nlohmann::ordered_json off;
@@ -1369,6 +1487,7 @@ int run_offload(const options& o, const remat::chain& c) {
   std::cout << "peak      " << format_bytes(r.peak) << " simulated; store-all needs "
             << format_bytes(store_all_peak) << '\n';
   for (const auto& n : p.notes) std::cout << "note      " << n << '\n';
+  if (!picture.empty()) std::cout << picture << '\n';
   std::cout << "schedule  " << ops.size()
             << " ops; F<l>_none keeps only stage l's output, F<l>_ck also its input,\n"
             << "          F<l>_all also all that the backward B<l> needs; O<k> offloads a_k to the "
@@ -1378,11 +1497,108 @@ int run_offload(const options& o, const remat::chain& c) {
   return exit_ok;
 }
 
+// --- --sweep: every chain policy at many budgets --------------------------------------------
+
+int run_sweep(const options& o) {
+  auto loaded = remat::io::load_chain(o.chain_path);
+  if (!loaded) return fail(o, nullptr, with_kind_hint(loaded.err(), false, o.chain_path));
+  const remat::chain& c = *loaded;
+  remat::sweep_options so;
+  if (o.budgets) so.budgets = *o.budgets;
+  if (o.bandwidth) so.bandwidth = o.bandwidth->value;
+  if (o.time_limit) so.time_limit = *o.time_limit;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto swept = remat::sweep(c, so);
+  const double solve_seconds = seconds_since(t0);
+  if (!swept) return fail(o, &c, swept.err());
+  const remat::sweep_result& sw = *swept;
+  std::string picture;
+  if (!o.svg.empty()) {
+    const auto w = remat::io::write_text_file(o.svg, remat::io::overhead_curve_svg(sw));
+    if (!w) return fail(o, &c, w.err());
+    picture = "svg       " + o.svg + ": the budget -> overhead curve of every policy (" + std::to_string(*w) +
+              " bytes)";
+  }
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["status"] = "ok";
+    j["chain"] = c.name;
+    j["store_all_time"] = sw.store_all_time;
+    j["store_all_peak_bytes"] = sw.store_all_peak;
+    j["bandwidth"] = rate_json(sw.bandwidth);
+    j["budgets"] = sw.budgets;
+    j["policies"] = sw.policies;
+    nlohmann::ordered_json points = nlohmann::ordered_json::array();
+    for (const auto& p : sw.points) {
+      nlohmann::ordered_json x;
+      x["policy"] = p.policy;
+      x["budget_bytes"] = p.budget;
+      x["status"] = std::string(remat::to_string(p.code));
+      if (p.ok()) {
+        x["peak_bytes"] = p.peak;
+        x["makespan"] = p.makespan;
+        x["overhead"] = p.overhead;
+      } else {
+        x["peak_bytes"] = nullptr;
+        x["makespan"] = nullptr;
+        x["overhead"] = nullptr;
+        x["message"] = p.message;
+      }
+      points.push_back(std::move(x));
+    }
+    j["points"] = std::move(points);
+    j["notes"] = sw.notes;
+    j["solve_seconds"] = solve_seconds;
+    if (!o.svg.empty()) j["svg"] = o.svg;
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    return exit_ok;
+  }
+  std::cout << "chain     " << c.name << " (" << c.length() << " stages, input " << format_size(c.input_bytes)
+            << ")\n"
+            << "store-all " << format_seconds(sw.store_all_time) << ", peak " << format_bytes(sw.store_all_peak)
+            << '\n'
+            << "transfers "
+            << (sw.bandwidth > 0 ? describe_rates(sw.bandwidth, sw.bandwidth) + " (the offloading policies)"
+                                 : std::string("none (--bandwidth 0: no offloading policies)"))
+            << '\n'
+            << "swept     " << sw.policies.size() << " policies at " << sw.budgets.size() << " budgets in "
+            << format_seconds(solve_seconds) << "; each cell: the simulated makespan's overhead over store-all,\n"
+            << "          - : no plan at that budget (--json gives each status and message)\n";
+  for (const auto& n : sw.notes) std::cout << "note      " << n << '\n';
+  if (!picture.empty()) std::cout << picture << '\n';
+  std::cout << '\n';
+  std::vector<std::size_t> widths;
+  std::printf("%10s %6s", "budget", "%peak");
+  for (const auto& name : sw.policies) {
+    widths.push_back(std::max<std::size_t>(name.size(), 7));
+    std::printf(" %*s", static_cast<int>(widths.back()), name.c_str());
+  }
+  std::printf("\n");
+  for (std::size_t b = 0; b < sw.budgets.size(); ++b) {
+    const std::string budget = format_size(sw.budgets[b]);
+    std::printf("%10s %5.0f%%", budget.c_str(),
+                100.0 * static_cast<double>(sw.budgets[b]) / static_cast<double>(sw.store_all_peak));
+    for (std::size_t k = 0; k < sw.policies.size(); ++k) {
+      const auto& p = sw.at(k, b);
+      char cell[32];
+      if (p.ok())
+        std::snprintf(cell, sizeof cell, "%+.1f%%", 100.0 * p.overhead);
+      else
+        std::snprintf(cell, sizeof cell, "-");
+      std::printf(" %*s", static_cast<int>(widths[k]), cell);
+    }
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+  return exit_ok;
+}
+
 int run(const options& o) {
   // Before a solve that may be long: a trace that cannot be written fails now.
   if (o.trace)
     if (auto why = remat_cli::unwritable(*o.trace))
       return fail(o, nullptr, remat::error{remat::status::invalid_problem, "--trace: " + *why, {}});
+  if (o.sweep) return run_sweep(o);
   if (o.simulate) return run_simulate(o);
   if (o.policy == "checkmate" || o.policy == "rockmate" || !o.graph_path.empty()) return run_graph(o);
   auto loaded = remat::io::load_chain(o.chain_path);
@@ -1404,7 +1620,7 @@ int run(const options& o) {
   const remat::schedule& s = *planned;
 
   // The referee: the numbers printed are the simulator's.
-  const auto r = remat::sim::simulate(c, s, {.budget = o.budget, .record_timeline = o.trace.has_value()});
+  const auto r = remat::sim::simulate(c, s, {.budget = o.budget, .record_timeline = o.trace.has_value() || !o.svg.empty()});
   if (!r.valid)
     return fail(
         o, &c,
@@ -1424,6 +1640,12 @@ int run(const options& o) {
   info.optimal_at_slots = dp && !info.optimal && !(o.slots && *o.slots == 0);
   if (auto e = write_trace(o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }))
     return fail(o, &c, *e);
+  std::string picture;
+  if (!o.svg.empty()) {
+    auto w = write_timeline(o, r, c.name, policy_label(o));
+    if (!w) return fail(o, &c, w.err());
+    picture = *w;
+  }
 
   if (o.json)
     return print_json(o, {c.name, std::nullopt, r.makespan, r.peak, ideal, store_all_peak, info,
@@ -1444,8 +1666,9 @@ int run(const options& o) {
             << " over store-all (" << format_seconds(ideal) << ")\n"
             << "          " << describe_optimality(info) << '\n'
             << "peak      " << format_bytes(r.peak) << " simulated; store-all needs "
-            << format_bytes(store_all_peak) << '\n'
-            << "schedule  " << ops.size()
+            << format_bytes(store_all_peak) << '\n';
+  if (!picture.empty()) std::cout << picture << '\n';
+  std::cout << "schedule  " << ops.size()
             << " ops; F<l>_none keeps only stage l's output, F<l>_ck also its input,\n"
             << "          F<l>_all also all that the backward B<l> needs\n";
   print_ops(ops);
@@ -1460,7 +1683,7 @@ int main(int argc, char** argv) {
     std::cerr
         << "remat-plan: " << u->reason << "\n"
         << "usage: remat-plan (--chain FILE | --graph FILE) --budget BYTES (--policy NAME | --simulate PROGRAM) "
-           "[options]; see --help\n";
+           "[options], or remat-plan --chain FILE --sweep [options]; see --help\n";
     return exit_usage;
   }
   const options& o = std::get<options>(parsed);

@@ -169,7 +169,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (a == "--simulate" || a.rfind("--simulate=", 0) == 0) policy = "simulate";
 
   std::vector<char*> argv;
-  static std::string exe = REMAT_PLAN_EXE;
+  static std::string exe = std::filesystem::absolute(REMAT_PLAN_EXE).string();  // the child changes folder
   argv.push_back(exe.data());
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -177,7 +177,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const pid_t pid = ::fork();
   FUZZ_CHECK(pid >= 0, "fork failed");
   if (pid == 0) {
-    // In the scratch folder: a relative --trace FILE the input names is written there.
+    // In the scratch folder: a relative --trace or --svg FILE the input names is written there.
     if (::chdir(dir.c_str()) != 0) ::_exit(125);
     const int o = ::open(out_path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
     const int e = ::open(err_path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);

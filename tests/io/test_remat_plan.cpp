@@ -25,8 +25,10 @@
 #include <remat/io/json.hpp>
 #include <remat/policy/offload.hpp>
 #include <remat/remat.hpp>
+#include <remat/sweep.hpp>
 
 #include "support/io_checks.hpp"
+#include "support/xml_check.hpp"
 
 using namespace remat;
 using nlohmann::json;
@@ -81,6 +83,23 @@ std::string chain_file(const std::string& name) {
 
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+/// A command line that is a usage error, and a part of the reason remat-plan must give.
+struct usage_case {
+  std::vector<std::string> args;
+  std::string reason;
+};
+
+/// Each case exits 2, with its reason on stderr and nothing on stdout.
+void expect_usage_errors(const std::vector<usage_case>& cases) {
+  for (const auto& uc : cases) {
+    CAPTURE(uc.reason);
+    const outcome o = run_plan(uc.args);
+    CHECK(o.exit_code == 2);
+    CHECK(has(o.err, uc.reason));
+    CHECK(o.out.empty());
+  }
 }
 
 /// How many times `part` occurs in `text`.
@@ -266,11 +285,7 @@ TEST_CASE("remat-plan: --time-limit holds for every chain policy") {
 
 TEST_CASE("remat-plan: usage errors exit 2 with the reason on stderr") {
   const std::string c = chain_file("resnet_like.json");
-  struct usage_case {
-    std::vector<std::string> args;
-    std::string reason;
-  };
-  const usage_case cases[] = {
+  const std::vector<usage_case> cases = {
       {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--frobnicate"},
        "unknown option '--frobnicate'"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "rotr"},
@@ -288,13 +303,7 @@ TEST_CASE("remat-plan: usage errors exit 2 with the reason on stderr") {
       {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "extra"},
        "unexpected argument 'extra'"},
   };
-  for (const auto& uc : cases) {
-    CAPTURE(uc.reason);
-    const outcome o = run_plan(uc.args);
-    CHECK(o.exit_code == 2);
-    CHECK(has(o.err, uc.reason));
-    CHECK(o.out.empty());
-  }
+  expect_usage_errors(cases);
 }
 
 TEST_CASE("remat-plan --help") {
@@ -629,11 +638,7 @@ TEST_CASE("remat-plan: checkmate's time limit and progress") {
 TEST_CASE("remat-plan: graph usage errors exit 2") {
   const std::string c = chain_file("resnet_like.json");
   const std::string g = graph_file("residual_net.json");
-  struct usage_case {
-    std::vector<std::string> args;
-    std::string reason;
-  };
-  const usage_case cases[] = {
+  const std::vector<usage_case> cases = {
       {{"--graph", g, "--budget", "1GiB", "--policy", "rotor"}, "plans chains only"},
       {{"--graph", g, "--chain", c, "--budget", "1GiB", "--policy", "checkmate"}, "not both"},
       {{"--graph", g, "--budget", "1GiB", "--policy", "checkmate", "--solver", "gurobi"},
@@ -646,13 +651,7 @@ TEST_CASE("remat-plan: graph usage errors exit 2") {
        "--find-minimum applies to checkmate only"},
       {{"--graph", "", "--budget", "1GiB", "--policy", "checkmate"}, "--graph needs a file name"},
   };
-  for (const auto& uc : cases) {
-    CAPTURE(uc.reason);
-    const outcome o = run_plan(uc.args);
-    CHECK(o.exit_code == 2);
-    CHECK(has(o.err, uc.reason));
-    CHECK(o.out.empty());
-  }
+  expect_usage_errors(cases);
   const outcome missing = run_plan({"--graph", graph_file("no_such_graph.json"), "--budget",
                                     "1GiB", "--policy", "store_all", "--json"});
   CHECK(missing.exit_code == 1);
@@ -935,11 +934,7 @@ TEST_CASE("remat-plan --simulate: --bandwidth times the transfers") {
 
 TEST_CASE("remat-plan --simulate: usage errors exit 2") {
   const std::string c = chain_file("resnet_like.json");
-  struct usage_case {
-    std::vector<std::string> args;
-    std::string reason;
-  };
-  const usage_case cases[] = {
+  const std::vector<usage_case> cases = {
       {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--simulate", "F1_all B1"},
        "not both"},
       {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--slots", "3"},
@@ -960,13 +955,7 @@ TEST_CASE("remat-plan --simulate: usage errors exit 2") {
       {{"--chain", c, "--simulate", "F1_all B1"}, "missing --budget"},
       {{"--budget", "1GiB", "--simulate", "F1_all B1"}, "missing --chain"},
   };
-  for (const auto& uc : cases) {
-    CAPTURE(uc.reason);
-    const outcome o = run_plan(uc.args);
-    CHECK(o.exit_code == 2);
-    CHECK(has(o.err, uc.reason));
-    CHECK(o.out.empty());
-  }
+  expect_usage_errors(cases);
   const outcome help = run_plan({"--help"});
   CHECK(has(help.out, "--simulate PROGRAM"));
   CHECK(has(help.out, "--bandwidth BYTES_PER_S"));
@@ -1273,11 +1262,7 @@ TEST_CASE("remat-plan: the offloading policies below their minimum fail with bud
 
 TEST_CASE("remat-plan: usage errors of the offloading policies") {
   const std::string c = chain_file("resnet_like.json");
-  struct usage_case {
-    std::vector<std::string> args;
-    std::string reason;
-  };
-  const usage_case cases[] = {
+  const std::vector<usage_case> cases = {
       {{"--chain", c, "--budget", "1GiB", "--policy", "pofo", "--bandwidth", "-1"},
        "--bandwidth '-1' is negative"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "pofo", "--bandwidth=-12e9"},
@@ -1303,13 +1288,7 @@ TEST_CASE("remat-plan: usage errors of the offloading policies") {
       {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth-h2d", "0"},
        "--bandwidth-h2d '0'"},
   };
-  for (const auto& uc : cases) {
-    CAPTURE(uc.reason);
-    const outcome o = run_plan(uc.args);
-    CHECK(o.exit_code == 2);
-    CHECK(has(o.err, uc.reason));
-    CHECK(o.out.empty());
-  }
+  expect_usage_errors(cases);
   const outcome help = run_plan({"--help"});
   for (const char* word :
        {"pofo", "offload_dynprog", "offload_greedy", "offload_autocapper", "--no-portfolio", "--bandwidth-d2h",
@@ -1388,6 +1367,122 @@ TEST_CASE("remat-plan --quiet: no progress, even with a MILP; --progress with --
     CHECK(has(logged.err, "remat-plan: rockmate "));
     CHECK(has(logged.err, " kinds, solves "));
   }
+}
+
+// --- --sweep and --svg (issue 15 §2) ---------------------------------------------------------
+
+namespace {
+/// A scratch file name for a picture (removed by the caller).
+std::string scratch_svg(const std::string& tag) {
+  static const std::string process = std::to_string(std::random_device{}());
+  return (std::filesystem::temp_directory_path() / ("remat_plan_test_" + process + "_" + tag + ".svg")).string();
+}
+}  // namespace
+
+TEST_CASE("remat-plan --sweep: --json gives remat::sweep's points, --svg their curve") {
+  const std::string file = chain_file("gpt_like.json");
+  const auto c = io::load_chain(file);
+  REQUIRE(c.ok());
+  const auto sw = sweep(*c, {.budgets = 3});
+  REQUIRE(sw.ok());
+  const std::string svg = scratch_svg("curve");
+  const outcome o = run_plan({"--chain", file, "--sweep", "--budgets", "3", "--json", "--svg", svg});
+  CAPTURE(o.err);
+  REQUIRE(o.exit_code == 0);
+  const json r = json::parse(o.out, nullptr, false);
+  REQUIRE(r.is_object());
+  CHECK(r["status"] == "ok");
+  CHECK(r["chain"] == c->name);
+  CHECK(r["store_all_peak_bytes"].get<bytes>() == sw->store_all_peak);
+  CHECK(r["store_all_time"].get<double>() == sw->store_all_time);
+  CHECK(r["budgets"].get<std::vector<bytes>>() == sw->budgets);
+  CHECK(r["policies"].get<std::vector<std::string>>() == sw->policies);
+  CHECK(r["svg"] == svg);
+  REQUIRE(r["points"].size() == sw->points.size());
+  std::size_t planned = 0;
+  for (std::size_t i = 0; i < sw->points.size(); ++i) {
+    const auto& p = sw->points[i];
+    const json& x = r["points"][i];
+    CAPTURE(p.policy);
+    CAPTURE(p.budget);
+    CHECK(x["policy"] == p.policy);
+    CHECK(x["budget_bytes"].get<bytes>() == p.budget);
+    CHECK(x["status"] == std::string(to_string(p.code)));
+    if (p.ok()) {
+      ++planned;
+      CHECK(x["peak_bytes"].get<bytes>() == p.peak);
+      CHECK(x["makespan"].get<double>() == p.makespan);
+      CHECK(x["overhead"].get<double>() == p.overhead);
+    } else {
+      CHECK(x["peak_bytes"].is_null());
+      CHECK(x["message"] == p.message);
+    }
+  }
+  CHECK(planned > 0);
+  CHECK(planned < sw->points.size());  // the lowest budget is below every minimum
+  const auto doc = remat::testing::parse_xml(slurp(svg));
+  std::filesystem::remove(svg);
+  REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+  CHECK(doc.root->all("g", "point").size() == planned);
+}
+
+TEST_CASE("remat-plan --sweep: the table") {
+  const outcome o = run_plan({"--chain", chain_file("gpt_like.json"), "--sweep", "--budgets", "3", "--bandwidth", "0"});
+  CAPTURE(o.err);
+  CHECK(o.exit_code == 0);
+  CHECK(has(o.out, "swept     5 policies at 3 budgets"));
+  CHECK(has(o.out, "note      the offloading policies left out"));
+  CHECK(has(o.out, "store_all periodic revolve   rotor rotor_floating"));
+  CHECK(has(o.out, " 100%     +0.0%"));
+  CHECK(!has(o.out, "pofo"));
+}
+
+TEST_CASE("remat-plan --svg: the memory timeline of a plan, of an offloading plan, of a program") {
+  const std::string file = chain_file("resnet_like.json");
+  const std::string svg = scratch_svg("timeline");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--policy", "rotor", "--budget", "1.5GiB"},
+        std::vector<std::string>{"--policy", "pofo", "--budget", "1GiB"},
+        std::vector<std::string>{"--policy", "store_all", "--budget", "3GiB", "--json"}}) {
+    std::vector<std::string> all = {"--chain", file, "--svg", svg};
+    all.insert(all.end(), args.begin(), args.end());
+    const outcome o = run_plan(all);
+    CAPTURE(args[1]);
+    CAPTURE(o.err);
+    CHECK(o.exit_code == 0);
+    if (args.back() != "--json") CHECK(has(o.out, "svg       " + svg + ": device memory over time"));
+    const auto doc = remat::testing::parse_xml(slurp(svg));
+    REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+    CHECK(doc.root->all("polyline", "memory").size() == 1);
+    CHECK(doc.root->children[0]->text.find(args[1]) != std::string::npos);
+    std::filesystem::remove(svg);
+  }
+  // An invalid program is drawn too (where it goes over the budget), and fails as before.
+  const outcome o = run_plan({"--chain", chain_file("gpt_like.json"), "--budget", "1GiB", "--simulate",
+                              "F1_ck F2_all", "--svg", svg});
+  CHECK(o.exit_code == 1);
+  const auto doc = remat::testing::parse_xml(slurp(svg));
+  std::filesystem::remove(svg);
+  REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+  CHECK(doc.root->children[0]->text.find("(invalid)") != std::string::npos);
+}
+
+TEST_CASE("remat-plan --sweep and --svg: usage errors exit 2") {
+  const std::string c = chain_file("gpt_like.json");
+  const std::vector<usage_case> cases = {
+      {{"--graph", (std::filesystem::path(REMAT_EXAMPLES_DIR) / "graphs" / "residual_net.json").string(), "--sweep"},
+       "--sweep plans chains"},
+      {{"--chain", c, "--sweep", "--policy", "rotor"}, "give --sweep or --policy, not both"},
+      {{"--chain", c, "--sweep", "--budget", "1GiB"}, "drop --budget"},
+      {{"--chain", c, "--sweep", "--slots", "10"}, "--slots applies to one --policy, not to --sweep"},
+      {{"--chain", c, "--sweep", "--budgets", "1"}, "--budgets '1' is not an integer from 2 to 200"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--budgets", "4"}, "--budgets applies to --sweep only"},
+      {{"--chain", c, "--sweep", "--svg", "/no/such/folder/x.svg"}, "the folder '/no/such/folder' does not exist"},
+      {{"--chain", c, "--sweep", "--svg", std::filesystem::temp_directory_path().string()}, "it is a folder"},
+      {{"--chain", c, "--sweep", "--svg"}, "--svg needs a value"},
+      {{"--chain", c, "--sweep", "--trace", "x.json"}, "give --svg FILE for its curve"},
+  };
+  expect_usage_errors(cases);
 }
 
 #endif

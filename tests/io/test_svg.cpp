@@ -1,0 +1,280 @@
+// remat::sweep (<remat/sweep.hpp>) and the SVG pictures (<remat/io/svg.hpp>): the sweep's points
+// are the simulator's replay of each policy's plan, the SVG is well-formed XML (a strict reader,
+// tests/support/xml_check.hpp), and what it draws maps back to the simulated values.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <remat/io/svg.hpp>
+#include <remat/remat.hpp>
+#include <remat/sweep.hpp>
+
+#include "support/io_checks.hpp"
+#include "support/random_chain.hpp"
+#include "support/xml_check.hpp"
+
+using namespace remat;
+using remat::testing::parse_xml;
+using remat::testing::xml_element;
+
+namespace {
+
+chain small_chain(std::uint64_t seed, std::string name = "random") {
+  remat::testing::chain_generator gen(seed);
+  return gen({.min_length = 5, .max_length = 7, .max_bytes = 1 << 20, .p_zero_size = 0, .p_zero_time = 0.2},
+             std::move(name));
+}
+
+double attr(const xml_element& e, const std::string& key) {
+  const std::string* v = e.attribute(key);
+  REQUIRE_MESSAGE(v, "<" << e.name << "> lacks " << key);
+  return std::strtod(v->c_str(), nullptr);
+}
+
+/// The plot's map from values to coordinates, read from its data-* attributes.
+struct plot_map {
+  double x0, x1, y0, y1, left, top, width, height;
+  explicit plot_map(const xml_element& g)
+      : x0(attr(g, "data-x-min")), x1(attr(g, "data-x-max")), y0(attr(g, "data-y-min")), y1(attr(g, "data-y-max")),
+        left(attr(g, "data-left")), top(attr(g, "data-top")), width(attr(g, "data-width")),
+        height(attr(g, "data-height")) {}
+  [[nodiscard]] double x_value(double px) const { return x0 + (px - left) / width * (x1 - x0); }
+  [[nodiscard]] double y_value(double py) const { return y0 + (top + height - py) / height * (y1 - y0); }
+  /// A coordinate is written with 3 decimals: half a thousandth of a pixel, in values.
+  [[nodiscard]] double x_tol() const { return (x1 - x0) / width * 1e-3; }
+  [[nodiscard]] double y_tol() const { return (y1 - y0) / height * 1e-3; }
+};
+
+std::vector<std::pair<double, double>> points_of(const std::string& s) {
+  std::vector<std::pair<double, double>> out;
+  std::istringstream in(s);
+  std::string pair;
+  while (in >> pair) {
+    const auto comma = pair.find(',');
+    REQUIRE(comma != std::string::npos);
+    out.emplace_back(std::strtod(pair.substr(0, comma).c_str(), nullptr),
+                     std::strtod(pair.substr(comma + 1).c_str(), nullptr));
+  }
+  return out;
+}
+
+/// A policy of the sweep by name, planned and replayed as the sweep does.
+template <class P>
+void check_policy_points(const chain& c, const sweep_result& sw, const P& p) {
+  std::size_t k = 0;
+  while (k < sw.policies.size() && sw.policies[k] != P::name) ++k;
+  REQUIRE_MESSAGE(k < sw.policies.size(), P::name << " was not swept");
+  for (std::size_t b = 0; b < sw.budgets.size(); ++b) {
+    const sweep_point& pt = sw.at(k, b);
+    CAPTURE(P::name);
+    CAPTURE(pt.budget);
+    CHECK(pt.policy == P::name);
+    CHECK(pt.budget == sw.budgets[b]);
+    auto s = p.solve(c, pt.budget);
+    REQUIRE(s.code() == pt.code);
+    if (!s) {
+      CHECK(pt.message == s.message());
+      continue;
+    }
+    const auto r = sim::simulate(c, *s, {.budget = pt.budget, .record_timeline = false, .hw = machine_of(p)});
+    CHECK(r.valid);
+    CHECK(pt.peak == r.peak);
+    CHECK(pt.peak <= pt.budget);
+    CHECK(pt.makespan == r.makespan);
+    CHECK(pt.overhead == r.makespan / sw.store_all_time - 1.0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("sweep: every point is the simulator's replay of the policy's plan at that budget") {
+  const chain c = small_chain(7);
+  const auto sw = sweep(c, {.budgets = 6, .bandwidth = 1e6});
+  REQUIRE(sw.ok());
+  CHECK(sw->problem == c.name);
+  REQUIRE(sw->budgets.size() == 6);
+  CHECK(sw->budgets.back() == sw->store_all_peak);
+  CHECK(sw->budgets.front() < std::min(rotor::minimum_budget(c), pofo{.bandwidth = 1e6}.minimum_budget(c)));
+  for (std::size_t b = 1; b < sw->budgets.size(); ++b) CHECK(sw->budgets[b] > sw->budgets[b - 1]);
+  CHECK(sw->points.size() == sw->policies.size() * sw->budgets.size());
+  const auto base = sim::simulate(c, *lower(c.length(), store_all::program(c)));
+  CHECK(sw->store_all_time == base.makespan);
+  CHECK(sw->store_all_peak == base.peak);
+  // The lowest budget is below every minimum: nothing plans; store-all plans at its own peak.
+  for (std::size_t k = 0; k < sw->policies.size(); ++k) CHECK_FALSE(sw->at(k, 0).ok());
+  CHECK(sw->at(0, sw->budgets.size() - 1).ok());
+
+  check_policy_points(c, *sw, store_all{});
+  check_policy_points(c, *sw, periodic{});
+  check_policy_points(c, *sw, revolve{});
+  check_policy_points(c, *sw, rotor{});
+  check_policy_points(c, *sw, rotor_floating{});
+  check_policy_points(c, *sw, pofo{.bandwidth = 1e6});
+  check_policy_points(c, *sw, offload_dynprog{.bandwidth = 1e6});
+  check_policy_points(c, *sw, offload_greedy{.bandwidth = 1e6});
+  check_policy_points(c, *sw, offload_autocapper{.bandwidth = 1e6});
+}
+
+TEST_CASE("sweep: options, and what it leaves out") {
+  const chain c = small_chain(8);
+  const auto none = sweep(c, {.budgets = 3, .bandwidth = 0, .floating_max_stages = 2});
+  REQUIRE(none.ok());
+  CHECK(none->policies == std::vector<std::string>{"store_all", "periodic", "revolve", "rotor"});
+  CHECK(none->notes.size() == 2);
+  const auto range = sweep(c, {.budgets = 2, .lowest = 1000, .highest = 5000});
+  REQUIRE(range.ok());
+  CHECK(range->budgets == std::vector<bytes>{1000, 5000});
+  CHECK(remat::testing::says(sweep(c, {.budgets = 1}), {"budgets is 1", "at least 2"}));
+  CHECK(remat::testing::says(sweep(c, {.lowest = 10, .highest = 5}), {"must be below"}));
+  chain broken = c;
+  broken.stages[0].forward_time = -1;
+  CHECK(sweep(broken).code() == status::invalid_problem);
+}
+
+TEST_CASE("overhead_curve_svg: well-formed, and its points are the sweep's") {
+  const chain c = small_chain(9, "a <chain> & \"its\" 'name'\x01");
+  const auto sw = sweep(c, {.budgets = 5, .bandwidth = 1e6});
+  REQUIRE(sw.ok());
+  const std::string svg = io::overhead_curve_svg(*sw);
+  const auto doc = parse_xml(svg);
+  REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+  CHECK(doc.root->name == "svg");
+  CHECK(*doc.root->attribute("xmlns") == "http://www.w3.org/2000/svg");
+  // The name, escaped, comes back whole in the <title> (the control character as U+FFFD).
+  REQUIRE(!doc.root->children.empty());
+  CHECK(doc.root->children[0]->name == "title");
+  CHECK(doc.root->children[0]->text.find("a <chain> & \"its\" 'name'\xEF\xBF\xBD") == 0);
+
+  const auto plots = doc.root->all("g", "plot");
+  REQUIRE(plots.size() == 1);
+  const plot_map m(*plots[0]);
+  const auto drawn = doc.root->all("g", "point");
+  std::size_t planned = 0;
+  for (const auto& p : sw->points) planned += p.ok();
+  REQUIRE(drawn.size() == planned);
+  std::size_t i = 0;
+  for (const auto& p : sw->points) {
+    if (!p.ok()) continue;
+    const xml_element& g = *drawn[i++];
+    CAPTURE(p.policy);
+    CAPTURE(p.budget);
+    CHECK(*g.attribute("data-policy") == p.policy);
+    CHECK(*g.attribute("data-budget") == std::to_string(p.budget));
+    CHECK(*g.attribute("data-peak") == std::to_string(p.peak));
+    CHECK(attr(g, "data-makespan") == p.makespan);
+    CHECK(attr(g, "data-overhead") == p.overhead);
+    // Where it is drawn: translate(x,y) maps back to (budget, overhead in percent).
+    const std::string& t = *g.attribute("transform");
+    REQUIRE(t.rfind("translate(", 0) == 0);
+    const auto xy = points_of(t.substr(10, t.size() - 11));
+    REQUIRE(xy.size() == 1);
+    CHECK(std::abs(m.x_value(xy[0].first) - static_cast<double>(p.budget)) <= m.x_tol());
+    CHECK(std::abs(m.y_value(xy[0].second) - 100 * p.overhead) <= m.y_tol());
+  }
+  // One series a policy, in the legend too.
+  CHECK(doc.root->all("g", "series").size() == sw->policies.size());
+}
+
+TEST_CASE("memory_timeline_svg: the step line is the simulator's timeline, transfers on their band") {
+  const chain c = small_chain(11, "offloaded");
+  // pofo's own DP below rotor's minimum: it must offload.
+  const pofo p{.bandwidth = 1e6, .portfolio = false};
+  const bytes lo = p.minimum_budget(c), hi = rotor::minimum_budget(c);
+  REQUIRE(lo < hi);
+  const bytes budget = lo + (hi - lo) / 2;
+  const auto s = p.solve(c, budget);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  const auto r = sim::simulate(c, *s, {.budget = budget, .hw = machine_of(p)});
+  REQUIRE(r.valid);
+  const std::string svg = io::memory_timeline_svg(r, {c.name, "pofo", budget});
+  const auto doc = parse_xml(svg);
+  REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+  const auto plots = doc.root->all("g", "plot");
+  REQUIRE(plots.size() == 1);
+  const plot_map m(*plots[0]);
+
+  // Four points an instruction of the compute lane, frees (no time) included.
+  std::vector<const sim::memory_point*> compute, transfers;
+  for (const auto& pt : r.timeline) (pt.lane == sim::lane::compute ? compute : transfers).push_back(&pt);
+  std::size_t instant = 0;
+  for (const auto* pt : compute) instant += pt->start == pt->end;
+  CHECK(instant > 0);  // the frees
+  REQUIRE(!transfers.empty());
+  const auto lines = doc.root->all("polyline", "memory");
+  REQUIRE(lines.size() == 1);
+  CHECK(*lines[0]->attribute("data-instructions") == std::to_string(compute.size()));
+  const auto xy = points_of(*lines[0]->attribute("points"));
+  REQUIRE(xy.size() == 4 * compute.size());
+  for (std::size_t k = 0; k < compute.size(); ++k) {
+    const sim::memory_point& pt = *compute[k];
+    CAPTURE(pt.op);
+    const double want[4][2] = {{pt.start, static_cast<double>(pt.before)},
+                               {pt.start, static_cast<double>(pt.peak)},
+                               {pt.end, static_cast<double>(pt.peak)},
+                               {pt.end, static_cast<double>(pt.after)}};
+    for (int j = 0; j < 4; ++j) {
+      CHECK(std::abs(m.x_value(xy[4 * k + static_cast<std::size_t>(j)].first) - want[j][0]) <= m.x_tol());
+      CHECK(std::abs(m.y_value(xy[4 * k + static_cast<std::size_t>(j)].second) - want[j][1]) <= m.y_tol());
+    }
+  }
+  // The transfers: one bar each, with their times.
+  const auto bars = doc.root->all("rect", "transfer");
+  REQUIRE(bars.size() == transfers.size());
+  for (std::size_t k = 0; k < bars.size(); ++k) {
+    CHECK(attr(*bars[k], "data-start") == transfers[k]->start);
+    CHECK(attr(*bars[k], "data-end") == transfers[k]->end);
+    CHECK(attr(*bars[k], "width") >= 1.0);
+  }
+  // The budget line and the peak.
+  const auto budgets = doc.root->all("g", "budget");
+  REQUIRE(budgets.size() == 1);
+  CHECK(*budgets[0]->attribute("data-bytes") == std::to_string(budget));
+  const auto peaks = doc.root->all("circle", "peak");
+  REQUIRE(!peaks.empty());
+  for (const auto* e : peaks) CHECK(*e->attribute("data-bytes") == std::to_string(r.peak));
+  CHECK(doc.root->children[0]->text.find("pofo: budget ") != std::string::npos);
+}
+
+TEST_CASE("memory_timeline_svg: without a timeline, unlimited budget, an invalid program") {
+  const chain c = small_chain(12);
+  const auto s = rotor{}.solve(c, unlimited_bytes);
+  REQUIRE(s.ok());
+  const auto bare = sim::simulate(c, *s, {.record_timeline = false});
+  const auto doc = parse_xml(io::memory_timeline_svg(bare));
+  REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+  CHECK(doc.root->all("polyline", "memory").empty());
+  CHECK(doc.root->all("g", "budget").empty());
+  // Over the budget: the replay goes on, the picture says it is invalid and names the violation.
+  const auto over = sim::simulate(c, *s, {.budget = 1});
+  const auto bad = parse_xml(io::memory_timeline_svg(over, {"<x>", "rotor", 1}));
+  REQUIRE_MESSAGE(bad.error.empty(), bad.error);
+  CHECK(bad.root->children[0]->text.find("(invalid)") != std::string::npos);
+  CHECK(bad.root->all("polyline", "memory").size() == 1);
+}
+
+TEST_CASE("the XML checker refuses what is not well-formed") {
+  for (const char* bad : {"<a>", "<a></b>", "<a x='1' x='2'/>", "<a x=1/>", "<a>&nbsp;</a>", "<a>x & y</a>",
+                          "<a b='<'/>", "<a/><b/>", "text<a/>", "<a>\x01</a>", "<a>&#1;</a>", "<a><!-- x</a>"})
+    CHECK_MESSAGE(!parse_xml(bad).error.empty(), bad);
+  CHECK(parse_xml("<?xml version=\"1.0\"?>\n<a x=\"&lt;&amp;&#x41;\"><b/>t&gt;</a>\n").error.empty());
+  CHECK(*parse_xml("<a x=\"&lt;&amp;&#x41;\"/>").root->attribute("x") == "<&A");
+}
+
+TEST_CASE("write_text_file: the file, or which file and why not") {
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto file = dir / "remat_test_svg_write.svg";
+  const auto w = io::write_text_file(file, "<svg/>");
+  REQUIRE(w.ok());
+  CHECK(*w == 6);
+  CHECK(remat::testing::slurp(file) == "<svg/>");
+  std::filesystem::remove(file);
+  CHECK(remat::testing::says(io::write_text_file(dir, "x"), {"is a directory"}));
+  CHECK(remat::testing::says(io::write_text_file(dir / "no_such_folder_remat" / "x.svg", "x"),
+                             {"no_such_folder_remat", "does not exist"}));
+}
