@@ -32,7 +32,7 @@ if [ ${#headers[@]} -eq 0 ]; then
            remat/policy/rotor.hpp remat/policy/rotor_floating.hpp remat/policy/offload.hpp
            remat/policy/checkmate.hpp remat/policy/rockmate.hpp remat/milp/model.hpp
            remat/milp/lpsolve.hpp remat/milp/cbc.hpp remat/io/json.hpp remat/io/graph_json.hpp remat/io/trace.hpp
-           remat/io/svg.hpp remat/sweep.hpp
+           remat/io/svg.hpp remat/io/file.hpp remat/sweep_result.hpp remat/sweep.hpp
            remat/zoo/gpt2.hpp)
 fi
 

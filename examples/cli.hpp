@@ -4,7 +4,6 @@
 
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +12,8 @@
 #ifndef _WIN32
 #include <unistd.h>
 #endif
+
+#include <remat/io/file.hpp>
 
 namespace remat_cli {
 
@@ -46,11 +47,7 @@ inline std::optional<std::string> unwritable(const std::string& path) {
 /// Writes `text` to `path`, replacing the file; why it could not, else nullopt.
 inline std::optional<std::string> write_file(const std::string& path, std::string_view text) {
   if (auto why = unwritable(path)) return why;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return "cannot write '" + path + "': it cannot be opened for writing";
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out) return "cannot write '" + path + "': write error (disk full?)";
+  if (auto written = remat::io::write_text_file(path, text); !written) return written.message();
   return std::nullopt;
 }
 

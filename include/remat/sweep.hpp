@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <remat/core/result.hpp>
+#include <remat/sweep_result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/policy/concepts.hpp>
 #include <remat/policy/offload.hpp>
@@ -34,43 +35,6 @@
 #include <remat/sim/simulate.hpp>
 
 namespace remat {
-
-/// One policy at one budget.
-struct sweep_point {
-  std::string policy;
-  bytes budget = 0;
-  status code = status::ok;  ///< ok: planned, and the simulator accepts the plan within the budget
-  std::string message;       ///< why there is no plan (the policy's message), when not ok
-  bytes peak = 0;            ///< simulated peak of the plan (0 when not ok)
-  seconds makespan = 0;      ///< simulated makespan, on the policy's machine (0 when not ok)
-  double overhead = 0;       ///< makespan / store-all's makespan - 1 (0 when not ok)
-  [[nodiscard]] bool ok() const noexcept { return code == status::ok; }
-};
-
-struct sweep_options {
-  int budgets = 12;  ///< how many budgets, >= 2
-  /// The lowest budget; 0: 90% of the smallest budget that rotor (or pofo, with transfers) plans
-  /// with, so that the first points show where the policies stop.
-  bytes lowest = 0;
-  bytes highest = 0;                        ///< the highest budget; 0: store-all's peak
-  double bandwidth = 12e9;                  ///< the offloading policies' rates each way; 0: leave them out
-  int floating_max_stages = 24;             ///< rotor_floating only on chains up to this length
-  seconds time_limit = std::numeric_limits<double>::infinity();  ///< each solve's limit
-};
-
-struct sweep_result {
-  std::string problem;                ///< the chain's name
-  std::vector<std::string> policies;  ///< the policies swept, in the order of the points
-  std::vector<bytes> budgets;         ///< ascending
-  std::vector<sweep_point> points;    ///< policy-major: points[p * budgets.size() + b]
-  seconds store_all_time = 0;         ///< store-all's simulated makespan: the overheads' baseline
-  bytes store_all_peak = 0;           ///< store-all's simulated peak
-  double bandwidth = 0;               ///< the offloading policies' rates (0: not swept)
-  std::vector<std::string> notes;     ///< policies left out, and why
-
-  /// The point of policy p at budget b.
-  [[nodiscard]] const sweep_point& at(std::size_t p, std::size_t b) const { return points[p * budgets.size() + b]; }
-};
 
 namespace detail {
 /// One policy at every budget: planned, replayed by the simulator on its machine.

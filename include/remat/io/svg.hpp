@@ -28,17 +28,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/sim/simulate.hpp>
-#include <remat/sweep.hpp>
+#include <remat/io/file.hpp>
+#include <remat/sweep_result.hpp>
 
 namespace remat::io {
 
@@ -478,25 +476,6 @@ inline std::string overhead_curve_svg(const sweep_result& sw) {
     s += d::text(f.left, height - 34 + 14 * static_cast<double>(k), "note: " + sw.notes[k],
                  "font-size=\"10\" fill=\"#555555\"");
   return s + "</svg>\n";
-}
-
-/// Writes text to a file (replacing it); the error says which file and why, e.g. a missing
-/// folder or no permission. Returns the bytes written.
-inline result<std::uintmax_t> write_text_file(const std::filesystem::path& path, std::string_view text) {
-  auto fail = [&](const std::string& why) {
-    return error{status::invalid_problem, "cannot write '" + path.string() + "': " + why, {}};
-  };
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return fail("it is a directory; give a file name");
-  const auto parent = path.parent_path();
-  if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
-    return fail("the folder '" + parent.string() + "' does not exist");
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return fail("it cannot be opened for writing (permissions?)");
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out) return fail("write error (disk full?)");
-  return static_cast<std::uintmax_t>(text.size());
 }
 
 }  // namespace remat::io
