@@ -944,6 +944,16 @@ remat::result<std::string> write_timeline(const options& o, const remat::sim::re
          " bytes)";
 }
 
+/// --trace and --svg of a plan: writes what was asked for; returns the summary's line about the
+/// picture (empty without --svg), or why a file could not be written.
+template <class Process>
+remat::result<std::string> write_pictures(const options& o, Process process, const remat::sim::report& r,
+                                          const std::string& problem, const std::string& policy) {
+  if (auto e = write_trace(o, process)) return *e;
+  if (o.svg.empty()) return std::string();
+  return write_timeline(o, r, problem, policy);
+}
+
 /// What --json prints for a plan that succeeded.
 struct plan_report {
   std::optional<std::string> chain, graph;  ///< names, of what was planned
@@ -1069,14 +1079,11 @@ int run_graph(const options& o) {
       remat::sim::simulate(g, store_all, {.budget = remat::unlimited_bytes, .record_timeline = false}).peak;
   const double ideal = g.ideal_time();
   // A graph plan is printed as a program over the graph, and traced so.
-  if (auto e = write_trace(o, [&] { return remat::io::trace_of(g, s, r, "planned: " + o.policy, o.budget); }))
-    return fail(o, c ? &*c : nullptr, *e);
-  std::string picture;
-  if (!o.svg.empty()) {
-    auto w = write_timeline(o, r, c ? c->name : g.name, o.policy);
-    if (!w) return fail(o, c ? &*c : nullptr, w.err());
-    picture = *w;
-  }
+  const auto pictures = write_pictures(
+      o, [&] { return remat::io::trace_of(g, s, r, "planned: " + o.policy, o.budget); }, r, c ? c->name : g.name,
+      o.policy);
+  if (!pictures) return fail(o, c ? &*c : nullptr, pictures.err());
+  const std::string& picture = *pictures;
 
   if (o.json)
     return print_json(o, {c ? std::optional(c->name) : std::nullopt, g.name, r.makespan, r.peak,
@@ -1421,14 +1428,10 @@ int run_offload(const options& o, const remat::chain& c) {
           .peak;
   const double ideal = c.ideal_time();
   info.optimal = r.makespan <= ideal;
-  if (auto e = write_trace(o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }))
-    return fail(o, &c, *e);
-  std::string picture;
-  if (!o.svg.empty()) {
-    auto w = write_timeline(o, r, c.name, policy_label(o));
-    if (!w) return fail(o, &c, w.err());
-    picture = *w;
-  }
+  const auto pictures = write_pictures(
+      o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }, r, c.name, policy_label(o));
+  if (!pictures) return fail(o, &c, pictures.err());
+  const std::string& picture = *pictures;
 
   if (o.json) {
     nlohmann::ordered_json off;
@@ -1638,14 +1641,10 @@ int run(const options& o) {
   info.optimal = r.makespan <= ideal ||
                  (dp && o.slots && *o.slots == 0 && planned->predicted_time == r.makespan);
   info.optimal_at_slots = dp && !info.optimal && !(o.slots && *o.slots == 0);
-  if (auto e = write_trace(o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }))
-    return fail(o, &c, *e);
-  std::string picture;
-  if (!o.svg.empty()) {
-    auto w = write_timeline(o, r, c.name, policy_label(o));
-    if (!w) return fail(o, &c, w.err());
-    picture = *w;
-  }
+  const auto pictures = write_pictures(
+      o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }, r, c.name, policy_label(o));
+  if (!pictures) return fail(o, &c, pictures.err());
+  const std::string& picture = *pictures;
 
   if (o.json)
     return print_json(o, {c.name, std::nullopt, r.makespan, r.peak, ideal, store_all_peak, info,
