@@ -276,6 +276,29 @@ TEST_CASE("a budget below a layer's need: the planner gives the minimum and the 
   CHECK_MESSAGE(run.err().message.find("'fwd 5 (Dropout)'") != std::string::npos, run.err().message);
 }
 
+TEST_CASE("the model's input gradient is computed when asked for and is plain LibTorch's") {
+  problem p = mlp();
+  const profiled pr = profile(p);
+  auto plan = remat::rotor{}.solve(pr.c, remat::fraction_of_store_all(pr.c, 0.7));
+  REQUIRE(plan);
+  // Plain LibTorch with an input that requires a gradient.
+  tnn::Sequential ref = copy_of(p.net), mine = copy_of(p.net);
+  tnn::AnyModule ref_loss = p.loss.clone(), my_loss = p.loss.clone();
+  const torch::Tensor leaf = p.x.clone().requires_grad_(true);
+  torch::manual_seed(5);
+  ref_loss.forward(ref->forward(leaf), p.targets).backward();
+  for (const bool asked : {false, true}) {
+    auto model = layers_of(mine, my_loss, {.input_gradient = asked});
+    backend b;
+    remat::exec::executor ex(model, pr.c, b);
+    torch::manual_seed(5);
+    auto r = ex.run(*plan, p.x, p.targets);
+    REQUIRE(r);
+    CHECK(r->input_gradient.defined() == asked);
+    if (asked) CHECK(models::same_bits(r->input_gradient, leaf.grad()));
+  }
+}
+
 TEST_CASE("one backend counts at a time and memory outlives its backend safely") {
   torch::Tensor kept;
   {

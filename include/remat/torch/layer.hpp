@@ -117,9 +117,8 @@ class layer {
 
   /// `name` appears in profiles and errors; `loss`: the last layer, whose output is the scalar
   /// loss (its forward takes (x) or (x, targets)).
-  /// `input_gradient`: whether the backward computes the gradient of the input (false for the
-  /// model's first layer by default, as plain LibTorch does not compute the gradient of an input
-  /// that does not require one; run_result::input_gradient is then an undefined tensor).
+  /// `input_gradient`: whether the backward computes the gradient of the input (layers_of makes
+  /// the model's first layer without it by default: layers_options).
   layer(::torch::nn::AnyModule module, std::string name, bool loss = false, bool input_gradient = true)
       : module_(std::move(module)), name_(std::move(name)), loss_(loss), input_gradient_(input_gradient) {
     if (module_.is_empty()) throw std::invalid_argument("remat::libtorch::layer '" + name_ + "': the module is empty");
@@ -322,9 +321,16 @@ class layer {
   std::vector<std::uint8_t> resume_;     // the generator's state to return to after it
 };
 
+/// How layers_of makes a chain model.
+struct layers_options {
+  /// Whether the first layer computes the gradient of the model's input (plain LibTorch does not
+  /// for an input that does not require one; run_result::input_gradient is then undefined).
+  bool input_gradient = false;
+  std::string loss_name = "loss";  ///< the loss module's name, when given apart from the Sequential
+};
+
 /// A chain model of a Sequential's children, in order; the last child is the loss.
-/// `input_gradient`: whether the first layer computes the gradient of the model's input.
-inline std::vector<layer> layers_of(const ::torch::nn::Sequential& net, bool input_gradient = false) {
+inline std::vector<layer> layers_of(const ::torch::nn::Sequential& net, const layers_options& opt = {}) {
   std::vector<layer> out;
   const auto named = net->named_children();
   if (named.size() != net->size())
@@ -334,7 +340,7 @@ inline std::vector<layer> layers_of(const ::torch::nn::Sequential& net, bool inp
   for (std::size_t i = 0; i < net->size(); ++i) {
     const std::string label = keys[i] + " (" + detail::short_type(*modules[i]) + ")";
     out.emplace_back(*(net->begin() + static_cast<std::ptrdiff_t>(i)), label, i + 1 == net->size(),
-                     i > 0 || input_gradient);
+                     i > 0 || opt.input_gradient);
   }
   if (out.empty()) throw std::invalid_argument("remat::libtorch::layers_of: the Sequential has no module");
   return out;
@@ -344,16 +350,15 @@ inline std::vector<layer> layers_of(const ::torch::nn::Sequential& net, bool inp
 /// torch::nn::CrossEntropyLoss, or forward(x)).
 template <class Loss>
   requires std::constructible_from<::torch::nn::AnyModule, const Loss&>
-std::vector<layer> layers_of(const ::torch::nn::Sequential& net, const Loss& loss, bool input_gradient = false,
-                             std::string loss_name = "loss") {
+std::vector<layer> layers_of(const ::torch::nn::Sequential& net, const Loss& loss, const layers_options& opt = {}) {
   std::vector<layer> out;
   if (net->size() > 0) {
-    out = layers_of(net, input_gradient);
+    out = layers_of(net, opt);
     out.back() = layer(*(net->begin() + static_cast<std::ptrdiff_t>(net->size() - 1)), out.back().name(), false,
-                       net->size() > 1 || input_gradient);
+                       net->size() > 1 || opt.input_gradient);
   }
   ::torch::nn::AnyModule any(loss);
-  const std::string label = loss_name + " (" + detail::short_type(*any.ptr()) + ")";
+  const std::string label = opt.loss_name + " (" + detail::short_type(*any.ptr()) + ")";
   out.emplace_back(std::move(any), label, true);
   return out;
 }
