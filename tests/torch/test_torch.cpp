@@ -15,6 +15,8 @@
 
 #include <doctest/doctest.h>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -319,6 +321,26 @@ TEST_CASE("one backend counts at a time and memory outlives its backend safely")
   backend second;
   kept = torch::Tensor();  // counted by the first backend: not this one's
   CHECK(second.in_use() == 0);
+}
+
+TEST_CASE("raw allocations through the counting allocator are freed, counted or not") {
+  // LibTorch's kernels also take raw memory (Allocator::raw_allocate / raw_deallocate). 64 MiB is
+  // above glibc's largest mmap threshold, so a leak would stay in mallinfo2().hblkhd.
+  constexpr std::size_t n = std::size_t{64} << 20;
+  backend b;
+  c10::Allocator* a = c10::GetCPUAllocator();
+  const auto mapped = mallinfo2().hblkhd;
+  void* p = a->raw_allocate(n);
+  CHECK(b.in_use() == static_cast<remat::bytes>(n));
+  a->raw_deallocate(p);
+  CHECK(b.in_use() == 0);
+  {
+    const remat::libtorch::uncounted outside;
+    void* q = a->raw_allocate(n);
+    CHECK(b.in_use() == 0);
+    a->raw_deallocate(q);
+  }
+  CHECK(mallinfo2().hblkhd == mapped);
 }
 
 TEST_SUITE_END();

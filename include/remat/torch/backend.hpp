@@ -160,14 +160,21 @@ class counting_allocator final : public c10::Allocator {
   static void free_counted(void* data) {
     auto& self = instance();
     c10::DataPtr inner;  // freed after the lock is released
+    c10::DeleterFnPtr uncounted_deleter = nullptr;
     {
       const std::lock_guard lock(self.mutex_);
       const auto it = self.records_.find(data);
-      if (it == self.records_.end()) return;  // cannot happen: every counted pointer has a record
-      if (it->second.counted && it->second.generation == self.generation_) self.in_use_ -= it->second.size;
-      inner = std::move(it->second.inner);
-      self.records_.erase(it);
+      if (it == self.records_.end()) {
+        // Not counted: memory the wrapped allocator gave directly (an uncounted guard, or no
+        // backend counting), released through raw_allocate and freed here by raw_deallocate.
+        uncounted_deleter = self.inner_ != nullptr ? self.inner_->raw_deleter() : nullptr;
+      } else {
+        if (it->second.counted && it->second.generation == self.generation_) self.in_use_ -= it->second.size;
+        inner = std::move(it->second.inner);
+        self.records_.erase(it);
+      }
     }
+    if (uncounted_deleter != nullptr) uncounted_deleter(data);
   }
 
   std::unordered_map<void*, record> records_;
