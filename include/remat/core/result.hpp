@@ -53,7 +53,7 @@ class bad_result_access : public std::logic_error {
 };
 
 template <class T>
-class result {
+class [[nodiscard]] result {
  public:
   result(T value) : data_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
   result(error e) : data_(std::in_place_index<1>, std::move(e)) {      // NOLINT: implicit
@@ -98,7 +98,7 @@ class result {
 
 /// result<void>: success or an error.
 template <>
-class result<void> {
+class [[nodiscard]] result<void> {
  public:
   result() = default;
   result(error e) : err_(std::move(e)) {  // NOLINT: implicit
