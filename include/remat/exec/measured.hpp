@@ -26,7 +26,7 @@
 #include <remat/core/result.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/schedule/schedule.hpp>
-#include <remat/sim/simulate.hpp>
+#include <remat/sim/report.hpp>
 
 namespace remat::exec {
 

@@ -34,7 +34,7 @@
 
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
-#include <remat/sim/simulate.hpp>
+#include <remat/sim/report.hpp>
 #include <remat/io/file.hpp>
 #include <remat/sweep_result.hpp>
 

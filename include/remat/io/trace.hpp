@@ -57,7 +57,7 @@
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
-#include <remat/sim/simulate.hpp>
+#include <remat/sim/report.hpp>
 
 namespace remat::io {
 
