@@ -33,10 +33,19 @@ namespace detail {
 /// either, or an as_graph_layer).
 template <class L, class F>
 void visit_layer(L& element, F& f) {
-  if constexpr (is_chain_stage<L>)
-    f(deref(element.chain_layer()));
-  else
-    f(deref(element));
+  auto& layer = [&]() -> auto& {
+    if constexpr (is_chain_stage<L>)
+      return deref(element.chain_layer());
+    else
+      return deref(element);
+  }();
+  static_assert(std::is_invocable_v<F&, decltype(layer)>,
+                "remat: for_each_layer and train_step call f(layer) (train_step: update(layer)) on every "
+                "layer of the model, with each layer's own type, and this f cannot take one of them (the "
+                "layer type is in the instantiation above); take `auto& layer` and skip the layers that "
+                "have no parameters, e.g. [&](auto& layer) { if constexpr (requires { layer.sgd(lr); }) "
+                "layer.sgd(lr); }");
+  if constexpr (std::is_invocable_v<F&, decltype(layer)>) f(layer);
 }
 }  // namespace detail
 
