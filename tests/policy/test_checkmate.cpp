@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "support/graph_brute_force.hpp"
+#include "support/random_dag.hpp"
 
 #if defined(REMAT_HAS_LPSOLVE)
 #include <remat/milp/lpsolve.hpp>
@@ -163,54 +164,12 @@ TEST_CASE("checkmate (lp_solve) equals exhaustive search on tiny DAGs") {
 }
 #endif
 
-namespace {
-
-/// A random DAG of `ops` forward ops (each reads one or two earlier values; every op but the
-/// last is read), costs drawn so that the model's reductions are all exercised: empty and
-/// non-empty phantoms, fast-forwards cheaper, as cheap and dearer than the normal run (time and
-/// overhead), backwards that read some of their inputs and output.
-graph random_tiny_dag(std::mt19937& rng, int ops, int id) {
-  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
-  forward_dag f{"random" + std::to_string(id), 1 + pick(2), {}};
-  std::vector<int> read(static_cast<std::size_t>(ops), 0);
-  for (int j = 0; j < ops; ++j) {
-    std::vector<std::string> in;
-    const int n_in = j == 0 ? 1 : 1 + pick(2);
-    for (int r = 0; r < n_in; ++r) {
-      const int src = pick(j + 1) - 1;  // -1: the graph input
-      const std::string name = src < 0 ? "input" : "op" + std::to_string(src);
-      if (std::find(in.begin(), in.end(), name) != in.end()) continue;
-      in.push_back(name);
-      if (src >= 0) read[static_cast<std::size_t>(src)] = 1;
-    }
-    if (j == ops - 1)  // the last op reads every op nothing reads yet
-      for (int k = 0; k + 1 < ops; ++k)
-        if (!read[static_cast<std::size_t>(k)]) in.push_back("op" + std::to_string(k));
-    std::vector<std::string> reads;
-    for (const auto& x : in)
-      if (pick(2)) reads.push_back(x);
-    if (pick(2)) reads.push_back("output");
-    f.ops.push_back(op("op" + std::to_string(j), in, 1 + pick(3), 1 + pick(3), 1 + pick(3),
-                       pick(3), reads, pick(2), pick(2)));
-  }
-  graph g = make(f);
-  for (int c = 0; c < g.compute_count(); ++c) {
-    auto& n = g.compute(c);
-    if (n.kind != compute_kind::forward) continue;
-    n.fast_time = n.time * std::array{0.5, 1.0, 1.0, 1.5}[static_cast<std::size_t>(pick(4))];
-    n.fast_overhead = std::max<bytes>(0, n.overhead + pick(3) - 1);
-  }
-  return g;
-}
-
-}  // namespace
-
 TEST_CASE("checkmate equals exhaustive search on random tiny DAGs") {
   // 12 DAGs of 3-4 ops at three budgets from the per-node floor to store-all's peak, with and
   // without fast-forwards; the relaxed plan fed back as a warm start gives the same optimum.
   std::mt19937 rng(20261122);
   for (int id = 0; id < 12; ++id) {
-    const graph g = random_tiny_dag(rng, 3 + id % 2, id);
+    const graph g = remat::test::random_dag(rng, 3 + id % 2, id);
     CAPTURE(g.name);
     const bytes lo = checkmate<default_backend>::lower_bound(g), hi = store_all_peak(g);
     for (bytes b : {lo, lo + (hi - lo) / 3, lo + 2 * (hi - lo) / 3}) {

@@ -20,6 +20,7 @@
 
 #include "support/graph_brute_force.hpp"
 #include "support/random_chain.hpp"
+#include "support/random_dag.hpp"
 #include "support/side_branch_graph.hpp"
 
 #if defined(REMAT_HAS_LPSOLVE) || defined(REMAT_HAS_CBC)
@@ -78,42 +79,11 @@ graph side_branch_net(std::mt19937& rng, int blocks, int id) {
 }
 
 
-/// A random DAG of `ops` ops, each reading one to three earlier values (the last reads what
-/// nothing reads yet), with fast-forwards cheaper, as cheap or dearer than the normal run.
+/// test_checkmate_minimum's random DAGs: ops read up to three earlier values, backwards take twice
+/// the forward's time.
 [[maybe_unused]] graph random_dag(std::mt19937& rng, int ops, int id) {
-  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
-  forward_dag f{"dag" + std::to_string(id), 1 + pick(2), {}};
-  std::vector<int> read(static_cast<std::size_t>(ops), 0);
-  for (int j = 0; j < ops; ++j) {
-    std::vector<std::string> in;
-    const int n_in = j == 0 ? 1 : 1 + pick(3);
-    for (int r = 0; r < n_in; ++r) {
-      const int src = pick(j + 1) - 1;
-      const std::string name = src < 0 ? "input" : "op" + std::to_string(src);
-      if (std::find(in.begin(), in.end(), name) != in.end()) continue;
-      in.push_back(name);
-      if (src >= 0) read[static_cast<std::size_t>(src)] = 1;
-    }
-    if (j == ops - 1)
-      for (int k = 0; k + 1 < ops; ++k)
-        if (!read[static_cast<std::size_t>(k)]) in.push_back("op" + std::to_string(k));
-    std::vector<std::string> reads;
-    for (const auto& x : in)
-      if (pick(2)) reads.push_back(x);
-    if (pick(2)) reads.push_back("output");
-    f.ops.push_back(make_op("op" + std::to_string(j), in, 1 + pick(3), 1 + pick(3), pick(3), reads,
-                            pick(2), pick(2)));
-  }
-  auto built = build_graph(f);
-  REQUIRE(built.ok());
-  graph g = built.value();
-  for (int c = 0; c < g.compute_count(); ++c) {
-    auto& n = g.compute(c);
-    if (n.kind != compute_kind::forward) continue;
-    n.fast_time = n.time * std::array{0.5, 1.0, 1.5}[static_cast<std::size_t>(pick(3))];
-    n.fast_overhead = std::max<bytes>(0, n.overhead + pick(3) - 1);
-  }
-  return g;
+  return remat::test::random_dag(rng, ops, id,
+                                 {.max_inputs = 3, .draw_backward_time = false, .fast_ratios = {0.5, 1.0, 1.5}, .name = "dag"});
 }
 
 /// The old lower bound (before issue 14): per compute node, the graph inputs, its own inputs
