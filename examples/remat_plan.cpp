@@ -762,8 +762,40 @@ std::string policy_label(const options& o) {
   return s;
 }
 
+/// What the CLI reports about a solve besides the schedule.
+struct solve_info {
+  /// The policy proved that no schedule in its search space is faster (checkmate: the MILP's
+  /// proof; rotor and rotor_floating: the DP at exact sizes), or the makespan equals
+  /// store-all's, a lower bound for every schedule.
+  bool optimal = false;
+  double solve_seconds = 0;
+  std::optional<double> bound;  ///< checkmate: the solver's bound on the makespan
+  /// rotor, rotor_floating with slots: the DP's optimum for sizes rounded up to its slots.
+  bool optimal_at_slots = false;
+  /// rotor, rotor_floating: the budget is within rounding of the minimum at every affordable
+  /// slot count, and the plan is the fastest minimum-memory schedule.
+  bool minimum_memory = false;
+  /// rotor, rotor_floating: "store_all", "dp" or "minimum_memory" (JSON "method"), and the
+  /// slots the DP ran at (refined from --slots when rounding left no plan; JSON "dp_slots").
+  std::string method;
+  std::int64_t dp_slots = 0;
+  std::optional<remat::rockmate_plan> rockmate;  ///< rockmate: its blocks, options and times
+};
+
+/// What rotor and rotor_floating say of their plan, in info.
+remat::result<remat::schedule> with_outcome(remat::result<remat::chain_dp_solution> r, solve_info& info) {
+  if (!r) return r.err();
+  info.optimal = r->optimal();
+  info.optimal_at_slots = r->how == remat::chain_dp_solution::method::dp && !r->exact_sizes;
+  info.minimum_memory = r->how == remat::chain_dp_solution::method::minimum_memory;
+  using method = remat::chain_dp_solution::method;
+  info.method = r->how == method::store_all ? "store_all" : r->how == method::dp ? "dp" : "minimum_memory";
+  info.dp_slots = r->slots;
+  return std::move(r->program);
+}
+
 remat::result<remat::schedule> plan(const options& o, const remat::chain& c,
-                                    const std::function<void(double)>& progress) {
+                                    const std::function<void(double)>& progress, solve_info& info) {
   if (o.policy == "store_all") return remat::store_all{}.solve(c, o.budget);
   const double limit = o.time_limit.value_or(std::numeric_limits<double>::infinity());
   if (o.policy == "periodic")
@@ -775,25 +807,13 @@ remat::result<remat::schedule> plan(const options& o, const remat::chain& c,
   if (o.policy == "rotor") {
     remat::rotor p{.time_limit = limit, .progress = progress};
     if (o.slots) p.slots = *o.slots;
-    return p.solve(c, o.budget);
+    return with_outcome(p.solve_detailed(c, o.budget), info);
   }
   remat::rotor_floating p{.time_limit = limit, .progress = progress};
   if (o.slots) p.slots = *o.slots;
-  return p.solve(c, o.budget);
+  return with_outcome(p.solve_detailed(c, o.budget), info);
 }
 
-/// What the CLI reports about a solve besides the schedule.
-struct solve_info {
-  /// The policy proved that no schedule in its search space is faster (checkmate: the MILP's
-  /// proof; rotor and rotor_floating: the exact DP, --slots 0), or the makespan equals
-  /// store-all's, a lower bound for every schedule.
-  bool optimal = false;
-  double solve_seconds = 0;
-  std::optional<double> bound;  ///< checkmate: the solver's bound on the makespan
-  /// rotor, rotor_floating with slots: the DP's optimum for sizes rounded up to its slots.
-  bool optimal_at_slots = false;
-  std::optional<remat::rockmate_plan> rockmate;  ///< rockmate: its blocks, options and times
-};
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -982,6 +1002,10 @@ int print_json(const options& o, const plan_report& p) {
   j["store_all_time"] = p.store_all_time;
   j["store_all_peak_bytes"] = p.store_all_peak;
   j["optimal"] = p.info.optimal;
+  if (!p.info.method.empty()) {
+    j["method"] = p.info.method;
+    if (p.info.method == "dp") j["dp_slots"] = p.info.dp_slots;
+  }
   j["solve_seconds"] = p.info.solve_seconds;
   if (p.info.bound && std::isfinite(*p.info.bound)) j["bound"] = *p.info.bound;
   if (const auto& rm = p.info.rockmate) {
@@ -1014,6 +1038,10 @@ std::string describe_optimality(const solve_info& info) {
   std::string s = info.optimal ? "proven optimal"
                   : info.optimal_at_slots
                       ? "optimal for sizes rounded up to its slots (--slots 0: exact sizes)"
+                  : info.minimum_memory
+                      ? "not proven optimal: the fastest minimum-memory schedule (the budget is within "
+                        "rounding of the minimum at every affordable slot count; a slightly larger budget "
+                        "gets the DP's plan)"
                       : "not proven optimal";
   if (!info.optimal && info.bound && std::isfinite(*info.bound))
     s += " (lower bound " + format_seconds(*info.bound) + ")";
@@ -1609,14 +1637,13 @@ int run(const options& o) {
   const remat::chain& c = *loaded;
   if (is_offload_policy(o.policy)) return run_offload(o, c);
 
-  const bool dp = o.policy == "rotor" || o.policy == "rotor_floating";
   // store_all is linear: nothing to report
   remat_cli::progress_display display(o.policy, progress_mode(o, o.policy != "store_all"));
   std::function<void(double)> progress;
   if (display.on()) progress = [&display](double f) { display.percent(f); };
   const auto t0 = std::chrono::steady_clock::now();
-  auto planned = plan(o, c, progress);
   solve_info info;
+  auto planned = plan(o, c, progress, info);
   info.solve_seconds = seconds_since(t0);
   display.done(planned.ok());
   if (!planned) return fail(o, &c, planned.err());
@@ -1638,9 +1665,8 @@ int run(const options& o) {
       remat::sim::simulate(c, *remat::lower(c.length(), remat::store_all::program(c)), {.record_timeline = false})
           .peak;
   const double ideal = c.ideal_time();
-  info.optimal = r.makespan <= ideal ||
-                 (dp && o.slots && *o.slots == 0 && planned->predicted_time == r.makespan);
-  info.optimal_at_slots = dp && !info.optimal && !(o.slots && *o.slots == 0);
+  info.optimal = info.optimal || r.makespan <= ideal;
+  if (info.optimal) info.optimal_at_slots = false;
   const auto pictures = write_pictures(
       o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }, r, c.name, policy_label(o));
   if (!pictures) return fail(o, &c, pictures.err());

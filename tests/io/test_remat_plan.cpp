@@ -546,6 +546,30 @@ TEST_CASE("remat-plan: rotor's plan is optimal for its slots, proven optimal at 
   }
 }
 
+TEST_CASE("remat-plan: rotor at its minimum says it gives the fastest minimum-memory schedule") {
+  // The ResNet profile's minimum is 892731392 bytes: no affordable slot count leaves a DP plan
+  // there; 68 KB above it rotor's DP plans at refined slots.
+  for (const std::string policy : {"rotor", "rotor_floating"}) {
+    CAPTURE(policy);
+    const std::string file = chain_file("resnet_like.json");
+    const outcome at = run_plan({"--chain", file, "--budget", "892731392", "--policy", policy});
+    CAPTURE(at.err);
+    CHECK(at.exit_code == 0);
+    CHECK(has(at.out, "not proven optimal: the fastest minimum-memory schedule"));
+    const json j = json::parse(run_plan({"--chain", file, "--budget", "892731392", "--policy", policy, "--json"}).out,
+                               nullptr, false);
+    CHECK(j["optimal"] == false);
+    CHECK(j["method"] == "minimum_memory");
+    CHECK(!j.contains("dp_slots"));
+    if (policy == "rotor_floating") continue;  // its larger table falls back there too
+    const json above = json::parse(
+        run_plan({"--chain", file, "--budget", "892800000", "--policy", policy, "--json"}).out, nullptr, false);
+    CHECK(above["method"] == "dp");
+    CHECK(above["dp_slots"].get<std::int64_t>() > 500);  // refined from the default 500
+    CHECK(above["optimal"] == false);
+  }
+}
+
 TEST_CASE(
     "remat-plan: a chain given to --graph, or a graph to --chain, says which option takes it") {
   const std::string chain = chain_file("resnet_like.json");

@@ -44,7 +44,21 @@ TEST_CASE("rotor: a budget within rounding of the minimum still gets a schedule"
     auto f = rotor_floating{}.solve(c, budget);
     REQUIRE_MESSAGE(f.ok(), f.message());
     CHECK(f->predicted_peak <= budget);
+    // solve_detailed says which plan it is: here the fastest minimum-memory one, not proven optimal.
+    auto d = rotor{}.solve_detailed(c, budget);
+    REQUIRE(d.ok());
+    CHECK(d->program == *r);
+    CHECK(d->how == chain_dp_solution::method::minimum_memory);
+    CHECK_FALSE(d->optimal());
   }
+  // Far enough above the minimum, the DP plans at refined slots (rounded sizes: not proven optimal).
+  auto above = rotor{}.solve_detailed(c, minimum + minimum / 100);
+  REQUIRE(above.ok());
+  CHECK(above->how == chain_dp_solution::method::dp);
+  CHECK(above->slots >= 500);
+  CHECK_FALSE(above->exact_sizes);
+  CHECK_FALSE(above->optimal());
+  CHECK(above->program.predicted_peak <= minimum + minimum / 100);
   CHECK(rotor{}.solve(c, minimum - 1).code() == status::budget_too_small);
 }
 
@@ -64,9 +78,44 @@ TEST_CASE("rotor, rotor_floating: when storing everything fits, it is the plan, 
     auto f = rotor_floating{.slots = slots}.solve(c, peak);
     REQUIRE(f.ok());
     CHECK(f->predicted_time == c.ideal_time());
+    auto d = rotor_floating{.slots = slots}.solve_detailed(c, peak);
+    REQUIRE(d.ok());
+    CHECK(d->how == chain_dp_solution::method::store_all);
+    CHECK(d->optimal());
     // One byte less: something must be recomputed.
     auto tight = rotor{.slots = slots}.solve(c, peak - 1);
     REQUIRE(tight.ok());
     CHECK(tight->predicted_time > c.ideal_time());
   }
+}
+
+TEST_CASE("rotor, rotor_floating: solve_detailed says at which slots the DP planned, and exact sizes are optimal") {
+  chain c{"small", 3, {}};
+  for (int i = 0; i < 6; ++i) c.stages.push_back({"s", 1.0 + i, 2.0 + i, 5 + i, 9 + 2 * i, 1, 2});
+  const bytes all = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
+  const bytes budget = (rotor::minimum_budget(c) + all) / 2;
+  for (const std::int64_t slots : {0, 10}) {
+    CAPTURE(slots);
+    auto r = rotor{.slots = slots}.solve_detailed(c, budget);
+    auto f = rotor_floating{.slots = slots}.solve_detailed(c, budget);
+    REQUIRE(r.ok());
+    REQUIRE(f.ok());
+    for (const auto* d : {&*r, &*f}) {
+      CHECK(d->how == chain_dp_solution::method::dp);
+      CHECK(d->exact_sizes == (slots == 0));
+      CHECK(d->optimal() == (slots == 0));
+      // Exact: one slot per byte. Else the knob's slots, times 4 per refinement where rounding
+      // left no plan (here 10 slots do not, 40 do).
+      CHECK(d->slots == (slots == 0 ? budget : 40));
+    }
+    CHECK(r->program == *rotor{.slots = slots}.solve(c, budget));
+    CHECK(f->program == *rotor_floating{.slots = slots}.solve(c, budget));
+  }
+  // Store-all fits: its plan, optimal, whatever the slots.
+  auto s = rotor{.slots = 10}.solve_detailed(c, all);
+  REQUIRE(s.ok());
+  CHECK(s->how == chain_dp_solution::method::store_all);
+  CHECK(s->optimal());
+  // Errors are solve()'s.
+  CHECK(rotor{}.solve_detailed(c, 1).code() == status::budget_too_small);
 }

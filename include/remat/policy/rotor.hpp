@@ -204,6 +204,9 @@ struct rotor {
   }
 
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const;
+  /// solve(), and how the plan was reached: store-all, the DP at some slots (optimal at exact
+  /// sizes) or, within rounding of the minimum, the fastest minimum-memory schedule.
+  [[nodiscard]] result<chain_dp_solution> solve_detailed(const chain& c, bytes budget) const;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -372,12 +375,19 @@ class rotor_dp {
 }  // namespace detail
 
 inline result<schedule> rotor::solve(const chain& c, bytes budget) const {
+  auto r = solve_detailed(c, budget);
+  if (!r) return r.err();
+  return std::move(r->program);
+}
+
+inline result<chain_dp_solution> rotor::solve_detailed(const chain& c, bytes budget) const {
   if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
   const detail::deadline dl(time_limit);
   std::optional<detail::rotor_min_memory> exact;  // of exact sizes, once computed
   // A budget within rounding of the minimum that no affordable discretisation can plan gets
   // the fastest of the minimum-memory schedules (exact sizes): valid, but not proven optimal.
-  return detail::solve_discretized<detail::rotor_dp>(
+  chain_dp_solution out;
+  auto planned = detail::solve_discretized<detail::rotor_dp>(
       name, c, budget, slots, max_table_bytes, dl, progress,
       // The minimum-memory table is O(N^2) too: it counts as 2.5 slots a pair.
       [](int n, double w) { return n * (n + 1) / 2.0 * std::max(w, detail::rotor_min_memory::bytes_per_pair / 8); },
@@ -387,7 +397,10 @@ inline result<schedule> rotor::solve(const chain& c, bytes budget) const {
         return c.a(0) + (*exact)(1, c.length());
       },
       "raise time_limit, or use fewer slots (the DP is O(N^3 S), its minimum-memory step O(N^3))",
-      [&] { return std::optional(exact->schedule()); }, detail::chain_target{name, c, budget});
+      [&] { return std::optional(exact->schedule()); }, detail::chain_target{name, c, budget}, false, &out);
+  if (!planned) return planned.err();
+  out.program = std::move(*planned);
+  return out;
 }
 
 }  // namespace remat

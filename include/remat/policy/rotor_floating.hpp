@@ -164,6 +164,9 @@ struct rotor_floating {
   }
 
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const;
+  /// solve(), and how the plan was reached: store-all, the DP at some slots (optimal at exact
+  /// sizes) or, within rounding of the minimum, the fastest minimum-memory schedule.
+  [[nodiscard]] result<chain_dp_solution> solve_detailed(const chain& c, bytes budget) const;
 
  private:
   class dp;
@@ -361,11 +364,18 @@ class rotor_floating::dp {
 };
 
 inline result<schedule> rotor_floating::solve(const chain& c, bytes budget) const {
+  auto r = solve_detailed(c, budget);
+  if (!r) return r.err();
+  return std::move(r->program);
+}
+
+inline result<chain_dp_solution> rotor_floating::solve_detailed(const chain& c, bytes budget) const {
   if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
   const detail::deadline dl(time_limit);
   // Within rounding of the minimum, fall back on rotor's minimum-memory schedule when it fits
   // (rotor's minimum can be above rotor_floating's; then the budget must be raised a little).
-  return detail::solve_discretized<dp>(
+  chain_dp_solution out;
+  auto planned = detail::solve_discretized<dp>(
       name, c, budget, slots, max_table_bytes, dl, progress, &detail::floating_index::cells,
       [&]() -> std::optional<bytes> {
         const std::int64_t lo = detail::floating_min_memory(detail::exact_sizes(c), dl);
@@ -379,7 +389,10 @@ inline result<schedule> rotor_floating::solve(const chain& c, bytes budget) cons
         if (!persistent.complete() || c.a(0) + persistent(1, c.length()) > budget) return std::nullopt;
         return persistent.schedule();
       },
-      detail::chain_target{name, c, budget});
+      detail::chain_target{name, c, budget}, false, &out);
+  if (!planned) return planned.err();
+  out.program = std::move(*planned);
+  return out;
 }
 
 }  // namespace remat

@@ -19,6 +19,27 @@
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/store_all.hpp>
 
+namespace remat {
+
+/// How rotor and rotor_floating reached a plan: their solve_detailed(), for tools that report
+/// what a plan is worth (remat-plan's "proven optimal" line).
+struct chain_dp_solution {
+  enum class method {
+    store_all,       ///< store-all fits the budget: the ideal time, optimal
+    dp,              ///< the DP's optimum at `slots` (optimal when exact_sizes)
+    minimum_memory,  ///< the budget is within rounding of the minimum at every affordable slot
+                     ///< count: the fastest minimum-memory schedule, valid but not proven optimal
+  };
+  schedule program;
+  method how = method::dp;
+  std::int64_t slots = 0;    ///< how == dp: the slots the DP ran at (refined from the knob's)
+  bool exact_sizes = false;  ///< how == dp: one slot per byte, the plan is optimal
+  /// No schedule of the policy's search space is faster.
+  [[nodiscard]] bool optimal() const { return how == method::store_all || (how == method::dp && exact_sizes); }
+};
+
+}  // namespace remat
+
 namespace remat::detail {
 
 /// Dp: constructible from a discrete_chain; fill(deadline, progress) -> bool (false: time out);
@@ -37,6 +58,7 @@ namespace remat::detail {
 /// result<schedule>, the program checked by the referee (chain_target: the chain's graph).
 /// with_options: the DP chooses among every stage's cost set (RK-Rotor), else option 0.
 /// The deadline is checked by minimum(), Dp::feasible and Dp::fill, every few milliseconds.
+/// outcome (optional): how the plan was reached (chain_dp_solution's method, slots, exact_sizes).
 inline constexpr std::int64_t refinement_table_bytes = std::int64_t{256} << 20;
 
 /// The chain policies' target: their decisions lowered onto the chain's graph (built once).
@@ -56,11 +78,16 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
                                    std::int64_t slots, std::int64_t max_table_bytes,
                                    const deadline& dl, const std::function<void(double)>& progress,
                                    Cells cells, Minimum minimum_of, std::string_view advice,
-                                   Fallback fallback, const Target& target, bool with_options = false) {
+                                   Fallback fallback, const Target& target, bool with_options = false,
+                                   chain_dp_solution* outcome = nullptr) {
+  auto reached = [&](chain_dp_solution::method how, std::int64_t s = 0, bool exact = false) {
+    if (outcome) *outcome = {{}, how, s, exact};
+  };
   // Storing everything costs sum(u_F + u_B), a lower bound for any schedule: when it fits, it
   // is optimal, and the rounding of a coarse discretisation must not hide it.
   if (target.store_all_peak() <= budget) {
     if (progress) progress(1.0);
+    reached(chain_dp_solution::method::store_all);
     return target.finish({store_all::program(c), {}, c.ideal_time()});
   }
   const std::int64_t first = slots <= 0 ? budget : std::min<std::int64_t>(slots, budget);
@@ -98,6 +125,7 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
       // minimum. The fallback fits the exact minimum, hence the budget.
       if (std::optional<decisions> fb = fallback()) {
         if (progress && shown < 1.0) progress(1.0);
+        reached(chain_dp_solution::method::minimum_memory);
         return target.finish(std::move(*fb));
       }
       if (dl.passed()) return time_limit_reached(policy, dl, "while computing a fallback schedule", advice);
@@ -118,6 +146,7 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
         return time_limit_reached(policy, dl, "while filling the table (" + std::to_string(s) + " slots)", advice);
       if (dp.value() < std::numeric_limits<double>::infinity()) {
         if (progress && shown < 1.0) progress(1.0);
+        reached(chain_dp_solution::method::dp, s, d.exact);
         return target.finish(dp.reconstruct());
       }
     }
