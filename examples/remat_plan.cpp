@@ -770,14 +770,10 @@ struct solve_info {
   bool optimal = false;
   double solve_seconds = 0;
   std::optional<double> bound;  ///< checkmate: the solver's bound on the makespan
-  /// rotor, rotor_floating with slots: the DP's optimum for sizes rounded up to its slots.
-  bool optimal_at_slots = false;
-  /// rotor, rotor_floating: the budget is within rounding of the minimum at every affordable
-  /// slot count, and the plan is the fastest minimum-memory schedule.
-  bool minimum_memory = false;
-  /// rotor, rotor_floating: "store_all", "dp" or "minimum_memory" (JSON "method"), and the
-  /// slots the DP ran at (refined from --slots when rounding left no plan; JSON "dp_slots").
-  std::string method;
+  /// rotor, rotor_floating: how the plan was reached (JSON "method"; not optimal by dp: the DP's
+  /// optimum for sizes rounded up to its slots), and the slots the DP ran at (refined from
+  /// --slots when rounding left no plan; JSON "dp_slots").
+  std::optional<remat::chain_dp_solution::method> method;
   std::int64_t dp_slots = 0;
   std::optional<remat::rockmate_plan> rockmate;  ///< rockmate: its blocks, options and times
 };
@@ -786,10 +782,7 @@ struct solve_info {
 remat::result<remat::schedule> with_outcome(remat::result<remat::chain_dp_solution> r, solve_info& info) {
   if (!r) return r.err();
   info.optimal = r->optimal();
-  info.optimal_at_slots = r->how == remat::chain_dp_solution::method::dp && !r->exact_sizes;
-  info.minimum_memory = r->how == remat::chain_dp_solution::method::minimum_memory;
-  using method = remat::chain_dp_solution::method;
-  info.method = r->how == method::store_all ? "store_all" : r->how == method::dp ? "dp" : "minimum_memory";
+  info.method = r->how;
   info.dp_slots = r->slots;
   return std::move(r->program);
 }
@@ -1002,9 +995,10 @@ int print_json(const options& o, const plan_report& p) {
   j["store_all_time"] = p.store_all_time;
   j["store_all_peak_bytes"] = p.store_all_peak;
   j["optimal"] = p.info.optimal;
-  if (!p.info.method.empty()) {
-    j["method"] = p.info.method;
-    if (p.info.method == "dp") j["dp_slots"] = p.info.dp_slots;
+  if (const auto m = p.info.method) {
+    using method = remat::chain_dp_solution::method;
+    j["method"] = *m == method::store_all ? "store_all" : *m == method::dp ? "dp" : "minimum_memory";
+    if (*m == method::dp) j["dp_slots"] = p.info.dp_slots;
   }
   j["solve_seconds"] = p.info.solve_seconds;
   if (p.info.bound && std::isfinite(*p.info.bound)) j["bound"] = *p.info.bound;
@@ -1035,10 +1029,11 @@ int print_json(const options& o, const plan_report& p) {
 }
 
 std::string describe_optimality(const solve_info& info) {
+  using method = remat::chain_dp_solution::method;
   std::string s = info.optimal ? "proven optimal"
-                  : info.optimal_at_slots
+                  : info.method == method::dp
                       ? "optimal for sizes rounded up to its slots (--slots 0: exact sizes)"
-                  : info.minimum_memory
+                  : info.method == method::minimum_memory
                       ? "not proven optimal: the fastest minimum-memory schedule (the budget is within "
                         "rounding of the minimum at every affordable slot count; a slightly larger budget "
                         "gets the DP's plan)"
@@ -1666,7 +1661,6 @@ int run(const options& o) {
           .peak;
   const double ideal = c.ideal_time();
   info.optimal = info.optimal || r.makespan <= ideal;
-  if (info.optimal) info.optimal_at_slots = false;
   const auto pictures = write_pictures(
       o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }, r, c.name, policy_label(o));
   if (!pictures) return fail(o, &c, pictures.err());

@@ -56,7 +56,6 @@ std::vector<std::string> member_calls(const std::string& code) {
   }
   return out;
 }
-/// The README's section that starts with `heading`, up to the next "## ".
 /// A line of code without its string literals' text (a static_assert's message shows a call).
 std::string without_strings(const std::string& code) {
   std::string out;
@@ -72,6 +71,7 @@ std::string without_strings(const std::string& code) {
   return out;
 }
 
+/// The README's section that starts with `heading`, up to the next "## ".
 std::string section(const std::string& readme, const std::string& heading) {
   const auto at = readme.find("\n" + heading + "\n");
   REQUIRE(at != std::string::npos);

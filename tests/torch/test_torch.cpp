@@ -1,7 +1,7 @@
 // remat::libtorch (issue 15): LibTorch models trained by plans give plain LibTorch's losses,
 // gradients, batch-norm statistics and generator state bit for bit, for every chain policy and
-// rockmate (on the chain's graph) at 4 budgets, with dropout; measured peaks stay within the budget and near the simulated ones; bad
-// modules fail with messages that name them.
+// rockmate (on the chain's graph) at 4 budgets, with dropout; measured peaks stay within the
+// budget and near the simulated ones; bad modules fail with messages that name them.
 // LibTorch first: Debian's LibTorch logs with glog, whose CHECK macros doctest's replace.
 #include <torch/nn.h>
 #include <torch/optim/sgd.h>
