@@ -283,6 +283,60 @@ TEST_CASE(
 }
 
 namespace {
+/// A host backend that behaves as if its work were queued, as the CUDA backend's is: every
+/// allocation marks work pending, synchronize() finishes it (a SynchronizingBackend).
+struct queued_backend : host_backend {
+  using host_backend::host_backend;
+  static inline bool pending = false;
+  static inline int syncs = 0;
+  [[nodiscard]] buffer allocate(bytes n) {
+    pending = true;
+    return host_backend::allocate(n);
+  }
+  void synchronize() {
+    pending = false;
+    ++syncs;
+  }
+};
+static_assert(exec::SynchronizingBackend<queued_backend>);
+static_assert(!exec::SynchronizingBackend<host_backend>);
+
+/// A scale layer whose host-side hooks check that no work is pending when they run.
+struct host_hook_scale : scale {
+  void zero_grad() {
+    CHECK_FALSE(queued_backend::pending);
+    scale::zero_grad();
+  }
+};
+}  // namespace
+
+TEST_CASE("train: the profiler and train_step call zero_grad and update with no work pending") {
+  using model = std::tuple<host_hook_scale, host_hook_scale, mse>;
+  auto make = [] { return model{{{0.9f}}, {{-0.7f}}, {}}; };
+  queued_backend prof;
+  model pm = make();
+  auto c = exec::profile_chain(pm, input(prof), batch_targets(0.0f), prof,
+                               {.repetitions = 1, .warmup = 0});
+  REQUIRE_MESSAGE(c.ok(), c.message());
+  CHECK(std::get<0>(pm).zeroed == 1);
+  const auto plan = *rotor{.slots = 0}.solve(*c, unlimited_bytes);
+  model m = make();
+  queued_backend b;
+  exec::executor ex(m, *c, b);
+  int updates = 0;
+  for (int s = 0; s < 2; ++s) {
+    queued_backend::pending = true;  // the last step's update queued work
+    auto r = exec::train_step(ex, plan, input(b), batch_targets(0.1f), [&](auto& layer) {
+      CHECK_FALSE(queued_backend::pending);
+      if constexpr (requires { layer.sgd(0.1f); }) layer.sgd(0.1f), ++updates;
+    });
+    REQUIRE_MESSAGE(r.ok(), r.message());
+  }
+  CHECK(updates == 4);
+  CHECK(std::get<1>(m).zeroed == 2);
+}
+
+namespace {
 /// L = sum x^2 / 2 against no targets.
 struct half_square {
   using context = no_context;

@@ -177,6 +177,14 @@ concept RunAwareBackend = requires(B& b) {
   b.end_run();
 };
 
+/// Optional: a backend whose work runs asynchronously (the CUDA backend's streams) and can wait
+/// for all of it. Before calling the model's host-side hooks (zero_grad() after profiling, and
+/// zero_grad() and update in train_step) the profiler and train_step call synchronize(), so that
+/// a hook that touches the gradients from the host or from another stream (cudaMemset on the
+/// default stream, say) never races with kernels the run queued.
+template <class B>
+concept SynchronizingBackend = requires(B& b) { b.synchronize(); };
+
 namespace detail {
 /// Starts timing work on b: a TimingBackend's mark, or the wall clock.
 template <class B>
@@ -185,6 +193,11 @@ auto start_timer(B& b) {
     return b.mark_time();
   else
     return std::chrono::steady_clock::now();
+}
+/// Waits until the work queued on b has finished (a SynchronizingBackend), else nothing.
+template <class B>
+void wait_idle(B& b) {
+  if constexpr (SynchronizingBackend<B>) b.synchronize();
 }
 /// Seconds since `start` (from start_timer on the same backend).
 template <class B, class M>

@@ -736,6 +736,8 @@ class executor {
 
   /// The model it runs (for train_step, exec/train.hpp).
   Model& model() noexcept { return model_; }
+  /// The backend it runs on.
+  B& backend() noexcept { return backend_; }
 
  private:
   /// The graph and the ops' nodes, or why the model and the problem do not match.

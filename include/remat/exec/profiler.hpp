@@ -239,7 +239,10 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
         rng.restore();
         if (!loss) outputs[k(on.act)].emplace(call_forward(layer, xs, false, sample_targets, backend, "it"));
         rng.restore();
-        if constexpr (requires { deref(layer).zero_grad(); }) deref(layer).zero_grad();
+        if constexpr (requires { deref(layer).zero_grad(); }) {
+          wait_idle(backend);  // the profiling backwards may still be adding to the gradients
+          deref(layer).zero_grad();
+        }
       });
     }
   } catch (const std::exception& e) {

@@ -15,6 +15,7 @@
 // Parameters belong to the layers, so the optimizer is the user's: update is called once per
 // layer and step, with each layer's own type (a generic lambda fits a tuple model), e.g.
 //   [&](auto& layer) { layer.sgd(learning_rate); }
+// zero_grad and update are called with no work of the backend pending (SynchronizingBackend).
 
 #include <cstddef>
 #include <tuple>
@@ -75,8 +76,10 @@ void zero_grad(Model& model) {
 template <class B, class Model, class T, class Tg, class F>
 result<run_result<T>> train_step(executor<B, Model>& ex, const schedule& plan, T input,
                                  const Tg& targets, F&& update) {
+  detail::wait_idle(ex.backend());  // the hooks run on the host: no kernel of the last step pending
   exec::zero_grad(ex.model());
   auto r = ex.run(plan, std::move(input), targets);
+  detail::wait_idle(ex.backend());
   if (r) exec::for_each_layer(ex.model(), update);
   return r;
 }

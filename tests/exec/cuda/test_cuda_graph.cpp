@@ -69,6 +69,8 @@ struct gop {
     return {true, type == op_type::tanh};
   }
   void zero_grad() {
+    // The default stream, as a user might write it: the profiler and train_step wait for the
+    // backend first (SynchronizingBackend).
     if (!gw.empty()) REMAT_CUDA_CHECK(cudaMemset(gw.data(), 0, 4));
   }
 
