@@ -105,14 +105,15 @@ remat::graph residual_graph(int n, int seed = 0) {
   return remat::build_graph(f).value();
 }
 
-
 /// find_minimum from 10% of store-all's peak on side_branch_graph(blocks, seed)
-/// (tests/support/side_branch_graph.hpp): the time of the whole call. Counters: minimum, lower_bound and least_memory (the heuristic plan's peak) in
-/// KiB, store-all's peak in KiB, compute_nodes. Issue 14 (before the heuristic upper end, the
-/// tighter bound and the gcd steps), 4 blocks seed 2: 6.2 s; 6 blocks seed 3: 28.5 s.
+/// (tests/support/side_branch_graph.hpp): the time of the whole call. Counters: minimum,
+/// lower_bound and least_memory (the heuristic plan's peak) in KiB, store-all's peak in KiB,
+/// compute_nodes. Issue 14 (before the heuristic upper end, the tighter bound and the gcd steps), 4
+/// blocks seed 2: 6.2 s; 6 blocks seed 3: 28.5 s.
 template <class Backend>
 void side_branch_find_minimum(benchmark::State& state) {
-  const auto g = remat::test::side_branch_graph(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+  const auto g = remat::test::side_branch_graph(static_cast<int>(state.range(0)),
+                                                static_cast<int>(state.range(1)));
   const bytes all = remat::peak_of_store_all(g);
   remat::checkmate<Backend> cm{};
   cm.time_limit = 120;
@@ -227,7 +228,8 @@ void spread(benchmark::State& state, bool residual) {
     for (std::size_t i = 0; i < graphs.size(); ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       const auto r = cm.solve_detailed(graphs[i], budgets[i]);
-      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double took =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!r) {
         state.SkipWithError(r.message().c_str());
         return;
@@ -306,8 +308,16 @@ BENCHMARK(residual_exact_cold<cbc>)->Apply(small_sizes);
 BENCHMARK(chain_relaxed<cbc>)->Apply(sizes);
 BENCHMARK(residual_relaxed<cbc>)->Apply(sizes);
 BENCHMARK(chain_exact_threads2<cbc>)->Apply(small_sizes);
-BENCHMARK(chain_exact_spread<cbc>)->Arg(10)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(residual_exact_spread<cbc>)->Arg(10)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(chain_exact_spread<cbc>)
+    ->Arg(10)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(residual_exact_spread<cbc>)
+    ->Arg(10)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(side_branch_find_minimum<cbc>)
     ->Args({4, 2})
     ->Args({6, 3})

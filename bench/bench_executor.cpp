@@ -11,10 +11,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <eigen/models.hpp>
 #include <remat/exec.hpp>
 #include <remat/remat.hpp>
-
-#include <eigen/models.hpp>
 
 namespace {
 
@@ -26,7 +25,8 @@ const remat::chain& profiled_chain() {
   static const remat::chain c = [] {
     eg::model m = build();
     remat::exec::host_backend b;
-    return *remat::exec::profile_chain(m, eg::make_input(b, batch, width, 1), b, {.repetitions = 5, .warmup = 2});
+    return *remat::exec::profile_chain(m, eg::make_input(b, batch, width, 1), b,
+                                       {.repetitions = 5, .warmup = 2});
   }();
   return c;
 }
@@ -50,8 +50,10 @@ void BM_executor(benchmark::State& state) {
   const remat::bytes lo = remat::rotor::minimum_budget(c);
   const auto fraction = static_cast<double>(state.range(0)) / 100.0;
   const remat::schedule s =
-      state.range(0) == 0 ? *remat::store_all{}.solve(c, peak)
-                          : *remat::rotor{}.solve(c, lo + static_cast<remat::bytes>(fraction * static_cast<double>(peak - lo)));
+      state.range(0) == 0
+          ? *remat::store_all{}.solve(c, peak)
+          : *remat::rotor{}.solve(
+                c, lo + static_cast<remat::bytes>(fraction * static_cast<double>(peak - lo)));
   eg::model m = build();
   remat::exec::host_backend b;
   remat::exec::executor ex(m, c, b);
@@ -70,7 +72,13 @@ void BM_executor(benchmark::State& state) {
       s.predicted_time / (measured / static_cast<double>(state.iterations()));
   state.counters["recompute_ratio"] = s.predicted_time / c.ideal_time();
 }
-BENCHMARK(BM_executor)->Arg(0)->Arg(25)->Arg(50)->Arg(75)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_executor)
+    ->Arg(0)
+    ->Arg(25)
+    ->Arg(50)
+    ->Arg(75)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 

@@ -185,7 +185,8 @@ int main(int argc, char** argv) {
       gpt::backend b(s.large_pool);
       gpt::bind(s.m, b);
       const gpt::tensor x = gpt::load_batch(s.m, cfg, gpt::make_batch(cfg, seed), b);
-      auto c = remat::exec::profile_chain(s.m, x, b, {.repetitions = 5, .warmup = 2, .name = "gpt"});
+      auto c =
+          remat::exec::profile_chain(s.m, x, b, {.repetitions = 5, .warmup = 2, .name = "gpt"});
       if (!c) {
         std::fprintf(stderr, "bench_gpu: %s\n", c.message().c_str());
         return 1;

@@ -5,10 +5,9 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <remat/milp/model.hpp>
 #include <string>
 #include <string_view>
-
-#include <remat/milp/model.hpp>
 #ifdef REMAT_HAS_LPSOLVE
 #include <remat/milp/lpsolve.hpp>
 #endif

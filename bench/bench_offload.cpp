@@ -24,12 +24,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <string>
-#include <vector>
-
 #include <remat/io/json.hpp>
 #include <remat/policy/offload.hpp>
 #include <remat/policy/rotor.hpp>
+#include <string>
+#include <vector>
 
 #ifndef REMAT_EXAMPLES_DIR
 #error "bench_offload needs REMAT_EXAMPLES_DIR (bench/CMakeLists.txt)"

@@ -10,8 +10,9 @@
 //                              the fraction of the store-all peak):
 //                                rockmate      rockmate<checkmate<cbc>>
 //                                rotor_blocks  rockmate<store_all>: Rotor on the same blocks
-//                                relax         checkmate<cbc> with relax (LP + rounding), 600 s limit
-//                                exact         checkmate<cbc>, 600 s limit (2 and 4 layers only);
+//                                relax         checkmate<cbc> with relax (LP + rounding), 600 s
+//                                limit exact         checkmate<cbc>, 600 s limit (2 and 4 layers
+//                                only);
 //                                              optimal = 1 when proven
 //                              overhead = predicted makespan / store-all's - 1, or -1 when the
 //                              policy has no plan (below its minimum, or no plan in its limit)
@@ -23,15 +24,14 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
-#include <string>
-#include <vector>
-
 #include <remat/milp/cbc.hpp>
 #include <remat/policy/checkmate.hpp>
 #include <remat/policy/rockmate.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/zoo/gpt2.hpp>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -54,7 +54,9 @@ const problem& gpt2(int layers) {
   auto f = remat::zoo::gpt2(c, *remat::zoo::find_device("V100"));
   problem p;
   p.g = *remat::build_graph(*f);
-  p.peak = remat::sim::simulate(p.g, {remat::store_all_program(p.g), 0, 0}, {.record_timeline = false}).peak;
+  p.peak =
+      remat::sim::simulate(p.g, {remat::store_all_program(p.g), 0, 0}, {.record_timeline = false})
+          .peak;
   p.ideal = p.g.ideal_time();
   cache.emplace_back(layers, std::move(p));
   return cache.back().second;
@@ -62,7 +64,8 @@ const problem& gpt2(int layers) {
 
 using rockmate_cbc = remat::rockmate<remat::checkmate<remat::milp::cbc>>;
 
-void report(benchmark::State& st, const problem& p, bytes budget, const remat::result<remat::schedule>& s) {
+void report(benchmark::State& st, const problem& p, bytes budget,
+            const remat::result<remat::schedule>& s) {
   st.counters["budget"] = static_cast<double>(budget) / static_cast<double>(p.peak);
   st.counters["overhead"] = s ? s->predicted_time / p.ideal - 1 : -1;
   if (s) st.counters["peak"] = static_cast<double>(s->predicted_peak) / static_cast<double>(p.peak);
@@ -105,7 +108,8 @@ void quality(benchmark::State& st, int layers, const std::string& policy, int k)
     remat::result<remat::schedule> s = remat::error{};
     if (policy == "rockmate") s = rockmate_cbc{}.solve(p.g, budget);
     if (policy == "rotor_blocks") s = remat::rockmate<remat::store_all>{}.solve(p.g, budget);
-    if (policy == "relax") s = remat::checkmate<remat::milp::cbc>{.time_limit = 600, .relax = true}.solve(p.g, budget);
+    if (policy == "relax")
+      s = remat::checkmate<remat::milp::cbc>{.time_limit = 600, .relax = true}.solve(p.g, budget);
     if (policy == "exact") {
       auto d = remat::checkmate<remat::milp::cbc>{.time_limit = 600}.solve_detailed(p.g, budget);
       if (d) {
@@ -122,8 +126,11 @@ void quality(benchmark::State& st, int layers, const std::string& policy, int k)
 void minimum(benchmark::State& st, int layers, const std::string& policy) {
   const problem& p = gpt2(layers);
   for (auto _ : st) {
-    const bytes m = policy == "rockmate" ? minimum_of([&](bytes b) { return rockmate_cbc{}.solve(p.g, b); })
-                                         : minimum_of([&](bytes b) { return remat::rockmate<remat::store_all>{}.solve(p.g, b); });
+    const bytes m = policy == "rockmate"
+                        ? minimum_of([&](bytes b) { return rockmate_cbc{}.solve(p.g, b); })
+                        : minimum_of([&](bytes b) {
+                            return remat::rockmate<remat::store_all>{}.solve(p.g, b);
+                          });
     st.counters["budget"] = static_cast<double>(m) / static_cast<double>(p.peak);
     st.counters["bytes"] = static_cast<double>(m);
   }
@@ -134,8 +141,10 @@ void minimum(benchmark::State& st, int layers, const std::string& policy) {
 int main(int argc, char** argv) {
   for (int layers : {12}) {
     for (double f : {0.5, 0.45})
-      benchmark::RegisterBenchmark(("solve/" + std::to_string(layers) + "/" + std::to_string(static_cast<int>(f * 100))).c_str(),
-                                   [=](benchmark::State& st) { solve(st, layers, f); })
+      benchmark::RegisterBenchmark(
+          ("solve/" + std::to_string(layers) + "/" + std::to_string(static_cast<int>(f * 100)))
+              .c_str(),
+          [=](benchmark::State& st) { solve(st, layers, f); })
           ->Iterations(1)
           ->Unit(benchmark::kSecond);
   }

@@ -8,7 +8,6 @@
 #include <benchmark/benchmark.h>
 
 #include <random>
-
 #include <remat/remat.hpp>
 
 namespace {
@@ -20,7 +19,8 @@ remat::chain random_chain(int length, unsigned seed) {
   remat::chain c{"bench", size(rng), {}};
   for (int l = 0; l < length; ++l) {
     const remat::bytes a = size(rng);
-    c.stages.push_back({"", time(rng), 2 * time(rng), a, a + size(rng), size(rng) / 8, size(rng) / 8});
+    c.stages.push_back(
+        {"", time(rng), 2 * time(rng), a, a + size(rng), size(rng) / 8, size(rng) / 8});
   }
   return c;
 }
@@ -63,7 +63,9 @@ void BM_rotor_floating(benchmark::State& state) {
     benchmark::DoNotOptimize(r);
   }
 }
-BENCHMARK(BM_rotor_floating)->ArgsProduct({{5, 10, 20, 30, 40}, {100, 500}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_rotor_floating)
+    ->ArgsProduct({{5, 10, 20, 30, 40}, {100, 500}})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -9,13 +9,11 @@
 //                       profile, to set beside the measured ratio to BM_plain
 // Every step is the same batch; the optimizer is left out of both.
 
-#include <torch/nn.h>
-
 #include <benchmark/benchmark.h>
+#include <torch/nn.h>
 
 #include <remat/remat.hpp>
 #include <remat/torch.hpp>
-
 #include <torch/models.hpp>
 #include <torch/plain.hpp>
 
@@ -34,13 +32,17 @@ struct setup {
 setup& problem() {
   static setup s = [] {
     torch::manual_seed(2026);
-    setup p{models::resnet_like(32, 10), tnn::AnyModule(tnn::CrossEntropyLoss()), torch::randn({8, 3, 32, 32}),
-            torch::randint(0, 10, {8}), {}};
+    setup p{models::resnet_like(32, 10),
+            tnn::AnyModule(tnn::CrossEntropyLoss()),
+            torch::randn({8, 3, 32, 32}),
+            torch::randint(0, 10, {8}),
+            {}};
     auto copy = models::copy_of(p.net);
     tnn::AnyModule loss = p.loss.clone();
     auto model = remat::libtorch::layers_of(copy, loss);
     remat::libtorch::backend b;
-    p.chain = *remat::exec::profile_chain(model, p.x, p.targets, b, {.repetitions = 5, .warmup = 2, .name = "resnet18-like"});
+    p.chain = *remat::exec::profile_chain(model, p.x, p.targets, b,
+                                          {.repetitions = 5, .warmup = 2, .name = "resnet18-like"});
     return p;
   }();
   return s;

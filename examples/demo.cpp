@@ -29,17 +29,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <eigen/models.hpp>
 #include <filesystem>
 #include <optional>
-#include <string>
-#include <string_view>
-#include <vector>
-
 #include <remat/io/svg.hpp>
 #include <remat/remat.hpp>
 #include <remat/sweep.hpp>
-
-#include <eigen/models.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #if defined(REMAT_HAS_CBC)
 #include <remat/milp/cbc.hpp>
@@ -66,7 +64,8 @@ struct options {
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
-               "remat-demo: %s\nusage: remat-demo [--model residual|mlp] [--depth N] [--width W] [--hidden H]\n"
+               "remat-demo: %s\nusage: remat-demo [--model residual|mlp] [--depth N] [--width W] "
+               "[--hidden H]\n"
                "                  [--batch B] [--steps K] [--dropout P] [--budgets K]\n"
                "                  [--pictures DIR | --no-pictures] [--json]\n",
                why);
@@ -85,32 +84,45 @@ options parse(int argc, char** argv) {
       const char* v = value();
       char* end = nullptr;
       const long x = std::strtol(v, &end, 10);
-      if (*end != '\0' || x < lo || x > 1 << 20) usage(("bad value for " + std::string(a) + ": " + v).c_str());
+      if (*end != '\0' || x < lo || x > 1 << 20)
+        usage(("bad value for " + std::string(a) + ": " + v).c_str());
       return static_cast<int>(x);
     };
-    if (a == "--json") o.json = true;
-    else if (a == "--no-pictures") o.pictures.clear();
+    if (a == "--json")
+      o.json = true;
+    else if (a == "--no-pictures")
+      o.pictures.clear();
     else if (a == "--pictures") {
       o.pictures = value();
       if (o.pictures.empty()) usage("--pictures needs a folder (or give --no-pictures)");
-    }
-    else if (a == "--model") o.model = value();
-    else if (a == "--depth") o.depth = integer(1);
-    else if (a == "--width") o.width = integer(1);
-    else if (a == "--hidden") o.hidden = integer(1);
-    else if (a == "--batch") o.batch = integer(1);
-    else if (a == "--steps") o.steps = integer(1);
-    else if (a == "--budgets") o.budgets = integer(2);
+    } else if (a == "--model")
+      o.model = value();
+    else if (a == "--depth")
+      o.depth = integer(1);
+    else if (a == "--width")
+      o.width = integer(1);
+    else if (a == "--hidden")
+      o.hidden = integer(1);
+    else if (a == "--batch")
+      o.batch = integer(1);
+    else if (a == "--steps")
+      o.steps = integer(1);
+    else if (a == "--budgets")
+      o.budgets = integer(2);
     else if (a == "--dropout") {
       const char* v = value();
       char* end = nullptr;
       o.dropout = std::strtof(v, &end);
-      if (*end != '\0' || o.dropout < 0 || o.dropout >= 1) usage("--dropout takes a probability in [0, 1)");
+      if (*end != '\0' || o.dropout < 0 || o.dropout >= 1)
+        usage("--dropout takes a probability in [0, 1)");
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: remat-demo [--model residual|mlp] [--depth N] [--width W] [--hidden H] [--batch B]\n"
-                  "                  [--steps K] [--dropout P] [--budgets K] [--pictures DIR | --no-pictures]\n"
-                  "                  [--json]\n"
-                  "--pictures DIR: the folder of its SVG pictures (default remat-demo-pictures)\n");
+      std::printf(
+          "usage: remat-demo [--model residual|mlp] [--depth N] [--width W] [--hidden H] [--batch "
+          "B]\n"
+          "                  [--steps K] [--dropout P] [--budgets K] [--pictures DIR | "
+          "--no-pictures]\n"
+          "                  [--json]\n"
+          "--pictures DIR: the folder of its SVG pictures (default remat-demo-pictures)\n");
       std::exit(0);
     } else {
       usage(("unknown option " + std::string(a)).c_str());
@@ -122,7 +134,8 @@ options parse(int argc, char** argv) {
     std::error_code ec;
     std::filesystem::create_directories(o.pictures, ec);
     if (ec || !std::filesystem::is_directory(o.pictures, ec))
-      usage(("--pictures: cannot create the folder '" + o.pictures + "'" + (ec ? ": " + ec.message() : std::string()) +
+      usage(("--pictures: cannot create the folder '" + o.pictures + "'" +
+             (ec ? ": " + ec.message() : std::string()) +
              "; give another with --pictures DIR, or --no-pictures")
                 .c_str());
   }
@@ -132,8 +145,9 @@ options parse(int argc, char** argv) {
 constexpr std::uint64_t seed = 2026;
 
 eg::model build(const options& o) {
-  return o.model == "mlp" ? eg::make_mlp(o.depth, o.width, o.batch, seed, o.dropout)
-                          : eg::make_residual_stack(o.depth, o.width, o.hidden, o.batch, seed, o.dropout);
+  return o.model == "mlp"
+             ? eg::make_mlp(o.depth, o.width, o.batch, seed, o.dropout)
+             : eg::make_residual_stack(o.depth, o.width, o.hidden, o.batch, seed, o.dropout);
 }
 
 /// What plain training gives, step by step: the loss and every parameter gradient.
@@ -153,7 +167,8 @@ std::vector<step_record> plain_training(const options& o, Make make) {
   std::vector<step_record> out;
   for (int k = 0; k < o.steps; ++k) {
     eg::zero_grad(layers_of(m));
-    const eg::tensor x = eg::make_input(b, o.batch, o.width, seed + 1 + static_cast<std::uint64_t>(k));
+    const eg::tensor x =
+        eg::make_input(b, o.batch, o.width, seed + 1 + static_cast<std::uint64_t>(k));
     const float loss = eg::backprop(m, x, b);
     out.push_back({loss, eg::flat_gradients(layers_of(m))});
     eg::sgd_step(layers_of(m), 1e-3f);
@@ -177,8 +192,8 @@ struct row {
 /// Trains o.steps steps of the schedule inside a backend limited to the budget, over a model
 /// from `make`: a chain model on its chain, or a DAG model on its graph (one executor for both).
 template <class Make, class Problem>
-row train(const options& o, Make make, const Problem& problem, const remat::schedule& s, std::string policy,
-          remat::bytes budget, const std::vector<step_record>& reference) {
+row train(const options& o, Make make, const Problem& problem, const remat::schedule& s,
+          std::string policy, remat::bytes budget, const std::vector<step_record>& reference) {
   row r{std::move(policy), budget, "ok", s.predicted_peak, 0, s.predicted_time, 0, true};
   auto m = make();
   remat::exec::host_backend b(budget);
@@ -186,7 +201,8 @@ row train(const options& o, Make make, const Problem& problem, const remat::sche
   std::vector<double> times;
   for (int k = 0; k < o.steps; ++k) {
     eg::zero_grad(layers_of(m));
-    auto run = ex.run(s, eg::make_input(b, o.batch, o.width, seed + 1 + static_cast<std::uint64_t>(k)));
+    auto run =
+        ex.run(s, eg::make_input(b, o.batch, o.width, seed + 1 + static_cast<std::uint64_t>(k)));
     if (!run) {
       r.status = std::string(remat::to_string(run.code())) + ": " + run.message();
       r.match = false;
@@ -210,8 +226,8 @@ double mib(remat::bytes b) { return static_cast<double>(b) / (1024.0 * 1024.0); 
 
 /// The demo's pictures in o.pictures: the sweep's curve and one plan's memory timeline. Returns
 /// the lines that name the files, or an empty list after printing why they could not be written.
-std::vector<std::string> write_pictures(const options& o, const remat::chain& c, remat::bytes pofo_budget,
-                                        remat::bytes rotor_budget) {
+std::vector<std::string> write_pictures(const options& o, const remat::chain& c,
+                                        remat::bytes pofo_budget, remat::bytes rotor_budget) {
   std::vector<std::string> lines;
   auto fail = [&](const std::string& why) {
     std::fprintf(stderr, "remat-demo: no pictures: %s\n", why.c_str());
@@ -222,9 +238,11 @@ std::vector<std::string> write_pictures(const options& o, const remat::chain& c,
   auto sw = remat::sweep(c, {.budgets = 8, .bandwidth = 12e9});
   if (!sw) return fail(sw.message());
   const auto curve = dir / "overhead_curve.svg";
-  if (auto w = remat::io::write_text_file(curve, remat::io::overhead_curve_svg(*sw)); !w) return fail(w.message());
-  lines.push_back(curve.string() + ": the budget -> overhead curve of " + std::to_string(sw->policies.size()) +
-                  " policies at " + std::to_string(sw->budgets.size()) + " budgets");
+  if (auto w = remat::io::write_text_file(curve, remat::io::overhead_curve_svg(*sw)); !w)
+    return fail(w.message());
+  lines.push_back(curve.string() + ": the budget -> overhead curve of " +
+                  std::to_string(sw->policies.size()) + " policies at " +
+                  std::to_string(sw->budgets.size()) + " budgets");
   // pofo's plan at its lowest budget (recompute and offload), else rotor's.
   const remat::pofo offloading{.bandwidth = 12e9};
   auto planned = offloading.solve(c, pofo_budget);
@@ -240,7 +258,9 @@ std::vector<std::string> write_pictures(const options& o, const remat::chain& c,
   if (!planned) return fail(planned.message());
   const auto r = remat::sim::simulate(c, *planned, {.budget = budget, .hw = hw});
   const auto timeline = dir / ("timeline_" + policy + ".svg");
-  if (auto w = remat::io::write_text_file(timeline, remat::io::memory_timeline_svg(r, {c.name, policy, budget})); !w)
+  if (auto w = remat::io::write_text_file(
+          timeline, remat::io::memory_timeline_svg(r, {c.name, policy, budget}));
+      !w)
     return fail(w.message());
   lines.push_back(timeline.string() + ": device memory over time of " + policy + "'s plan at " +
                   remat::format_bytes(budget));
@@ -253,8 +273,9 @@ int main(int argc, char** argv) {
   const options o = parse(argc, argv);
   eg::model probe = build(o);
   remat::exec::host_backend profiling;
-  auto profiled = remat::exec::profile_chain(probe, eg::make_input(profiling, o.batch, o.width, seed), profiling,
-                                       {.repetitions = 3, .warmup = 1, .name = o.model});
+  auto profiled =
+      remat::exec::profile_chain(probe, eg::make_input(profiling, o.batch, o.width, seed),
+                                 profiling, {.repetitions = 3, .warmup = 1, .name = o.model});
   if (!profiled) {
     std::fprintf(stderr, "remat-demo: %s\n", profiled.message().c_str());
     return 1;
@@ -270,7 +291,8 @@ int main(int argc, char** argv) {
   auto add = [&](const auto& policy, remat::bytes budget) {
     auto s = policy.solve(c, budget);
     if (!s) {
-      rows.push_back({std::string(policy.name), budget, std::string(remat::to_string(s.code())), 0, 0, 0, 0, false});
+      rows.push_back({std::string(policy.name), budget, std::string(remat::to_string(s.code())), 0,
+                      0, 0, 0, false});
       return;
     }
     rows.push_back(train(o, make, c, *s, std::string(policy.name), budget, reference));
@@ -292,7 +314,8 @@ int main(int argc, char** argv) {
   const remat::bytes pofo_lo = offloading.minimum_budget(c);
   std::vector<remat::bytes> pofo_budgets;
   if (pofo_lo < lo) pofo_budgets = {pofo_lo, pofo_lo + (lo - pofo_lo) / 2};
-  for (int i = 0; i < o.budgets; ++i) pofo_budgets.push_back(lo + (peak - lo) * i / (o.budgets - 1));
+  for (int i = 0; i < o.budgets; ++i)
+    pofo_budgets.push_back(lo + (peak - lo) * i / (o.budgets - 1));
   for (const remat::bytes budget : pofo_budgets) {
     auto p = offloading.plan(c, budget);
     if (!p) {
@@ -312,11 +335,14 @@ int main(int argc, char** argv) {
 #if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
   {
     // Its MLP is 2 x width wide, so that attention and the MLP weigh alike in memory.
-    const auto make_dag = [&] { return eg::make_attention_dag(o.width, 2 * o.width, o.batch, seed); };
+    const auto make_dag = [&] {
+      return eg::make_attention_dag(o.width, 2 * o.width, o.batch, seed);
+    };
     eg::dag probe_dag = make_dag();
     graph_ops = probe_dag.ops.size();
-    auto f = remat::exec::profile_dag(probe_dag, eg::make_input(profiling, o.batch, o.width, seed), profiling,
-                                        {.repetitions = 3, .warmup = 1, .name = "attention block"});
+    auto f = remat::exec::profile_dag(probe_dag, eg::make_input(profiling, o.batch, o.width, seed),
+                                      profiling,
+                                      {.repetitions = 3, .warmup = 1, .name = "attention block"});
     auto g = f ? remat::build_graph(*f) : remat::result<remat::graph>(f.err());
     if (!g) {
       std::fprintf(stderr, "remat-demo: %s\n", g.message().c_str());
@@ -329,7 +355,8 @@ int main(int argc, char** argv) {
     graph_store_all_time = rows.back().measured;
     const remat::checkmate<demo_milp> cm{.time_limit = 10};
     const std::string name = "checkmate-" + std::string(demo_milp::name);
-    // Budgets from 60% of the store-all peak up (the exact minimum would take a bisection of MILPs).
+    // Budgets from 60% of the store-all peak up (the exact minimum would take a bisection of
+    // MILPs).
     graph_lo = graph_peak * 3 / 5;
     for (int i = 0; i < o.budgets; ++i) {
       const remat::bytes budget = graph_lo + (graph_peak - graph_lo) * i / (o.budgets - 1);
@@ -347,57 +374,73 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const row& r = rows[i];
       if (r.status == "ok")
-        std::printf("%s\n {\"policy\":\"%s\",\"budget_bytes\":%lld,\"planned_peak_bytes\":%lld,"
-                    "\"measured_peak_bytes\":%lld,\"predicted_time_s\":%.6g,\"measured_time_s\":%.6g,"
-                    "\"gradients_match\":%s,\"peak_within_plan\":%s%s}",
-                    i ? "," : "", r.policy.c_str(), static_cast<long long>(r.budget),
-                    static_cast<long long>(r.planned_peak), static_cast<long long>(r.measured_peak), r.predicted,
-                    r.measured, r.match ? "true" : "false", r.measured_peak <= r.planned_peak ? "true" : "false",
-                    r.overlap < 0 ? ""
-                                  : (",\"offloaded_bytes\":" + std::to_string(r.offloaded) +
-                                     ",\"overlap\":" + std::to_string(r.overlap)).c_str());
+        std::printf(
+            "%s\n {\"policy\":\"%s\",\"budget_bytes\":%lld,\"planned_peak_bytes\":%lld,"
+            "\"measured_peak_bytes\":%lld,\"predicted_time_s\":%.6g,\"measured_time_s\":%.6g,"
+            "\"gradients_match\":%s,\"peak_within_plan\":%s%s}",
+            i ? "," : "", r.policy.c_str(), static_cast<long long>(r.budget),
+            static_cast<long long>(r.planned_peak), static_cast<long long>(r.measured_peak),
+            r.predicted, r.measured, r.match ? "true" : "false",
+            r.measured_peak <= r.planned_peak ? "true" : "false",
+            r.overlap < 0 ? ""
+                          : (",\"offloaded_bytes\":" + std::to_string(r.offloaded) +
+                             ",\"overlap\":" + std::to_string(r.overlap))
+                                .c_str());
       else
-        std::printf("%s\n {\"policy\":\"%s\",\"budget_bytes\":%lld,\"planned_peak_bytes\":null,"
-                    "\"measured_peak_bytes\":null,\"predicted_time_s\":null,\"measured_time_s\":null,"
-                    "\"gradients_match\":null,\"status\":\"%s\",\"run_failed\":%s}",
-                    i ? "," : "", r.policy.c_str(), static_cast<long long>(r.budget), r.status.c_str(),
-                    r.run_failed ? "true" : "false");
+        std::printf(
+            "%s\n {\"policy\":\"%s\",\"budget_bytes\":%lld,\"planned_peak_bytes\":null,"
+            "\"measured_peak_bytes\":null,\"predicted_time_s\":null,\"measured_time_s\":null,"
+            "\"gradients_match\":null,\"status\":\"%s\",\"run_failed\":%s}",
+            i ? "," : "", r.policy.c_str(), static_cast<long long>(r.budget), r.status.c_str(),
+            r.run_failed ? "true" : "false");
     }
     std::printf("\n]\n");
   } else {
-    std::printf("remat demo: %s model, %d stages, batch %d, width %d; profiled, planned, trained %d SGD steps\n",
-                o.model.c_str(), c.length(), o.batch, o.width, o.steps);
-    std::printf("store-all peak %.2f MiB; rotor needs at least %.2f MiB, pofo (offloading at 12 GB/s) %.2f MiB;\n"
-                "times are per step (median); host copies are synchronous, so pofo's measured time is not the\n"
-                "point, its planned and measured peaks are\n\n",
-                mib(peak), mib(lo), mib(pofo_lo));
-    std::printf("%-15s %10s %12s %12s %11s %11s %9s  %s\n", "policy", "budget MiB", "planned MiB", "measured MiB",
-                "predicted s", "measured s", "overhead", "gradients");
+    std::printf(
+        "remat demo: %s model, %d stages, batch %d, width %d; profiled, planned, trained %d SGD "
+        "steps\n",
+        o.model.c_str(), c.length(), o.batch, o.width, o.steps);
+    std::printf(
+        "store-all peak %.2f MiB; rotor needs at least %.2f MiB, pofo (offloading at 12 GB/s) %.2f "
+        "MiB;\n"
+        "times are per step (median); host copies are synchronous, so pofo's measured time is not "
+        "the\n"
+        "point, its planned and measured peaks are\n\n",
+        mib(peak), mib(lo), mib(pofo_lo));
+    std::printf("%-15s %10s %12s %12s %11s %11s %9s  %s\n", "policy", "budget MiB", "planned MiB",
+                "measured MiB", "predicted s", "measured s", "overhead", "gradients");
     double baseline = store_all_time;
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const row& r = rows[i];
       if (i == graph_first_row) {
         baseline = graph_store_all_time;
-        std::printf("\nattention block (a DAG: q/k/v read one layer norm, two residual adds), %d ops; store-all "
-                    "peak %.2f MiB; checkmate from %.2f MiB\n",
-                    static_cast<int>(graph_ops), mib(graph_peak), mib(graph_lo));
+        std::printf(
+            "\nattention block (a DAG: q/k/v read one layer norm, two residual adds), %d ops; "
+            "store-all "
+            "peak %.2f MiB; checkmate from %.2f MiB\n",
+            static_cast<int>(graph_ops), mib(graph_peak), mib(graph_lo));
       }
       if (r.status != "ok") {
-        std::printf("%-15s %10.2f  %s%s\n", r.policy.c_str(), mib(r.budget), r.run_failed ? "FAILED to train: " : "",
-                    r.status.c_str());
+        std::printf("%-15s %10.2f  %s%s\n", r.policy.c_str(), mib(r.budget),
+                    r.run_failed ? "FAILED to train: " : "", r.status.c_str());
         continue;
       }
-      std::printf("%-15s %10.2f %12.2f %12.2f %11.4f %11.4f %+8.1f%%  %s", r.policy.c_str(), mib(r.budget),
-                  mib(r.planned_peak), mib(r.measured_peak), r.predicted, r.measured,
+      std::printf("%-15s %10.2f %12.2f %12.2f %11.4f %11.4f %+8.1f%%  %s", r.policy.c_str(),
+                  mib(r.budget), mib(r.planned_peak), mib(r.measured_peak), r.predicted, r.measured,
                   100.0 * (r.measured / baseline - 1.0),
-                  !r.match ? "DIFFER" : r.measured_peak > r.planned_peak ? "PEAK > PLANNED" : "bitwise equal");
-      if (r.overlap >= 0) std::printf("  (offloads %.2f MiB, %.0f%% hidden)", mib(r.offloaded), 100.0 * r.overlap);
+                  !r.match                           ? "DIFFER"
+                  : r.measured_peak > r.planned_peak ? "PEAK > PLANNED"
+                                                     : "bitwise equal");
+      if (r.overlap >= 0)
+        std::printf("  (offloads %.2f MiB, %.0f%% hidden)", mib(r.offloaded), 100.0 * r.overlap);
       std::printf("\n");
     }
   }
 #if !defined(REMAT_HAS_CBC) && !defined(REMAT_HAS_LPSOLVE)
   if (!o.json)
-    std::printf("\nattention block planned by checkmate: skipped (remat-demo was built without CBC or lp_solve)\n");
+    std::printf(
+        "\nattention block planned by checkmate: skipped (remat-demo was built without CBC or "
+        "lp_solve)\n");
 #endif
   if (!o.pictures.empty()) {
     // On stderr with --json, whose stdout is one JSON array.
@@ -411,6 +454,7 @@ int main(int argc, char** argv) {
   // why); a plan the executor could not run is.
   bool all_match = true;
   for (const row& r : rows)
-    all_match = all_match && !r.run_failed && (r.status != "ok" || (r.match && r.measured_peak <= r.planned_peak));
+    all_match = all_match && !r.run_failed &&
+                (r.status != "ok" || (r.match && r.measured_peak <= r.planned_peak));
   return all_match ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 // The planning overview (remat-plan-demo): plans the example chains over a range of memory
 // budgets and prints, for each policy, the predicted overhead against plain training and the
-// peak memory: the memory/time trade-off at a glance. Every number comes from a schedule the simulator has checked.
+// peak memory: the memory/time trade-off at a glance. Every number comes from a schedule the
+// simulator has checked.
 //
 //   remat-plan-demo [CHAIN.json ...]     (default: the chains in examples/chains/)
 
@@ -8,11 +9,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <string>
-#include <vector>
-
 #include <remat/io/json.hpp>
 #include <remat/remat.hpp>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -60,16 +60,22 @@ int demo(const std::filesystem::path& file) {
   const remat::bytes lo = remat::rotor::minimum_budget(c);
   const bool floating = c.length() <= floating_max_stages;
 
-  std::printf("\n== %s (%d stages, input %.2f GiB)\n", c.name.c_str(), c.length(), gib(c.input_bytes));
-  std::printf("   plain training: %.3f s per iteration, peak %.2f GiB; rotor needs at least %.2f GiB\n",
-              c.ideal_time(), gib(peak), gib(lo));
-  std::printf("   each cell: predicted time overhead vs plain training, simulated peak (GiB); - = does not fit\n\n");
-  std::printf("   budget GiB  %%peak | %-16s | %-16s | %-16s | %-16s | %-16s\n", "store_all", "periodic",
-              "revolve", "rotor", floating ? "rotor_floating" : "rotor_floating*");
+  std::printf("\n== %s (%d stages, input %.2f GiB)\n", c.name.c_str(), c.length(),
+              gib(c.input_bytes));
+  std::printf(
+      "   plain training: %.3f s per iteration, peak %.2f GiB; rotor needs at least %.2f GiB\n",
+      c.ideal_time(), gib(peak), gib(lo));
+  std::printf(
+      "   each cell: predicted time overhead vs plain training, simulated peak (GiB); - = does not "
+      "fit\n\n");
+  std::printf("   budget GiB  %%peak | %-16s | %-16s | %-16s | %-16s | %-16s\n", "store_all",
+              "periodic", "revolve", "rotor", floating ? "rotor_floating" : "rotor_floating*");
   for (int i = 0; i < budget_points; ++i) {
     const double f = static_cast<double>(i) / (budget_points - 1);
-    const auto budget = static_cast<remat::bytes>(static_cast<double>(lo) + f * static_cast<double>(peak - lo));
-    std::printf("   %10.2f %5.0f%%", gib(budget), 100.0 * static_cast<double>(budget) / static_cast<double>(peak));
+    const auto budget =
+        static_cast<remat::bytes>(static_cast<double>(lo) + f * static_cast<double>(peak - lo));
+    std::printf("   %10.2f %5.0f%%", gib(budget),
+                100.0 * static_cast<double>(budget) / static_cast<double>(peak));
     print_cell(plan(remat::store_all{}, c, budget));
     print_cell(plan(remat::periodic{}, c, budget));
     print_cell(plan(remat::revolve{}, c, budget));
@@ -81,7 +87,8 @@ int demo(const std::filesystem::path& file) {
     std::printf("\n");
   }
   if (!floating)
-    std::printf("   * rotor_floating is O(N^6 S); skipped for chains over %d stages\n", floating_max_stages);
+    std::printf("   * rotor_floating is O(N^6 S); skipped for chains over %d stages\n",
+                floating_max_stages);
   return 0;
 }
 

@@ -14,16 +14,15 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <eigen/models.hpp>
 #include <fstream>
 #include <iostream>
-#include <string>
-#include <string_view>
-#include <vector>
-
-#include <eigen/models.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/io/graph_json.hpp>
 #include <remat/zoo/gpt2.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "cli.hpp"
 
@@ -47,14 +46,22 @@ int main(int argc, char** argv) {
       }
       x = *v;
     };
-    if (a == "--layers") integer(layers);
-    else if (a == "--width") integer(width);
-    else if (a == "--heads") integer(heads);
-    else if (a == "--sequence") integer(sequence);
-    else if (a == "--batch") integer(batch);
-    else if (a == "--repetitions") integer(repetitions);
-    else if (a == "--device") device = value();
-    else if (a == "-o") output = value();
+    if (a == "--layers")
+      integer(layers);
+    else if (a == "--width")
+      integer(width);
+    else if (a == "--heads")
+      integer(heads);
+    else if (a == "--sequence")
+      integer(sequence);
+    else if (a == "--batch")
+      integer(batch);
+    else if (a == "--repetitions")
+      integer(repetitions);
+    else if (a == "--device")
+      device = value();
+    else if (a == "-o")
+      output = value();
     else {
       std::cerr << "profile-gpt: unknown option '" << a
                 << "' (--layers --width --heads --sequence --batch --device --repetitions -o)\n";
@@ -85,8 +92,9 @@ int main(int argc, char** argv) {
   eg::dag d = eg::make_gpt_dag(layers, width, heads, sequence, batch, 0.1f, 1);
   remat::exec::host_backend b;
   const auto tokens = static_cast<eg::index>(batch) * sequence;
-  auto measured = remat::exec::profile_dag(d, eg::make_input(b, tokens, width, 2), b,
-                                           {.repetitions = repetitions, .warmup = 1, .name = "eg GPT (measured)"});
+  auto measured = remat::exec::profile_dag(
+      d, eg::make_input(b, tokens, width, 2), b,
+      {.repetitions = repetitions, .warmup = 1, .name = "eg GPT (measured)"});
   if (!measured) {
     std::cerr << "profile-gpt: " << measured.message() << '\n';
     return 1;
@@ -102,21 +110,26 @@ int main(int argc, char** argv) {
     return v;
   };
   const auto m = layer_ops(*measured), z = layer_ops(*modelled);
-  std::printf("GPT, %d layers, width %d, %d heads, sequence %d, batch %d, fp32: %zu layer ops measured on this host, "
-              "%zu modelled on %s\n\n",
-              layers, width, heads, sequence, batch, m.size(), z.size(), device.c_str());
-  std::printf("%-16s %-22s %12s %12s %12s %12s %12s %12s\n", "op (measured)", "op (modelled)", "out B", "out B (m)",
-              "phantom B", "phantom (m)", "fwd us", "fwd us (m)");
+  std::printf(
+      "GPT, %d layers, width %d, %d heads, sequence %d, batch %d, fp32: %zu layer ops measured on "
+      "this host, "
+      "%zu modelled on %s\n\n",
+      layers, width, heads, sequence, batch, m.size(), z.size(), device.c_str());
+  std::printf("%-16s %-22s %12s %12s %12s %12s %12s %12s\n", "op (measured)", "op (modelled)",
+              "out B", "out B (m)", "phantom B", "phantom (m)", "fwd us", "fwd us (m)");
   int size_mismatches = 0;
   for (std::size_t i = 0; i < m.size() && i < z.size(); ++i) {
     const bool same = m[i]->output_bytes == z[i]->output_bytes;
     size_mismatches += !same;
-    std::printf("%-16s %-22s %12lld %12lld %12lld %12lld %12.1f %12.3f%s\n", m[i]->name.c_str(), z[i]->name.c_str(),
-                static_cast<long long>(m[i]->output_bytes), static_cast<long long>(z[i]->output_bytes),
-                static_cast<long long>(m[i]->phantom_bytes), static_cast<long long>(z[i]->phantom_bytes),
-                m[i]->forward_time * 1e6, z[i]->forward_time * 1e6, same ? "" : "  <- output sizes differ");
+    std::printf("%-16s %-22s %12lld %12lld %12lld %12lld %12.1f %12.3f%s\n", m[i]->name.c_str(),
+                z[i]->name.c_str(), static_cast<long long>(m[i]->output_bytes),
+                static_cast<long long>(z[i]->output_bytes),
+                static_cast<long long>(m[i]->phantom_bytes),
+                static_cast<long long>(z[i]->phantom_bytes), m[i]->forward_time * 1e6,
+                z[i]->forward_time * 1e6, same ? "" : "  <- output sizes differ");
   }
-  if (m.size() != z.size()) std::printf("\nthe two have different numbers of layer ops (%zu, %zu)\n", m.size(), z.size());
+  if (m.size() != z.size())
+    std::printf("\nthe two have different numbers of layer ops (%zu, %zu)\n", m.size(), z.size());
   std::printf("\n%d of %zu output sizes differ\n", size_mismatches, std::min(m.size(), z.size()));
   if (!output.empty()) {
     std::ofstream(output) << remat::io::to_json(*measured).dump(1) << '\n';

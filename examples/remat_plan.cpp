@@ -16,12 +16,12 @@
 // plans print in the chain notation (F3_ck, B3, O3, ...), graph plans as programs (C3, C3_ff,
 // D5, ...). The offloading policies (pofo, offload_dynprog, offload_greedy, offload_autocapper:
 // docs/offloading.md) plan chains with transfers at --bandwidth; their plans are re-simulated on
-// that machine and the summary adds their model time, compute, transfer and idle time and the offloaded set.
-// With --simulate it plans nothing: it replays a given program (either notation) and reports
-// whether it is valid, its peak and makespan, and the first violation.
-// With --sweep it plans a chain with every chain policy at evenly spaced budgets (remat::sweep,
-// <remat/sweep.hpp>) and prints the budget -> overhead table (--json: the points); --svg FILE
-// writes that curve, or, without --sweep, the memory timeline of the one plan or program
+// that machine and the summary adds their model time, compute, transfer and idle time and the
+// offloaded set. With --simulate it plans nothing: it replays a given program (either notation) and
+// reports whether it is valid, its peak and makespan, and the first violation. With --sweep it
+// plans a chain with every chain policy at evenly spaced budgets (remat::sweep, <remat/sweep.hpp>)
+// and prints the budget -> overhead table (--json: the points); --svg FILE writes that curve, or,
+// without --sweep, the memory timeline of the one plan or program
 // (<remat/io/svg.hpp>).
 // Exit status: 0 planned (or a valid program), 1 planning failed or the program is invalid
 // (reason on stderr), 2 usage error.
@@ -32,9 +32,9 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -211,11 +211,14 @@ constexpr std::array<std::string_view, 11> policy_names = {
     "rockmate",  "pofo",     "offload_dynprog", "offload_greedy", "offload_autocapper"};
 
 /// Policies that plan training graphs (and chains through their graph).
-bool is_graph_policy(std::string_view p) { return p == "store_all" || p == "checkmate" || p == "rockmate"; }
+bool is_graph_policy(std::string_view p) {
+  return p == "store_all" || p == "checkmate" || p == "rockmate";
+}
 
 /// The offloading policies (policy/offload.hpp, docs/offloading.md): chains, with transfers.
 bool is_offload_policy(std::string_view p) {
-  return p == "pofo" || p == "offload_dynprog" || p == "offload_greedy" || p == "offload_autocapper";
+  return p == "pofo" || p == "offload_dynprog" || p == "offload_greedy" ||
+         p == "offload_autocapper";
 }
 
 /// The MILP solvers this build has, in order of preference.
@@ -253,20 +256,20 @@ struct options {
   std::optional<int> segments;
   std::optional<int> snapshots;
   std::optional<double> time_limit;
-  std::optional<std::pair<int, int>> grid;  ///< rockmate: peak and save budgets per block
-  std::optional<int> threads;               ///< rockmate
-  std::optional<std::string> simulate;  ///< --simulate: the program text, or @FILE
+  std::optional<std::pair<int, int>> grid;     ///< rockmate: peak and save budgets per block
+  std::optional<int> threads;                  ///< rockmate
+  std::optional<std::string> simulate;         ///< --simulate: the program text, or @FILE
   std::optional<bandwidth_arg> bandwidth;      ///< --bandwidth: bytes per second, each way
   std::optional<bandwidth_arg> bandwidth_d2h;  ///< --bandwidth-d2h: offloads
   std::optional<bandwidth_arg> bandwidth_h2d;  ///< --bandwidth-h2d: prefetches
-  std::optional<std::string> trace;  ///< --trace FILE: the Chrome trace of the plan
+  std::optional<std::string> trace;            ///< --trace FILE: the Chrome trace of the plan
   bool json = false;
   bool progress = false;
   bool quiet = false;
   bool help = false;
-  bool sweep = false;           ///< --sweep: every chain policy at many budgets
-  std::optional<int> budgets;   ///< --budgets: how many, with --sweep
-  std::string svg;              ///< --svg FILE: the picture to write ("" = none)
+  bool sweep = false;          ///< --sweep: every chain policy at many budgets
+  std::optional<int> budgets;  ///< --budgets: how many, with --sweep
+  std::string svg;             ///< --svg FILE: the picture to write ("" = none)
 };
 
 /// A usage error: the reason, printed on stderr, exit status 2.
@@ -455,15 +458,13 @@ std::optional<usage_error> check_bandwidths(const options& o) {
 /// The knobs of one policy that were given (the options named), in the order of --help.
 std::vector<std::string_view> policy_knobs_given(const options& o) {
   std::vector<std::string_view> given;
-  for (const auto& [is, opt] : {std::pair{o.slots.has_value(), "--slots"},
-                                std::pair{!o.solver.empty(), "--solver"},
-                                std::pair{o.relax, "--relax"},
-                                std::pair{o.no_portfolio, "--no-portfolio"},
-                                std::pair{o.find_minimum, "--find-minimum"},
-                                std::pair{o.segments.has_value(), "--segments"},
-                                std::pair{o.snapshots.has_value(), "--snapshots"},
-                                std::pair{o.grid.has_value(), "--grid"},
-                                std::pair{o.threads.has_value(), "--threads"}})
+  for (const auto& [is, opt] :
+       {std::pair{o.slots.has_value(), "--slots"}, std::pair{!o.solver.empty(), "--solver"},
+        std::pair{o.relax, "--relax"}, std::pair{o.no_portfolio, "--no-portfolio"},
+        std::pair{o.find_minimum, "--find-minimum"},
+        std::pair{o.segments.has_value(), "--segments"},
+        std::pair{o.snapshots.has_value(), "--snapshots"}, std::pair{o.grid.has_value(), "--grid"},
+        std::pair{o.threads.has_value(), "--threads"}})
     if (is) given.push_back(opt);
   return given;
 }
@@ -472,29 +473,34 @@ std::vector<std::string_view> policy_knobs_given(const options& o) {
 /// --time-limit, --budgets, --svg, --json apply.
 std::variant<options, usage_error> check_sweep(const options& o) {
   if (!o.graph_path.empty())
-    return usage_error{"--sweep plans chains (the chain policies at many budgets); give --chain FILE. For "
-                       "--graph, plan one budget at a time with --policy checkmate, rockmate or store_all"};
+    return usage_error{
+        "--sweep plans chains (the chain policies at many budgets); give --chain FILE. For "
+        "--graph, plan one budget at a time with --policy checkmate, rockmate or store_all"};
   if (!o.policy.empty())
     return usage_error{"--sweep plans with every chain policy: give --sweep or --policy, not both"};
   if (o.simulate) return usage_error{"give --sweep or --simulate, not both"};
   if (o.trace)
-    return usage_error{"--trace writes one plan's timeline; --sweep plans many: give --svg FILE for its curve"};
+    return usage_error{
+        "--trace writes one plan's timeline; --sweep plans many: give --svg FILE for its curve"};
   if (!o.budget_text.empty())
-    return usage_error{"--sweep chooses its budgets (from below the smallest that plans to store-all's peak); "
-                       "drop --budget, and give --budgets N for how many"};
+    return usage_error{
+        "--sweep chooses its budgets (from below the smallest that plans to store-all's peak); "
+        "drop --budget, and give --budgets N for how many"};
   auto knobs = policy_knobs_given(o);
   for (const auto& [given, opt] : {std::pair{o.progress, "--progress"},
                                    std::pair{o.bandwidth_d2h.has_value(), "--bandwidth-d2h"},
                                    std::pair{o.bandwidth_h2d.has_value(), "--bandwidth-h2d"}})
     if (given) knobs.push_back(opt);
   if (!knobs.empty())
-    return usage_error{std::string(knobs.front()) +
-                       " applies to one --policy, not to --sweep (which plans every chain policy with its "
-                       "defaults; --bandwidth, --time-limit, --budgets, --svg and --json apply)"};
+    return usage_error{
+        std::string(knobs.front()) +
+        " applies to one --policy, not to --sweep (which plans every chain policy with its "
+        "defaults; --bandwidth, --time-limit, --budgets, --svg and --json apply)"};
   if (o.bandwidth && o.bandwidth->value > 0 && o.bandwidth->value < 1)
-    return usage_error{"--bandwidth '" + o.bandwidth->text +
-                       "' is below 1 byte per second; give 0 (no offloading policies), a number >= 1 (e.g. 12e9 "
-                       "or 12GiB/s) or inf (instantaneous transfers)"};
+    return usage_error{
+        "--bandwidth '" + o.bandwidth->text +
+        "' is below 1 byte per second; give 0 (no offloading policies), a number >= 1 (e.g. 12e9 "
+        "or 12GiB/s) or inf (instantaneous transfers)"};
   return o;
 }
 
@@ -547,12 +553,12 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     }
     // Every option: those that take a value, then the flags handled above.
     static constexpr std::array<std::string_view, 26> known = {
-        "--chain",     "--graph",         "--budget",        "--policy",   "--slots",
-        "--segments",  "--snapshots",     "--time-limit",    "--solver",   "--simulate",
-        "--bandwidth", "--bandwidth-d2h", "--bandwidth-h2d", "--grid",     "--threads",
-        "--trace",     "--svg",           "--budgets",
-        "--help",      "--json",          "--progress",      "--quiet",    "--relax",
-        "--no-portfolio", "--find-minimum", "--sweep"};
+        "--chain",     "--graph",         "--budget",        "--policy",       "--slots",
+        "--segments",  "--snapshots",     "--time-limit",    "--solver",       "--simulate",
+        "--bandwidth", "--bandwidth-d2h", "--bandwidth-h2d", "--grid",         "--threads",
+        "--trace",     "--svg",           "--budgets",       "--help",         "--json",
+        "--progress",  "--quiet",         "--relax",         "--no-portfolio", "--find-minimum",
+        "--sweep"};
     constexpr std::size_t n_valued = 18;
     const auto valued = std::span(known).first(n_valued);
     if (std::find(known.begin() + n_valued, known.end(), name) != known.end())
@@ -580,8 +586,9 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       o.graph_path = v;
     } else if (name == "--simulate") {
       if (v.empty() || v == "@")
-        return usage_error{"--simulate needs a program: its text (e.g. \"F1_ck F2_all B2 F1_all B1\") or "
-                           "@FILE"};
+        return usage_error{
+            "--simulate needs a program: its text (e.g. \"F1_ck F2_all B2 F1_all B1\") or "
+            "@FILE"};
       o.simulate = v;
     } else if (name == "--bandwidth" || name == "--bandwidth-d2h" || name == "--bandwidth-h2d") {
       std::string why;
@@ -627,7 +634,8 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     } else if (name == "--grid") {
       const auto comma = v.find(',');
       const auto p = parse_int<int>(v.substr(0, comma));
-      const auto q = comma == std::string::npos ? std::nullopt : parse_int<int>(v.substr(comma + 1));
+      const auto q =
+          comma == std::string::npos ? std::nullopt : parse_int<int>(v.substr(comma + 1));
       if (!p || !q || *p < 1 || *q < 1 || *p > 1000 || *q > 1000)
         return bad_number("two integers from 1 to 1000 separated by a comma (e.g. 10,10)");
       o.grid = {*p, *q};
@@ -659,26 +667,31 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
   if (!o.chain_path.empty() && !o.graph_path.empty())
     return usage_error{"give --chain or --graph, not both"};
   if (o.sweep) return check_sweep(o);
-  if (o.budgets) return usage_error{"--budgets applies to --sweep only (how many budgets it plans at)"};
+  if (o.budgets)
+    return usage_error{"--budgets applies to --sweep only (how many budgets it plans at)"};
   if (o.budget_text.empty()) return usage_error{"missing --budget BYTES (e.g. 6GiB)"};
   if (o.simulate) {
     if (!o.policy.empty())
-      return usage_error{"--simulate replays a program and plans nothing: give --simulate or --policy, not both"};
+      return usage_error{
+          "--simulate replays a program and plans nothing: give --simulate or --policy, not both"};
     auto knobs = policy_knobs_given(o);
     if (o.time_limit) knobs.insert(knobs.begin(), "--time-limit");
     if (!knobs.empty())
-      return usage_error{std::string(knobs.front()) + " applies to planning (--policy) only, not to --simulate"};
+      return usage_error{std::string(knobs.front()) +
+                         " applies to planning (--policy) only, not to --simulate"};
     if (auto e = check_bandwidths(o)) return *e;
     return o;
   }
   if (o.policy.empty())
-    return usage_error{"missing --policy NAME (or --simulate PROGRAM); the policies are " + all_policies()};
+    return usage_error{"missing --policy NAME (or --simulate PROGRAM); the policies are " +
+                       all_policies()};
   if (!o.graph_path.empty() && is_offload_policy(o.policy))
     return usage_error{
         o.policy + " plans chains (an offloading policy for chains, docs/offloading.md): give " +
         "--chain FILE; for --graph use --policy checkmate, rockmate or store_all"};
   if (!o.graph_path.empty() && !is_graph_policy(o.policy))
-    return usage_error{o.policy + " plans chains only; for --graph use --policy checkmate, rockmate or " +
+    return usage_error{o.policy +
+                       " plans chains only; for --graph use --policy checkmate, rockmate or " +
                        "store_all"};
   if (auto e = check_bandwidths(o)) return *e;
   const bool dp = o.policy == "rotor" || o.policy == "rotor_floating";
@@ -710,9 +723,9 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
   if (milp) {
     const auto built = solvers_built();
     if (built.empty())
-      return usage_error{
-          o.policy + " needs a MILP solver and this remat-plan was built without one (install "
-          "coinor-libcbc-dev or liblpsolve55-dev and rebuild)"};
+      return usage_error{o.policy +
+                         " needs a MILP solver and this remat-plan was built without one (install "
+                         "coinor-libcbc-dev or liblpsolve55-dev and rebuild)"};
     if (o.solver.empty()) o.solver = built.front();
     if (std::find(built.begin(), built.end(), o.solver) == built.end())
       return usage_error{"this remat-plan was built without " + o.solver + "; use --solver " +
@@ -779,7 +792,8 @@ struct solve_info {
 };
 
 /// What rotor and rotor_floating say of their plan, in info.
-remat::result<remat::schedule> with_outcome(remat::result<remat::chain_dp_solution> r, solve_info& info) {
+remat::result<remat::schedule> with_outcome(remat::result<remat::chain_dp_solution> r,
+                                            solve_info& info) {
   if (!r) return r.err();
   info.optimal = r->optimal();
   info.method = r->how;
@@ -792,10 +806,12 @@ remat::result<remat::schedule> plan(const options& o, const remat::chain& c,
   if (o.policy == "store_all") return remat::store_all{}.solve(c, o.budget);
   const double limit = o.time_limit.value_or(std::numeric_limits<double>::infinity());
   if (o.policy == "periodic")
-    return remat::periodic{.segments = o.segments.value_or(0), .time_limit = limit, .progress = progress}
+    return remat::periodic{
+        .segments = o.segments.value_or(0), .time_limit = limit, .progress = progress}
         .solve(c, o.budget);
   if (o.policy == "revolve")
-    return remat::revolve{.snapshots = o.snapshots.value_or(-1), .time_limit = limit, .progress = progress}
+    return remat::revolve{
+        .snapshots = o.snapshots.value_or(-1), .time_limit = limit, .progress = progress}
         .solve(c, o.budget);
   if (o.policy == "rotor") {
     remat::rotor p{.time_limit = limit, .progress = progress};
@@ -807,14 +823,14 @@ remat::result<remat::schedule> plan(const options& o, const remat::chain& c,
   return with_outcome(p.solve_detailed(c, o.budget), info);
 }
 
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 #if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
 template <class Backend>
-remat::result<remat::schedule> plan_checkmate(const options& o, const remat::graph& g, solve_info& info,
+remat::result<remat::schedule> plan_checkmate(const options& o, const remat::graph& g,
+                                              solve_info& info,
                                               remat_cli::progress_display& display) {
   remat::checkmate<Backend> p;
   p.relax = o.relax;
@@ -833,7 +849,8 @@ remat::result<remat::schedule> plan_checkmate(const options& o, const remat::gra
 #endif
 
 template <class Backend>
-remat::result<remat::schedule> plan_rockmate(const options& o, const remat::graph& g, solve_info& info,
+remat::result<remat::schedule> plan_rockmate(const options& o, const remat::graph& g,
+                                             solve_info& info,
                                              remat_cli::progress_display& display) {
   remat::rockmate<remat::checkmate<Backend>> p;
   p.inner.relax = o.relax;
@@ -843,7 +860,8 @@ remat::result<remat::schedule> plan_rockmate(const options& o, const remat::grap
   if (o.slots) p.slots = *o.slots;
   if (display.on())
     p.progress = [&display](const remat::rockmate_progress& r) {
-      display.report({.blocks = std::pair{r.done, r.kinds}, .solves = std::pair{r.solves_done, r.solves}});
+      display.report(
+          {.blocks = std::pair{r.done, r.kinds}, .solves = std::pair{r.solves_done, r.solves}});
     };
   auto r = p.plan(g, o.budget);
   if (!r) return r.err();
@@ -873,7 +891,8 @@ remat::result<remat::schedule> plan_graph(const options& o, const remat::graph& 
 #endif
   (void)display;
   return remat::error{remat::status::solver_error,
-                      o.policy + ": the solver '" + o.solver + "' is not in this build", {}};
+                      o.policy + ": the solver '" + o.solver + "' is not in this build",
+                      {}};
 }
 
 /// A library message in remat-plan's terms: the knob find_minimum is the flag --find-minimum.
@@ -949,19 +968,21 @@ std::string format_overhead(double time, double ideal) {
 
 /// --svg FILE of one plan or program: the memory timeline of its replay. Returns the summary's
 /// line about it, or why the file could not be written.
-remat::result<std::string> write_timeline(const options& o, const remat::sim::report& r, const std::string& problem,
-                                          const std::string& policy) {
-  const auto written = remat::io::write_text_file(o.svg, remat::io::memory_timeline_svg(r, {problem, policy, o.budget}));
+remat::result<std::string> write_timeline(const options& o, const remat::sim::report& r,
+                                          const std::string& problem, const std::string& policy) {
+  const auto written = remat::io::write_text_file(
+      o.svg, remat::io::memory_timeline_svg(r, {problem, policy, o.budget}));
   if (!written) return written.err();
-  return "svg       " + o.svg + ": device memory over time against the budget (" + std::to_string(*written) +
-         " bytes)";
+  return "svg       " + o.svg + ": device memory over time against the budget (" +
+         std::to_string(*written) + " bytes)";
 }
 
 /// --trace and --svg of a plan: writes what was asked for; returns the summary's line about the
 /// picture (empty without --svg), or why a file could not be written.
 template <class Process>
-remat::result<std::string> write_pictures(const options& o, Process process, const remat::sim::report& r,
-                                          const std::string& problem, const std::string& policy) {
+remat::result<std::string> write_pictures(const options& o, Process process,
+                                          const remat::sim::report& r, const std::string& problem,
+                                          const std::string& policy) {
   if (auto e = write_trace(o, process)) return *e;
   if (o.svg.empty()) return std::string();
   return write_timeline(o, r, problem, policy);
@@ -997,7 +1018,9 @@ int print_json(const options& o, const plan_report& p) {
   j["optimal"] = p.info.optimal;
   if (const auto m = p.info.method) {
     using method = remat::chain_dp_solution::method;
-    j["method"] = *m == method::store_all ? "store_all" : *m == method::dp ? "dp" : "minimum_memory";
+    j["method"] = *m == method::store_all ? "store_all"
+                  : *m == method::dp      ? "dp"
+                                          : "minimum_memory";
     if (*m == method::dp) j["dp_slots"] = p.info.dp_slots;
   }
   j["solve_seconds"] = p.info.solve_seconds;
@@ -1010,7 +1033,8 @@ int print_json(const options& o, const plan_report& p) {
     for (std::size_t k = 0; k < rm->blocks.size(); ++k) {
       const auto& b = rm->blocks[k];
       nlohmann::ordered_json x;
-      x["name"] = k < rm->block_chain.stages.size() ? rm->block_chain.stages[k].name : std::string();
+      x["name"] =
+          k < rm->block_chain.stages.size() ? rm->block_chain.stages[k].name : std::string();
       x["forward_nodes"] = b.forwards;
       x["kind"] = b.kind;
       x["options"] = b.options;
@@ -1030,14 +1054,15 @@ int print_json(const options& o, const plan_report& p) {
 
 std::string describe_optimality(const solve_info& info) {
   using method = remat::chain_dp_solution::method;
-  std::string s = info.optimal ? "proven optimal"
-                  : info.method == method::dp
-                      ? "optimal for sizes rounded up to its slots (--slots 0: exact sizes)"
-                  : info.method == method::minimum_memory
-                      ? "not proven optimal: the fastest minimum-memory schedule (the budget is within "
-                        "rounding of the minimum at every affordable slot count; a slightly larger budget "
-                        "gets the DP's plan)"
-                      : "not proven optimal";
+  std::string s =
+      info.optimal ? "proven optimal"
+      : info.method == method::dp
+          ? "optimal for sizes rounded up to its slots (--slots 0: exact sizes)"
+      : info.method == method::minimum_memory
+          ? "not proven optimal: the fastest minimum-memory schedule (the budget is within "
+            "rounding of the minimum at every affordable slot count; a slightly larger budget "
+            "gets the DP's plan)"
+          : "not proven optimal";
   if (!info.optimal && info.bound && std::isfinite(*info.bound))
     s += " (lower bound " + format_seconds(*info.bound) + ")";
   return s + ", solved in " + format_seconds(info.solve_seconds);
@@ -1088,7 +1113,8 @@ int run_graph(const options& o) {
   if (!planned) return fail(o, c ? &*c : nullptr, planned.err());
   const remat::schedule& s = *planned;
 
-  const auto r = remat::sim::simulate(g, s, {.budget = o.budget, .record_timeline = o.trace.has_value() || !o.svg.empty()});
+  const auto r = remat::sim::simulate(
+      g, s, {.budget = o.budget, .record_timeline = o.trace.has_value() || !o.svg.empty()});
   if (!r.valid)
     return fail(o, c ? &*c : nullptr,
                 remat::error{remat::status::solver_error,
@@ -1099,12 +1125,14 @@ int run_graph(const options& o) {
                              {}});
   const remat::schedule store_all{remat::store_all_program(g), g.ideal_time(), 0};
   const remat::bytes store_all_peak =
-      remat::sim::simulate(g, store_all, {.budget = remat::unlimited_bytes, .record_timeline = false}).peak;
+      remat::sim::simulate(g, store_all,
+                           {.budget = remat::unlimited_bytes, .record_timeline = false})
+          .peak;
   const double ideal = g.ideal_time();
   // A graph plan is printed as a program over the graph, and traced so.
   const auto pictures = write_pictures(
-      o, [&] { return remat::io::trace_of(g, s, r, "planned: " + o.policy, o.budget); }, r, c ? c->name : g.name,
-      o.policy);
+      o, [&] { return remat::io::trace_of(g, s, r, "planned: " + o.policy, o.budget); }, r,
+      c ? c->name : g.name, o.policy);
   if (!pictures) return fail(o, c ? &*c : nullptr, pictures.err());
   const std::string& picture = *pictures;
 
@@ -1113,7 +1141,8 @@ int run_graph(const options& o) {
                           ideal, store_all_peak, info, remat::io::to_json(s), std::nullopt});
   std::string label = o.policy;
   if (o.policy == "rockmate") {
-    label += " (blocks by checkmate, " + o.solver + (o.relax ? ", LP relaxation + rounding)" : ", exact MILP)");
+    label += " (blocks by checkmate, " + o.solver +
+             (o.relax ? ", LP relaxation + rounding)" : ", exact MILP)");
   } else if (o.policy == "checkmate") {
     label += " (" + o.solver + (o.relax ? ", LP relaxation + rounding" : ", exact MILP");
     if (o.time_limit) label += ", time limit " + format_seconds(*o.time_limit);
@@ -1140,14 +1169,13 @@ int run_graph(const options& o) {
               << format_seconds(rm->options_time) << "; " << recomputed
               << " blocks recomputed whole\n";
     for (std::size_t k = 0; k < rm->blocks.size() && k < rm->block_chain.stages.size(); ++k)
-      std::cout << "          " << rm->block_chain.stages[k].name << ": kind " << rm->blocks[k].kind + 1
-                << ", option " << rm->blocks[k].chosen << " of " << rm->blocks[k].options << ", forward runs "
-                << rm->blocks[k].forward_runs << '\n';
+      std::cout << "          " << rm->block_chain.stages[k].name << ": kind "
+                << rm->blocks[k].kind + 1 << ", option " << rm->blocks[k].chosen << " of "
+                << rm->blocks[k].options << ", forward runs " << rm->blocks[k].forward_runs << '\n';
     for (const auto& n : rm->notes) std::cout << "note      " << n << '\n';
   }
   if (!picture.empty()) std::cout << picture << '\n';
-  std::cout
-            << "schedule  " << s.ops.size()
+  std::cout << "schedule  " << s.ops.size()
             << " ops: run a node (\"[ff]\": a forward without what its backward needs),\n"
             << "          or free a data node\n";
   std::vector<std::string> ops;
@@ -1180,12 +1208,12 @@ remat::result<std::string> program_text(const std::string& arg) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
     text.append(buf.data(), static_cast<std::size_t>(in.gcount()));
     if (text.size() > max_program_bytes)
-      return bad("it holds more than the " + std::to_string(max_program_bytes >> 20) + " MiB a program may have");
+      return bad("it holds more than the " + std::to_string(max_program_bytes >> 20) +
+                 " MiB a program may have");
   }
   if (in.bad()) return bad("read error");
   return text;
 }
-
 
 /// A program --simulate replays: chain ops (the chain notation, given a chain) or instructions
 /// over the training graph.
@@ -1198,7 +1226,9 @@ struct program {
 /// any other text is a program over the graph.
 remat::result<program> read_program(std::string_view text, const remat::chain* c) {
   const auto words = remat::words_of(text);
-  auto invalid = [](std::string msg) { return remat::error{remat::status::invalid_problem, std::move(msg), {}}; };
+  auto invalid = [](std::string msg) {
+    return remat::error{remat::status::invalid_problem, std::move(msg), {}};
+  };
   const bool chain_words = std::any_of(words.begin(), words.end(), [](std::string_view w) {
     return w.front() == 'F' || w.front() == 'B';
   });
@@ -1212,7 +1242,8 @@ remat::result<program> read_program(std::string_view text, const remat::chain* c
     const auto ins = remat::parse_instruction(words[k]);
     if (!ins) {
       std::string msg = "word " + std::to_string(k) + " '" + std::string(words[k]) +
-                        "' is not an instruction of a program (C<c>, C<c>_ff, D<d>, O<d>, P<d>, W<d>, with 0-based "
+                        "' is not an instruction of a program (C<c>, C<c>_ff, D<d>, O<d>, P<d>, "
+                        "W<d>, with 0-based "
                         "node indices into the training graph)";
       if (chain_words)
         msg += "; the chain notation (F<l>_ck, B<l>, ...) needs --chain";
@@ -1232,7 +1263,7 @@ struct replay_report {
   remat::bytes peak = 0, host_peak = 0;
   double makespan = 0;
   std::optional<std::string> violation;
-  bool read = false;  ///< the program was read (else violation says why not)
+  bool read = false;                        ///< the program was read (else violation says why not)
   std::optional<std::size_t> instructions;  ///< once lowered, for the chain notation
   std::optional<std::size_t> chain_ops;     ///< with a program in the chain notation
   std::optional<std::string> picture;       ///< --svg: the summary's line about the file
@@ -1247,7 +1278,8 @@ remat::machine simulated_machine(const options& o) {
   return hw;
 }
 
-int print_replay(const options& o, const remat::chain* c, const remat::graph* g, const replay_report& r) {
+int print_replay(const options& o, const remat::chain* c, const remat::graph* g,
+                 const replay_report& r) {
   if (!r.valid)
     std::cerr << "remat-plan: the program is invalid: " << r.violation.value_or("?") << '\n';
   if (o.json) {
@@ -1256,7 +1288,8 @@ int print_replay(const options& o, const remat::chain* c, const remat::graph* g,
     j["valid"] = r.valid;
     j["peak_bytes"] = r.peak;
     j["makespan"] = r.makespan;
-    j["violation"] = r.violation ? nlohmann::ordered_json(*r.violation) : nlohmann::ordered_json(nullptr);
+    j["violation"] =
+        r.violation ? nlohmann::ordered_json(*r.violation) : nlohmann::ordered_json(nullptr);
     if (c) j["chain"] = c->name;
     if (g) j["graph"] = g->name;
     j["budget_bytes"] = o.budget;
@@ -1269,15 +1302,17 @@ int print_replay(const options& o, const remat::chain* c, const remat::graph* g,
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   } else {
     if (c)
-      std::cout << "chain     " << c->name << " (" << c->length() << " stages), replayed on its training graph\n";
+      std::cout << "chain     " << c->name << " (" << c->length()
+                << " stages), replayed on its training graph\n";
     else if (g)
-      std::cout << "graph     " << g->name << " (" << g->compute_count() << " compute nodes, " << g->data_count()
-                << " data nodes)\n";
+      std::cout << "graph     " << g->name << " (" << g->compute_count() << " compute nodes, "
+                << g->data_count() << " data nodes)\n";
     if (r.read) {
       std::cout << "program   ";
       if (r.chain_ops) {
         std::cout << *r.chain_ops << " ops of the chain notation";
-        if (r.instructions) std::cout << " (" << *r.instructions << " instructions on the training graph)";
+        if (r.instructions)
+          std::cout << " (" << *r.instructions << " instructions on the training graph)";
       } else {
         std::cout << r.instructions.value_or(0) << " instructions";
       }
@@ -1330,7 +1365,8 @@ int run_simulate(const options& o) {
     // notation's rules (lower()) is a violation too, before anything runs.
     r = remat::sim::simulate(*c, *p->ops, opt);
     rep.chain_ops = p->ops->size();
-    if (const auto lowered = remat::lower(c->length(), *p->ops)) rep.instructions = lowered->ops.size();
+    if (const auto lowered = remat::lower(c->length(), *p->ops))
+      rep.instructions = lowered->ops.size();
   } else {
     r = remat::sim::simulate(g, p->s, opt);
     rep.instructions = p->s.ops.size();
@@ -1398,7 +1434,8 @@ remat::result<remat::offload_plan> plan_offload(const options& o, const remat::c
   if (o.policy == "offload_greedy") return with_rates(remat::offload_greedy{}, o).plan(c, o.budget);
   const double limit = o.time_limit.value_or(std::numeric_limits<double>::infinity());
   if (o.policy == "pofo") {
-    remat::pofo p = with_rates(remat::pofo{.time_limit = limit, .progress = progress, .portfolio = !o.no_portfolio}, o);
+    remat::pofo p = with_rates(
+        remat::pofo{.time_limit = limit, .progress = progress, .portfolio = !o.no_portfolio}, o);
     if (o.slots) p.slots = *o.slots;
     return p.plan(c, o.budget);
   }
@@ -1434,8 +1471,9 @@ int run_offload(const options& o, const remat::chain& c) {
   const auto [d2h, h2d] = offload_rates(o);
   const remat::machine hw =
       d2h > 0 && h2d > 0 ? remat::machine{d2h, h2d, remat::unlimited_bytes} : remat::machine{};
-  const auto r =
-      remat::sim::simulate(c, s, {.budget = o.budget, .record_timeline = o.trace.has_value() || !o.svg.empty(), .hw = hw});
+  const auto r = remat::sim::simulate(
+      c, s,
+      {.budget = o.budget, .record_timeline = o.trace.has_value() || !o.svg.empty(), .hw = hw});
   if (!r.valid)
     return fail(o, &c,
                 remat::error{
@@ -1452,7 +1490,8 @@ int run_offload(const options& o, const remat::chain& c) {
   const double ideal = c.ideal_time();
   info.optimal = r.makespan <= ideal;
   const auto pictures = write_pictures(
-      o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }, r, c.name, policy_label(o));
+      o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }, r, c.name,
+      policy_label(o));
   if (!pictures) return fail(o, &c, pictures.err());
   const std::string& picture = *pictures;
 
@@ -1493,7 +1532,8 @@ int run_offload(const options& o, const remat::chain& c) {
             << format_overhead(r.makespan, ideal) << " over store-all (" << format_seconds(ideal)
             << ")\n"
             << "          " << format_seconds(p.model_time)
-            << " model time (pofo's model, docs/offloading.md; whole-tensor copies may cost the program more, not waiting at the loss may save)\n"
+            << " model time (pofo's model, docs/offloading.md; whole-tensor copies may cost the "
+               "program more, not waiting at the loss may save)\n"
             << "          " << describe_optimality(info) << '\n'
             << "time      compute " << format_seconds(p.compute_time) << ", transfers "
             << format_seconds(p.transfer_time) << " (both lanes), idle "
@@ -1542,8 +1582,8 @@ int run_sweep(const options& o) {
   if (!o.svg.empty()) {
     const auto w = remat::io::write_text_file(o.svg, remat::io::overhead_curve_svg(sw));
     if (!w) return fail(o, &c, w.err());
-    picture = "svg       " + o.svg + ": the budget -> overhead curve of every policy (" + std::to_string(*w) +
-              " bytes)";
+    picture = "svg       " + o.svg + ": the budget -> overhead curve of every policy (" +
+              std::to_string(*w) + " bytes)";
   }
   if (o.json) {
     nlohmann::ordered_json j;
@@ -1579,16 +1619,18 @@ int run_sweep(const options& o) {
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return exit_ok;
   }
-  std::cout << "chain     " << c.name << " (" << c.length() << " stages, input " << format_size(c.input_bytes)
-            << ")\n"
-            << "store-all " << format_seconds(sw.store_all_time) << ", peak " << format_bytes(sw.store_all_peak)
-            << '\n'
+  std::cout << "chain     " << c.name << " (" << c.length() << " stages, input "
+            << format_size(c.input_bytes) << ")\n"
+            << "store-all " << format_seconds(sw.store_all_time) << ", peak "
+            << format_bytes(sw.store_all_peak) << '\n'
             << "transfers "
-            << (sw.bandwidth > 0 ? describe_rates(sw.bandwidth, sw.bandwidth) + " (the offloading policies)"
-                                 : std::string("none (--bandwidth 0: no offloading policies)"))
+            << (sw.bandwidth > 0
+                    ? describe_rates(sw.bandwidth, sw.bandwidth) + " (the offloading policies)"
+                    : std::string("none (--bandwidth 0: no offloading policies)"))
             << '\n'
-            << "swept     " << sw.policies.size() << " policies at " << sw.budgets.size() << " budgets in "
-            << format_seconds(solve_seconds) << "; each cell: the simulated makespan's overhead over store-all,\n"
+            << "swept     " << sw.policies.size() << " policies at " << sw.budgets.size()
+            << " budgets in " << format_seconds(solve_seconds)
+            << "; each cell: the simulated makespan's overhead over store-all,\n"
             << "          - : no plan at that budget (--json gives each status and message)\n";
   for (const auto& n : sw.notes) std::cout << "note      " << n << '\n';
   if (!picture.empty()) std::cout << picture << '\n';
@@ -1602,8 +1644,9 @@ int run_sweep(const options& o) {
   std::printf("\n");
   for (std::size_t b = 0; b < sw.budgets.size(); ++b) {
     const std::string budget = format_size(sw.budgets[b]);
-    std::printf("%10s %5.0f%%", budget.c_str(),
-                100.0 * static_cast<double>(sw.budgets[b]) / static_cast<double>(sw.store_all_peak));
+    std::printf(
+        "%10s %5.0f%%", budget.c_str(),
+        100.0 * static_cast<double>(sw.budgets[b]) / static_cast<double>(sw.store_all_peak));
     for (std::size_t k = 0; k < sw.policies.size(); ++k) {
       const auto& p = sw.at(k, b);
       char cell[32];
@@ -1626,7 +1669,8 @@ int run(const options& o) {
       return fail(o, nullptr, remat::error{remat::status::invalid_problem, "--trace: " + *why, {}});
   if (o.sweep) return run_sweep(o);
   if (o.simulate) return run_simulate(o);
-  if (o.policy == "checkmate" || o.policy == "rockmate" || !o.graph_path.empty()) return run_graph(o);
+  if (o.policy == "checkmate" || o.policy == "rockmate" || !o.graph_path.empty())
+    return run_graph(o);
   auto loaded = remat::io::load_chain(o.chain_path);
   if (!loaded) return fail(o, nullptr, with_kind_hint(loaded.err(), false, o.chain_path));
   const remat::chain& c = *loaded;
@@ -1645,7 +1689,8 @@ int run(const options& o) {
   const remat::schedule& s = *planned;
 
   // The referee: the numbers printed are the simulator's.
-  const auto r = remat::sim::simulate(c, s, {.budget = o.budget, .record_timeline = o.trace.has_value() || !o.svg.empty()});
+  const auto r = remat::sim::simulate(
+      c, s, {.budget = o.budget, .record_timeline = o.trace.has_value() || !o.svg.empty()});
   if (!r.valid)
     return fail(
         o, &c,
@@ -1657,12 +1702,14 @@ int run(const options& o) {
                 r.first_violation->message,
             {}});
   const remat::bytes store_all_peak =
-      remat::sim::simulate(c, *remat::lower(c.length(), remat::store_all::program(c)), {.record_timeline = false})
+      remat::sim::simulate(c, *remat::lower(c.length(), remat::store_all::program(c)),
+                           {.record_timeline = false})
           .peak;
   const double ideal = c.ideal_time();
   info.optimal = info.optimal || r.makespan <= ideal;
   const auto pictures = write_pictures(
-      o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }, r, c.name, policy_label(o));
+      o, [&] { return remat::io::trace_of(c, s, r, "planned: " + o.policy, o.budget); }, r, c.name,
+      policy_label(o));
   if (!pictures) return fail(o, &c, pictures.err());
   const std::string& picture = *pictures;
 
@@ -1699,10 +1746,10 @@ int run(const options& o) {
 int main(int argc, char** argv) {
   const auto parsed = parse_args(argc, argv);
   if (const auto* u = std::get_if<usage_error>(&parsed)) {
-    std::cerr
-        << "remat-plan: " << u->reason << "\n"
-        << "usage: remat-plan (--chain FILE | --graph FILE) --budget BYTES (--policy NAME | --simulate PROGRAM) "
-           "[options], or remat-plan --chain FILE --sweep [options]; see --help\n";
+    std::cerr << "remat-plan: " << u->reason << "\n"
+              << "usage: remat-plan (--chain FILE | --graph FILE) --budget BYTES (--policy NAME | "
+                 "--simulate PROGRAM) "
+                 "[options], or remat-plan --chain FILE --sweep [options]; see --help\n";
     return exit_usage;
   }
   const options& o = std::get<options>(parsed);

@@ -18,7 +18,7 @@ namespace remat::fuzz {
 
 }  // namespace remat::fuzz
 
-#define FUZZ_CHECK(cond, what)                                              \
-  do {                                                                      \
-    if (!(cond)) ::remat::fuzz::fail(#cond, (what), __FILE__, __LINE__);    \
+#define FUZZ_CHECK(cond, what)                                           \
+  do {                                                                   \
+    if (!(cond)) ::remat::fuzz::fail(#cond, (what), __FILE__, __LINE__); \
   } while (false)

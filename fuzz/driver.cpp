@@ -11,6 +11,9 @@
 // input to <artifact-prefix>crash-<hash> or timeout-<hash> and ends the process with a failure.
 // Given only files and --runs 0, it replays them (a reproducer).
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -28,9 +31,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <fcntl.h>
-#include <unistd.h>
 
 // In the sanitizers' runtime when one is linked; null otherwise.
 extern "C" void __sanitizer_set_death_callback(void (*callback)()) __attribute__((weak));
@@ -144,24 +144,65 @@ std::vector<bytes_t> read_dictionary(const std::filesystem::path& p) {
   return words;
 }
 
-const char* const interesting_numbers[] = {
-    "0", "-0", "1", "-1", "0.0", "-0.0", "1e308", "-1e308", "1.7976931348623157e308", "1e309",
-    "1e999", "-1e999", "1e25", "1e24", "4.9e-324", "1e-320", "2.2250738585072014e-308",
-    "127", "128", "255", "256", "65535", "65536", "2147483647", "2147483648", "-2147483648",
-    "-2147483649", "4294967295", "4294967296", "4503599627370495", "4503599627370496",
-    "4503599627370497", "9007199254740993", "9223372036854775807", "9223372036854775808",
-    "-9223372036854775808", "-9223372036854775809", "18446744073709551615",
-    "18446744073709551616", "1e19", "1.5", "0.5", "1e-9", "123456789012345678901234567890",
-    "NaN", "Infinity", "-Infinity", "true", "null", "\"\"", "[]", "{}"};
+const char* const interesting_numbers[] = {"0",
+                                           "-0",
+                                           "1",
+                                           "-1",
+                                           "0.0",
+                                           "-0.0",
+                                           "1e308",
+                                           "-1e308",
+                                           "1.7976931348623157e308",
+                                           "1e309",
+                                           "1e999",
+                                           "-1e999",
+                                           "1e25",
+                                           "1e24",
+                                           "4.9e-324",
+                                           "1e-320",
+                                           "2.2250738585072014e-308",
+                                           "127",
+                                           "128",
+                                           "255",
+                                           "256",
+                                           "65535",
+                                           "65536",
+                                           "2147483647",
+                                           "2147483648",
+                                           "-2147483648",
+                                           "-2147483649",
+                                           "4294967295",
+                                           "4294967296",
+                                           "4503599627370495",
+                                           "4503599627370496",
+                                           "4503599627370497",
+                                           "9007199254740993",
+                                           "9223372036854775807",
+                                           "9223372036854775808",
+                                           "-9223372036854775808",
+                                           "-9223372036854775809",
+                                           "18446744073709551615",
+                                           "18446744073709551616",
+                                           "1e19",
+                                           "1.5",
+                                           "0.5",
+                                           "1e-9",
+                                           "123456789012345678901234567890",
+                                           "NaN",
+                                           "Infinity",
+                                           "-Infinity",
+                                           "true",
+                                           "null",
+                                           "\"\"",
+                                           "[]",
+                                           "{}"};
 
 class mutator {
  public:
   mutator(std::uint64_t seed, std::size_t max_len, std::vector<bytes_t> dict)
       : rng_(seed), max_len_(max_len), dict_(std::move(dict)) {}
 
-  std::size_t below(std::size_t n) {
-    return n == 0 ? 0 : static_cast<std::size_t>(rng_() % n);
-  }
+  std::size_t below(std::size_t n) { return n == 0 ? 0 : static_cast<std::size_t>(rng_() % n); }
 
   /// 1 to 8 stacked mutations of `in`, `other` a second input for splices.
   bytes_t mutate(bytes_t in, const bytes_t& other) {
@@ -201,8 +242,9 @@ class mutator {
         break;
       case 1:  // set a byte: JSON punctuation mostly, any byte sometimes
         if (!in.empty())
-          in[below(in.size())] = below(4) ? static_cast<std::uint8_t>(alphabet[below(alphabet.size())])
-                                          : static_cast<std::uint8_t>(below(256));
+          in[below(in.size())] = below(4)
+                                     ? static_cast<std::uint8_t>(alphabet[below(alphabet.size())])
+                                     : static_cast<std::uint8_t>(below(256));
         break;
       case 2: {  // insert a few bytes
         bytes_t b(1 + below(4));
@@ -242,7 +284,8 @@ class mutator {
           insert(in, below(in.size() + 1), to_bytes(num));
           break;
         }
-        in.erase(in.begin() + static_cast<std::ptrdiff_t>(b), in.begin() + static_cast<std::ptrdiff_t>(e));
+        in.erase(in.begin() + static_cast<std::ptrdiff_t>(b),
+                 in.begin() + static_cast<std::ptrdiff_t>(e));
         insert(in, b, to_bytes(num));
         break;
       }
@@ -250,9 +293,15 @@ class mutator {
         const auto [b, e] = number_at(in);
         if (b == e) break;
         switch (below(3)) {
-          case 0: insert(in, e, to_bytes(std::string(1 + below(20), '9'))); break;
-          case 1: insert(in, b, to_bytes("-")); break;
-          default: in[e - 1] = static_cast<std::uint8_t>('0' + below(10)); break;
+          case 0:
+            insert(in, e, to_bytes(std::string(1 + below(20), '9')));
+            break;
+          case 1:
+            insert(in, b, to_bytes("-"));
+            break;
+          default:
+            in[e - 1] = static_cast<std::uint8_t>('0' + below(10));
+            break;
         }
         break;
       }
@@ -317,14 +366,22 @@ int main(int argc, char** argv) {
     } else if (a.substr(0, 2) == "--") {
       v = value();
       if (!v) return usage();
-      if (a == "--runs") runs = std::strtoull(v, nullptr, 10);
-      else if (a == "--seconds") seconds = std::strtod(v, nullptr);
-      else if (a == "--seed") seed = std::strtoull(v, nullptr, 10);
-      else if (a == "--max-len") max_len = std::strtoull(v, nullptr, 10);
-      else if (a == "--timeout-ms") timeout_ms = std::strtol(v, nullptr, 10);
-      else if (a == "--dict") dict = read_dictionary(v);
-      else if (a == "--artifact-prefix") std::snprintf(g_prefix, sizeof g_prefix, "%s", v);
-      else return usage();
+      if (a == "--runs")
+        runs = std::strtoull(v, nullptr, 10);
+      else if (a == "--seconds")
+        seconds = std::strtod(v, nullptr);
+      else if (a == "--seed")
+        seed = std::strtoull(v, nullptr, 10);
+      else if (a == "--max-len")
+        max_len = std::strtoull(v, nullptr, 10);
+      else if (a == "--timeout-ms")
+        timeout_ms = std::strtol(v, nullptr, 10);
+      else if (a == "--dict")
+        dict = read_dictionary(v);
+      else if (a == "--artifact-prefix")
+        std::snprintf(g_prefix, sizeof g_prefix, "%s", v);
+      else
+        return usage();
     } else {
       inputs.emplace_back(a);
     }
@@ -358,7 +415,8 @@ int main(int argc, char** argv) {
     }
     for (const auto& f : files) {
       seeds.push_back(read_file(f));
-      if (verbose) std::fprintf(stderr, "seed %s (%zu bytes)\n", f.string().c_str(), seeds.back().size());
+      if (verbose)
+        std::fprintf(stderr, "seed %s (%zu bytes)\n", f.string().c_str(), seeds.back().size());
     }
   }
   const auto t0 = clock_type::now();
@@ -373,18 +431,23 @@ int main(int argc, char** argv) {
   auto elapsed = [&] { return std::chrono::duration<double>(clock_type::now() - t0).count(); };
   while (done < runs && elapsed() < seconds) {
     const bool from_recent = !recent.empty() && m.below(3) == 0;
-    const bytes_t& base = from_recent ? recent[m.below(recent.size())] : seeds[m.below(seeds.size())];
+    const bytes_t& base =
+        from_recent ? recent[m.below(recent.size())] : seeds[m.below(seeds.size())];
     const bytes_t& other = seeds[m.below(seeds.size())];
     bytes_t input = m.mutate(base, other);
     run_one(input);
     ++done;
-    if (recent.size() < 256) recent.push_back(std::move(input));
-    else recent[m.below(recent.size())] = std::move(input);
+    if (recent.size() < 256)
+      recent.push_back(std::move(input));
+    else
+      recent[m.below(recent.size())] = std::move(input);
   }
   const double t = elapsed();
-  std::printf("fuzz driver: %zu seeds and %llu mutated inputs in %.1f s (%.0f/s), seed %llu: no "
-              "failure\n",
-              seed_runs, static_cast<unsigned long long>(done), t, t > 0 ? static_cast<double>(done + seed_runs) / t : 0.0,
-              static_cast<unsigned long long>(seed));
+  std::printf(
+      "fuzz driver: %zu seeds and %llu mutated inputs in %.1f s (%.0f/s), seed %llu: no "
+      "failure\n",
+      seed_runs, static_cast<unsigned long long>(done), t,
+      t > 0 ? static_cast<double>(done + seed_runs) / t : 0.0,
+      static_cast<unsigned long long>(seed));
   return 0;
 }

@@ -16,6 +16,11 @@
 // "remat-plan: <reason>" on stderr when it exits non-zero and never an "internal error"; with
 // --json and status ok, the makespan is a number and the peak is within the budget.
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -29,17 +34,11 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <nlohmann/json.hpp>
 
 #include "check.hpp"
 
@@ -110,7 +109,8 @@ bool keep(const char* property, const std::string& policy, const std::string& wh
   key = key.substr(0, 40) + "_" + policy;
   if (seen[key]++ >= 3) return true;
   const auto base = std::filesystem::path(keep_going_dir()) / (key + "-" + std::to_string(count++));
-  std::ofstream(base, std::ios::binary).write(input.data(), static_cast<std::streamsize>(input.size()));
+  std::ofstream(base, std::ios::binary)
+      .write(input.data(), static_cast<std::streamsize>(input.size()));
   std::ofstream(base.string() + ".txt") << property << "\n" << what << "\n";
   std::fprintf(stderr, "fuzz_cli: %s (%s): kept as %s\n", property, policy.c_str(), base.c_str());
   return true;
@@ -118,12 +118,12 @@ bool keep(const char* property, const std::string& policy, const std::string& wh
 
 }  // namespace
 
-#define CLI_CHECK(cond, what)                                                  \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      if (keep_going_dir() && keep(#cond, policy, (what), text)) return 0;    \
-      ::remat::fuzz::fail(#cond, (what), __FILE__, __LINE__);                  \
-    }                                                                          \
+#define CLI_CHECK(cond, what)                                              \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      if (keep_going_dir() && keep(#cond, policy, (what), text)) return 0; \
+      ::remat::fuzz::fail(#cond, (what), __FILE__, __LINE__);              \
+    }                                                                      \
   } while (false)
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -144,7 +144,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // exec takes at most 128 KiB per argument: longer ones are cut at 4 KiB.
     std::string a(line.substr(0, std::min({line.find('\0'), line.size(), std::size_t{4096}})));
     auto replace = [&](std::string_view token, const std::string& with) {
-      for (std::size_t p = a.find(token); p != std::string::npos; p = a.find(token, p + with.size()))
+      for (std::size_t p = a.find(token); p != std::string::npos;
+           p = a.find(token, p + with.size()))
         a.replace(p, token.size(), with);
     };
     replace("@FILE", file.string());
@@ -156,7 +157,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   {
     std::ofstream f(file, std::ios::binary | std::ios::trunc);
-    if (pos < text.size()) f.write(text.data() + pos, static_cast<std::streamsize>(text.size() - pos));
+    if (pos < text.size())
+      f.write(text.data() + pos, static_cast<std::streamsize>(text.size() - pos));
   }
   const bool json_out = std::find(args.begin(), args.end(), "--json") != args.end();
   std::string policy = "none";
@@ -169,7 +171,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (a == "--simulate" || a.rfind("--simulate=", 0) == 0) policy = "simulate";
 
   std::vector<char*> argv;
-  static std::string exe = std::filesystem::absolute(REMAT_PLAN_EXE).string();  // the child changes folder
+  static std::string exe =
+      std::filesystem::absolute(REMAT_PLAN_EXE).string();  // the child changes folder
   argv.push_back(exe.data());
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -211,20 +214,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string out = slurp(out_path), err = slurp(err_path);
   const std::string what = shown(args) + "\nstderr: " + tail(err) + "\nstdout: " + tail(out, 500);
   CLI_CHECK(!hung, "ran past " + std::to_string(child_timeout()) + " s: " + what);
-  CLI_CHECK(!WIFSIGNALED(raw),
-             "killed by signal " + std::to_string(WTERMSIG(raw)) + " (" +
-                 strsignal(WTERMSIG(raw)) + "): " + what);
+  CLI_CHECK(!WIFSIGNALED(raw), "killed by signal " + std::to_string(WTERMSIG(raw)) + " (" +
+                                   strsignal(WTERMSIG(raw)) + "): " + what);
   CLI_CHECK(WIFEXITED(raw), "did not exit: " + what);
   const int code = WEXITSTATUS(raw);
   CLI_CHECK(code != 125 && code != 126, "could not start " + exe);
-  CLI_CHECK(code == 0 || code == 1 || code == 2, "exit status " + std::to_string(code) + ": " + what);
+  CLI_CHECK(code == 0 || code == 1 || code == 2,
+            "exit status " + std::to_string(code) + ": " + what);
   CLI_CHECK(err.find("AddressSanitizer") == std::string::npos &&
-                 err.find("runtime error:") == std::string::npos &&
-                 err.find("LeakSanitizer") == std::string::npos,
-             "a sanitizer report: " + what);
+                err.find("runtime error:") == std::string::npos &&
+                err.find("LeakSanitizer") == std::string::npos,
+            "a sanitizer report: " + what);
   if (code != 0) {
     CLI_CHECK(err.rfind("remat-plan: ", 0) == 0 && err.size() > 13,
-               "exit status " + std::to_string(code) + " without a message: " + what);
+              "exit status " + std::to_string(code) + " without a message: " + what);
     CLI_CHECK(err.find("internal error") == std::string::npos, "an internal error: " + what);
     return 0;
   }
@@ -235,10 +238,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     CLI_CHECK(!j.is_discarded() && j.is_object(), "--json printed no JSON object: " + what);
     if (j.value("status", "") == "ok") {
       CLI_CHECK(j.contains("makespan") && j["makespan"].is_number(),
-                 "status ok without a numeric makespan: " + what);
+                "status ok without a numeric makespan: " + what);
       CLI_CHECK(j.contains("peak_bytes") && j.contains("budget_bytes") &&
-                     j["peak_bytes"].get<double>() <= j["budget_bytes"].get<double>(),
-                 "peak over the budget: " + what);
+                    j["peak_bytes"].get<double>() <= j["budget_bytes"].get<double>(),
+                "peak over the budget: " + what);
     }
   }
   return 0;

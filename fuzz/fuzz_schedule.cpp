@@ -11,18 +11,17 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <remat/core/machine.hpp>
 #include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "check.hpp"
 
@@ -33,8 +32,10 @@ using namespace remat;
 constexpr bytes budget = 1000;
 
 const chain& small_chain() {
-  static const chain c{"fuzz", 8,
-                       {{"a", 1, 2, 16, 32, 4, 8}, {"b", 1, 2, 16, 16, 0, 0}, {"loss", 0.5, 0.5, 4, 4, 0, 0}}};
+  static const chain c{
+      "fuzz",
+      8,
+      {{"a", 1, 2, 16, 32, 4, 8}, {"b", 1, 2, 16, 16, 0, 0}, {"loss", 0.5, 0.5, 4, 4, 0, 0}}};
   return c;
 }
 
@@ -79,7 +80,8 @@ void check_chain_shape(const schedule& s, const std::string& where) {
   const auto text = to_chain_string(n, s);
   if (!text) return;
   const auto back = parse_chain_program(n, *text);
-  FUZZ_CHECK(back.ok() && back->ops == s.ops, where + ": to_chain_string then parse_chain_program differ");
+  FUZZ_CHECK(back.ok() && back->ops == s.ops,
+             where + ": to_chain_string then parse_chain_program differ");
 }
 
 void check_program(const schedule& s, const std::string& where) {
@@ -100,17 +102,21 @@ void check_chain_ops(const std::vector<chain_op>& ops, const std::string& where)
   const int n = small_chain().length();
   const auto s = lower(n, ops);
   if (!s) {
-    FUZZ_CHECK(s.code() == status::invalid_problem && !s.message().empty(), where + ": " + s.message());
+    FUZZ_CHECK(s.code() == status::invalid_problem && !s.message().empty(),
+               where + ": " + s.message());
     return;
   }
   // Written back with the chain: the same words; as a program: the same instructions.
   const auto from_json = io::schedule_from_json(io::to_json(*s, small_chain()), small_chain());
-  FUZZ_CHECK(from_json.ok() && from_json->ops == s->ops, where + ": to_json(s, chain) then back differ");
+  FUZZ_CHECK(from_json.ok() && from_json->ops == s->ops,
+             where + ": to_json(s, chain) then back differ");
   check_program(*s, where + " (lowered)");
-  const auto r = sim::simulate(chain_graph(), *s, {.budget = unlimited_bytes, .record_timeline = false});
+  const auto r =
+      sim::simulate(chain_graph(), *s, {.budget = unlimited_bytes, .record_timeline = false});
   if (r.valid) {
     const auto raised = to_chain_ops(n, *s);
-    FUZZ_CHECK(raised && *raised == ops, where + ": a valid lowered program does not raise to its chain ops");
+    FUZZ_CHECK(raised && *raised == ops,
+               where + ": a valid lowered program does not raise to its chain ops");
   }
 }
 
@@ -123,7 +129,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (const auto ops = parse_chain_ops(text)) check_chain_ops(*ops, "chain notation");
   // parse_chain_program agrees with parse_chain_ops + lower, and fails with a message.
   const auto lowered = parse_chain_program(small_chain().length(), text);
-  if (!lowered) FUZZ_CHECK(lowered.code() == status::invalid_problem && !lowered.message().empty(), "parse_chain_program");
+  if (!lowered)
+    FUZZ_CHECK(lowered.code() == status::invalid_problem && !lowered.message().empty(),
+               "parse_chain_program");
 
   // Word by word: every instruction and chain op round-trips through its text.
   std::size_t i = 0;
@@ -133,7 +141,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       continue;
     }
     std::size_t j = i;
-    while (j < text.size() && text[j] != ' ' && text[j] != '\n' && text[j] != '\t' && text[j] != '\r') ++j;
+    while (j < text.size() && text[j] != ' ' && text[j] != '\n' && text[j] != '\t' &&
+           text[j] != '\r')
+      ++j;
     const std::string_view word = text.substr(i, j - i);
     if (const auto ins = parse_instruction(word)) {
       const auto again = parse_instruction(to_string(*ins));
@@ -150,8 +160,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
   if (j.is_discarded()) return 0;
   const auto p = io::schedule_from_json(j);
-  if (p) check_program(*p, "JSON program");
-  else FUZZ_CHECK(p.code() == status::invalid_problem && !p.message().empty(), p.message());
+  if (p)
+    check_program(*p, "JSON program");
+  else
+    FUZZ_CHECK(p.code() == status::invalid_problem && !p.message().empty(), p.message());
   const auto cs = io::schedule_from_json(j, small_chain());
   if (cs) {
     check_program(*cs, "JSON chain program");

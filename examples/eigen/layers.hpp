@@ -19,37 +19,34 @@
 //   the executor saves and restores (random_state / set_random_state) before recomputing.
 //
 // Every layer is also an op of a DAG model (remat::exec::dag_model, <remat/exec/concepts.hpp>):
-// the base offers the multi-input members the executor calls on a DAG model (forward(span), backward with
-// gradient slots). A single-input layer runs its chain hooks on x[0] and hands its input gradient
-// to accumulate(), which makes it the gradient or adds it element by element; backward_reads()
-// says which of x and y its backward uses (so a graph need not keep the others). Multi-input
-// layers (add, attention, scores, attention_context) override the do_*_n hooks; softmax overrides
-// do_backward_n to write or add its input gradient in place.
+// the base offers the multi-input members the executor calls on a DAG model (forward(span),
+// backward with gradient slots). A single-input layer runs its chain hooks on x[0] and hands its
+// input gradient to accumulate(), which makes it the gradient or adds it element by element;
+// backward_reads() says which of x and y its backward uses (so a graph need not keep the others).
+// Multi-input layers (add, attention, scores, attention_context) override the do_*_n hooks; softmax
+// overrides do_backward_n to write or add its input gradient in place.
 //
 // Parameters and gradients are ordinary Eigen matrices owned by the layer: they live outside
 // the activation budget (the chain model counts activations only; weights are subtracted
 // from the device memory beforehand).
 
 #include <Eigen/Core>
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <eigen/tensor.hpp>
 #include <limits>
 #include <optional>
 #include <random>
+#include <remat/core/units.hpp>
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/host_backend.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <remat/core/units.hpp>
-#include <remat/exec/concepts.hpp>
-#include <remat/exec/host_backend.hpp>
-
-#include <eigen/tensor.hpp>
 
 namespace eg {
 
@@ -166,7 +163,8 @@ class layer {
   [[nodiscard]] tensor forward(const tensor& x, const matrix& targets, backend& b) {
     return do_forward_targets(x, targets, b);
   }
-  [[nodiscard]] tensor forward_save(const tensor& x, const matrix& targets, context& ctx, backend& b) {
+  [[nodiscard]] tensor forward_save(const tensor& x, const matrix& targets, context& ctx,
+                                    backend& b) {
     ctx.clear();
     return do_forward_targets(x, targets, b);
   }
@@ -184,7 +182,8 @@ class layer {
   void backward(inputs x, const tensor* y, const context& ctx, const matrix& targets,
                 input_gradients dx, backend& b) {
     static const tensor unread;  // what the backward does not read: an empty 0 x 0 tensor
-    accumulate(dx[0], do_loss_backward_targets(only(x), y != nullptr ? *y : unread, ctx, targets, b));
+    accumulate(dx[0],
+               do_loss_backward_targets(only(x), y != nullptr ? *y : unread, ctx, targets, b));
   }
 
  protected:
@@ -202,8 +201,8 @@ class layer {
     static const tensor unread;  // what the backward does not read: an empty 0 x 0 tensor
     const tensor& x0 = x[0] != nullptr ? *x[0] : unread;
     const tensor& yy = y != nullptr ? *y : unread;
-    accumulate(dx[0], dy != nullptr ? do_backward(x0, yy, ctx, *dy, b)
-                                    : do_loss_backward(x0, yy, ctx, b));
+    accumulate(dx[0],
+               dy != nullptr ? do_backward(x0, yy, ctx, *dy, b) : do_loss_backward(x0, yy, ctx, b));
   }
   /// Hands a contribution c to the gradient of an input: c becomes the gradient when there is
   /// none yet, else it is added element by element (dx = dx + c, one rounding each: two
@@ -237,8 +236,8 @@ class layer {
   virtual tensor do_forward_targets(const tensor&, const matrix&, backend&) {
     throw std::logic_error(where() + "is not a loss that takes targets");
   }
-  virtual tensor do_loss_backward_targets(const tensor&, const tensor&, const context&, const matrix&,
-                                          backend&) {
+  virtual tensor do_loss_backward_targets(const tensor&, const tensor&, const context&,
+                                          const matrix&, backend&) {
     throw std::logic_error(where() + "is not a loss that takes targets");
   }
 
@@ -346,7 +345,9 @@ inline void layer_norm_backward(const tensor& du_t, const tensor& xhat_t, const 
 class linear final : public layer {
  public:
   /// In a DAG: its backward reads x.
-  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override {
+    return {true, false};
+  }
   linear(index in, index out, std::uint64_t seed, std::string name = "linear")
       : layer(std::move(name)) {
     add_parameter("weight", in, out);
@@ -384,7 +385,9 @@ class linear final : public layer {
 class relu final : public layer {
  public:
   /// In a DAG: its backward reads y.
-  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, true}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override {
+    return {false, true};
+  }
   explicit relu(std::string name = "relu") : layer(std::move(name)) {}
 
  protected:
@@ -404,7 +407,9 @@ class relu final : public layer {
 class gelu final : public layer {
  public:
   /// In a DAG: its backward reads x.
-  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override {
+    return {true, false};
+  }
   explicit gelu(std::string name = "gelu") : layer(std::move(name)) {}
 
  protected:
@@ -436,7 +441,9 @@ class gelu final : public layer {
 class layer_norm final : public layer {
  public:
   /// In a DAG: its backward reads its context only.
-  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override {
+    return {false, false};
+  }
   explicit layer_norm(index width, float eps = 1e-5f, std::string name = "layer_norm")
       : layer(std::move(name)), eps_(eps) {
     add_parameter("gain", 1, width);
@@ -484,7 +491,9 @@ class layer_norm final : public layer {
 class dropout final : public layer {
  public:
   /// In a DAG: its backward reads its context only.
-  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override {
+    return {false, false};
+  }
   dropout(float p, std::uint64_t seed, std::string name = "dropout")
       : layer(std::move(name)),
         p_(p),
@@ -549,7 +558,9 @@ class dropout final : public layer {
 class residual_mlp final : public layer {
  public:
   /// In a DAG: its backward reads its context only.
-  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override {
+    return {false, false};
+  }
   residual_mlp(index width, index hidden, std::uint64_t seed, std::string name = "residual_mlp",
                float eps = 1e-5f)
       : layer(std::move(name)), eps_(eps) {
@@ -655,8 +666,9 @@ class multi_input_layer : public layer {
 
  private:
   [[nodiscard]] std::invalid_argument single_input() const {
-    return std::invalid_argument(where() + "has several inputs: it runs as an op of a DAG model "
-                                           "(remat::exec::dag_model), not as a chain stage");
+    return std::invalid_argument(where() +
+                                 "has several inputs: it runs as an op of a DAG model "
+                                 "(remat::exec::dag_model), not as a chain stage");
   }
 };
 
@@ -665,7 +677,9 @@ class multi_input_layer : public layer {
 class add final : public multi_input_layer {
  public:
   explicit add(std::string name = "add") : multi_input_layer(std::move(name)) {}
-  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override {
+    return {false, false};
+  }
 
  protected:
   tensor do_forward_n(inputs x, backend& b) override {
@@ -697,13 +711,15 @@ class add final : public multi_input_layer {
 class attention final : public multi_input_layer {
  public:
   explicit attention(std::string name = "attention") : multi_input_layer(std::move(name)) {}
-  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override {
+    return {true, false};
+  }
 
  protected:
   tensor do_forward_n(inputs x, backend& b) override { return run(x, nullptr, b); }
   tensor do_forward_save_n(inputs x, context& ctx, backend& b) override { return run(x, &ctx, b); }
-  void do_backward_n(inputs x, const tensor*, const context& ctx, const tensor* dy, input_gradients dx,
-                     backend& b) override {
+  void do_backward_n(inputs x, const tensor*, const context& ctx, const tensor* dy,
+                     input_gradients dx, backend& b) override {
     expect_inputs(x, dx, 3, true);
     expect_saved(ctx, 1);
     if (dy == nullptr) throw std::logic_error(where() + "is not a loss: its backward needs dy");
@@ -756,9 +772,9 @@ class attention final : public multi_input_layer {
 // tokens one after the other (row n * sequence + i is token i of sequence n), and head h owns
 // the columns [h d, (h + 1) d), d = width / heads. The attention of head h within sequence n is a
 // sequence x sequence block; scores stacks the blocks of every sequence and head as a
-// (batch * heads * sequence) x sequence tensor, block (n, h) in the rows from (n heads + h) sequence,
-// so that softmax (row by row) and dropout (element by element) run on it as on any tensor, and
-// a planner can recompute each of them on its own.
+// (batch * heads * sequence) x sequence tensor, block (n, h) in the rows from (n heads + h)
+// sequence, so that softmax (row by row) and dropout (element by element) run on it as on any
+// tensor, and a planner can recompute each of them on its own.
 
 namespace detail {
 
@@ -771,7 +787,9 @@ struct head_layout {
   /// The first column of head h in the same.
   [[nodiscard]] index column(index h) const noexcept { return h * head_width; }
   /// The first row of block (n, h) in a (batch * heads * sequence) x sequence tensor.
-  [[nodiscard]] index score_row(index n, index h) const noexcept { return (n * heads + h) * sequence; }
+  [[nodiscard]] index score_row(index n, index h) const noexcept {
+    return (n * heads + h) * sequence;
+  }
   [[nodiscard]] index score_rows() const noexcept { return batch * heads * sequence; }
 };
 
@@ -797,7 +815,9 @@ class scores final : public multi_input_layer {
   [[nodiscard]] index sequence() const noexcept { return sequence_; }
   [[nodiscard]] bool causal() const noexcept { return causal_; }
   /// In a DAG: its backward reads q and k.
-  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override {
+    return {true, false};
+  }
 
  protected:
   tensor do_forward_n(inputs x, backend& b) override { return run(x, b); }
@@ -810,7 +830,8 @@ class scores final : public multi_input_layer {
     const detail::head_layout s = layout(q, k);
     if (dy->rows() != s.score_rows() || dy->cols() != sequence_)
       throw std::invalid_argument(where() + "dy is " + shape(*dy) + ", the scores are " +
-                                  std::to_string(s.score_rows()) + " x " + std::to_string(sequence_));
+                                  std::to_string(s.score_rows()) + " x " +
+                                  std::to_string(sequence_));
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_width));
     const index t = sequence_, d = s.head_width;
     tensor masked;  // the masked dS of one block, when causal
@@ -885,7 +906,9 @@ class softmax final : public layer {
  public:
   explicit softmax(std::string name = "softmax") : layer(std::move(name)) {}
   /// In a DAG: its backward reads y.
-  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {false, true}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override {
+    return {false, true};
+  }
 
  protected:
   tensor do_forward(const tensor& x, backend& b) override {
@@ -901,15 +924,17 @@ class softmax final : public layer {
     }
     return y;
   }
-  tensor do_forward_save(const tensor& x, context&, backend& b) override { return do_forward(x, b); }
+  tensor do_forward_save(const tensor& x, context&, backend& b) override {
+    return do_forward(x, b);
+  }
   tensor do_backward(const tensor&, const tensor& y, const context&, const tensor& dy,
                      backend& b) override {
     std::optional<tensor> dx;
     backward_into(y, dy, dx, b);
     return std::move(*dx);
   }
-  void do_backward_n(inputs x, const tensor* y, const context&, const tensor* dy, input_gradients dx,
-                     backend& b) override {
+  void do_backward_n(inputs x, const tensor* y, const context&, const tensor* dy,
+                     input_gradients dx, backend& b) override {
     if (x.size() != 1 || dx.size() != 1)
       throw std::invalid_argument(where() + "takes one input, got " + std::to_string(x.size()));
     if (dy == nullptr) throw std::logic_error(where() + "is not a loss: its backward needs dy");
@@ -918,12 +943,14 @@ class softmax final : public layer {
   }
 
  private:
-  void backward_into(const tensor& y, const tensor& dy, std::optional<tensor>& dx, backend& b) const {
+  void backward_into(const tensor& y, const tensor& dy, std::optional<tensor>& dx,
+                     backend& b) const {
     const bool create = !dx;
     if (create)
       dx = tensor::uninitialized(b, y.rows(), y.cols());
     else if (dx->rows() != y.rows() || dx->cols() != y.cols())
-      throw std::invalid_argument(where() + "the input gradient is " + shape(*dx) + ", y is " + shape(y));
+      throw std::invalid_argument(where() + "the input gradient is " + shape(*dx) + ", y is " +
+                                  shape(y));
     const auto p = y.mat(), g = dy.mat();
     auto out = dx->mat();
     for (index r = 0; r < y.rows(); ++r) {
@@ -957,7 +984,9 @@ class attention_context final : public multi_input_layer {
   }
   [[nodiscard]] index heads() const noexcept { return heads_; }
   /// In a DAG: its backward reads P and v.
-  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override {
+    return {true, false};
+  }
 
  protected:
   tensor do_forward_n(inputs x, backend& b) override { return run(x, b); }
@@ -991,10 +1020,10 @@ class attention_context final : public multi_input_layer {
   [[nodiscard]] detail::head_layout layout(const tensor& p, const tensor& v) const {
     const index t = p.cols();
     if (t <= 0 || v.rows() % t != 0 || v.cols() % heads_ != 0 || p.rows() != v.rows() * heads_)
-      throw std::invalid_argument(where() + "P " + shape(p) + " and v " + shape(v) +
-                                  " do not fit: P must be (batch * heads * sequence) x sequence, v " +
-                                  "(batch * sequence) x width, with " + std::to_string(heads_) +
-                                  " heads");
+      throw std::invalid_argument(
+          where() + "P " + shape(p) + " and v " + shape(v) +
+          " do not fit: P must be (batch * heads * sequence) x sequence, v " +
+          "(batch * sequence) x width, with " + std::to_string(heads_) + " heads");
     return {v.rows() / t, heads_, t, v.cols() / heads_};
   }
   // One code path for forward and forward_save (which keeps nothing more).
@@ -1024,7 +1053,9 @@ class attention_context final : public multi_input_layer {
 class mse_loss final : public layer {
  public:
   /// In a DAG: its backward reads x.
-  [[nodiscard]] remat::exec::backward_needs backward_reads() const override { return {true, false}; }
+  [[nodiscard]] remat::exec::backward_needs backward_reads() const override {
+    return {true, false};
+  }
   mse_loss(index batch, index features, std::uint64_t seed, std::string name = "mse_loss")
       : layer(std::move(name)), target_(batch, features) {
     fill_synthetic(target_, derive_seed(seed, 0));
@@ -1035,17 +1066,21 @@ class mse_loss final : public layer {
   [[nodiscard]] const matrix& target() const noexcept { return target_; }
 
  protected:
-  tensor do_forward(const tensor& x, backend& b) override { return do_forward_targets(x, target_, b); }
+  tensor do_forward(const tensor& x, backend& b) override {
+    return do_forward_targets(x, target_, b);
+  }
   tensor do_forward_save(const tensor& x, context&, backend& b) override {
     return do_forward_targets(x, target_, b);
   }
-  tensor do_loss_backward(const tensor& x, const tensor& y, const context& ctx, backend& b) override {
+  tensor do_loss_backward(const tensor& x, const tensor& y, const context& ctx,
+                          backend& b) override {
     return do_loss_backward_targets(x, y, ctx, target_, b);
   }
   tensor do_forward_targets(const tensor& x, const matrix& t, backend& b) override {
     if (x.rows() != t.rows() || x.cols() != t.cols())
       throw std::invalid_argument(where() + "expects " + std::to_string(t.rows()) + " x " +
-                                  std::to_string(t.cols()) + " (the targets' shape), got " + shape(x));
+                                  std::to_string(t.cols()) + " (the targets' shape), got " +
+                                  shape(x));
     tensor y = tensor::uninitialized(b, 1, 1);
     last_ = (x.mat() - t).squaredNorm() / static_cast<float>(t.size());
     y.mat()(0, 0) = last_;

@@ -8,19 +8,17 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <optional>
-#include <span>
-#include <unordered_map>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
-#include <remat/exec/concepts.hpp>
-#include <remat/exec/host_backend.hpp>
-
 #include <eigen/layers.hpp>
 #include <eigen/tensor.hpp>
+#include <memory>
+#include <optional>
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/host_backend.hpp>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 namespace eg {
 
@@ -153,10 +151,11 @@ inline float backprop(model& m, const tensor& x, backend& b) {
   return loss;
 }
 
-// --- DAG models ------------------------------------------------------------------------------------
-// A DAG model is the layers plus, per layer, its op: a name and the tensors it reads ("input" or
-// other ops' names). The builders list the ops in a topological order, so that plain training
-// (backprop below) sums gradient contributions in the order of the graph's store-all program.
+// --- DAG models
+// ------------------------------------------------------------------------------------ A DAG model
+// is the layers plus, per layer, its op: a name and the tensors it reads ("input" or other ops'
+// names). The builders list the ops in a topological order, so that plain training (backprop below)
+// sums gradient contributions in the order of the graph's store-all program.
 
 using dag = remat::exec::dag_model<model>;
 
@@ -181,12 +180,16 @@ inline std::string add_op(dag& d, std::unique_ptr<layer> l, std::vector<std::str
   std::string prev = "input";
   for (int i = 1; i <= depth; ++i) {
     const std::string k = std::to_string(i);
-    const auto a = add_op(d, std::make_unique<linear>(width, hidden, derive_seed(seed, part++), "fc" + k + "a"), {prev});
+    const auto a = add_op(
+        d, std::make_unique<linear>(width, hidden, derive_seed(seed, part++), "fc" + k + "a"),
+        {prev});
     const auto g = add_op(d, std::make_unique<gelu>("act" + k), {a});
-    const auto b = add_op(d, std::make_unique<linear>(hidden, width, derive_seed(seed, part++), "fc" + k + "b"), {g});
+    const auto b = add_op(
+        d, std::make_unique<linear>(hidden, width, derive_seed(seed, part++), "fc" + k + "b"), {g});
     prev = add_op(d, std::make_unique<add>("res" + k), {prev, b});
   }
-  const auto h = add_op(d, std::make_unique<linear>(width, width, derive_seed(seed, part++), "head"), {prev});
+  const auto h =
+      add_op(d, std::make_unique<linear>(width, width, derive_seed(seed, part++), "head"), {prev});
   add_op(d, std::make_unique<mse_loss>(batch, width, derive_seed(seed, part++), "loss"), {h});
   return d;
 }
@@ -195,9 +198,11 @@ inline std::string add_op(dag& d, std::unique_ptr<layer> l, std::vector<std::str
 /// q, k, v = linear(width, width) of it (ln1 has three readers), attn = attention(q, k, v),
 /// proj = linear(width, width), res1 = add(proj, input); ln2, fc1 = linear(width, hidden), gelu,
 /// fc2 = linear(hidden, width), res2 = add(fc2, res1); mse_loss against a batch x width target.
-[[nodiscard]] inline dag make_attention_dag(index width, index hidden, index batch, std::uint64_t seed) {
+[[nodiscard]] inline dag make_attention_dag(index width, index hidden, index batch,
+                                            std::uint64_t seed) {
   if (width <= 0 || hidden <= 0 || batch <= 0)
-    throw std::invalid_argument("eg::make_attention_dag: needs width > 0, hidden > 0 and batch > 0");
+    throw std::invalid_argument(
+        "eg::make_attention_dag: needs width > 0, hidden > 0 and batch > 0");
   dag d;
   std::uint64_t part = 0;
   auto lin = [&](index in, index out, std::string name) {
@@ -232,8 +237,9 @@ inline std::string add_op(dag& d, std::unique_ptr<layer> l, std::vector<std::str
 /// With dropout_p == 0 the three dropouts of a block are left out (their readers read what they
 /// would have read): 14 per block. Parameters and dropout engines are seeded from
 /// derive_seed(seed, i), i counting the layers that take a seed in order.
-[[nodiscard]] inline dag make_gpt_dag(int layers, index width, index heads, index sequence, index batch,
-                                      float dropout_p, std::uint64_t seed, bool causal = true) {
+[[nodiscard]] inline dag make_gpt_dag(int layers, index width, index heads, index sequence,
+                                      index batch, float dropout_p, std::uint64_t seed,
+                                      bool causal = true) {
   if (layers < 0 || width <= 0 || heads <= 0 || sequence <= 0 || batch <= 0 || width % heads != 0)
     throw std::invalid_argument(
         "eg::make_gpt_dag: needs layers >= 0, width, heads, sequence and batch > 0, and heads "
@@ -246,7 +252,9 @@ inline std::string add_op(dag& d, std::unique_ptr<layer> l, std::vector<std::str
   // A dropout op after `from` when dropout_p > 0, else `from` itself.
   auto drop = [&](const std::string& from, std::string name) {
     if (dropout_p <= 0.0f) return from;
-    return add_op(d, std::make_unique<dropout>(dropout_p, derive_seed(seed, part++), std::move(name)), {from});
+    return add_op(d,
+                  std::make_unique<dropout>(dropout_p, derive_seed(seed, part++), std::move(name)),
+                  {from});
   };
   std::string x = "input";
   for (int i = 0; i < layers; ++i) {
@@ -255,7 +263,8 @@ inline std::string add_op(dag& d, std::unique_ptr<layer> l, std::vector<std::str
     const auto q = add_op(d, lin(width, width, h + "q"), {ln1});
     const auto k = add_op(d, lin(width, width, h + "k"), {ln1});
     const auto v = add_op(d, lin(width, width, h + "v"), {ln1});
-    const auto s = add_op(d, std::make_unique<scores>(heads, sequence, causal, h + "scores"), {q, k});
+    const auto s =
+        add_op(d, std::make_unique<scores>(heads, sequence, causal, h + "scores"), {q, k});
     const auto p = add_op(d, std::make_unique<softmax>(h + "softmax"), {s});
     const auto pd = drop(p, h + "attn_drop");
     const auto c = add_op(d, std::make_unique<attention_context>(heads, h + "context"), {pd, v});
@@ -270,7 +279,8 @@ inline std::string add_op(dag& d, std::unique_ptr<layer> l, std::vector<std::str
     x = add_op(d, std::make_unique<add>(h + "res2"), {fc2d, res1});
   }
   const auto lnf = add_op(d, std::make_unique<layer_norm>(width, 1e-5f, "ln_f"), {x});
-  add_op(d, std::make_unique<mse_loss>(batch * sequence, width, derive_seed(seed, part++), "loss"), {lnf});
+  add_op(d, std::make_unique<mse_loss>(batch * sequence, width, derive_seed(seed, part++), "loss"),
+         {lnf});
   return d;
 }
 
@@ -279,20 +289,25 @@ inline std::string add_op(dag& d, std::unique_ptr<layer> l, std::vector<std::str
 /// inputs' gradients (created by the first); outputs and contexts freed once their backward is
 /// done, gradients once read. Accumulates the parameter gradients, returns the loss; the input
 /// gradient goes to *input_grad when given.
-inline float backprop(dag& d, const tensor& x, backend& b, std::optional<tensor>* input_grad = nullptr) {
+inline float backprop(dag& d, const tensor& x, backend& b,
+                      std::optional<tensor>* input_grad = nullptr) {
   const std::size_t n = d.ops.size();
   if (n == 0 || d.layers.size() != n || !d.layers.back()->is_loss())
     throw std::invalid_argument("eg::backprop: one layer per op, the last a loss");
   std::unordered_map<std::string, std::size_t> position;
   for (std::size_t i = 0; i < n; ++i) position.emplace(d.ops[i].name, i);
   constexpr std::size_t graph_input = static_cast<std::size_t>(-1);
-  auto source = [&](const std::string& in) { return in == "input" ? graph_input : position.at(in); };
+  auto source = [&](const std::string& in) {
+    return in == "input" ? graph_input : position.at(in);
+  };
   std::vector<tensor> ys(n);
   std::vector<context> ctxs(n);
   std::vector<std::optional<tensor>> grads(n);
   std::optional<tensor> dx_input;
   auto value = [&](std::size_t j) -> const tensor* { return j == graph_input ? &x : &ys[j]; };
-  auto grad = [&](std::size_t j) -> std::optional<tensor>& { return j == graph_input ? dx_input : grads[j]; };
+  auto grad = [&](std::size_t j) -> std::optional<tensor>& {
+    return j == graph_input ? dx_input : grads[j];
+  };
   for (std::size_t i = 0; i < n; ++i) {
     std::vector<const tensor*> xs;
     for (const auto& in : d.ops[i].inputs) xs.push_back(value(source(in)));

@@ -11,15 +11,13 @@
 // Eigen's largest alignment requirement.
 
 #include <Eigen/Core>
-
 #include <cstdint>
 #include <cstring>
+#include <remat/core/units.hpp>
+#include <remat/exec/host_backend.hpp>
 #include <stdexcept>
 #include <string>
 #include <utility>
-
-#include <remat/core/units.hpp>
-#include <remat/exec/host_backend.hpp>
 
 namespace eg {
 

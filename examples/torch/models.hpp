@@ -19,19 +19,23 @@ namespace tnn = torch::nn;
 
 // Modules are Cloneable (LibTorch's way to deep-copy a model: reset() builds the submodules).
 
-/// Two 3x3 convolutions with batch norm, and the shortcut (a 1x1 convolution when the shape changes).
+/// Two 3x3 convolutions with batch norm, and the shortcut (a 1x1 convolution when the shape
+/// changes).
 struct basic_block_impl : tnn::Cloneable<basic_block_impl> {
   basic_block_impl(std::int64_t in_channels, std::int64_t out_channels, std::int64_t stride_)
       : in(in_channels), out(out_channels), stride(stride_) {
     reset();
   }
   void reset() override {
-    conv1 = register_module("conv1", tnn::Conv2d(tnn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)));
+    conv1 = register_module(
+        "conv1", tnn::Conv2d(tnn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)));
     bn1 = register_module("bn1", tnn::BatchNorm2d(out));
-    conv2 = register_module("conv2", tnn::Conv2d(tnn::Conv2dOptions(out, out, 3).padding(1).bias(false)));
+    conv2 = register_module("conv2",
+                            tnn::Conv2d(tnn::Conv2dOptions(out, out, 3).padding(1).bias(false)));
     bn2 = register_module("bn2", tnn::BatchNorm2d(out));
     if (stride != 1 || in != out) {
-      down_conv = register_module("down_conv", tnn::Conv2d(tnn::Conv2dOptions(in, out, 1).stride(stride).bias(false)));
+      down_conv = register_module(
+          "down_conv", tnn::Conv2d(tnn::Conv2dOptions(in, out, 1).stride(stride).bias(false)));
       down_bn = register_module("down_bn", tnn::BatchNorm2d(out));
     }
   }
@@ -119,7 +123,8 @@ struct block_impl : tnn::Cloneable<block_impl> {
     auto split = [&](const torch::Tensor& p) { return p.view({b, t, heads, d}).transpose(1, 2); };
     const torch::Tensor q = split(parts[0]), k = split(parts[1]), v = split(parts[2]);
     torch::Tensor att = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
-    const torch::Tensor mask = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
+    const torch::Tensor mask =
+        torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
     att = attn_drop(torch::softmax(att.masked_fill(mask, -INFINITY), -1));
     const torch::Tensor y = torch::matmul(att, v).transpose(1, 2).reshape({b, t, w});
     torch::Tensor h = x + resid_drop(proj(y));
@@ -138,7 +143,8 @@ TORCH_MODULE_IMPL(block, block_impl);
 inline tnn::Sequential gpt_like(const gpt_config& c) {
   tnn::Sequential net;
   net->push_back("embed", embedding(c));
-  for (std::int64_t i = 0; i < c.layers; ++i) net->push_back("block" + std::to_string(i + 1), block(c));
+  for (std::int64_t i = 0; i < c.layers; ++i)
+    net->push_back("block" + std::to_string(i + 1), block(c));
   net->push_back("norm", tnn::LayerNorm(tnn::LayerNormOptions({c.width})));
   net->push_back("head", tnn::Linear(c.width, c.vocab));
   return net;
@@ -148,7 +154,8 @@ inline tnn::Sequential gpt_like(const gpt_config& c) {
 struct lm_loss_impl : tnn::Cloneable<lm_loss_impl> {
   void reset() override {}
   torch::Tensor forward(const torch::Tensor& logits, const torch::Tensor& targets) {
-    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                targets.reshape({-1}));
   }
 };
 TORCH_MODULE_IMPL(lm_loss, lm_loss_impl);

@@ -15,8 +15,8 @@ inline torch::nn::Sequential copy_of(const torch::nn::Sequential& net) {
 
 /// One plain training step's forward and backward: zeroes the gradients, runs the whole model
 /// with autograd, backpropagates the loss; returns the loss.
-inline double plain_step(torch::nn::Sequential& net, torch::nn::AnyModule& loss, const torch::Tensor& x,
-                         const torch::Tensor& targets) {
+inline double plain_step(torch::nn::Sequential& net, torch::nn::AnyModule& loss,
+                         const torch::Tensor& x, const torch::Tensor& targets) {
   net->zero_grad();
   torch::Tensor l = loss.forward(net->forward(x), targets);
   l.backward();

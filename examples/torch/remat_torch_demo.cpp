@@ -24,19 +24,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cli.hpp>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <string>
-#include <string_view>
-#include <vector>
-
 #include <remat/io/trace.hpp>
 #include <remat/remat.hpp>
 #include <remat/torch.hpp>
-
-#include <cli.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "models.hpp"
 #include "plain.hpp"
@@ -49,13 +47,14 @@ namespace models = remat_examples::torch_models;
 struct options {
   std::string model = "both";
   int steps = 3, batch = 8, width = 32, image = 32, budgets = 4;
-  int threads = 0;  ///< LibTorch's intra-op threads (0: its default)
+  int threads = 0;    ///< LibTorch's intra-op threads (0: its default)
   std::string trace;  ///< where to write the trace of rotor at 40% (empty: none)
   bool json = false;
 };
 
 constexpr const char* usage_text =
-    "usage: remat-torch-demo [--model resnet|gpt|both] [--steps K] [--batch B] [--width W] [--image S]\n"
+    "usage: remat-torch-demo [--model resnet|gpt|both] [--steps K] [--batch B] [--width W] "
+    "[--image S]\n"
     "                        [--budgets K] [--threads N] [--trace FILE] [--json]\n";
 
 [[noreturn]] void usage(const std::string& why) {
@@ -71,30 +70,39 @@ options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage("missing value after " + std::string(a));
       char* end = nullptr;
       const long x = std::strtol(argv[++i], &end, 10);
-      if (*end != '\0' || x < lo || x > 1 << 16) usage("bad value for " + std::string(a) + ": " + argv[i]);
+      if (*end != '\0' || x < lo || x > 1 << 16)
+        usage("bad value for " + std::string(a) + ": " + argv[i]);
       return static_cast<int>(x);
     };
-    if (a == "--json") o.json = true;
+    if (a == "--json")
+      o.json = true;
     else if (a == "--model") {
       if (i + 1 >= argc) usage("missing value after --model");
       o.model = argv[++i];
-    } else if (a == "--steps") o.steps = integer(1);
-    else if (a == "--batch") o.batch = integer(1);
-    else if (a == "--width") o.width = integer(2);
-    else if (a == "--image") o.image = integer(8);
-    else if (a == "--budgets") o.budgets = integer(2);
-    else if (a == "--threads") o.threads = integer(1);
+    } else if (a == "--steps")
+      o.steps = integer(1);
+    else if (a == "--batch")
+      o.batch = integer(1);
+    else if (a == "--width")
+      o.width = integer(2);
+    else if (a == "--image")
+      o.image = integer(8);
+    else if (a == "--budgets")
+      o.budgets = integer(2);
+    else if (a == "--threads")
+      o.threads = integer(1);
     else if (a == "--trace") {
       if (i + 1 >= argc) usage("missing value after --trace");
       o.trace = argv[++i];
       if (auto why = remat_cli::unwritable(o.trace)) usage(*why);
-    }
-    else if (a == "-h" || a == "--help") {
+    } else if (a == "-h" || a == "--help") {
       std::printf("%s", usage_text);
       std::exit(0);
-    } else usage("unknown option " + std::string(a));
+    } else
+      usage("unknown option " + std::string(a));
   }
-  if (o.model != "resnet" && o.model != "gpt" && o.model != "both") usage("--model is resnet, gpt or both");
+  if (o.model != "resnet" && o.model != "gpt" && o.model != "both")
+    usage("--model is resnet, gpt or both");
   return o;
 }
 
@@ -108,14 +116,17 @@ struct problem {
 
 problem resnet(const options& o) {
   torch::manual_seed(2026);
-  return {"resnet18-like", models::resnet_like(o.width, 10), tnn::AnyModule(tnn::CrossEntropyLoss()),
-          torch::randn({o.batch, 3, o.image, o.image}), torch::randint(0, 10, {o.batch})};
+  return {"resnet18-like", models::resnet_like(o.width, 10),
+          tnn::AnyModule(tnn::CrossEntropyLoss()), torch::randn({o.batch, 3, o.image, o.image}),
+          torch::randint(0, 10, {o.batch})};
 }
 problem gpt(const options& o) {
   torch::manual_seed(2027);
-  const models::gpt_config cfg{.vocab = 1024, .context = 64, .width = 4 * o.width, .heads = 4, .layers = 4, .dropout = 0.1};
+  const models::gpt_config cfg{
+      .vocab = 1024, .context = 64, .width = 4 * o.width, .heads = 4, .layers = 4, .dropout = 0.1};
   return {"gpt-like", models::gpt_like(cfg), tnn::AnyModule(models::lm_loss()),
-          torch::randint(0, cfg.vocab, {o.batch, cfg.context}), torch::randint(0, cfg.vocab, {o.batch, cfg.context})};
+          torch::randint(0, cfg.vocab, {o.batch, cfg.context}),
+          torch::randint(0, cfg.vocab, {o.batch, cfg.context})};
 }
 
 struct row {
@@ -136,9 +147,17 @@ double median(std::vector<double> v) {
 /// Trains a copy of the model by `plan` beside plain LibTorch training of another copy; returns
 /// the row (measured overhead: the median step against plain LibTorch's median step).
 /// `measured`: when given, the report of the last step (exec::measured_report).
-row train(const options& o, const problem& p, const remat::chain& c, const remat::schedule& plan, std::string policy,
-          remat::bytes budget, double store_all_time, remat::sim::report* measured = nullptr) {
-  row r{std::move(policy), budget, "ok", plan.predicted_peak, 0, plan.predicted_time / store_all_time - 1, 0, true};
+row train(const options& o, const problem& p, const remat::chain& c, const remat::schedule& plan,
+          std::string policy, remat::bytes budget, double store_all_time,
+          remat::sim::report* measured = nullptr) {
+  row r{std::move(policy),
+        budget,
+        "ok",
+        plan.predicted_peak,
+        0,
+        plan.predicted_time / store_all_time - 1,
+        0,
+        true};
   tnn::Sequential ref = models::copy_of(p.net), mine = models::copy_of(p.net);
   tnn::AnyModule ref_loss = p.loss.clone(), my_loss = p.loss.clone();
   torch::optim::SGD ref_opt(ref->parameters(), torch::optim::SGDOptions(0.01));
@@ -157,7 +176,8 @@ row train(const options& o, const problem& p, const remat::chain& c, const remat
       torch::manual_seed(7 + step);
       const auto t0 = std::chrono::steady_clock::now();
       plain_loss = models::plain_step(ref, ref_loss, p.x, p.targets);
-      plain_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      plain_times.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       const torch::Tensor g = at::detail::getDefaultCPUGenerator().get_state();
       plain_generator.assign(g.data_ptr<std::uint8_t>(), g.data_ptr<std::uint8_t>() + g.nbytes());
     }
@@ -172,11 +192,13 @@ row train(const options& o, const problem& p, const remat::chain& c, const remat
     }
     const remat::libtorch::uncounted checks;
     const torch::Tensor g = at::detail::getDefaultCPUGenerator().get_state();
-    r.bitwise = r.bitwise && run->loss && *run->loss == plain_loss && models::same_state(*ref, *mine) &&
-                std::equal(plain_generator.begin(), plain_generator.end(), g.data_ptr<std::uint8_t>());
+    r.bitwise =
+        r.bitwise && run->loss && *run->loss == plain_loss && models::same_state(*ref, *mine) &&
+        std::equal(plain_generator.begin(), plain_generator.end(), g.data_ptr<std::uint8_t>());
     r.measured_peak = std::max(r.measured_peak, run->measured_peak);
     times.push_back(run->elapsed);
-    if (measured != nullptr && step + 1 == o.steps) *measured = *remat::exec::measured_report(plan, *run);
+    if (measured != nullptr && step + 1 == o.steps)
+      *measured = *remat::exec::measured_report(plan, *run);
     ref_opt.step();
     my_opt.step();
   }
@@ -187,13 +209,15 @@ row train(const options& o, const problem& p, const remat::chain& c, const remat
 double mib(remat::bytes b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
 
 /// The rows of one model; `trace`: where to write the trace of rotor at 40% (empty: none).
-std::vector<row> demo(const options& o, const problem& p, remat::chain& c, const std::string& trace) {
+std::vector<row> demo(const options& o, const problem& p, remat::chain& c,
+                      const std::string& trace) {
   {
     auto copy = models::copy_of(p.net);
     tnn::AnyModule loss = p.loss.clone();
     auto model = remat::libtorch::layers_of(copy, loss);
     remat::libtorch::backend b;
-    auto profiled = remat::exec::profile_chain(model, p.x, p.targets, b, {.repetitions = 3, .warmup = 1, .name = p.name});
+    auto profiled = remat::exec::profile_chain(model, p.x, p.targets, b,
+                                               {.repetitions = 3, .warmup = 1, .name = p.name});
     if (!profiled) {
       std::fprintf(stderr, "remat-torch-demo: %s\n", profiled.message().c_str());
       std::exit(1);
@@ -230,7 +254,8 @@ std::vector<row> demo(const options& o, const problem& p, remat::chain& c, const
       const remat::sim::report planned = remat::sim::simulate(c, *plan, {.budget = budget});
       const std::vector<remat::io::trace_process> processes = {
           remat::io::trace_of(c, *plan, planned, "planned: rotor at 40% (" + p.name + ")", budget),
-          remat::io::trace_of(c, *plan, measured, "measured: rotor at 40% (" + p.name + ")", budget)};
+          remat::io::trace_of(c, *plan, measured, "measured: rotor at 40% (" + p.name + ")",
+                              budget)};
       auto json = remat::io::chrome_trace(processes);
       if (!json) {
         std::fprintf(stderr, "remat-torch-demo: %s\n", json.message().c_str());
@@ -268,38 +293,47 @@ int main(int argc, char** argv) {
     const remat::bytes peak = remat::peak_of_store_all(c);
     if (o.json) {
       for (const row& r : rows) {
-        std::printf("%s\n {\"model\":\"%s\",\"policy\":\"%s\",\"budget_bytes\":%lld,\"status\":\"%s\"", first ? "" : ",",
-                    p.name.c_str(), r.policy.c_str(), static_cast<long long>(r.budget),
-                    r.run_failed ? "run_failed" : r.status.c_str());
+        std::printf(
+            "%s\n {\"model\":\"%s\",\"policy\":\"%s\",\"budget_bytes\":%lld,\"status\":\"%s\"",
+            first ? "" : ",", p.name.c_str(), r.policy.c_str(), static_cast<long long>(r.budget),
+            r.run_failed ? "run_failed" : r.status.c_str());
         if (r.status == "ok")
-          std::printf(",\"planned_peak_bytes\":%lld,\"measured_peak_bytes\":%lld,\"predicted_overhead\":%.4f,"
-                      "\"measured_overhead\":%.4f,\"bitwise\":%s,\"peak_within_budget\":%s",
-                      static_cast<long long>(r.planned_peak), static_cast<long long>(r.measured_peak), r.predicted_overhead,
-                      r.measured_overhead, r.bitwise ? "true" : "false", r.measured_peak <= r.budget ? "true" : "false");
+          std::printf(
+              ",\"planned_peak_bytes\":%lld,\"measured_peak_bytes\":%lld,\"predicted_overhead\":%."
+              "4f,"
+              "\"measured_overhead\":%.4f,\"bitwise\":%s,\"peak_within_budget\":%s",
+              static_cast<long long>(r.planned_peak), static_cast<long long>(r.measured_peak),
+              r.predicted_overhead, r.measured_overhead, r.bitwise ? "true" : "false",
+              r.measured_peak <= r.budget ? "true" : "false");
         std::printf("}");
         first = false;
       }
       continue;
     }
-    std::printf("%s: %d stages, store-all activation peak %.2f MiB, rotor's minimum %.2f MiB (%.0f%%)\n", p.name.c_str(),
-                c.length(), mib(peak), mib(remat::rotor::minimum_budget(c)),
-                100.0 * static_cast<double>(remat::rotor::minimum_budget(c)) / static_cast<double>(peak));
-    std::printf("  %-15s %9s %5s %10s %10s %10s %10s  %s\n", "policy", "budget", "%", "planned", "measured", "predicted",
-                "measured", "bitwise");
-    std::printf("  %-15s %9s %5s %10s %10s %10s %10s\n", "", "MiB", "", "peak MiB", "peak MiB", "overhead", "overhead");
+    std::printf(
+        "%s: %d stages, store-all activation peak %.2f MiB, rotor's minimum %.2f MiB (%.0f%%)\n",
+        p.name.c_str(), c.length(), mib(peak), mib(remat::rotor::minimum_budget(c)),
+        100.0 * static_cast<double>(remat::rotor::minimum_budget(c)) / static_cast<double>(peak));
+    std::printf("  %-15s %9s %5s %10s %10s %10s %10s  %s\n", "policy", "budget", "%", "planned",
+                "measured", "predicted", "measured", "bitwise");
+    std::printf("  %-15s %9s %5s %10s %10s %10s %10s\n", "", "MiB", "", "peak MiB", "peak MiB",
+                "overhead", "overhead");
     for (const row& r : rows) {
       const double pct = 100.0 * static_cast<double>(r.budget) / static_cast<double>(peak);
       if (r.status != "ok") {
-        std::printf("  %-15s %9.2f %4.0f%% %s\n", r.policy.c_str(), mib(r.budget), pct, r.status.c_str());
+        std::printf("  %-15s %9.2f %4.0f%% %s\n", r.policy.c_str(), mib(r.budget), pct,
+                    r.status.c_str());
         continue;
       }
-      std::printf("  %-15s %9.2f %4.0f%% %10.2f %10.2f %+9.1f%% %+9.1f%%  %s\n", r.policy.c_str(), mib(r.budget), pct,
-                  mib(r.planned_peak), mib(r.measured_peak), 100 * r.predicted_overhead, 100 * r.measured_overhead,
-                  r.bitwise ? "yes" : "NO");
+      std::printf("  %-15s %9.2f %4.0f%% %10.2f %10.2f %+9.1f%% %+9.1f%%  %s\n", r.policy.c_str(),
+                  mib(r.budget), pct, mib(r.planned_peak), mib(r.measured_peak),
+                  100 * r.predicted_overhead, 100 * r.measured_overhead, r.bitwise ? "yes" : "NO");
     }
-    std::printf("  (measured overhead: remat's step against plain LibTorch's forward and backward, medians of %d steps;\n"
-                "   predicted: the plan's time against store-all's, from the profile)\n\n",
-                o.steps);
+    std::printf(
+        "  (measured overhead: remat's step against plain LibTorch's forward and backward, medians "
+        "of %d steps;\n"
+        "   predicted: the plan's time against store-all's, from the profile)\n\n",
+        o.steps);
   }
   if (o.json) std::printf("\n]\n");
 }

@@ -8,22 +8,23 @@
 // for compiling, not for running.
 
 #include <optional>
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/schedule.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 
-#include <remat/core/result.hpp>
-#include <remat/core/units.hpp>
-#include <remat/problem/chain.hpp>
-#include <remat/problem/graph.hpp>
-#include <remat/schedule/schedule.hpp>
-
 namespace remat::archetypes {
 
 namespace detail {
-[[noreturn]] inline void unreachable() { throw std::logic_error("remat::archetypes: for compiling only"); }
+[[noreturn]] inline void unreachable() {
+  throw std::logic_error("remat::archetypes: for compiling only");
+}
 }  // namespace detail
 
 /// Move-only, default-constructible: what a backend's allocate returns (exec::buffer_t).
@@ -93,7 +94,9 @@ struct chain_layer {
   using context = archetypes::context;
   tensor forward(const tensor&, backend&) { detail::unreachable(); }
   tensor forward_save(const tensor&, context&, backend&) { detail::unreachable(); }
-  tensor backward(const tensor&, const tensor&, const context&, const tensor&, backend&) { detail::unreachable(); }
+  tensor backward(const tensor&, const tensor&, const context&, const tensor&, backend&) {
+    detail::unreachable();
+  }
   tensor backward(const tensor&, const tensor&, const context&, backend&) { detail::unreachable(); }
 };
 
@@ -106,8 +109,8 @@ struct dag_layer {
                 std::span<std::optional<tensor>>, backend&) {
     detail::unreachable();
   }
-  void backward(std::span<const tensor* const>, const tensor*, const context&, std::span<std::optional<tensor>>,
-                backend&) {
+  void backward(std::span<const tensor* const>, const tensor*, const context&,
+                std::span<std::optional<tensor>>, backend&) {
     detail::unreachable();
   }
 };

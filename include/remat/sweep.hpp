@@ -11,17 +11,13 @@
 // offloading ones, pofo, offload_dynprog, offload_greedy, offload_autocapper, at `bandwidth`
 // (0 leaves them out). The graph planners (checkmate, rockmate) are not swept: they need a MILP
 // backend (an opt-in header and library) and take seconds to minutes per budget, where the whole
-// sweep of the chain policies takes a second or two on the example chains (12 budgets); plan them with
-// remat-plan at the budgets of interest.
+// sweep of the chain policies takes a second or two on the example chains (12 budgets); plan them
+// with remat-plan at the budgets of interest.
 
 #include <algorithm>
 #include <cstddef>
 #include <limits>
-#include <string>
-#include <vector>
-
 #include <remat/core/result.hpp>
-#include <remat/sweep_result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/policy/concepts.hpp>
 #include <remat/policy/offload.hpp>
@@ -33,6 +29,9 @@
 #include <remat/problem/chain.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
+#include <remat/sweep_result.hpp>
+#include <string>
+#include <vector>
 
 namespace remat {
 
@@ -50,11 +49,13 @@ void sweep_policy(const chain& c, const P& policy, sweep_result& out) {
       pt.code = s.code();
       pt.message = s.message();
     } else {
-      const auto r = sim::simulate(c, *s, {.budget = budget, .record_timeline = false, .hw = machine_of(policy)});
+      const auto r = sim::simulate(
+          c, *s, {.budget = budget, .record_timeline = false, .hw = machine_of(policy)});
       if (!r.valid) {
         // finish() replays every plan before returning it: a rejected plan is a bug in remat.
         pt.code = status::solver_error;
-        pt.message = std::string(P::name) + " returned a plan the simulator rejects (a bug in remat): " +
+        pt.message = std::string(P::name) +
+                     " returned a plan the simulator rejects (a bug in remat): " +
                      (r.first_violation ? r.first_violation->message : std::string("?"));
       } else {
         pt.peak = r.peak;
@@ -71,10 +72,15 @@ void sweep_policy(const chain& c, const P& policy, sweep_result& out) {
 /// Fails (invalid_problem) on an invalid chain or options, never for a budget a policy cannot plan.
 inline result<sweep_result> sweep(const chain& c, const sweep_options& opt = {}) {
   if (auto v = validate(c); !v) return v.err();
-  auto bad = [](const std::string& why) { return error{status::invalid_problem, "remat::sweep: " + why, {}}; };
-  if (opt.budgets < 2) return bad("budgets is " + std::to_string(opt.budgets) + "; a curve needs at least 2");
-  if (!(opt.bandwidth >= 0)) return bad("bandwidth must be >= 0 bytes per second (0: no offloading policies)");
-  if (opt.lowest < 0 || opt.highest < 0) return bad("lowest and highest are budgets in bytes, >= 0 (0: automatic)");
+  auto bad = [](const std::string& why) {
+    return error{status::invalid_problem, "remat::sweep: " + why, {}};
+  };
+  if (opt.budgets < 2)
+    return bad("budgets is " + std::to_string(opt.budgets) + "; a curve needs at least 2");
+  if (!(opt.bandwidth >= 0))
+    return bad("bandwidth must be >= 0 bytes per second (0: no offloading policies)");
+  if (opt.lowest < 0 || opt.highest < 0)
+    return bad("lowest and highest are budgets in bytes, >= 0 (0: automatic)");
 
   sweep_result out;
   out.problem = c.name;
@@ -91,7 +97,8 @@ inline result<sweep_result> sweep(const chain& c, const sweep_options& opt = {})
   const bytes hi = opt.highest > 0 ? opt.highest : out.store_all_peak;
   const bytes lo = opt.lowest > 0 ? opt.lowest : minimum / 10 * 9;
   if (lo >= hi)
-    return bad("the lowest budget (" + format_bytes(lo) + ") must be below the highest (" + format_bytes(hi) + ")");
+    return bad("the lowest budget (" + format_bytes(lo) + ") must be below the highest (" +
+               format_bytes(hi) + ")");
   const auto n = static_cast<bytes>(opt.budgets);
   // lo + (hi - lo) * i / (n - 1), exactly and without overflow.
   const bytes step = (hi - lo) / (n - 1), rest = (hi - lo) % (n - 1);

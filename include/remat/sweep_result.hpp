@@ -4,11 +4,10 @@
 
 #include <cstddef>
 #include <limits>
-#include <string>
-#include <vector>
-
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
+#include <string>
+#include <vector>
 
 namespace remat {
 
@@ -29,9 +28,9 @@ struct sweep_options {
   /// The lowest budget; 0: 90% of the smallest budget that rotor (or pofo, with transfers) plans
   /// with, so that the first points show where the policies stop.
   bytes lowest = 0;
-  bytes highest = 0;                        ///< the highest budget; 0: store-all's peak
-  double bandwidth = 12e9;                  ///< the offloading policies' rates each way; 0: leave them out
-  int floating_max_stages = 24;             ///< rotor_floating only on chains up to this length
+  bytes highest = 0;             ///< the highest budget; 0: store-all's peak
+  double bandwidth = 12e9;       ///< the offloading policies' rates each way; 0: leave them out
+  int floating_max_stages = 24;  ///< rotor_floating only on chains up to this length
   seconds time_limit = std::numeric_limits<double>::infinity();  ///< each solve's limit
 };
 
@@ -46,7 +45,9 @@ struct sweep_result {
   std::vector<std::string> notes;     ///< policies left out, and why
 
   /// The point of policy p at budget b.
-  [[nodiscard]] const sweep_point& at(std::size_t p, std::size_t b) const { return points[p * budgets.size() + b]; }
+  [[nodiscard]] const sweep_point& at(std::size_t p, std::size_t b) const {
+    return points[p * budgets.size() + b];
+  }
 };
 
 }  // namespace remat

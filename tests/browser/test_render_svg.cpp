@@ -5,6 +5,7 @@
 // (tests/CMakeLists.txt, label browser). chromium runs under `timeout`, so a browser that hangs
 // fails the test instead of holding CI.
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <array>
@@ -15,15 +16,12 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <remat/io/svg.hpp>
+#include <remat/sweep.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
-
-#include <remat/io/svg.hpp>
-#include <remat/sweep.hpp>
 
 #include "support/random_chain.hpp"
 #include "support/xml_check.hpp"
@@ -69,7 +67,8 @@ struct image {
   int w = 0, h = 0;
   std::vector<std::array<std::uint8_t, 3>> px;
   [[nodiscard]] const std::array<std::uint8_t, 3>& at(int x, int y) const {
-    return px[static_cast<std::size_t>(y) * static_cast<std::size_t>(w) + static_cast<std::size_t>(x)];
+    return px[static_cast<std::size_t>(y) * static_cast<std::size_t>(w) +
+              static_cast<std::size_t>(x)];
   }
 };
 
@@ -113,8 +112,8 @@ image decode_png(const std::string& f, std::string& why) {
   const std::size_t stride = static_cast<std::size_t>(img.w) * bpp;
   std::vector<std::uint8_t> raw((stride + 1) * static_cast<std::size_t>(img.h));
   uLongf size = static_cast<uLongf>(raw.size());
-  if (uncompress(raw.data(), &size, reinterpret_cast<const Bytef*>(idat.data()), static_cast<uLong>(idat.size())) !=
-          Z_OK ||
+  if (uncompress(raw.data(), &size, reinterpret_cast<const Bytef*>(idat.data()),
+                 static_cast<uLong>(idat.size())) != Z_OK ||
       size != raw.size()) {
     why = "the PNG's image data does not inflate to its size";
     return {};
@@ -127,19 +126,30 @@ image decode_png(const std::string& f, std::string& why) {
     std::uint8_t* row = &out[y * stride];
     const std::uint8_t* up = y > 0 ? &out[(y - 1) * stride] : nullptr;
     for (std::size_t x = 0; x < stride; ++x) {
-      const int a = x >= bpp ? row[x - bpp] : 0, b = up ? up[x] : 0, c = up && x >= bpp ? up[x - bpp] : 0;
+      const int a = x >= bpp ? row[x - bpp] : 0, b = up ? up[x] : 0,
+                c = up && x >= bpp ? up[x - bpp] : 0;
       int pred = 0;
       switch (filter) {
-        case 0: pred = 0; break;
-        case 1: pred = a; break;
-        case 2: pred = b; break;
-        case 3: pred = (a + b) / 2; break;
+        case 0:
+          pred = 0;
+          break;
+        case 1:
+          pred = a;
+          break;
+        case 2:
+          pred = b;
+          break;
+        case 3:
+          pred = (a + b) / 2;
+          break;
         case 4: {
           const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
           pred = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
           break;
         }
-        default: why = "an unknown PNG row filter"; return {};
+        default:
+          why = "an unknown PNG row filter";
+          return {};
       }
       row[x] = static_cast<std::uint8_t>((in[x] + pred) & 0xFF);
     }
@@ -157,57 +167,68 @@ bool ink(const std::array<std::uint8_t, 3>& p) { return p[0] < 200 || p[1] < 200
 int main() {
   const std::string chromium = find_chromium();
   if (chromium.empty()) {
-    std::printf("SKIP: no chromium on PATH (Debian: apt-get install chromium; or set REMAT_CHROMIUM)\n");
+    std::printf(
+        "SKIP: no chromium on PATH (Debian: apt-get install chromium; or set REMAT_CHROMIUM)\n");
     return skip;
   }
   // The picture: a sweep of a small random chain, every policy.
   remat::testing::chain_generator gen(2026);
-  const remat::chain c = gen({.min_length = 6, .max_length = 6, .p_zero_size = 0, .p_zero_time = 0}, "browser check");
+  const remat::chain c =
+      gen({.min_length = 6, .max_length = 6, .p_zero_size = 0, .p_zero_time = 0}, "browser check");
   const auto sw = remat::sweep(c, {.budgets = 8, .bandwidth = 1e6});
   if (!sw) return failed(sw.message());
   const std::string svg = remat::io::overhead_curve_svg(*sw);
 
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("remat_browser_" + std::to_string(getpid()) + "_" + std::to_string(std::random_device{}()));
+  const auto dir =
+      std::filesystem::temp_directory_path() /
+      ("remat_browser_" + std::to_string(getpid()) + "_" + std::to_string(std::random_device{}()));
   std::filesystem::create_directories(dir);
   const auto file = dir / "curve.svg", shot = dir / "shot.png", log = dir / "chromium.log";
   if (!remat::io::write_text_file(file, svg)) return failed("cannot write " + file.string());
-  const std::string cmd = "timeout 90 " + quote(chromium) +
-                          " --headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run"
-                          " --disable-dev-shm-usage --user-data-dir=" +
-                          quote((dir / "profile").string()) + " --screenshot=" + quote(shot.string()) +
-                          " --window-size=" + std::to_string(width) + "," + std::to_string(height) + " " +
-                          quote("file://" + file.string()) + " >" + quote(log.string()) + " 2>&1";
+  const std::string cmd =
+      "timeout 90 " + quote(chromium) +
+      " --headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run"
+      " --disable-dev-shm-usage --user-data-dir=" +
+      quote((dir / "profile").string()) + " --screenshot=" + quote(shot.string()) +
+      " --window-size=" + std::to_string(width) + "," + std::to_string(height) + " " +
+      quote("file://" + file.string()) + " >" + quote(log.string()) + " 2>&1";
   const int rc = std::system(cmd.c_str());
   const std::string png = slurp(shot), messages = slurp(log);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   if (rc != 0 || png.empty())
-    return failed("chromium (" + chromium + ") gave no screenshot (exit status " + std::to_string(rc) +
-                  "); its output:\n" + messages.substr(messages.size() > 4000 ? messages.size() - 4000 : 0));
+    return failed("chromium (" + chromium + ") gave no screenshot (exit status " +
+                  std::to_string(rc) + "); its output:\n" +
+                  messages.substr(messages.size() > 4000 ? messages.size() - 4000 : 0));
 
   std::string why;
   const image img = decode_png(png, why);
   if (img.px.empty()) return failed(why);
   if (img.w != width || img.h != height)
-    return failed("the screenshot is " + std::to_string(img.w) + "x" + std::to_string(img.h) + ", not " +
-                  std::to_string(width) + "x" + std::to_string(height));
+    return failed("the screenshot is " + std::to_string(img.w) + "x" + std::to_string(img.h) +
+                  ", not " + std::to_string(width) + "x" + std::to_string(height));
   // Not blank: ink, in several colours (the series), on a white page.
   std::size_t inked = 0;
   std::set<std::uint32_t> colours;
   for (const auto& p : img.px) {
     inked += ink(p);
-    colours.insert(static_cast<std::uint32_t>(p[0]) << 16 | static_cast<std::uint32_t>(p[1]) << 8 | p[2]);
+    colours.insert(static_cast<std::uint32_t>(p[0]) << 16 | static_cast<std::uint32_t>(p[1]) << 8 |
+                   p[2]);
   }
   const double share = static_cast<double>(inked) / static_cast<double>(img.px.size());
-  std::printf("screenshot %dx%d: %.1f%% ink, %zu colours\n", img.w, img.h, 100 * share, colours.size());
-  if (share < 0.01 || share > 0.6) return failed("the screenshot is blank or filled: " + std::to_string(share));
-  if (colours.size() < 8) return failed("the screenshot has " + std::to_string(colours.size()) + " colours");
+  std::printf("screenshot %dx%d: %.1f%% ink, %zu colours\n", img.w, img.h, 100 * share,
+              colours.size());
+  if (share < 0.01 || share > 0.6)
+    return failed("the screenshot is blank or filled: " + std::to_string(share));
+  if (colours.size() < 8)
+    return failed("the screenshot has " + std::to_string(colours.size()) + " colours");
   // The title's text is drawn (dark pixels in its band).
   std::size_t title = 0;
   for (int y = 8; y < 30; ++y)
-    for (int x = 0; x < img.w; ++x) title += img.at(x, y)[0] < 100 && img.at(x, y)[1] < 100 && img.at(x, y)[2] < 100;
-  if (title < 100) return failed("no title text drawn (" + std::to_string(title) + " dark pixels at the top)");
+    for (int x = 0; x < img.w; ++x)
+      title += img.at(x, y)[0] < 100 && img.at(x, y)[1] < 100 && img.at(x, y)[2] < 100;
+  if (title < 100)
+    return failed("no title text drawn (" + std::to_string(title) + " dark pixels at the top)");
   // Ink where the SVG puts each point (within 4 pixels).
   const auto doc = remat::testing::parse_xml(svg);
   if (!doc.error.empty()) return failed("the SVG is not well-formed: " + doc.error);

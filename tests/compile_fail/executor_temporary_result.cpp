@@ -10,6 +10,7 @@ int main() {
   std::tuple<cf::layer, cf::loss> model;
   const remat::chain c = cf::chain_of(2);
   cf::host_backend b;
-  remat::exec::executor ex(model, *remat::result<remat::chain>(c), b);  // a result's temporary value
+  remat::exec::executor ex(model, *remat::result<remat::chain>(c),
+                           b);  // a result's temporary value
   (void)ex.run(*remat::store_all{}.solve(c, 100), cf::tensor{b.allocate(4)});
 }

@@ -1,9 +1,8 @@
 // Must NOT compile: a layer without forward(). The test expects the library's static_assert
 // message, which names the missing member (tests/CMakeLists.txt, compile_fail.*).
-#include <vector>
-
 #include <remat/exec.hpp>
 #include <remat/remat.hpp>
+#include <vector>
 
 struct tensor {
   remat::exec::host_backend::buffer buf;
@@ -14,8 +13,11 @@ struct layer {  // forward is missing
   struct context {
     [[nodiscard]] remat::bytes bytes() const { return 0; }
   };
-  tensor forward_save(const tensor& x, context&, remat::exec::host_backend& b) { return {b.allocate(x.bytes())}; }
-  tensor backward(const tensor& x, const tensor&, const context&, const tensor&, remat::exec::host_backend& b) {
+  tensor forward_save(const tensor& x, context&, remat::exec::host_backend& b) {
+    return {b.allocate(x.bytes())};
+  }
+  tensor backward(const tensor& x, const tensor&, const context&, const tensor&,
+                  remat::exec::host_backend& b) {
     return {b.allocate(x.bytes())};
   }
 };

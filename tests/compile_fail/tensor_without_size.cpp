@@ -1,8 +1,7 @@
 // Must NOT compile: a tensor type with no size in bytes.
-#include <vector>
-
 #include <remat/exec.hpp>
 #include <remat/remat.hpp>
+#include <vector>
 
 struct tensor {
   remat::exec::host_backend::buffer buf;
@@ -13,8 +12,11 @@ struct layer {
     [[nodiscard]] remat::bytes bytes() const { return 0; }
   };
   tensor forward(const tensor&, remat::exec::host_backend& b) { return {b.allocate(4)}; }
-  tensor forward_save(const tensor&, context&, remat::exec::host_backend& b) { return {b.allocate(4)}; }
-  tensor backward(const tensor&, const tensor&, const context&, const tensor&, remat::exec::host_backend& b) {
+  tensor forward_save(const tensor&, context&, remat::exec::host_backend& b) {
+    return {b.allocate(4)};
+  }
+  tensor backward(const tensor&, const tensor&, const context&, const tensor&,
+                  remat::exec::host_backend& b) {
     return {b.allocate(4)};
   }
 };

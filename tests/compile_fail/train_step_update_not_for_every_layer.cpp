@@ -11,5 +11,6 @@ int main() {
   cf::host_backend b;
   remat::exec::executor ex(model, c, b);
   auto only_layers = [](cf::layer&) {};  // not callable on cf::loss
-  (void)remat::exec::train_step(ex, *remat::store_all{}.solve(c, 100), cf::tensor{b.allocate(4)}, only_layers);
+  (void)remat::exec::train_step(ex, *remat::store_all{}.solve(c, 100), cf::tensor{b.allocate(4)},
+                                only_layers);
 }

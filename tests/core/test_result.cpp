@@ -1,9 +1,8 @@
 #include <doctest/doctest.h>
 
-#include <string>
-
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
+#include <string>
 
 using namespace remat;
 using namespace remat::literals;

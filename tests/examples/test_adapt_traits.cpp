@@ -5,12 +5,11 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/host_backend.hpp>
 #include <sstream>
 #include <string>
 #include <utility>
-
-#include <remat/exec/concepts.hpp>
-#include <remat/exec/host_backend.hpp>
 
 using remat::exec::host_backend;
 

@@ -3,14 +3,12 @@
 #include <doctest/doctest.h>
 
 #include <cstddef>
+#include <eigen/models.hpp>
 #include <functional>
-#include <string>
-#include <vector>
-
 #include <remat/exec.hpp>
 #include <remat/remat.hpp>
-
-#include <eigen/models.hpp>
+#include <string>
+#include <vector>
 
 using namespace remat;
 using remat::exec::host_backend;
@@ -101,7 +99,8 @@ TEST_CASE("eg models with the batch's targets: mse_loss takes them, the loss val
   eg::model pm = build();
   const auto* loss = static_cast<const eg::mse_loss*>(pm.back().get());
   const eg::matrix fixed = loss->target();
-  auto c = exec::profile_chain(pm, eg::make_input(pb, 8, 16, 5), fixed, pb, {.repetitions = 1, .warmup = 0});
+  auto c = exec::profile_chain(pm, eg::make_input(pb, 8, 16, 5), fixed, pb,
+                               {.repetitions = 1, .warmup = 0});
   REQUIRE_MESSAGE(c.ok(), c.message());
   const auto s = rotor{.slots = 0}.solve(*c, rotor::minimum_budget(*c));
   REQUIRE(s.ok());

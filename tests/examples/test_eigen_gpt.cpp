@@ -9,14 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <eigen/models.hpp>
 #include <initializer_list>
 #include <limits>
 #include <memory>
 #include <optional>
-#include <string>
-#include <utility>
-#include <vector>
-
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/policy/rockmate.hpp>
@@ -24,8 +21,9 @@
 #include <remat/problem/builder.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
-
-#include <eigen/models.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "exec/checkmate_backend.hpp"
 #include "exec/graph_schedules.hpp"
@@ -46,7 +44,9 @@ constexpr eg::index tokens = batch * sequence;
 constexpr float dropout_p = 0.1f;
 constexpr std::uint64_t seed = 7;
 
-eg::dag tiny_gpt() { return eg::make_gpt_dag(gpt_layers, width, heads, sequence, batch, dropout_p, seed); }
+eg::dag tiny_gpt() {
+  return eg::make_gpt_dag(gpt_layers, width, heads, sequence, batch, dropout_p, seed);
+}
 
 /// Checks a layer's backward against central differences of <f(x...), dy> on every `stride`-th
 /// element of each input (f evaluated in float, summed in double over the finite outputs: a
@@ -58,8 +58,8 @@ eg::dag tiny_gpt() { return eg::make_gpt_dag(gpt_layers, width, heads, sequence,
 /// largest error seen was 0.3% of the tolerance, and a missing 1/sqrt(d) in scores' dk, a wrong
 /// row sum in softmax's backward or an untransposed P in attention_context's dv each broke it
 /// by 20 to 60 times.)
-void check_gradients(eg::layer& l, std::vector<eg::tensor>& xs, std::uint64_t dy_seed, eg::index stride,
-                     float h = 1e-2f) {
+void check_gradients(eg::layer& l, std::vector<eg::tensor>& xs, std::uint64_t dy_seed,
+                     eg::index stride, float h = 1e-2f) {
   host_backend b;
   std::vector<const eg::tensor*> px;
   for (const auto& t : xs) px.push_back(&t);
@@ -100,7 +100,8 @@ void check_gradients(eg::layer& l, std::vector<eg::tensor>& xs, std::uint64_t dy
       const double numeric = (up - down) / (2.0 * static_cast<double>(h));
       const double analytic = dx[j]->data()[i];
       INFO(l.name(), " dx", j, "[", i, "]: numeric ", numeric, ", analytic ", analytic);
-      CHECK(std::abs(numeric - analytic) <= 1e-4 + 1e-3 * std::max(std::abs(numeric), std::abs(analytic)));
+      CHECK(std::abs(numeric - analytic) <=
+            1e-4 + 1e-3 * std::max(std::abs(numeric), std::abs(analytic)));
       magnitude += std::abs(analytic);
       ++checked;
     }
@@ -117,7 +118,8 @@ void check_gradients(eg::layer& l, std::vector<eg::tensor>& xs, std::uint64_t dy
   }
 }
 
-std::vector<eg::tensor> inputs(host_backend& b, std::initializer_list<std::pair<eg::index, eg::index>> shapes,
+std::vector<eg::tensor> inputs(host_backend& b,
+                               std::initializer_list<std::pair<eg::index, eg::index>> shapes,
                                std::uint64_t first_seed, float scale = 1.0f) {
   std::vector<eg::tensor> xs;
   for (auto [r, c] : shapes) {
@@ -137,7 +139,8 @@ TEST_CASE("eg gpt ops: forward by definition, gradients against finite differenc
       CAPTURE(causal);
       eg::scores l(heads, sequence, causal, "scores");
       auto xs = inputs(b, {{tokens, width}, {tokens, width}}, 11);
-      // By definition, in double: S_nh(i, j) = q_nh(i) . k_nh(j) / sqrt(d), -inf above the diagonal.
+      // By definition, in double: S_nh(i, j) = q_nh(i) . k_nh(j) / sqrt(d), -inf above the
+      // diagonal.
       const eg::tensor s = l.forward(std::vector<const eg::tensor*>{&xs[0], &xs[1]}, b);
       REQUIRE(s.rows() == rows);
       REQUIRE(s.cols() == sequence);
@@ -147,7 +150,8 @@ TEST_CASE("eg gpt ops: forward by definition, gradients against finite differenc
             for (eg::index j = 0; j < sequence; ++j) {
               double dot = 0;
               for (eg::index c = hd * d; c < (hd + 1) * d; ++c)
-                dot += static_cast<double>(xs[0].mat()(n * sequence + i, c)) * xs[1].mat()(n * sequence + j, c);
+                dot += static_cast<double>(xs[0].mat()(n * sequence + i, c)) *
+                       xs[1].mat()(n * sequence + j, c);
               const float got = s.mat()((n * heads + hd) * sequence + i, j);
               if (causal && j > i)
                 CHECK(got == -std::numeric_limits<float>::infinity());
@@ -168,13 +172,15 @@ TEST_CASE("eg gpt ops: forward by definition, gradients against finite differenc
         ref_sum += std::exp(static_cast<double>(xs[0].mat()(r, c)));
       }
       CHECK(std::abs(sum - 1) < 1e-6);
-      CHECK(std::abs(y.mat()(r, 1) - std::exp(static_cast<double>(xs[0].mat()(r, 1))) / ref_sum) < 1e-6);
+      CHECK(std::abs(y.mat()(r, 1) - std::exp(static_cast<double>(xs[0].mat()(r, 1))) / ref_sum) <
+            1e-6);
     }
     check_gradients(l, xs, 23, 3);
     // On causal scores: 0 above the diagonal, rows that sum to 1.
     eg::scores sc(heads, sequence, true, "scores");
     auto qk = inputs(b, {{tokens, width}, {tokens, width}}, 25);
-    const eg::tensor p = l.forward(sc.forward(std::vector<const eg::tensor*>{&qk[0], &qk[1]}, b), b);
+    const eg::tensor p =
+        l.forward(sc.forward(std::vector<const eg::tensor*>{&qk[0], &qk[1]}, b), b);
     for (eg::index r = 0; r < rows; ++r)
       for (eg::index c = r % sequence + 1; c < sequence; ++c) CHECK(p.mat()(r, c) == 0.0f);
   }
@@ -216,10 +222,12 @@ TEST_CASE("eg gpt ops: forward by definition, gradients against finite differenc
   SUBCASE("shapes that do not fit") {
     eg::scores sc(heads, sequence, true, "scores");
     auto bad = inputs(b, {{tokens, width}, {tokens + 1, width}}, 51);
-    CHECK_THROWS_AS((void)sc.forward(std::vector<const eg::tensor*>{&bad[0], &bad[1]}, b), std::invalid_argument);
+    CHECK_THROWS_AS((void)sc.forward(std::vector<const eg::tensor*>{&bad[0], &bad[1]}, b),
+                    std::invalid_argument);
     eg::attention_context cx(heads, "context");
     auto bad2 = inputs(b, {{rows, sequence + 1}, {tokens, width}}, 53);
-    CHECK_THROWS_AS((void)cx.forward(std::vector<const eg::tensor*>{&bad2[0], &bad2[1]}, b), std::invalid_argument);
+    CHECK_THROWS_AS((void)cx.forward(std::vector<const eg::tensor*>{&bad2[0], &bad2[1]}, b),
+                    std::invalid_argument);
     CHECK_THROWS_AS((void)eg::make_gpt_dag(1, 15, 2, 4, 2, 0.1f, 1), std::invalid_argument);
   }
 }
@@ -239,7 +247,8 @@ TEST_CASE("eg::make_gpt_dag: the ops, and plain training gives the same bits twi
   CHECK(d.ops[d.ops.size() - 2].name == "ln_f");
   CHECK(d.ops.back().name == "loss");
   for (std::size_t i = 0; i < d.ops.size(); ++i) CHECK(d.layers[i]->name() == d.ops[i].name);
-  CHECK(eg::make_gpt_dag(gpt_layers, width, heads, sequence, batch, 0.0f, seed).ops.size() == 14 * gpt_layers + 2);
+  CHECK(eg::make_gpt_dag(gpt_layers, width, heads, sequence, batch, 0.0f, seed).ops.size() ==
+        14 * gpt_layers + 2);
 
   // Twice on fresh models, and twice on one model with its random states restored.
   host_backend b;
@@ -291,7 +300,8 @@ TEST_CASE("eg::make_gpt_dag: profile_dag, then build_graph") {
   const bytes act = eg::tensor::byte_size(tokens, width);
   const bytes score = eg::tensor::byte_size(batch * heads * sequence, sequence);
   auto op = [&](const std::string& name) -> const forward_op& {
-    const auto it = std::find_if(f.ops.begin(), f.ops.end(), [&](const forward_op& o) { return o.name == name; });
+    const auto it = std::find_if(f.ops.begin(), f.ops.end(),
+                                 [&](const forward_op& o) { return o.name == name; });
     REQUIRE(it != f.ops.end());
     return *it;
   };
@@ -303,7 +313,7 @@ TEST_CASE("eg::make_gpt_dag: profile_dag, then build_graph") {
   CHECK(op("h0.softmax").output_bytes == score);
   CHECK(op("h0.softmax").phantom_bytes == 0);
   CHECK(op("h0.softmax").backward_reads.size() == 1);  // its own output only
-  CHECK(op("h0.attn_drop").phantom_bytes == score);     // the mask
+  CHECK(op("h0.attn_drop").phantom_bytes == score);    // the mask
   CHECK(op("h0.attn_drop").backward_reads.empty());
   CHECK(op("h0.context").output_bytes == act);
   CHECK(op("h0.context").phantom_bytes == 0);
@@ -321,7 +331,8 @@ TEST_CASE("eg::make_gpt_dag: profile_dag, then build_graph") {
   CHECK(sim.peak > g->initial_bytes());
 }
 
-TEST_CASE("eg::make_gpt_dag under the executor: store-all and checkmate at 60%, plain training's bits") {
+TEST_CASE(
+    "eg::make_gpt_dag under the executor: store-all and checkmate at 60%, plain training's bits") {
   const forward_dag f = profiled_gpt();
   auto built = build_graph(f);
   REQUIRE_MESSAGE(built.ok(), built.message());
@@ -350,9 +361,11 @@ TEST_CASE("eg::make_gpt_dag under the executor: store-all and checkmate at 60%, 
   programs.emplace_back("checkmate (relaxed) at 60%", *planned);
   // rockmate: blocks planned by checkmate, then RK-Rotor; at 60%, or at its minimum when that
   // is higher (the chain of blocks keeps each block's input through its backward).
-  const rockmate<checkmate<milp_backend>> rk{.inner = {.relax = true}, .peak_budgets = 4, .save_budgets = 3};
+  const rockmate<checkmate<milp_backend>> rk{
+      .inner = {.relax = true}, .peak_budgets = 4, .save_budgets = 3};
   auto rk_plan = rk.plan(g, budget);
-  if (rk_plan.code() == status::budget_too_small) rk_plan = rk.plan(g, *rk_plan.err().minimum_budget);
+  if (rk_plan.code() == status::budget_too_small)
+    rk_plan = rk.plan(g, *rk_plan.err().minimum_budget);
   REQUIRE_MESSAGE(rk_plan.ok(), rk_plan.message());
   CHECK(rk_plan->blocks.size() >= 3);
   CHECK(rk_plan->kinds < static_cast<int>(rk_plan->blocks.size()));  // the two layers are one kind

@@ -6,12 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <eigen/models.hpp>
 #include <functional>
 #include <memory>
 #include <optional>
-#include <string>
-#include <vector>
-
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/policy/rockmate.hpp>
@@ -19,8 +17,8 @@
 #include <remat/problem/builder.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
-
-#include <eigen/models.hpp>
+#include <string>
+#include <vector>
 
 #include "exec/checkmate_backend.hpp"
 #include "exec/graph_schedules.hpp"
@@ -31,14 +29,16 @@ using remat::exec::host_backend;
 
 static_assert(exec::check_dag_layer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>());
 static_assert(exec::DagLayer<eg::attention, eg::tensor, host_backend>);
-static_assert(exec::ChainLayer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>);  // still a chain layer
+static_assert(
+    exec::ChainLayer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>);  // still a chain layer
 
 namespace {
 
 /// <f(x...), dy> by central differences against the backward, for every element of every
 /// input; then the backward again on the filled gradients, which must add the same
 /// contribution in place (dx + c, bit for bit).
-void check_multi_input(eg::layer& l, std::vector<eg::tensor>& xs, std::uint64_t seed, float h = 2e-3f) {
+void check_multi_input(eg::layer& l, std::vector<eg::tensor>& xs, std::uint64_t seed,
+                       float h = 2e-3f) {
   host_backend b;
   std::vector<const eg::tensor*> px;
   for (const auto& t : xs) px.push_back(&t);
@@ -46,7 +46,8 @@ void check_multi_input(eg::layer& l, std::vector<eg::tensor>& xs, std::uint64_t 
   const eg::tensor y = l.forward_save(px, ctx, b);
   const eg::tensor dy = eg::make_input(b, y.rows(), y.cols(), seed);
   const auto reads = l.backward_reads();
-  std::vector<const eg::tensor*> rx = reads.inputs ? px : std::vector<const eg::tensor*>(px.size(), nullptr);
+  std::vector<const eg::tensor*> rx =
+      reads.inputs ? px : std::vector<const eg::tensor*>(px.size(), nullptr);
   std::vector<std::optional<eg::tensor>> dx(xs.size());
   l.backward(rx, reads.output ? &y : nullptr, ctx, dy, dx, b);
   auto f = [&] {
@@ -71,7 +72,8 @@ void check_multi_input(eg::layer& l, std::vector<eg::tensor>& xs, std::uint64_t 
       const double numeric = (up - down) / (2.0 * static_cast<double>(h));
       const double analytic = dx[j]->data()[i];
       INFO(l.name(), " dx", j, "[", i, "]: numeric ", numeric, ", analytic ", analytic);
-      CHECK(std::abs(numeric - analytic) <= 2e-3 + 2e-2 * std::max(std::abs(numeric), std::abs(analytic)));
+      CHECK(std::abs(numeric - analytic) <=
+            2e-3 + 2e-2 * std::max(std::abs(numeric), std::abs(analytic)));
     }
   }
   std::vector<eg::tensor> once;
@@ -85,7 +87,8 @@ void check_multi_input(eg::layer& l, std::vector<eg::tensor>& xs, std::uint64_t 
 
 }  // namespace
 
-TEST_CASE("eg::add and eg::attention: gradients against finite differences, accumulation in place") {
+TEST_CASE(
+    "eg::add and eg::attention: gradients against finite differences, accumulation in place") {
   host_backend b;
   SUBCASE("add") {
     eg::add l("add");
@@ -112,7 +115,7 @@ void check_dag(const std::function<eg::dag()>& build, eg::index batch, eg::index
   host_backend pb;
   eg::dag pm = build();
   auto f = exec::profile_dag(pm, eg::make_input(pb, batch, width, 5), pb,
-                               {.repetitions = 1, .warmup = 0, .name = "eg dag"});
+                             {.repetitions = 1, .warmup = 0, .name = "eg dag"});
   REQUIRE_MESSAGE(f.ok(), f.message());
   // Fixed times instead of the measured ones, so that the plans (and what runs) are the same in
   // every run of the test: the sizes, which is what the checks below depend on, are measured.
@@ -215,7 +218,8 @@ std::function<std::vector<schedule>(const graph&)> rockmate_at(std::vector<doubl
     for (double f : fractions) {
       const auto budget = static_cast<bytes>(static_cast<double>(peak) * f);
 #if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
-      add(rockmate<checkmate<milp_backend>>{.peak_budgets = 4, .save_budgets = 4, .inner_time_limit = 10, .threads = 2}
+      add(rockmate<checkmate<milp_backend>>{
+          .peak_budgets = 4, .save_budgets = 4, .inner_time_limit = 10, .threads = 2}
               .plan(g, budget));
 #endif
       if (f == fractions.back()) add(rockmate<store_all>{}.plan(g, budget));
@@ -226,7 +230,8 @@ std::function<std::vector<schedule>(const graph&)> rockmate_at(std::vector<doubl
 
 }  // namespace
 
-TEST_CASE("eg DAG models under the executor: rockmate's plans, plain training's gradients bit for bit") {
+TEST_CASE(
+    "eg DAG models under the executor: rockmate's plans, plain training's gradients bit for bit") {
   SUBCASE("residual net") {
     check_dag([] { return eg::make_residual_dag(3, 8, 16, 6, 3); }, 6, 8, rockmate_at({0.8, 0.6}));
   }

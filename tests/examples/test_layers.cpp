@@ -4,21 +4,20 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <memory>
-#include <string>
-#include <vector>
-
-#include <remat/exec/concepts.hpp>
-#include <remat/exec/host_backend.hpp>
-
 #include <eigen/layers.hpp>
 #include <eigen/models.hpp>
 #include <eigen/tensor.hpp>
+#include <functional>
+#include <memory>
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/host_backend.hpp>
+#include <string>
+#include <vector>
 
 using remat::exec::host_backend;
 
-static_assert(remat::exec::check_chain_layer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>());
+static_assert(
+    remat::exec::check_chain_layer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>());
 static_assert(remat::exec::ChainLayer<std::unique_ptr<eg::layer>, eg::tensor, host_backend>);
 static_assert(remat::exec::ChainLayer<eg::linear, eg::tensor, host_backend>);
 static_assert(remat::exec::ChainLayer<eg::mse_loss*, eg::tensor, host_backend>);

@@ -43,13 +43,15 @@ std::vector<std::string> member_calls(const std::string& code) {
     if (dot > 0 && code[dot - 1] == ')') {  // deref(name)
       std::size_t b = dot - 1;
       while (b > 0 && word_char(code[b - 1])) --b;
-      receiver = b > 0 && b < dot - 1 && code[b - 1] == '(' && b >= 6 && code.compare(b - 6, 6, "deref(") == 0;
+      receiver = b > 0 && b < dot - 1 && code[b - 1] == '(' && b >= 6 &&
+                 code.compare(b - 6, 6, "deref(") == 0;
     } else {
       std::size_t b = dot;
       while (b > 0 && word_char(code[b - 1])) --b;
       const std::string name = code.substr(b, dot - b);
-      const bool boundary = b == 0 || !(word_char(code[b - 1]) || (code[b - 1] >= '0' && code[b - 1] <= '9') ||
-                                        (code[b - 1] >= 'A' && code[b - 1] <= 'Z'));
+      const bool boundary =
+          b == 0 || !(word_char(code[b - 1]) || (code[b - 1] >= '0' && code[b - 1] <= '9') ||
+                      (code[b - 1] >= 'A' && code[b - 1] <= 'Z'));
       receiver = boundary && (name == "t" || name == "layer" || name == "ctx" || name == "acc");
     }
     if (receiver) out.push_back(code.substr(dot + 1, e - dot - 1));
@@ -65,8 +67,10 @@ std::string without_strings(const std::string& code) {
       ++i;
       continue;
     }
-    if (code[i] == '"') in_string = !in_string;
-    else if (!in_string) out += code[i];
+    if (code[i] == '"')
+      in_string = !in_string;
+    else if (!in_string)
+      out += code[i];
   }
   return out;
 }

@@ -105,7 +105,8 @@ inline std::vector<int> compute_runs(const graph& g, const schedule& s) {
 inline bool recomputes(const graph& g, const schedule& s) {
   const auto runs = compute_runs(g, s);
   for (int c = 0; c < g.compute_count(); ++c)
-    if (g.compute(c).kind == remat::compute_kind::forward && runs[static_cast<std::size_t>(c)] > 1) return true;
+    if (g.compute(c).kind == remat::compute_kind::forward && runs[static_cast<std::size_t>(c)] > 1)
+      return true;
   return false;
 }
 
@@ -114,7 +115,8 @@ inline bool recomputes(const graph& g, const schedule& s) {
 inline bool recomputes_a_backward(const graph& g, const schedule& s) {
   const auto runs = compute_runs(g, s);
   for (int c = 0; c < g.compute_count(); ++c)
-    if (g.compute(c).kind == remat::compute_kind::backward && runs[static_cast<std::size_t>(c)] > 1) return true;
+    if (g.compute(c).kind == remat::compute_kind::backward && runs[static_cast<std::size_t>(c)] > 1)
+      return true;
   return false;
 }
 

@@ -6,15 +6,13 @@
 #include <doctest/doctest.h>
 
 #include <optional>
-#include <span>
-#include <string>
-#include <vector>
-
 #include <remat/archetypes.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
-#include <remat/exec/profiler.hpp>
 #include <remat/policy/concepts.hpp>
+#include <span>
+#include <string>
+#include <vector>
 
 using namespace remat;
 namespace arch = remat::archetypes;

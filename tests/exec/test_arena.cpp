@@ -4,10 +4,9 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <remat/exec/detail/arena.hpp>
 #include <stdexcept>
 #include <vector>
-
-#include <remat/exec/detail/arena.hpp>
 
 using namespace remat;
 using remat::exec::detail::arena;
@@ -48,7 +47,8 @@ void check_invariants(const arena& a, const std::map<bytes, std::pair<bytes, byt
   });
   CHECK(a.largest_free() == largest);
   // Two free blocks never touch: they would have been coalesced.
-  for (std::size_t i = 1; i < frees.size(); ++i) CHECK(frees[i - 1].first + frees[i - 1].second < frees[i].first);
+  for (std::size_t i = 1; i < frees.size(); ++i)
+    CHECK(frees[i - 1].first + frees[i - 1].second < frees[i].first);
   // Live and free blocks tile the usable region exactly.
   std::sort(blocks.begin(), blocks.end());
   bytes cursor = 0;
@@ -116,15 +116,16 @@ TEST_CASE("arena: a freed block coalesces with both neighbours") {
 
 TEST_CASE("arena: allocate_at takes exactly a free aligned range, or nothing") {
   arena a(2048, 256);
-  CHECK(a.allocate_at(512, 300));  // [512, 1024)
-  CHECK_FALSE(a.allocate_at(768, 10));   // inside a live block
-  CHECK_FALSE(a.allocate_at(256, 300));  // overlaps the live block's start
-  CHECK_FALSE(a.allocate_at(100, 10));   // not aligned
-  CHECK_FALSE(a.allocate_at(1792, 512)); // past the end
+  CHECK(a.allocate_at(512, 300));         // [512, 1024)
+  CHECK_FALSE(a.allocate_at(768, 10));    // inside a live block
+  CHECK_FALSE(a.allocate_at(256, 300));   // overlaps the live block's start
+  CHECK_FALSE(a.allocate_at(100, 10));    // not aligned
+  CHECK_FALSE(a.allocate_at(1792, 512));  // past the end
   CHECK(a.allocate_at(0, 512));
   CHECK(a.allocate_at(1792, 256));
   CHECK(a.in_use() == 300 + 512 + 256);
-  std::map<bytes, std::pair<bytes, bytes>> model{{0, {512, 512}}, {512, {512, 300}}, {1792, {256, 256}}};
+  std::map<bytes, std::pair<bytes, bytes>> model{
+      {0, {512, 512}}, {512, {512, 300}}, {1792, {256, 256}}};
   check_invariants(a, model);
 }
 

@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <remat/exec.hpp>
+#include <remat/remat.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include <remat/exec.hpp>
-#include <remat/remat.hpp>
 
 #include "toy_layers.hpp"
 
@@ -40,7 +39,8 @@ result<schedule> plan(const P& p, const chain& c, bytes budget) {
 
 }  // namespace
 
-TEST_CASE("executor: every policy gives bitwise the gradients of plain training, within the budget") {
+TEST_CASE(
+    "executor: every policy gives bitwise the gradients of plain training, within the budget") {
   int runs = 0;
   for (unsigned seed = 1; seed <= 6; ++seed) {
     const int n = 3 + static_cast<int>(seed % 4);
@@ -48,7 +48,8 @@ TEST_CASE("executor: every policy gives bitwise the gradients of plain training,
     host_backend backend;
     model prof_model = make_model(n, seed, noisy);
     const auto sample = make_input(backend, 12);
-    auto profiled = exec::profile_chain(prof_model, sample, backend, {.repetitions = 1, .warmup = 0});
+    auto profiled =
+        exec::profile_chain(prof_model, sample, backend, {.repetitions = 1, .warmup = 0});
     REQUIRE_MESSAGE(profiled.ok(), profiled.message());
     const chain& c = *profiled;
     // Layers allocate only through the backend, identically in both forward modes: the profile
@@ -66,15 +67,15 @@ TEST_CASE("executor: every policy gives bitwise the gradients of plain training,
       const chain_nodes at(n);
       REQUIRE(r->forwards.size() == static_cast<std::size_t>(n));
       for (int l = 1; l <= n; ++l) {
-        const auto expected = std::count_if(s.ops.begin(), s.ops.end(), [&](const instruction& ins) {
-          return ins.is_compute() && ins.node == at.fwd(l);
-        });
+        const auto expected = std::count_if(
+            s.ops.begin(), s.ops.end(),
+            [&](const instruction& ins) { return ins.is_compute() && ins.node == at.fwd(l); });
         CHECK(m[static_cast<std::size_t>(l - 1)].forward_calls == expected);
         CHECK(r->forwards[static_cast<std::size_t>(l - 1)] == expected);
         CHECK(m[static_cast<std::size_t>(l - 1)].backward_calls == 1);
       }
       CHECK(b.in_use() == r->input_gradient.bytes());  // nothing else kept alive
-      r->input_gradient.buf.release();                  // a buffer must not outlive its backend, b
+      r->input_gradient.buf.release();                 // a buffer must not outlive its backend, b
       o.run = std::move(*r);
       return o;
     };
@@ -86,7 +87,8 @@ TEST_CASE("executor: every policy gives bitwise the gradients of plain training,
       const bytes budget = lo + (peak - lo) * step / 4;
       auto check = [&](const result<schedule>& s, const char* policy) {
         if (!s) return;  // e.g. periodic below its own minimum
-        INFO(policy, " budget ", budget, " seed ", seed, ": ", to_chain_string(n, *s).value_or(to_string(*s)));
+        INFO(policy, " budget ", budget, " seed ", seed, ": ",
+             to_chain_string(n, *s).value_or(to_string(*s)));
         const auto got = run(*s, budget);
         REQUIRE_MESSAGE(got.ok(), got.message());
         CHECK(got->input_grad == reference->input_grad);
@@ -95,7 +97,8 @@ TEST_CASE("executor: every policy gives bitwise the gradients of plain training,
         const auto sim = sim::simulate(c, *s);
         CHECK(got->run.measured_peak == sim.peak);
         REQUIRE(got->run.op_peaks.size() == sim.timeline.size());
-        for (std::size_t i = 0; i < sim.timeline.size(); ++i) CHECK(got->run.op_peaks[i] == sim.timeline[i].peak);
+        for (std::size_t i = 0; i < sim.timeline.size(); ++i)
+          CHECK(got->run.op_peaks[i] == sim.timeline[i].peak);
         ++runs;
       };
       check(plan(store_all{}, c, budget), "store_all");
@@ -112,7 +115,8 @@ TEST_CASE("executor: every policy gives bitwise the gradients of plain training,
 TEST_CASE("executor: a layer that throws gives a clear error, and the model is as before") {
   host_backend backend;
   model m = make_model(5, 3, true);
-  auto c = exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
+  auto c =
+      exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
   const auto s = rotor{.slots = 0}.solve(*c, rotor::minimum_budget(*c));
   REQUIRE(s.ok());
@@ -136,7 +140,8 @@ TEST_CASE("executor: a layer that throws gives a clear error, and the model is a
 TEST_CASE("executor: a layer whose output outgrew its profile is reported, not run past") {
   host_backend backend;
   model m = make_model(4, 5, false);
-  auto c = exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
+  auto c =
+      exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
   m[1].grow_by = 3;
   exec::executor ex(m, *c, backend);
@@ -151,7 +156,8 @@ TEST_CASE("executor: a layer whose output outgrew its profile is reported, not r
 TEST_CASE("executor: a budget below the plan's peak stops at the allocation, naming it") {
   host_backend backend;
   model m = make_model(5, 9, false);
-  auto c = exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
+  auto c =
+      exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
   const auto s = *store_all{}.solve(*c, unlimited_bytes);
   host_backend tight(s.predicted_peak - 1);
@@ -160,7 +166,8 @@ TEST_CASE("executor: a budget below the plan's peak stops at the allocation, nam
   REQUIRE_FALSE(r.ok());
   CHECK(r.code() == status::execution_error);
   CHECK(r.message().rfind("executor: ", 0) == 0);
-  CHECK(r.message().find("would exceed the budget of " + std::to_string(s.predicted_peak - 1)) != std::string::npos);
+  CHECK(r.message().find("would exceed the budget of " + std::to_string(s.predicted_peak - 1)) !=
+        std::string::npos);
   // The instruction and node that allocated: the first whose simulated peak is over the budget.
   const auto sim = sim::simulate(*c, s);
   const auto g = build_graph(*c);
@@ -178,7 +185,8 @@ TEST_CASE("executor: a budget below the plan's peak stops at the allocation, nam
 TEST_CASE("executor: schedules and models that do not match the chain are rejected up front") {
   host_backend backend;
   model m = make_model(4, 2, false);
-  auto c = exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
+  auto c =
+      exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
   exec::executor ex(m, *c, backend);
   // F1_all then B2 (without delta_2, F2 or the loss): the lowering refuses it, and the program
@@ -207,7 +215,8 @@ TEST_CASE("profile: exact sizes and overheads for layers that allocate only thro
   host_backend backend;
   model m = make_model(4, 11, true);
   const auto rng = m[1].random_state();
-  auto c = exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 3, .warmup = 1});
+  auto c =
+      exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 3, .warmup = 1});
   REQUIRE(c.ok());
   CHECK(c->input_bytes == 48);
   for (int l = 1; l <= 3; ++l) {
@@ -258,21 +267,26 @@ struct vector_layer {  // y = 2x; the last one is a loss (sum of x)
     for (float& f : y.v) f *= 2;
     return y;
   }
-  vector_tensor forward_save(const vector_tensor& x, context&, host_backend& b) { return forward(x, b); }
-  vector_tensor backward(const vector_tensor& x, const vector_tensor&, const context&, const vector_tensor& dy,
-                         host_backend&) {
+  vector_tensor forward_save(const vector_tensor& x, context&, host_backend& b) {
+    return forward(x, b);
+  }
+  vector_tensor backward(const vector_tensor& x, const vector_tensor&, const context&,
+                         const vector_tensor& dy, host_backend&) {
     vector_tensor dx = dy;
     dx.v.resize(x.v.size());
     for (float& f : dx.v) f *= 2;
     return dx;
   }
-  vector_tensor backward(const vector_tensor& x, const vector_tensor&, const context&, host_backend&) {
+  vector_tensor backward(const vector_tensor& x, const vector_tensor&, const context&,
+                         host_backend&) {
     return {std::vector<float>(x.v.size(), 1.0f)};
   }
 };
 }  // namespace
 
-TEST_CASE("profile and executor: tensors that do not hold backend memory are refused, saying what to do") {
+TEST_CASE(
+    "profile and executor: tensors that do not hold backend memory are refused, saying what to "
+    "do") {
   host_backend backend;
   std::vector<vector_layer> m(3);
   m[2].loss = true;
@@ -285,7 +299,10 @@ TEST_CASE("profile and executor: tensors that do not hold backend memory are ref
   CHECK(c.message().find("the backend saw 0 bytes") != std::string::npos);
   CHECK(c.message().find("b.allocate(n)") != std::string::npos);
   // A chain written by hand: the executor refuses the run the same way.
-  const chain hand{"hand", 1024, {{"a", 1, 1, 1024, 1024, 0, 0}, {"b", 1, 1, 1024, 1024, 0, 0}, {"l", 1, 1, 4, 4, 0, 0}}};
+  const chain hand{
+      "hand",
+      1024,
+      {{"a", 1, 1, 1024, 1024, 0, 0}, {"b", 1, 1, 1024, 1024, 0, 0}, {"l", 1, 1, 4, 4, 0, 0}}};
   exec::executor ex(m, hand, backend);
   auto r = ex.run(*store_all{}.solve(hand, unlimited_bytes), x);
   REQUIRE_FALSE(r.ok());
@@ -308,10 +325,12 @@ TEST_CASE("allocation check: the sums decide, so views (outputs sharing the inpu
   CHECK(a.seen == 100);
 }
 
-TEST_CASE("executor: a budget error names the bytes held when the run started, and who allocated them") {
+TEST_CASE(
+    "executor: a budget error names the bytes held when the run started, and who allocated them") {
   host_backend profiling;
   model m = make_model(4, 5, false);
-  auto c = exec::profile_chain(m, make_input(profiling, 12), profiling, {.repetitions = 1, .warmup = 0});
+  auto c =
+      exec::profile_chain(m, make_input(profiling, 12), profiling, {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
   const auto s = *store_all{}.solve(*c, unlimited_bytes);
   host_backend backend(s.predicted_peak);  // room for one step
@@ -324,10 +343,12 @@ TEST_CASE("executor: a budget error names the bytes held when the run started, a
   REQUIRE_FALSE(second.ok());
   CHECK(second.code() == status::execution_error);
   INFO(second.message());
-  CHECK(second.message().find("; " + format_bytes(kept) + " were already in use in the backend when the run started") !=
+  CHECK(second.message().find("; " + format_bytes(kept) +
+                              " were already in use in the backend when the run started") !=
         std::string::npos);
   // Who holds them: the backward of stage 1 of the first run (B1 makes the input's gradient).
-  CHECK(second.message().find(format_bytes(kept) + " allocated by instruction ") != std::string::npos);
+  CHECK(second.message().find(format_bytes(kept) + " allocated by instruction ") !=
+        std::string::npos);
   CHECK(second.message().find("'bwd t1'") != std::string::npos);
   CHECK(second.message().find("input_gradient kept from an earlier step") != std::string::npos);
   // Released, the next step fits again.
@@ -347,7 +368,8 @@ TEST_CASE("profile: the statistic of the timed runs, rounded to the resolution")
   // Rounded to the nearest multiple: times within the same step come out identical.
   CHECK(summarize_times({0.123}, time_statistic::median, 0.05) == doctest::Approx(0.1));
   CHECK(summarize_times({0.126}, time_statistic::median, 0.05) == doctest::Approx(0.15));
-  CHECK(summarize_times({0.1230001}, time_statistic::min, 1e-3) == summarize_times({0.1229999}, time_statistic::min, 1e-3));
+  CHECK(summarize_times({0.1230001}, time_statistic::min, 1e-3) ==
+        summarize_times({0.1229999}, time_statistic::min, 1e-3));
 }
 
 TEST_CASE("profile: fixed times make profiles equal and plans the same; bad options are refused") {
@@ -365,12 +387,13 @@ TEST_CASE("profile: fixed times make profiles equal and plans the same; bad opti
     CHECK(a->at(l).forward_time == fixed[static_cast<std::size_t>(l - 1)].forward);
     CHECK(a->at(l).backward_time == fixed[static_cast<std::size_t>(l - 1)].backward);
   }
-  const bytes budget = (rotor::minimum_budget(*a) + store_all{}.solve(*a, unlimited_bytes)->predicted_peak) / 2;
+  const bytes budget =
+      (rotor::minimum_budget(*a) + store_all{}.solve(*a, unlimited_bytes)->predicted_peak) / 2;
   CHECK(*rotor{}.solve(*a, budget) == *rotor{}.solve(*b, budget));
   // A resolution above every measured time rounds them all to 0.
-  const auto coarse = exec::profile_chain(m, make_input(backend, 12), backend,
-                                          {.repetitions = 1, .warmup = 0, .statistic = exec::time_statistic::min,
-                                           .resolution = 1e6});
+  const auto coarse = exec::profile_chain(
+      m, make_input(backend, 12), backend,
+      {.repetitions = 1, .warmup = 0, .statistic = exec::time_statistic::min, .resolution = 1e6});
   REQUIRE(coarse.ok());
   for (const auto& st : coarse->stages) {
     CHECK(st.forward_time == 0);
@@ -383,8 +406,10 @@ TEST_CASE("profile: fixed times make profiles equal and plans the same; bad opti
     CHECK(r.message().find(says) != std::string::npos);
   };
   refused({.resolution = -1e-5}, "profile_chain: resolution must be a finite time >= 0");
-  refused({.fixed_times = {{1, 1}}}, "profile_chain: fixed_times has 1 entries but the model has 5 ops");
+  refused({.fixed_times = {{1, 1}}},
+          "profile_chain: fixed_times has 1 entries but the model has 5 ops");
   fixed[2].backward = -1;
-  refused({.fixed_times = fixed}, "profile_chain: fixed_times[2] has a negative or non-finite time");
+  refused({.fixed_times = fixed},
+          "profile_chain: fixed_times[2] has a negative or non-finite time");
   CHECK(backend.in_use() == 0);
 }

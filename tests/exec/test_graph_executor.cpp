@@ -8,9 +8,6 @@
 #include <algorithm>
 #include <functional>
 #include <random>
-#include <string>
-#include <vector>
-
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/policy/store_all.hpp>
@@ -18,12 +15,13 @@
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
+#include <string>
+#include <vector>
 
+#include "checkmate_backend.hpp"
 #include "graph_schedules.hpp"
 #include "test_offload_schedules.hpp"
 #include "toy_graph_layers.hpp"
-
-#include "checkmate_backend.hpp"
 
 using namespace remat;
 using remat::exec::host_backend;
@@ -77,13 +75,17 @@ model make_model(const std::vector<op_spec>& spec, unsigned seed, bool noisy) {
 
 const std::vector<op_spec> diamond = {
     {"a", {"input"}}, {"b", {"a"}}, {"c", {"a"}}, {"d", {"b", "c"}}, {"loss", {"d"}}};
-const std::vector<op_spec> residual = {{"x", {"input"}},       {"f1", {"x"}},  {"f2", {"f1"}},
-                                       {"add", {"x", "f2"}, true}, {"f3", {"add"}},
-                                       {"add2", {"add", "f3"}, true}, {"loss", {"add2"}}};
+const std::vector<op_spec> residual = {{"x", {"input"}},  {"f1", {"x"}},
+                                       {"f2", {"f1"}},    {"add", {"x", "f2"}, true},
+                                       {"f3", {"add"}},   {"add2", {"add", "f3"}, true},
+                                       {"loss", {"add2"}}};
 /// "a" has three readers (q, k, v): its gradient sums 3 contributions; the input has two.
-const std::vector<op_spec> three = {{"a", {"input"}},          {"q", {"a"}},
-                                    {"k", {"a"}},              {"v", {"a"}},
-                                    {"mix", {"q", "k", "v"}},  {"add", {"mix", "input"}, true},
+const std::vector<op_spec> three = {{"a", {"input"}},
+                                    {"q", {"a"}},
+                                    {"k", {"a"}},
+                                    {"v", {"a"}},
+                                    {"mix", {"q", "k", "v"}},
+                                    {"add", {"mix", "input"}, true},
                                     {"loss", {"add"}}};
 
 toy::tensor make_input(host_backend& b) {
@@ -142,7 +144,7 @@ schedule store_all_of(const graph& g) { return {store_all_program(g), g.ideal_ti
 /// Gradients equal store-all's bit for bit; peak within the budget and equal to the simulator's
 /// instruction by instruction, and the host's peak the simulator's. Returns the host's peak.
 bytes check_schedule(const std::vector<op_spec>& spec, unsigned seed, bool noisy, const graph& g,
-                    const schedule& s, bytes budget, const outcome& reference) {
+                     const schedule& s, bytes budget, const outcome& reference) {
   INFO(to_string(g, s));
   const auto sim = sim::simulate(g, s, {.budget = budget});
   REQUIRE_MESSAGE(sim.valid, (sim.first_violation ? sim.first_violation->message : ""));
@@ -165,11 +167,14 @@ struct toy_case {
   const char* name;
   const std::vector<op_spec>* spec;
 };
-const toy_case cases[] = {{"diamond", &diamond}, {"residual", &residual}, {"three consumers", &three}};
+const toy_case cases[] = {
+    {"diamond", &diamond}, {"residual", &residual}, {"three consumers", &three}};
 
 }  // namespace
 
-TEST_CASE("executor on DAGs: store-all and recomputing schedules give store-all's gradients bit for bit") {
+TEST_CASE(
+    "executor on DAGs: store-all and recomputing schedules give store-all's gradients bit for "
+    "bit") {
   for (const auto& tc : cases)
     for (unsigned seed = 1; seed <= 3; ++seed) {
       const bool noisy = seed != 2;
@@ -182,7 +187,8 @@ TEST_CASE("executor on DAGs: store-all and recomputing schedules give store-all'
       check_schedule(*tc.spec, seed, noisy, g, sa, peak, *reference);
       for (int keep : {0, 2, 3}) {
         const schedule s = recompute_all(g, keep);
-        CHECK(std::any_of(s.ops.begin(), s.ops.end(), [](const auto& i) { return i.op == op_kind::fast_forward; }));
+        CHECK(std::any_of(s.ops.begin(), s.ops.end(),
+                          [](const auto& i) { return i.op == op_kind::fast_forward; }));
         check_schedule(*tc.spec, seed, noisy, g, s, sim::simulate(g, s).peak, *reference);
       }
     }
@@ -201,7 +207,9 @@ TEST_CASE("executor on DAGs: activations offloaded to the host and prefetched ba
       CHECK(reference->host_high_water == 0);
       // Every activation (the graph input included) between its uses, or every other one; and
       // also before it is freed (a tensor freed on the host: its host copy released).
-      const std::function<bool(int)> all = [&](int d) { return g.data(d).kind == data_kind::activation; };
+      const std::function<bool(int)> all = [&](int d) {
+        return g.data(d).kind == data_kind::activation;
+      };
       const std::function<bool(int)> every_other = [&](int d) { return all(d) && d % 2 == 0; };
       for (const schedule& base : {sa, recompute_all(g, 0), recompute_all(g, 2)})
         for (const auto* movable : {&all, &every_other})
@@ -211,7 +219,8 @@ TEST_CASE("executor on DAGs: activations offloaded to the host and prefetched ba
             const auto sim = sim::simulate(g, s);
             INFO(to_string(g, s));
             REQUIRE_MESSAGE(sim.valid, (sim.first_violation ? sim.first_violation->message : ""));
-            CHECK(sim.peak <= sim::simulate(g, base).peak);  // moving data out never raises the peak
+            CHECK(sim.peak <=
+                  sim::simulate(g, base).peak);  // moving data out never raises the peak
             CHECK(sim.host_peak > 0);
             // A finite link changes the times, not the validity.
             const auto slow = sim::simulate(g, s, {.hw = machine::with_bandwidth(1e4)});
@@ -246,7 +255,8 @@ TEST_CASE("executor on DAGs: transfers on a backend that cannot move data are re
   REQUIRE_FALSE(r.ok());
   CHECK(r.code() == status::invalid_problem);
   CHECK(r.message().find("executor: instruction ") != std::string::npos);
-  CHECK(r.message().find("moves a tensor, but the backend has no offload/prefetch/wait") != std::string::npos);
+  CHECK(r.message().find("moves a tensor, but the backend has no offload/prefetch/wait") !=
+        std::string::npos);
   for (const auto& n : m.layers) CHECK(n.forward_calls == 0);
   CHECK(b.in_use() == 0);
 }
@@ -420,7 +430,8 @@ TEST_CASE("executor on DAGs: a layer that throws, outgrows its profile or forget
   }
 }
 
-TEST_CASE("executor on DAGs: schedules and models that do not match the graph are refused up front") {
+TEST_CASE(
+    "executor on DAGs: schedules and models that do not match the graph are refused up front") {
   const graph g = profiled_graph(diamond, 2, false);
   host_backend b;
   SUBCASE("a schedule the simulator rejects") {
@@ -519,7 +530,8 @@ TEST_CASE("executor on DAGs and profile_dag: a backend's timing marks and run ho
     CHECK(b.begins == 1);
     CHECK(b.ends == 1);
     CHECK(b.in_use_at_begin == 4 * input_floats);  // the input is there before the run begins
-    CHECK(b.in_use_at_end == 4 * input_floats + r->input_gradient.bytes());  // the input is freed after
+    CHECK(b.in_use_at_end ==
+          4 * input_floats + r->input_gradient.bytes());  // the input is freed after
     CHECK(b.in_use() == r->input_gradient.bytes());
   }
   SUBCASE("a failed run ends too, before its leftovers are freed") {
@@ -562,5 +574,6 @@ TEST_CASE("profile_dag: fixed times give equal forward DAGs; bad options are ref
   fixed.pop_back();
   const auto r = exec::profile_dag(m, make_input(b), b, {.fixed_times = fixed});
   CHECK(r.code() == status::invalid_problem);
-  CHECK(r.message().find("profile_dag: fixed_times has 4 entries but the model has 5 ops") != std::string::npos);
+  CHECK(r.message().find("profile_dag: fixed_times has 4 entries but the model has 5 ops") !=
+        std::string::npos);
 }

@@ -1,9 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <remat/exec/host_backend.hpp>
 #include <string>
 #include <utility>
-
-#include <remat/exec/host_backend.hpp>
 
 using namespace remat;
 using remat::exec::host_backend;
@@ -71,7 +70,7 @@ TEST_CASE("host_backend: live_summary names the activities holding the most byte
   CHECK(s[1].activity == "fwd a");
   CHECK(s[1].size == 31);
   z.release();
-  w = {};  // freed by assignment
+  w = {};                                                  // freed by assignment
   remat::exec::host_backend::buffer moved = std::move(y);  // a move keeps its owner
   s = b.live_summary();
   REQUIRE(s.size() == 2);

@@ -9,16 +9,14 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <eigen/models.hpp>
 #include <limits>
-#include <string>
-#include <vector>
-
 #include <remat/exec.hpp>
 #include <remat/exec/measured.hpp>
 #include <remat/io/trace.hpp>
 #include <remat/remat.hpp>
-
-#include <eigen/models.hpp>
+#include <string>
+#include <vector>
 
 #include "test_offload_schedules.hpp"
 #include "toy_layers.hpp"
@@ -80,14 +78,16 @@ TEST_CASE("offload: host_backend round trips are bitwise exact and counted in th
   CHECK(big.size() == 5000);
   b.set_activity("P7 of a_7");
   auto [hb, x] = b.offload(back);
-  CHECK_THROWS_WITH_AS((void)b.prefetch(back), "P7 of a_7: prefetch of a buffer that is not on the host",
+  CHECK_THROWS_WITH_AS((void)b.prefetch(back),
+                       "P7 of a_7: prefetch of a buffer that is not on the host",
                        std::invalid_argument);
   CHECK_THROWS_AS((void)b.offload(hb), std::invalid_argument);
   const auto hold = b.allocate(600);
   CHECK_THROWS_AS((void)b.prefetch(hb), exec::out_of_budget);  // 400 more than the 1000 budget
 }
 
-TEST_CASE("offload: toy chains under offloading schedules: bitwise gradients, the simulator's memory") {
+TEST_CASE(
+    "offload: toy chains under offloading schedules: bitwise gradients, the simulator's memory") {
   int runs = 0;
   for (unsigned seed = 1; seed <= 5; ++seed) {
     const int n = 3 + static_cast<int>(seed % 4);
@@ -151,7 +151,8 @@ TEST_CASE("offload: pofo's plans train toy chains with bitwise gradients and the
     const chain& c = *profiled;
     toy_model rm = make_toy(n, seed);
     host_backend rb;
-    const auto ref = exec::executor(rm, c, rb).run(*store_all{}.solve(c, unlimited_bytes), toy_input(rb));
+    const auto ref =
+        exec::executor(rm, c, rb).run(*store_all{}.solve(c, unlimited_bytes), toy_input(rb));
     REQUIRE(ref.ok());
     const auto want = grads(rm, ref->input_gradient);
     const bytes peak = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
@@ -164,7 +165,8 @@ TEST_CASE("offload: pofo's plans train toy chains with bitwise gradients and the
         const auto plan = policy.plan(c, budget);
         REQUIRE_MESSAGE(plan.ok(), plan.message());
         const schedule& s = plan->program;
-        INFO("seed ", seed, " budget ", budget, ": ", to_string(std::span<const chain_op>(plan->ops)));
+        INFO("seed ", seed, " budget ", budget, ": ",
+             to_string(std::span<const chain_op>(plan->ops)));
         // host_backend copies synchronously: its memory is the simulator's with immediate copies.
         const auto sim = sim::simulate(c, s, {.budget = budget});
         REQUIRE_MESSAGE(sim.valid, sim.first_violation->message);
@@ -184,10 +186,13 @@ TEST_CASE("offload: pofo's plans train toy chains with bitwise gradients and the
   }
   CHECK(runs == 32);
   CHECK(with_transfers >= 8);
-  MESSAGE("pofo plans trained: ", runs, ", with transfers: ", with_transfers, ", below rotor's minimum: ", below_rotor);
+  MESSAGE("pofo plans trained: ", runs, ", with transfers: ", with_transfers,
+          ", below rotor's minimum: ", below_rotor);
 }
 
-TEST_CASE("offload: the issue's chain program F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1 runs as simulated") {
+TEST_CASE(
+    "offload: the issue's chain program F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1 runs as "
+    "simulated") {
   const char* text = "F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1";
   for (unsigned seed = 1; seed <= 3; ++seed) {
     INFO("seed ", seed);
@@ -222,7 +227,8 @@ TEST_CASE("offload: the issue's chain program F1_ck F2_all O1 W1 F3_all B3 P1 W1
     REQUIRE_MESSAGE(r.ok(), r.message());
     for (std::size_t l = 0; l < 3; ++l) CHECK(m[l].gw == rm[l].gw);
     REQUIRE(r->input_gradient.n == ref->input_gradient.n);
-    for (int i = 0; i < r->input_gradient.n; ++i) CHECK(r->input_gradient[i] == ref->input_gradient[i]);
+    for (int i = 0; i < r->input_gradient.n; ++i)
+      CHECK(r->input_gradient[i] == ref->input_gradient[i]);
     CHECK(r->forwards == std::vector<int>{2, 1, 1});  // F1_ck and F1_all
     CHECK(r->measured_peak == sim.peak);
     REQUIRE(r->op_peaks.size() == sim.timeline.size());
@@ -236,7 +242,9 @@ TEST_CASE("offload: the issue's chain program F1_ck F2_all O1 W1 F3_all B3 P1 W1
   }
 }
 
-TEST_CASE("offload: measured_report of a run: one point per instruction on its lane, the measured peak, traced beside the plan") {
+TEST_CASE(
+    "offload: measured_report of a run: one point per instruction on its lane, the measured peak, "
+    "traced beside the plan") {
   host_backend pb;
   toy_model pm = make_toy(3, 1);
   auto profiled = exec::profile_chain(pm, toy_input(pb), pb, {.repetitions = 1, .warmup = 0});
@@ -277,7 +285,8 @@ TEST_CASE("offload: measured_report of a run: one point per instruction on its l
   const std::string complete = "{\"ph\":\"X\",";  // each event begins with its ph, then its pid
   for (const std::string pid : {"\"pid\":1,", "\"pid\":2,"}) {
     std::size_t events = 0;
-    for (auto at = trace->find(complete); at != std::string::npos; at = trace->find(complete, at + 1))
+    for (auto at = trace->find(complete); at != std::string::npos;
+         at = trace->find(complete, at + 1))
       events += trace->compare(at + complete.size(), pid.size(), pid) == 0;
     CHECK(events == s->ops.size());
   }
@@ -291,7 +300,8 @@ TEST_CASE("offload: an Eigen MLP with its input and checkpoints on the host") {
   auto build = [] { return eg::make_mlp(3, width, batch, 11, 0.25f); };
   host_backend pb;
   eg::model pm = build();
-  auto profiled = exec::profile_chain(pm, eg::make_input(pb, batch, width, 5), pb, {.repetitions = 1, .warmup = 0});
+  auto profiled = exec::profile_chain(pm, eg::make_input(pb, batch, width, 5), pb,
+                                      {.repetitions = 1, .warmup = 0});
   REQUIRE_MESSAGE(profiled.ok(), profiled.message());
   const chain& c = *profiled;
   const int n = c.length();
@@ -322,7 +332,8 @@ TEST_CASE("offload: an Eigen MLP with its input and checkpoints on the host") {
     CHECK(eg::flat_gradients(m) == want);
     CHECK(r->measured_peak == sim.peak);
     REQUIRE(r->op_peaks.size() == sim.timeline.size());
-    for (std::size_t i = 0; i < sim.timeline.size(); ++i) CHECK(r->op_peaks[i] == sim.timeline[i].peak);
+    for (std::size_t i = 0; i < sim.timeline.size(); ++i)
+      CHECK(r->op_peaks[i] == sim.timeline[i].peak);
     CHECK(b.host_in_use() == 0);
   }
 }
@@ -402,20 +413,24 @@ TEST_CASE("offload: a schedule with transfers where data cannot move is an inval
     const auto r = ex.run(with, sealed{b.allocate(8)});
     REQUIRE_FALSE(r.ok());
     CHECK(r.code() == status::invalid_problem);
-    CHECK(r.message().find("the tensor type does not name its backend buffer") != std::string::npos);
+    CHECK(r.message().find("the tensor type does not name its backend buffer") !=
+          std::string::npos);
     CHECK(ex.run(without, sealed{b.allocate(8)}).ok());
   }
   {
     // The simulator's violations come back as before, transfers included.
     host_backend b;
     exec::executor ex(m, c, b);
-    const auto bad = parse_chain_program(2, "F1_ck O0 F2_all B2 P0 W0 F1_all B1");  // no W0 before P0
+    const auto bad =
+        parse_chain_program(2, "F1_ck O0 F2_all B2 P0 W0 F1_all B1");  // no W0 before P0
     REQUIRE(bad.ok());  // the lowering leaves transfers to the simulator
     const auto r = ex.run(*bad, toy::tensor{b.allocate(8), 2});
     REQUIRE_FALSE(r.ok());
     CHECK(r.code() == status::invalid_problem);
     CHECK(r.message().find("executor: the schedule is not valid") != std::string::npos);
-    CHECK(r.message().find("instruction 9 (P0): 'input' was offloaded (instruction 1 (O0)) but not waited for") !=
-          std::string::npos);
+    CHECK(
+        r.message().find(
+            "instruction 9 (P0): 'input' was offloaded (instruction 1 (O0)) but not waited for") !=
+        std::string::npos);
   }
 }

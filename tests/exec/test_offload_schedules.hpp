@@ -7,13 +7,12 @@
 
 #include <cstddef>
 #include <functional>
-#include <span>
-#include <stdexcept>
-#include <vector>
-
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
+#include <span>
+#include <stdexcept>
+#include <vector>
 
 namespace offload_test {
 
@@ -34,7 +33,8 @@ inline std::vector<remat::chain_op> with_offloads(std::span<const remat::chain_o
     away[at(k)] = 0;
   };
   for (const chain_op& op : ops) {
-    if (!op.is_compute()) throw std::invalid_argument("with_offloads: the chain ops already move data");
+    if (!op.is_compute())
+      throw std::invalid_argument("with_offloads: the chain ops already move data");
     const int l = op.index;
     bring_back(l - 1);
     out.push_back(op);
@@ -69,7 +69,8 @@ inline remat::schedule with_offloads(const remat::schedule& s, int n) {
 /// just before the next instruction that uses it; one freed while away is waited for, then freed
 /// on the host (its host copy released).
 inline remat::schedule with_graph_offloads(const remat::graph& g, const remat::schedule& s,
-                                           const std::function<bool(int)>& movable, bool before_free = false) {
+                                           const std::function<bool(int)>& movable,
+                                           bool before_free = false) {
   using remat::instruction;
   const auto nd = static_cast<std::size_t>(g.data_count());
   std::vector<char> alive(nd, 0), away(nd, 0);
@@ -85,7 +86,8 @@ inline remat::schedule with_graph_offloads(const remat::graph& g, const remat::s
     }
     for (int d : g.inputs(ins.node)) u.push_back(d);
     for (int d : g.outputs(ins.node))
-      if (ins.op != remat::op_kind::fast_forward || g.data(d).kind != remat::data_kind::phantom) u.push_back(d);
+      if (ins.op != remat::op_kind::fast_forward || g.data(d).kind != remat::data_kind::phantom)
+        u.push_back(d);
     return u;
   };
   auto used_later = [&](std::size_t i, int d) {
@@ -104,7 +106,8 @@ inline remat::schedule with_graph_offloads(const remat::graph& g, const remat::s
       if (ins.op == remat::op_kind::free) {
         out.ops.push_back(instruction::wait(d));  // then freed on the host
       } else {
-        out.ops.insert(out.ops.end(), {instruction::wait(d), instruction::prefetch(d), instruction::wait(d)});
+        out.ops.insert(out.ops.end(),
+                       {instruction::wait(d), instruction::prefetch(d), instruction::wait(d)});
       }
       away[at(d)] = 0;
     }
@@ -115,15 +118,16 @@ inline remat::schedule with_graph_offloads(const remat::graph& g, const remat::s
     }
     for (int d : uses(ins)) alive[at(d)] = 1;
     for (int d : g.inputs(ins.node))
-      if (alive[at(d)] && !away[at(d)] && g.data(d).kind != remat::data_kind::phantom && movable(d) &&
-          used_later(i, d)) {
+      if (alive[at(d)] && !away[at(d)] && g.data(d).kind != remat::data_kind::phantom &&
+          movable(d) && used_later(i, d)) {
         out.ops.push_back(instruction::offload(d));
         away[at(d)] = 1;
       }
   }
   for (int d = 0; d < g.data_count(); ++d)  // protected data ends on the device
     if (away[at(d)])
-      out.ops.insert(out.ops.end(), {instruction::wait(d), instruction::prefetch(d), instruction::wait(d)});
+      out.ops.insert(out.ops.end(),
+                     {instruction::wait(d), instruction::prefetch(d), instruction::wait(d)});
   return out;
 }
 

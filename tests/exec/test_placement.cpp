@@ -5,11 +5,6 @@
 #include <cstddef>
 #include <map>
 #include <random>
-#include <stdexcept>
-#include <string>
-#include <utility>
-#include <vector>
-
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/exec/placement.hpp>
@@ -17,6 +12,10 @@
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/sim/simulate.hpp>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 using namespace remat;
 using exec::buffer_lifetime;
@@ -81,7 +80,8 @@ TEST_CASE("place: buffers that never live together share memory; ones that do ar
 TEST_CASE("place: a small buffer goes into the best-fitting gap left by larger ones") {
   // Three large buffers, all alive over [1,10); the middle one (b) ends at 5. d (30 bytes,
   // [6,9)) fits b's 100-byte hole, e (60 bytes, [6,9)) too; both fit, and the peak stays.
-  const std::vector<buffer_lifetime> bs{{100, 1, 10}, {100, 1, 5}, {100, 1, 10}, {60, 6, 9}, {30, 6, 9}};
+  const std::vector<buffer_lifetime> bs{
+      {100, 1, 10}, {100, 1, 5}, {100, 1, 10}, {60, 6, 9}, {30, 6, 9}};
   const auto p = exec::place(bs);
   check_placement(bs, {}, p, 1);
   CHECK(p.placed_peak == 300);
@@ -197,8 +197,8 @@ TEST_CASE("placed_arena: a run that strays from the recorded one is stopped with
   SUBCASE("more allocations") {
     a.begin_run();
     const bytes x2 = *a.allocate(512, "x");
-    CHECK_THROWS_WITH_AS((void)a.allocate(512, "extra"), doctest::Contains("beyond the 1 allocations"),
-                         exec::placement_mismatch);
+    CHECK_THROWS_WITH_AS((void)a.allocate(512, "extra"),
+                         doctest::Contains("beyond the 1 allocations"), exec::placement_mismatch);
     a.deallocate(x2);
     a.end_run();
   }
@@ -234,8 +234,10 @@ class pool_backend {
    public:
     buffer() = default;
     buffer(buffer&& o) noexcept
-        : owner_(std::exchange(o.owner_, nullptr)), data_(std::exchange(o.data_, nullptr)),
-          size_(std::exchange(o.size_, 0)), offset_(o.offset_) {}
+        : owner_(std::exchange(o.owner_, nullptr)),
+          data_(std::exchange(o.data_, nullptr)),
+          size_(std::exchange(o.size_, 0)),
+          offset_(o.offset_) {}
     buffer& operator=(buffer&& o) noexcept {
       if (this != &o) {
         release();
@@ -257,13 +259,15 @@ class pool_backend {
 
    private:
     friend class pool_backend;
-    buffer(pool_backend* o, std::byte* d, bytes s, bytes off) : owner_(o), data_(d), size_(s), offset_(off) {}
+    buffer(pool_backend* o, std::byte* d, bytes s, bytes off)
+        : owner_(o), data_(d), size_(s), offset_(off) {}
     pool_backend* owner_ = nullptr;
     std::byte* data_ = nullptr;
     bytes size_ = 0, offset_ = 0;
   };
 
-  explicit pool_backend(bytes budget) : memory_(static_cast<std::size_t>(budget)), pool_(budget, 64), budget_(budget) {}
+  explicit pool_backend(bytes budget)
+      : memory_(static_cast<std::size_t>(budget)), pool_(budget, 64), budget_(budget) {}
 
   buffer allocate(bytes n) {
     if (n == 0) return {};
@@ -323,7 +327,8 @@ struct player {
   }
   ptensor forward(const ptensor& x, pool_backend& b) { return compute(x, b, nullptr); }
   ptensor forward_save(const ptensor& x, context& c, pool_backend& b) { return compute(x, b, &c); }
-  ptensor backward(const ptensor& x, const ptensor& y, const context&, const ptensor& dy, pool_backend& b) {
+  ptensor backward(const ptensor& x, const ptensor& y, const context&, const ptensor& dy,
+                   pool_backend& b) {
     auto t = b.allocate(remat::bytes{4} * tmp);
     auto dx = ptensor::make(b, x.n);
     for (int i = 0; i < x.n; ++i) dx[i] = 0;
@@ -373,7 +378,9 @@ static_assert(exec::Backend<pool_backend>);
 static_assert(exec::RunAwareBackend<pool_backend>);
 static_assert(!exec::TimingBackend<pool_backend>);
 
-TEST_CASE("executor + placement: the replayed run takes the planned offsets, its extent is the placed peak") {
+TEST_CASE(
+    "executor + placement: the replayed run takes the planned offsets, its extent is the placed "
+    "peak") {
   const int stages = 8;
   pool_backend prof(1 << 20);
   auto prof_model = make_players(stages);

@@ -8,13 +8,12 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <remat/exec.hpp>
+#include <remat/remat.hpp>
 #include <span>
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include <remat/exec.hpp>
-#include <remat/remat.hpp>
 
 #include "graph_schedules.hpp"
 

@@ -7,13 +7,12 @@
 #include <cmath>
 #include <optional>
 #include <random>
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/host_backend.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <remat/exec/concepts.hpp>
-#include <remat/exec/host_backend.hpp>
 
 #include "toy_layers.hpp"
 
@@ -87,12 +86,14 @@ struct node {
     if (fresh) dx = tensor::make(b, n);
     for (int m = 0; m < n; ++m) (*dx)[m] = fresh ? c(m) : (*dx)[m] + c(m);
   }
-  void backward(inputs x, const tensor* y, const context&, const tensor& dy, slots dx, host_backend& b) {
+  void backward(inputs x, const tensor* y, const context&, const tensor& dy, slots dx,
+                host_backend& b) {
     if (is_loss) throw std::logic_error("backward with an output gradient on the toy loss");
     ++backward_calls;
     auto tmp = b.allocate(remat::bytes{4} * tmp_b);
     std::vector<float> g(static_cast<std::size_t>(dy.n));  // dL/d(w s + noise), or dL/ds for a sum
-    for (int i = 0; i < dy.n; ++i) g[static_cast<std::size_t>(i)] = sum ? dy[i] : dy[i] * (1 - (*y)[i] * (*y)[i]);
+    for (int i = 0; i < dy.n; ++i)
+      g[static_cast<std::size_t>(i)] = sum ? dy[i] : dy[i] * (1 - (*y)[i] * (*y)[i]);
     if (!sum)
       for (int i = 0; i < dy.n; ++i) gw += g[static_cast<std::size_t>(i)] * s_at(x, i);
     for (std::size_t j = 0; j < dx.size(); ++j) {
@@ -111,7 +112,8 @@ struct node {
     auto tmp = b.allocate(remat::bytes{4} * tmp_b);
     for (std::size_t j = 0; j < dx.size(); ++j) {
       const tensor& t = *x[j];
-      for (int m = 0; m < t.n; ++m) gw += std::tanh(w * t[m]) * (1 - std::tanh(w * t[m]) * std::tanh(w * t[m])) * t[m];
+      for (int m = 0; m < t.n; ++m)
+        gw += std::tanh(w * t[m]) * (1 - std::tanh(w * t[m]) * std::tanh(w * t[m])) * t[m];
       contribute(dx[j], t.n, b, [&](int m) {
         const float v = std::tanh(w * t[m]);
         return v * (1 - v * v) * w;

@@ -6,11 +6,10 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <remat/exec/host_backend.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <remat/exec/host_backend.hpp>
 
 namespace toy {
 
@@ -89,7 +88,8 @@ struct stage {
     }
     return dx;
   }
-  tensor backward(const tensor& x, const tensor& y, const context&, const tensor& dy, host_backend& b) {
+  tensor backward(const tensor& x, const tensor& y, const context&, const tensor& dy,
+                  host_backend& b) {
     if (is_loss) throw std::logic_error("backward with an output gradient on the toy loss");
     ++backward_calls;
     auto tmp = b.allocate(remat::bytes{4} * tmp_b);

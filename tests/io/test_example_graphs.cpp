@@ -1,8 +1,9 @@
 // checkmate with CBC on examples/graphs/residual_net.json, whose sizes span 4 bytes (the loss
 // output) to 100 MB: CBC's answer, cold and from the automatic warm start, and lp_solve's, equal
-// CBC's answer without cut generators (memory in exact fractions of 2^-17 of the budget). With memory counted in 4-byte units (the gcd), CBC 2.10.8's cuts
-// used to cut off the optimum at these budgets and prove a slower schedule "optimal" (see
-// "Memory units" in include/remat/policy/checkmate.hpp).
+// CBC's answer without cut generators (memory in exact fractions of 2^-17 of the budget). With
+// memory counted in 4-byte units (the gcd), CBC 2.10.8's cuts used to cut off the optimum at these
+// budgets and prove a slower schedule "optimal" (see "Memory units" in
+// include/remat/policy/checkmate.hpp).
 #include <doctest/doctest.h>
 
 #if defined(REMAT_HAS_CBC) && defined(REMAT_EXAMPLES_DIR)

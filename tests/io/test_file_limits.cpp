@@ -3,8 +3,6 @@
 
 #include <doctest/doctest.h>
 
-#include "support/io_checks.hpp"
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +10,8 @@
 #include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
 #include <string>
+
+#include "support/io_checks.hpp"
 
 #ifndef _WIN32
 #include <sys/stat.h>
@@ -36,14 +36,14 @@ static_assert(io::max_file_bytes == 256u * 1024u * 1024u);
 TEST_CASE("load_chain, load_graph: an endless stream is refused at the cap, within a second") {
   if (!std::filesystem::exists("/dev/zero")) return;
   auto t0 = std::chrono::steady_clock::now();
-  CHECK(says(io::load_chain("/dev/zero"),
-             {"cannot read chain file '/dev/zero'", "not a regular file",
-              "more than the 256 MiB a chain file may have"}));
+  CHECK(
+      says(io::load_chain("/dev/zero"), {"cannot read chain file '/dev/zero'", "not a regular file",
+                                         "more than the 256 MiB a chain file may have"}));
   CHECK(seconds_since(t0) < 1.0);
   t0 = std::chrono::steady_clock::now();
-  CHECK(says(io::load_graph("/dev/zero"),
-             {"cannot read graph file '/dev/zero'", "not a regular file",
-              "more than the 256 MiB a graph file may have"}));
+  CHECK(
+      says(io::load_graph("/dev/zero"), {"cannot read graph file '/dev/zero'", "not a regular file",
+                                         "more than the 256 MiB a graph file may have"}));
   CHECK(seconds_since(t0) < 1.0);
   // An empty stream is an empty text, not a read error.
   if (std::filesystem::exists("/dev/null"))
@@ -85,8 +85,10 @@ TEST_CASE("read_text_file: the cap counts bytes, streams and regular files alike
 TEST_CASE("load_chain, load_graph: missing files, directories, unreadable files") {
   const auto missing = remat::testing::scratch("limits_", "missing.json");
   std::filesystem::remove(missing);
-  CHECK(says(io::load_chain(missing), {"cannot read chain file", missing.string(), "no such file"}));
-  CHECK(says(io::load_graph(missing), {"cannot read graph file", missing.string(), "no such file"}));
+  CHECK(
+      says(io::load_chain(missing), {"cannot read chain file", missing.string(), "no such file"}));
+  CHECK(
+      says(io::load_graph(missing), {"cannot read graph file", missing.string(), "no such file"}));
   const auto dir = std::filesystem::temp_directory_path();
   CHECK(says(io::load_chain(dir), {"cannot read chain file", "it is a directory"}));
   CHECK(says(io::load_graph(dir), {"cannot read graph file", "it is a directory"}));
@@ -100,7 +102,8 @@ TEST_CASE("load_chain, load_graph: missing files, directories, unreadable files"
   // Unreadable: root reads it anyway, so only as another user.
   if (::geteuid() != 0) {
     std::filesystem::permissions(file, std::filesystem::perms::none);
-    CHECK(says(io::load_chain(file), {"cannot read chain file", file.string(), "Permission denied"}));
+    CHECK(
+        says(io::load_chain(file), {"cannot read chain file", file.string(), "Permission denied"}));
     CHECK(says(io::load_graph(file), {"cannot read graph file", "Permission denied"}));
     std::filesystem::permissions(file, std::filesystem::perms::owner_all);
   }

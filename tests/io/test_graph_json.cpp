@@ -3,20 +3,20 @@
 
 #include <doctest/doctest.h>
 
-#include "support/io_checks.hpp"
-
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <random>
 #include <remat/io/graph_json.hpp>
-#include <remat/problem/builder.hpp>
 #include <remat/io/json.hpp>
 #include <remat/policy/store_all.hpp>
+#include <remat/problem/builder.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
 #include <string>
 #include <string_view>
+
+#include "support/io_checks.hpp"
 
 using namespace remat;
 using nlohmann::json;
@@ -55,7 +55,9 @@ result<forward_dag> edited(Edit edit) {
   return io::forward_dag_from_json(j);
 }
 
-std::filesystem::path scratch(const std::string& name) { return testing::scratch("remat_test_graph_json_", name); }
+std::filesystem::path scratch(const std::string& name) {
+  return testing::scratch("remat_test_graph_json_", name);
+}
 
 }  // namespace
 
@@ -184,8 +186,9 @@ TEST_CASE("graph programs: JSON round trip and malformed input") {
   REQUIRE(g.ok());
   schedule s{store_all_program(*g), 0, 0};
   // A fast-forward and transfers too, so that every instruction form goes through.
-  s.ops.insert(s.ops.begin(), {instruction::fast_forward(0), instruction::free(1), instruction::offload(0),
-                               instruction::wait(0), instruction::prefetch(0), instruction::wait(0)});
+  s.ops.insert(s.ops.begin(),
+               {instruction::fast_forward(0), instruction::free(1), instruction::offload(0),
+                instruction::wait(0), instruction::prefetch(0), instruction::wait(0)});
   const auto j = io::to_json(s);
   REQUIRE(j.is_array());
   CHECK(j[0] == "C0_ff");

@@ -1,7 +1,5 @@
 #include <doctest/doctest.h>
 
-#include "support/io_checks.hpp"
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +8,8 @@
 #include <remat/remat.hpp>
 #include <string>
 #include <string_view>
+
+#include "support/io_checks.hpp"
 
 using namespace remat;
 using nlohmann::json;
@@ -46,7 +46,9 @@ result<chain> edited(Edit edit) {
   return io::chain_from_json(j);
 }
 
-std::filesystem::path scratch(const std::string& name) { return testing::scratch("remat_test_json_", name); }
+std::filesystem::path scratch(const std::string& name) {
+  return testing::scratch("remat_test_json_", name);
+}
 
 }  // namespace
 
@@ -286,7 +288,8 @@ TEST_CASE("json: schedules round-trip as arrays of instruction strings") {
   // A program that is not chain-shaped (here: a_1 freed by hand, then the same program) is
   // written in the program's text form even when the chain is given.
   schedule odd = *lit;
-  odd.ops.insert(odd.ops.begin() + 1, {instruction::free(at.a(1)), instruction::fast_forward(at.fwd(1))});
+  odd.ops.insert(odd.ops.begin() + 1,
+                 {instruction::free(at.a(1)), instruction::fast_forward(at.fwd(1))});
   CHECK(!to_chain_ops(c.length(), odd).has_value());
   CHECK(io::to_json(odd, c) == io::to_json(odd));
 }
@@ -301,10 +304,13 @@ TEST_CASE("json: with the chain, every program round-trips, chain-shaped or not"
   // which the chain notation cannot name (delta_1, from B2 to B1): neither is chain-shaped.
   const schedule graph_plan{store_all_program(g), 0, 0};
   schedule offloading = graph_plan;
-  const auto bwd2 = std::find(offloading.ops.begin(), offloading.ops.end(), instruction::compute(at.bwd(2)));
+  const auto bwd2 =
+      std::find(offloading.ops.begin(), offloading.ops.end(), instruction::compute(at.bwd(2)));
   REQUIRE(bwd2 != offloading.ops.end());
-  offloading.ops.insert(bwd2 + 1, {instruction::offload(at.delta(1)), instruction::wait(at.delta(1))});
-  const auto bwd1 = std::find(offloading.ops.begin(), offloading.ops.end(), instruction::compute(at.bwd(1)));
+  offloading.ops.insert(bwd2 + 1,
+                        {instruction::offload(at.delta(1)), instruction::wait(at.delta(1))});
+  const auto bwd1 =
+      std::find(offloading.ops.begin(), offloading.ops.end(), instruction::compute(at.bwd(1)));
   REQUIRE(bwd1 != offloading.ops.end());
   offloading.ops.insert(bwd1, {instruction::prefetch(at.delta(1)), instruction::wait(at.delta(1))});
   for (const schedule& s : {graph_plan, offloading}) {
@@ -323,10 +329,12 @@ TEST_CASE("json: with the chain, every program round-trips, chain-shaped or not"
   }
 
   // A chain-shaped program still writes, and reads back, in the chain notation (lowered).
-  const json literal = json::parse(R"(["F1_ck", "O0", "F2_none", "F3_all", "B3", "W0", "F1_all", "F2_all", "B2", "B1"])");
+  const json literal = json::parse(
+      R"(["F1_ck", "O0", "F2_none", "F3_all", "B3", "W0", "F1_all", "F2_all", "B2", "B1"])");
   auto lowered = io::schedule_from_json(literal, c);
   REQUIRE_MESSAGE(lowered.ok(), lowered.message());
-  CHECK(lowered->ops == parse_chain_program(c.length(), "F1_ck O0 F2_none F3_all B3 W0 F1_all F2_all B2 B1")->ops);
+  CHECK(lowered->ops ==
+        parse_chain_program(c.length(), "F1_ck O0 F2_none F3_all B3 W0 F1_all F2_all B2 B1")->ops);
   CHECK(lowered->ops[1] == instruction::offload(at.a(0)));
   CHECK(io::to_json(*lowered, c) == literal);
   CHECK(io::schedule_from_json(io::to_json(*lowered, c), c)->ops == lowered->ops);
@@ -343,12 +351,14 @@ TEST_CASE("json: with the chain, every program round-trips, chain-shaped or not"
 
   // Program text that is not, with the chain's notation named as the alternative.
   CHECK(says(io::schedule_from_json(json::parse(R"(["C0", "X1"])"), c),
-             {"schedule[1]", "not an instruction", "\"C<c>_ff\"", "or the chain notation", "\"F<l>_ck\""}));
+             {"schedule[1]", "not an instruction", "\"C<c>_ff\"", "or the chain notation",
+              "\"F<l>_ck\""}));
 }
 
 TEST_CASE("json: malformed schedules are rejected with the position") {
   const chain c = small_chain();  // 3 stages
-  auto bad = [&](const json& j, std::initializer_list<std::string_view> parts, bool chain_notation = true) {
+  auto bad = [&](const json& j, std::initializer_list<std::string_view> parts,
+                 bool chain_notation = true) {
     auto r = chain_notation ? io::schedule_from_json(j, c) : io::schedule_from_json(j);
     if (r.ok() || r.code() != status::invalid_problem) return false;
     for (auto p : parts)
@@ -370,8 +380,8 @@ TEST_CASE("json: malformed schedules are rejected with the position") {
   CHECK(bad(json::parse(R"(["F1_ck", "F3_ck"])"), {"F3_ck at op 1", "a_2 is not in memory"}));
   CHECK(bad(json::parse(R"(["F1_ck", "B1"])"), {"B1 at op 1", "delta_1"}));
   // The program's text form has its own words.
-  CHECK(bad(json::parse(R"(["C0", "F1_ck"])"), {"schedule[1]", "F1_ck", "not an instruction", "\"C<c>_ff\""},
-            false));
+  CHECK(bad(json::parse(R"(["C0", "F1_ck"])"),
+            {"schedule[1]", "F1_ck", "not an instruction", "\"C<c>_ff\""}, false));
   CHECK(bad(json::parse(R"(["C0", 7])"), {"schedule[1]", "an integer (7)"}, false));
   CHECK(bad(json::parse(R"(["D-1"])"), {"schedule[0]"}, false));
   CHECK(bad(json::object(), {"no \"schedule\" field"}, false));
@@ -379,7 +389,8 @@ TEST_CASE("json: malformed schedules are rejected with the position") {
 
 TEST_CASE("json: schedules with transfers round-trip, and bad transfers name the position") {
   const chain c{"two", 8, {{"s1", 1, 1, 8, 12, 0, 0}, {"loss", 1, 1, 4, 4, 0, 0}}};
-  const json literal = json::parse(R"(["F1_ck", "O0", "F2_all", "B2", "W0", "P0", "W0", "F1_all", "B1"])");
+  const json literal =
+      json::parse(R"(["F1_ck", "O0", "F2_all", "B2", "W0", "P0", "W0", "F1_all", "B1"])");
   auto s = io::schedule_from_json(literal, c);
   REQUIRE(s.ok());
   const auto ops = to_chain_ops(c.length(), *s);
@@ -463,17 +474,19 @@ TEST_CASE("chain JSON: stages' options (cost sets) round-trip, and bad ones are 
   c.stages[0].options.clear();
   CHECK_FALSE(io::to_json(c)["stages"][0].contains("options"));
   auto msg = [](const char* opts) {
-    const std::string text = std::string(R"({"name": "x", "input_bytes": 1, "stages": [{"forward_time": 1, )"
-                                         R"("backward_time": 1, "output_bytes": 4, "saved_bytes": 4, "options": )") +
-                             opts + "}]}";
+    const std::string text =
+        std::string(R"({"name": "x", "input_bytes": 1, "stages": [{"forward_time": 1, )"
+                    R"("backward_time": 1, "output_bytes": 4, "saved_bytes": 4, "options": )") +
+        opts + "}]}";
     return io::parse_chain(text).message();
   };
-  CHECK(msg("3").find("\"options\" is an integer (3); it must be an array of option objects") != std::string::npos);
-  CHECK(msg(R"([{"forward_time": 1, "backward_time": 1}])").find("options[0]: missing field \"saved_bytes\"") !=
+  CHECK(msg("3").find("\"options\" is an integer (3); it must be an array of option objects") !=
         std::string::npos);
+  CHECK(msg(R"([{"forward_time": 1, "backward_time": 1}])")
+            .find("options[0]: missing field \"saved_bytes\"") != std::string::npos);
   CHECK(msg(R"([{"forward_time": 1, "backward_time": 1, "saved_bytes": 8, "saved": 1}])")
             .find("options[0]: unknown field \"saved\"") != std::string::npos);
-  CHECK(msg(R"([{"forward_time": 1, "backward_time": 1, "saved_bytes": 2}])").find("option 1: saved_bytes (2)") !=
-        std::string::npos);
+  CHECK(msg(R"([{"forward_time": 1, "backward_time": 1, "saved_bytes": 2}])")
+            .find("option 1: saved_bytes (2)") != std::string::npos);
   CHECK(msg(R"([{"forward_time": 1, "backward_time": 1, "saved_bytes": 8}])") == "");
 }

@@ -145,7 +145,8 @@ TEST_CASE("remat-plan --json: every policy plans both example chains within the 
       CHECK(!r["schedule"].empty());
       // What it printed is a schedule in the chain notation that the simulator accepts, with the
       // printed numbers.
-      for (const auto& w : r["schedule"]) CHECK((w.get<std::string>().front() == 'F' || w.get<std::string>().front() == 'B'));
+      for (const auto& w : r["schedule"])
+        CHECK((w.get<std::string>().front() == 'F' || w.get<std::string>().front() == 'B'));
       auto s = io::schedule_from_json(r, *c);
       REQUIRE_MESSAGE(s.ok(), s.message());
       const auto rep = sim::simulate(*c, *s, {.budget = budget});
@@ -218,17 +219,20 @@ TEST_CASE("remat-plan: times too large to sum are a clear invalid_problem for ev
     CAPTURE(t);
     const auto path = remat::testing::scratch("remat_plan_test_", "huge_times.json");
     std::ofstream(path) << R"({"name": "huge", "input_bytes": 4, "stages": [
-      {"name": "fc1", "forward_time": )" << t << R"(, "backward_time": )" << t << R"(,
+      {"name": "fc1", "forward_time": )"
+                        << t << R"(, "backward_time": )" << t << R"(,
        "output_bytes": 100, "saved_bytes": 100},
       {"name": "loss", "forward_time": 1e-05, "backward_time": 1e-05, "output_bytes": 4,
        "saved_bytes": 4}]})";
-    std::vector<std::string> policies = {"store_all", "periodic", "revolve", "rotor", "rotor_floating"};
+    std::vector<std::string> policies = {"store_all", "periodic", "revolve", "rotor",
+                                         "rotor_floating"};
 #if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
     policies.emplace_back("checkmate");
 #endif
     for (const auto& policy : policies) {
       CAPTURE(policy);
-      const outcome o = run_plan({"--chain", path.string(), "--budget", "1MiB", "--policy", policy, "--json"});
+      const outcome o =
+          run_plan({"--chain", path.string(), "--budget", "1MiB", "--policy", policy, "--json"});
       CAPTURE(o.err);
       CHECK(o.exit_code == 1);
       CHECK(has(o.err, "stage 1 ('fc1'): forward_time is"));
@@ -236,7 +240,8 @@ TEST_CASE("remat-plan: times too large to sum are a clear invalid_problem for ev
       const json r = json::parse(o.out, nullptr, false);
       REQUIRE(r.is_object());
       CHECK(r["status"] == "invalid_problem");
-      const outcome text = run_plan({"--chain", path.string(), "--budget", "1MiB", "--policy", policy});
+      const outcome text =
+          run_plan({"--chain", path.string(), "--budget", "1MiB", "--policy", policy});
       CHECK(text.exit_code == 1);
       CHECK(!has(text.out + text.err, "inf"));
       CHECK(!has(text.out + text.err, "nan"));
@@ -252,19 +257,22 @@ TEST_CASE("remat-plan: --time-limit holds for every chain policy") {
   {
     json c{{"name", "long"}, {"input_bytes", 1000}, {"stages", json::array()}};
     for (int l = 1; l <= 2000; ++l)
-      c["stages"].push_back({{"name", "s" + std::to_string(l)}, {"forward_time", 1.0 + 0.001 * (l % 7)},
-                             {"backward_time", 2.0}, {"output_bytes", 1000 + 10 * (l % 5)},
+      c["stages"].push_back({{"name", "s" + std::to_string(l)},
+                             {"forward_time", 1.0 + 0.001 * (l % 7)},
+                             {"backward_time", 2.0},
+                             {"output_bytes", 1000 + 10 * (l % 5)},
                              {"saved_bytes", 2000 + 10 * (l % 3)}});
     std::ofstream(path) << c.dump();
   }
   for (const std::string policy : {"store_all", "periodic", "revolve", "rotor", "rotor_floating"}) {
     CAPTURE(policy);
-    std::vector<std::string> args = {"--chain", path.string(), "--budget", "120000", "--policy", policy,
-                                     "--time-limit", "0.2", "--json"};
+    std::vector<std::string> args = {"--chain", path.string(),  "--budget", "120000", "--policy",
+                                     policy,    "--time-limit", "0.2",      "--json"};
     if (policy == "rotor" || policy == "rotor_floating") args.insert(args.end(), {"--slots", "20"});
     const auto t0 = std::chrono::steady_clock::now();
     const outcome o = run_plan(args);
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CAPTURE(o.err);
     CHECK(took < 1.5);  // the limit, a margin, and loading the file and starting the process
     const json r = json::parse(o.out, nullptr, false);
@@ -317,13 +325,12 @@ TEST_CASE("remat-plan --help") {
 TEST_CASE("remat-plan: budget suffixes") {
   // Not `[text, expect]`: CAPTURE captures in a lambda, and Clang 14 cannot capture a structured
   // binding (C++20's P1091, Clang 16).
-  for (const auto& c :
-       std::vector<std::pair<std::string, bytes>>{{"3221225472", bytes{3} << 30},
-                                                  {"3GiB", bytes{3} << 30},
-                                                  {"3072MiB", bytes{3} << 30},
-                                                  {"3145728KiB", bytes{3} << 30},
-                                                  {"3g", bytes{3} << 30},
-                                                  {"2.5GiB", bytes{5} << 29}}) {
+  for (const auto& c : std::vector<std::pair<std::string, bytes>>{{"3221225472", bytes{3} << 30},
+                                                                  {"3GiB", bytes{3} << 30},
+                                                                  {"3072MiB", bytes{3} << 30},
+                                                                  {"3145728KiB", bytes{3} << 30},
+                                                                  {"3g", bytes{3} << 30},
+                                                                  {"2.5GiB", bytes{5} << 29}}) {
     const std::string& text = c.first;
     const bytes expect = c.second;
     CAPTURE(text);
@@ -393,9 +400,8 @@ void check_graph_plan(const json& r, const graph& g, bytes budget) {
 
 TEST_CASE("remat-plan --graph: store_all and checkmate plan the example graphs") {
   // Budgets that need recomputation yet fit: the attention block's minimum is 95% of its peak.
-  for (const auto& c :
-       std::vector<std::pair<std::string, double>>{{"residual_net.json", 0.9},
-                                                   {"attention_block.json", 0.97}}) {
+  for (const auto& c : std::vector<std::pair<std::string, double>>{
+           {"residual_net.json", 0.9}, {"attention_block.json", 0.97}}) {
     const std::string& name = c.first;  // not a structured binding: see "budget suffixes"
     const double fraction = c.second;
     CAPTURE(name);
@@ -425,9 +431,9 @@ TEST_CASE("remat-plan --graph: store_all and checkmate plan the example graphs")
       // CBC solves these in about two seconds; lp_solve takes minutes, so it gets a short limit
       // and may stop with a schedule or with none.
       const bool cbc = solver == "cbc";
-      const outcome o = run_plan({"--graph", graph_file(name), "--budget", std::to_string(budget),
-                                  "--policy", "checkmate", "--solver", solver, "--time-limit",
-                                  cbc ? "30" : "1", "--json"});
+      const outcome o =
+          run_plan({"--graph", graph_file(name), "--budget", std::to_string(budget), "--policy",
+                    "checkmate", "--solver", solver, "--time-limit", cbc ? "30" : "1", "--json"});
       CAPTURE(o.err);
       const json r = json::parse(o.out, nullptr, false);
       REQUIRE(r.is_object());
@@ -507,7 +513,8 @@ TEST_CASE("remat-plan: checkmate below the minimum, with and without --find-mini
     CHECK(r["status"] == "budget_too_small");
     const bytes minimum = r["minimum_budget_bytes"].get<bytes>();
     CHECK(minimum > 700);
-    if (rp["status"] == "budget_too_small") CHECK(rp["minimum_budget_bytes"].get<bytes>() == minimum);
+    if (rp["status"] == "budget_too_small")
+      CHECK(rp["minimum_budget_bytes"].get<bytes>() == minimum);
     const outcome at = run_plan({"--chain", file, "--budget", std::to_string(minimum), "--policy",
                                  "checkmate", "--solver", solver, "--json"});
     CHECK(at.exit_code == 0);
@@ -556,14 +563,16 @@ TEST_CASE("remat-plan: rotor at its minimum says it gives the fastest minimum-me
     CAPTURE(at.err);
     CHECK(at.exit_code == 0);
     CHECK(has(at.out, "not proven optimal: the fastest minimum-memory schedule"));
-    const json j = json::parse(run_plan({"--chain", file, "--budget", "892731392", "--policy", policy, "--json"}).out,
-                               nullptr, false);
+    const json j = json::parse(
+        run_plan({"--chain", file, "--budget", "892731392", "--policy", policy, "--json"}).out,
+        nullptr, false);
     CHECK(j["optimal"] == false);
     CHECK(j["method"] == "minimum_memory");
     CHECK(!j.contains("dp_slots"));
     if (policy == "rotor_floating") continue;  // its larger table falls back there too
     const json above = json::parse(
-        run_plan({"--chain", file, "--budget", "892800000", "--policy", policy, "--json"}).out, nullptr, false);
+        run_plan({"--chain", file, "--budget", "892800000", "--policy", policy, "--json"}).out,
+        nullptr, false);
     CHECK(above["method"] == "dp");
     CHECK(above["dp_slots"].get<std::int64_t>() > 500);  // refined from the default 500
     CHECK(above["optimal"] == false);
@@ -626,8 +635,9 @@ TEST_CASE("remat-plan: checkmate's infeasible message gives one hint, in the CLI
     if (solver != "cbc") continue;
     // Below the proven bound, where the bound and least_memory's peak differ: "infeasible",
     // with the interval and the hint (where they meet, the answer is the minimum, no hint).
-    const outcome o = run_plan({"--graph", std::string(REMAT_EXAMPLES_DIR) + "/graphs/residual_net.json",
-                                "--budget", "1000", "--policy", "checkmate", "--solver", solver});
+    const outcome o =
+        run_plan({"--graph", std::string(REMAT_EXAMPLES_DIR) + "/graphs/residual_net.json",
+                  "--budget", "1000", "--policy", "checkmate", "--solver", solver});
     CAPTURE(o.err);
     CHECK(o.exit_code == 1);
     CHECK(count(o.err, "--find-minimum") == 1);
@@ -676,8 +686,8 @@ TEST_CASE("remat-plan: graph usage errors exit 2") {
       {{"--graph", "", "--budget", "1GiB", "--policy", "checkmate"}, "--graph needs a file name"},
   };
   expect_usage_errors(cases);
-  const outcome missing = run_plan({"--graph", graph_file("no_such_graph.json"), "--budget",
-                                    "1GiB", "--policy", "store_all", "--json"});
+  const outcome missing = run_plan({"--graph", graph_file("no_such_graph.json"), "--budget", "1GiB",
+                                    "--policy", "store_all", "--json"});
   CHECK(missing.exit_code == 1);
   CHECK(has(missing.err, "no_such_graph.json"));
 }
@@ -713,7 +723,8 @@ TEST_CASE("remat-plan: the same figures as before on the example chains and grap
     CAPTURE(f.file);
     CAPTURE(f.policy);
     CAPTURE(f.budget);
-    const outcome o = run_plan({"--chain", chain_file(f.file), "--budget", f.budget, "--policy", f.policy, "--json"});
+    const outcome o = run_plan(
+        {"--chain", chain_file(f.file), "--budget", f.budget, "--policy", f.policy, "--json"});
     CAPTURE(o.err);
     REQUIRE(o.exit_code == 0);
     const json r = json::parse(o.out, nullptr, false);
@@ -723,27 +734,35 @@ TEST_CASE("remat-plan: the same figures as before on the example chains and grap
     CHECK(r["schedule"].size() == f.ops);
   }
   // The README's example plan, word for word.
-  const outcome readme = run_plan({"--chain", chain_file("resnet_like.json"), "--budget", "1GiB", "--policy", "rotor"});
+  const outcome readme = run_plan(
+      {"--chain", chain_file("resnet_like.json"), "--budget", "1GiB", "--policy", "rotor"});
   CHECK(readme.exit_code == 0);
   CHECK(has(readme.out, "makespan  0.1242 s predicted, +20.5% over store-all (0.1031 s)"));
-  CHECK(has(readme.out, "peak      1066139648 bytes (1016.8 MiB) simulated; store-all needs 2800222208 bytes (2.6 GiB)"));
+  CHECK(has(readme.out,
+            "peak      1066139648 bytes (1016.8 MiB) simulated; store-all needs 2800222208 bytes "
+            "(2.6 GiB)"));
   CHECK(has(readme.out, "schedule  50 ops;"));
   CHECK(has(readme.out,
-            "  F1_ck F2_none F3_ck F4_ck F5_ck F6_ck F7_none F8_ck F9_none F10_ck F11_all F12_all F13_all\n"
-            "  F14_all F15_all F16_all F17_all F18_all F19_all F20_all B20 B19 B18 B17 B16 B15 B14 B13 B12\n"
-            "  B11 F10_all B10 F8_all F9_all B9 B8 F6_all F7_all B7 B6 F5_all B5 F4_all B4 F3_all B3 F1_all\n"
+            "  F1_ck F2_none F3_ck F4_ck F5_ck F6_ck F7_none F8_ck F9_none F10_ck F11_all F12_all "
+            "F13_all\n"
+            "  F14_all F15_all F16_all F17_all F18_all F19_all F20_all B20 B19 B18 B17 B16 B15 B14 "
+            "B13 B12\n"
+            "  B11 F10_all B10 F8_all F9_all B9 B8 F6_all F7_all B7 B6 F5_all B5 F4_all B4 F3_all "
+            "B3 F1_all\n"
             "  F2_all B2 B1\n"));
   // The minimum budgets reported below them.
   for (const auto& [file, policy, minimum] :
-       std::vector<std::tuple<std::string, std::string, bytes>>{{"resnet_like.json", "store_all", 2800222208},
-                                                               {"gpt_like.json", "store_all", 16303063044},
-                                                               {"gpt_like.json", "periodic", 6914572292},
-                                                               {"gpt_like.json", "revolve", 6587416580},
-                                                               {"gpt_like.json", "rotor", 6587416580},
-                                                               {"gpt_like.json", "rotor_floating", 6587416580}}) {
+       std::vector<std::tuple<std::string, std::string, bytes>>{
+           {"resnet_like.json", "store_all", 2800222208},
+           {"gpt_like.json", "store_all", 16303063044},
+           {"gpt_like.json", "periodic", 6914572292},
+           {"gpt_like.json", "revolve", 6587416580},
+           {"gpt_like.json", "rotor", 6587416580},
+           {"gpt_like.json", "rotor_floating", 6587416580}}) {
     CAPTURE(file);
     CAPTURE(policy);
-    const outcome o = run_plan({"--chain", chain_file(file), "--budget", "1GiB", "--policy", policy, "--json"});
+    const outcome o =
+        run_plan({"--chain", chain_file(file), "--budget", "1GiB", "--policy", policy, "--json"});
     CHECK(o.exit_code == 1);
     const json r = json::parse(o.out, nullptr, false);
     REQUIRE(r.is_object());
@@ -753,9 +772,11 @@ TEST_CASE("remat-plan: the same figures as before on the example chains and grap
   // store_all on the example graphs: programs over their training graphs.
   for (const auto& [name, makespan, peak, ops] :
        std::vector<std::tuple<std::string, double, bytes, std::size_t>>{
-           {"residual_net.json", 0.01871, 430309376, 51}, {"attention_block.json", 0.01423, 402685952, 66}}) {
+           {"residual_net.json", 0.01871, 430309376, 51},
+           {"attention_block.json", 0.01423, 402685952, 66}}) {
     CAPTURE(name);
-    const outcome o = run_plan({"--graph", graph_file(name), "--budget", "1GiB", "--policy", "store_all", "--json"});
+    const outcome o = run_plan(
+        {"--graph", graph_file(name), "--budget", "1GiB", "--policy", "store_all", "--json"});
     REQUIRE(o.exit_code == 0);
     const json r = json::parse(o.out, nullptr, false);
     REQUIRE(r.is_object());
@@ -805,9 +826,12 @@ json simulate_json(std::vector<std::string> args) {
 
 }  // namespace
 
-TEST_CASE("remat-plan --simulate: a plan replays to its own figures, in either notation and from a file") {
+TEST_CASE(
+    "remat-plan --simulate: a plan replays to its own figures, in either notation and from a "
+    "file") {
   const std::string file = chain_file("resnet_like.json");
-  const outcome planned = run_plan({"--chain", file, "--budget", "1GiB", "--policy", "rotor", "--json"});
+  const outcome planned =
+      run_plan({"--chain", file, "--budget", "1GiB", "--policy", "rotor", "--json"});
   REQUIRE(planned.exit_code == 0);
   const json plan = json::parse(planned.out);
   const std::string text = joined(plan["schedule"]);
@@ -815,7 +839,8 @@ TEST_CASE("remat-plan --simulate: a plan replays to its own figures, in either n
   const json r = simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", text});
   CHECK(r["valid"] == true);
   CHECK(r["peak_bytes"] == plan["peak_bytes"]);
-  CHECK(r["makespan"].get<double>() == doctest::Approx(plan["makespan"].get<double>()).epsilon(1e-12));
+  CHECK(r["makespan"].get<double>() ==
+        doctest::Approx(plan["makespan"].get<double>()).epsilon(1e-12));
   CHECK(r["budget_bytes"].get<bytes>() == (bytes{1} << 30));
   CHECK(r["host_peak_bytes"] == 0);
 
@@ -824,7 +849,8 @@ TEST_CASE("remat-plan --simulate: a plan replays to its own figures, in either n
   REQUIRE(c.ok());
   const auto s = io::schedule_from_json(plan, *c);
   REQUIRE(s.ok());
-  const json program = simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", to_string(*s)});
+  const json program =
+      simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", to_string(*s)});
   CHECK(program["valid"] == true);
   CHECK(program["peak_bytes"] == plan["peak_bytes"]);
   CHECK(program["instructions"].get<std::size_t>() == s->ops.size());
@@ -833,7 +859,8 @@ TEST_CASE("remat-plan --simulate: a plan replays to its own figures, in either n
   CHECK(!program.contains("chain_ops"));
   const auto path = remat::testing::scratch("remat_plan_test_", "program.txt");
   std::ofstream(path) << text << '\n';
-  const json from_file = simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", "@" + path.string()});
+  const json from_file =
+      simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", "@" + path.string()});
   CHECK(from_file["valid"] == true);
   CHECK(from_file["peak_bytes"] == plan["peak_bytes"]);
   std::filesystem::remove(path);
@@ -854,8 +881,8 @@ TEST_CASE("remat-plan --simulate: a plan replays to its own figures, in either n
   REQUIRE(g.ok());
   const schedule sa{store_all_program(*g), g->ideal_time(), 0};
   const auto rep = sim::simulate(*g, sa);
-  const json gr =
-      simulate_json({"--graph", graph_file("residual_net.json"), "--budget", "1GiB", "--simulate", to_string(sa)});
+  const json gr = simulate_json({"--graph", graph_file("residual_net.json"), "--budget", "1GiB",
+                                 "--simulate", to_string(sa)});
   CHECK(gr["valid"] == true);
   CHECK(gr["peak_bytes"].get<bytes>() == rep.peak);
   CHECK(gr["makespan"].get<double>() == doctest::Approx(rep.makespan));
@@ -864,20 +891,21 @@ TEST_CASE("remat-plan --simulate: a plan replays to its own figures, in either n
 
 TEST_CASE("remat-plan --simulate: over the budget, the replay goes on to the true peak") {
   const std::string file = chain_file("resnet_like.json");
-  const outcome planned = run_plan({"--chain", file, "--budget", "1GiB", "--policy", "rotor", "--json"});
+  const outcome planned =
+      run_plan({"--chain", file, "--budget", "1GiB", "--policy", "rotor", "--json"});
   REQUIRE(planned.exit_code == 0);
   const json plan = json::parse(planned.out);
   const bytes peak = plan["peak_bytes"].get<bytes>();
-  const json r = simulate_json(
-      {"--chain", file, "--budget", std::to_string(peak - 1), "--simulate", joined(plan["schedule"])});
+  const json r = simulate_json({"--chain", file, "--budget", std::to_string(peak - 1), "--simulate",
+                                joined(plan["schedule"])});
   CHECK(r["valid"] == false);
   CHECK(r["peak_bytes"].get<bytes>() == peak);
   const std::string v = r["violation"].get<std::string>();
   CHECK(has(v, "over the budget of " + std::to_string(peak - 1) + " bytes"));
   CHECK(has(v, "needs " + std::to_string(peak) + " bytes while it runs"));
   CHECK((v.front() == 'F' || v.front() == 'B'));  // it names the chain op at fault
-  const outcome text = run_plan({"--chain", file, "--budget", std::to_string(peak - 1), "--simulate",
-                                 joined(plan["schedule"])});
+  const outcome text = run_plan({"--chain", file, "--budget", std::to_string(peak - 1),
+                                 "--simulate", joined(plan["schedule"])});
   CHECK(text.exit_code == 1);
   CHECK(has(text.out, "valid     no"));
   CHECK(has(text.out, "violation "));
@@ -897,8 +925,10 @@ TEST_CASE("remat-plan --simulate: invalid programs and words that are not instru
       {{"--chain", file, "--simulate", "F1_ck F2_all B2"}, {"B2 at op 2", "delta_2"}},
       {{"--chain", file, "--simulate", "F7_ck"}, {"stage 7 does not exist"}},
       // Words that are not instructions.
-      {{"--chain", file, "--simulate", "F1_ck X3 B1"}, {"'X3' is not an instruction of the chain notation"}},
-      {{"--chain", file, "--simulate", "F1_ck C3"}, {"'C3' is not an instruction of the chain notation"}},
+      {{"--chain", file, "--simulate", "F1_ck X3 B1"},
+       {"'X3' is not an instruction of the chain notation"}},
+      {{"--chain", file, "--simulate", "F1_ck C3"},
+       {"'C3' is not an instruction of the chain notation"}},
       {{"--chain", file, "--simulate", "C0 Q1"}, {"word 1 'Q1'", "nor of the chain notation"}},
       {{"--graph", g, "--simulate", "C0 F1_ck"}, {"word 1 'F1_ck'", "needs --chain"}},
       // Rules of the simulator: a tensor used while on the host, a node run twice, the end state.
@@ -918,12 +948,13 @@ TEST_CASE("remat-plan --simulate: invalid programs and words that are not instru
     for (const auto& part : bc.says) CHECK_MESSAGE(has(v, part), v, " lacks ", part);
   }
   // A program the lowering rejects ran nothing.
-  const json nothing = simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", "F1_ck F3_all"});
+  const json nothing =
+      simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", "F1_ck F3_all"});
   CHECK(nothing["peak_bytes"] == 0);
   CHECK(nothing["makespan"] == 0);
   // An unreadable program file is a failure to read, not an invalid program.
-  const outcome missing =
-      run_plan({"--chain", file, "--budget", "1GiB", "--simulate", "@" + chain_file("no_such_program.txt"), "--json"});
+  const outcome missing = run_plan({"--chain", file, "--budget", "1GiB", "--simulate",
+                                    "@" + chain_file("no_such_program.txt"), "--json"});
   CHECK(missing.exit_code == 1);
   CHECK(has(missing.err, "cannot read program file"));
   CHECK(json::parse(missing.out, nullptr, false)["status"] == "invalid_problem");
@@ -935,21 +966,23 @@ TEST_CASE("remat-plan --simulate: --bandwidth times the transfers") {
   // transfers are free (the makespan is the sum of the compute times, 21 s); at 100 bytes/s the
   // offload (4 s) hides behind F3..B3 (6 s), the prefetch (4 s) is waited for in full.
   const std::string program = "F1_ck F2_ck O1 F3_all F4_all B4 B3 W1 P1 W1 F2_all B2 F1_all B1";
-  const json free_moves = simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", program});
+  const json free_moves =
+      simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", program});
   CHECK(free_moves["valid"] == true);
   CHECK(free_moves["makespan"].get<double>() == doctest::Approx(21.0));
   CHECK(free_moves["host_peak_bytes"] == 400);
-  const json slow =
-      simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", program, "--bandwidth", "100"});
+  const json slow = simulate_json(
+      {"--chain", file, "--budget", "1GiB", "--simulate", program, "--bandwidth", "100"});
   CHECK(slow["valid"] == true);
   CHECK(slow["makespan"].get<double>() == doctest::Approx(25.0));
   CHECK(slow["bandwidth"] == 100.0);
   CHECK(slow["peak_bytes"].get<bytes>() >= free_moves["peak_bytes"].get<bytes>());
   // Suffixes: 1KiB/s = 1024 bytes per second: the prefetch takes 400/1024 s.
-  const json kib =
-      simulate_json({"--chain", file, "--budget", "1GiB", "--simulate", program, "--bandwidth=1KiB/s"});
+  const json kib = simulate_json(
+      {"--chain", file, "--budget", "1GiB", "--simulate", program, "--bandwidth=1KiB/s"});
   CHECK(kib["makespan"].get<double>() == doctest::Approx(21.0 + 400.0 / 1024.0));
-  const outcome text = run_plan({"--chain", file, "--budget", "1GiB", "--simulate", program, "--bandwidth", "100"});
+  const outcome text =
+      run_plan({"--chain", file, "--budget", "1GiB", "--simulate", program, "--bandwidth", "100"});
   CHECK(text.exit_code == 0);
   CHECK(has(text.out, "transfers 100 bytes/s each way"));
   CHECK(has(text.out, "makespan  25 s simulated"));
@@ -992,8 +1025,9 @@ TEST_CASE("remat-plan --policy rockmate: graphs and chains, its blocks in --json
   auto g = io::load_graph(graph_file("residual_net.json"));
   REQUIRE(g.ok());
   const bytes budget = bytes{300} << 20;
-  const outcome o = run_plan({"--graph", graph_file("residual_net.json"), "--budget", "300MiB", "--policy", "rockmate",
-                              "--solver", solver, "--grid", "4,4", "--threads", "2", "--json"});
+  const outcome o =
+      run_plan({"--graph", graph_file("residual_net.json"), "--budget", "300MiB", "--policy",
+                "rockmate", "--solver", solver, "--grid", "4,4", "--threads", "2", "--json"});
   CAPTURE(o.err);
   REQUIRE(o.exit_code == 0);
   const json r = json::parse(o.out, nullptr, false);
@@ -1014,34 +1048,42 @@ TEST_CASE("remat-plan --policy rockmate: graphs and chains, its blocks in --json
   CHECK(recomputed > 0);
   CHECK(rm["blocks"][1]["kind"] == rm["blocks"][2]["kind"]);
 
-  // The readable summary lists the blocks; a chain plans through its graph, never slower than rotor.
-  const outcome text = run_plan({"--graph", graph_file("residual_net.json"), "--budget", "300MiB", "--policy",
-                                 "rockmate", "--solver", solver, "--grid", "3,3"});
+  // The readable summary lists the blocks; a chain plans through its graph, never slower than
+  // rotor.
+  const outcome text = run_plan({"--graph", graph_file("residual_net.json"), "--budget", "300MiB",
+                                 "--policy", "rockmate", "--solver", solver, "--grid", "3,3"});
   CHECK(text.exit_code == 0);
   CHECK(has(text.out, "blocks    5 blocks of 4 kinds"));
   const std::string file = small_chain_file();
   for (const std::string b : {"2300", "2600"}) {
     CAPTURE(b);
-    const outcome rk =
-        run_plan({"--chain", file, "--budget", b, "--policy", "rockmate", "--solver", solver, "--slots", "0", "--json"});
-    const outcome rt = run_plan({"--chain", file, "--budget", b, "--policy", "rotor", "--slots", "0", "--json"});
+    const outcome rk = run_plan({"--chain", file, "--budget", b, "--policy", "rockmate", "--solver",
+                                 solver, "--slots", "0", "--json"});
+    const outcome rt =
+        run_plan({"--chain", file, "--budget", b, "--policy", "rotor", "--slots", "0", "--json"});
     CAPTURE(rk.err);
     REQUIRE(rk.exit_code == 0);
     REQUIRE(rt.exit_code == 0);
     CHECK(json::parse(rk.out)["makespan"].get<double>() <=
           json::parse(rt.out)["makespan"].get<double>() * (1 + 1e-12));
   }
-  const outcome below = run_plan({"--chain", file, "--budget", "700", "--policy", "rockmate", "--solver", solver, "--json"});
+  const outcome below = run_plan(
+      {"--chain", file, "--budget", "700", "--policy", "rockmate", "--solver", solver, "--json"});
   CHECK(below.exit_code == 1);
   CHECK(json::parse(below.out)["status"] == "budget_too_small");
   CHECK(has(below.err, "minimum"));
   // Usage errors.
   for (const auto& uc : std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{"--chain", file, "--budget", "1GiB", "--policy", "rotor", "--grid", "3,3"}, "--grid applies to rockmate only"},
-           {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--grid", "0,3"}, "--grid '0,3' is not"},
-           {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--grid", "3"}, "--grid '3' is not"},
-           {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--threads", "-1"}, "--threads"},
-           {{"--chain", file, "--budget", "1GiB", "--policy", "checkmate", "--threads", "2"}, "rockmate only"}}) {
+           {{"--chain", file, "--budget", "1GiB", "--policy", "rotor", "--grid", "3,3"},
+            "--grid applies to rockmate only"},
+           {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--grid", "0,3"},
+            "--grid '0,3' is not"},
+           {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--grid", "3"},
+            "--grid '3' is not"},
+           {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--threads", "-1"},
+            "--threads"},
+           {{"--chain", file, "--budget", "1GiB", "--policy", "checkmate", "--threads", "2"},
+            "rockmate only"}}) {
     const std::string& reason = uc.second;
     CAPTURE(reason);
     const outcome u = run_plan(uc.first);
@@ -1241,7 +1283,8 @@ TEST_CASE("remat-plan: offload_autocapper, and pofo's own plan with --no-portfol
   auto c = io::load_chain(file);
   REQUIRE(c.ok());
   const bytes budget = 1610612736;  // 1.5GiB
-  const outcome a = run_plan({"--chain", file, "--budget", "1.5GiB", "--policy", "offload_autocapper", "--json"});
+  const outcome a =
+      run_plan({"--chain", file, "--budget", "1.5GiB", "--policy", "offload_autocapper", "--json"});
   CAPTURE(a.err);
   REQUIRE(a.exit_code == 0);
   const json r = json::parse(a.out, nullptr, false);
@@ -1252,13 +1295,15 @@ TEST_CASE("remat-plan: offload_autocapper, and pofo's own plan with --no-portfol
   CHECK(sim::simulate(*c, *s, {.budget = budget, .hw = machine::with_bandwidth(12e9)}).valid);
   // pofo's portfolio is never slower than autocapper, and its DP alone is a plan too.
   const outcome p = run_plan({"--chain", file, "--budget", "1.5GiB", "--policy", "pofo", "--json"});
-  const outcome own = run_plan({"--chain", file, "--budget", "1.5GiB", "--policy", "pofo", "--no-portfolio", "--json"});
+  const outcome own = run_plan(
+      {"--chain", file, "--budget", "1.5GiB", "--policy", "pofo", "--no-portfolio", "--json"});
   REQUIRE(p.exit_code == 0);
   REQUIRE(own.exit_code == 0);
   const double best = json::parse(p.out)["makespan"].get<double>();
   CHECK(best <= r["makespan"].get<double>() * (1 + 1e-12));
   CHECK(best <= json::parse(own.out)["makespan"].get<double>() * (1 + 1e-12));
-  const outcome bad = run_plan({"--chain", file, "--budget", "1.5GiB", "--policy", "rotor", "--no-portfolio"});
+  const outcome bad =
+      run_plan({"--chain", file, "--budget", "1.5GiB", "--policy", "rotor", "--no-portfolio"});
   CHECK(bad.exit_code == 2);
   CHECK(has(bad.err, "--no-portfolio applies to pofo"));
 }
@@ -1314,20 +1359,24 @@ TEST_CASE("remat-plan: usage errors of the offloading policies") {
   };
   expect_usage_errors(cases);
   const outcome help = run_plan({"--help"});
-  for (const char* word :
-       {"pofo", "offload_dynprog", "offload_greedy", "offload_autocapper", "--no-portfolio", "--bandwidth-d2h",
-        "--bandwidth-h2d"}) {
+  for (const char* word : {"pofo", "offload_dynprog", "offload_greedy", "offload_autocapper",
+                           "--no-portfolio", "--bandwidth-d2h", "--bandwidth-h2d"}) {
     CAPTURE(word);
     CHECK(has(help.out, word));
   }
 }
 
-TEST_CASE("remat-plan --trace: the plan's timeline as a Chrome trace; --json unchanged; an unwritable file fails first") {
+TEST_CASE(
+    "remat-plan --trace: the plan's timeline as a Chrome trace; --json unchanged; an unwritable "
+    "file fails first") {
   const auto tmp = std::filesystem::temp_directory_path();
-  const std::string file = (tmp / ("remat_plan_trace_" + std::to_string(std::random_device{}()) + ".json")).string();
+  const std::string file =
+      (tmp / ("remat_plan_trace_" + std::to_string(std::random_device{}()) + ".json")).string();
   const std::string chain = chain_file("resnet_like.json");
-  const outcome plain = run_plan({"--chain", chain, "--budget", "1GiB", "--policy", "rotor", "--json"});
-  const outcome traced = run_plan({"--chain", chain, "--budget", "1GiB", "--policy", "rotor", "--json", "--trace", file});
+  const outcome plain =
+      run_plan({"--chain", chain, "--budget", "1GiB", "--policy", "rotor", "--json"});
+  const outcome traced = run_plan(
+      {"--chain", chain, "--budget", "1GiB", "--policy", "rotor", "--json", "--trace", file});
   REQUIRE(traced.exit_code == 0);
   CHECK(traced.err.empty());
   json a = json::parse(plain.out), b = json::parse(traced.out);
@@ -1352,42 +1401,49 @@ TEST_CASE("remat-plan --trace: the plan's timeline as a Chrome trace; --json unc
 
   // --simulate: the replay, up to its violation.
   std::filesystem::remove(file);
-  const outcome replay = run_plan({"--chain", chain, "--budget", "3GiB", "--simulate", "F1_ck F2_all O1 W1 F3_all B3",
-                                   "--bandwidth", "12e9", "--trace", file});
+  const outcome replay =
+      run_plan({"--chain", chain, "--budget", "3GiB", "--simulate", "F1_ck F2_all O1 W1 F3_all B3",
+                "--bandwidth", "12e9", "--trace", file});
   CHECK(replay.exit_code == 1);  // B3 without delta_3
   const json r = json::parse(slurp(file), nullptr, false);
   REQUIRE(r.is_object());
   std::vector<std::string> names;
   for (const auto& e : r["traceEvents"])
-    if (e["ph"] == "X") names.push_back(e["name"].get<std::string>() + "@" + std::to_string(e["tid"].get<int>()));
+    if (e["ph"] == "X")
+      names.push_back(e["name"].get<std::string>() + "@" + std::to_string(e["tid"].get<int>()));
   CHECK(names == std::vector<std::string>{"F1_ck@1", "F2_all@1", "O1@2", "W1@1", "F3_all@1"});
   std::filesystem::remove(file);
 
   // A folder that does not exist: exit 1 before planning, the reason on stderr and in --json.
   const std::string missing = (tmp / "remat_plan_no_such_folder" / "t.json").string();
-  const outcome bad = run_plan({"--chain", chain, "--budget", "1GiB", "--policy", "rotor", "--json", "--trace", missing});
+  const outcome bad = run_plan(
+      {"--chain", chain, "--budget", "1GiB", "--policy", "rotor", "--json", "--trace", missing});
   CHECK(bad.exit_code == 1);
   CHECK(has(bad.err, "does not exist"));
   CHECK(json::parse(bad.out)["status"] == "invalid_problem");
   CHECK(!std::filesystem::exists(missing));
 }
 
-TEST_CASE("remat-plan --quiet: no progress, even with a MILP; --progress with --quiet is a usage error") {
+TEST_CASE(
+    "remat-plan --quiet: no progress, even with a MILP; --progress with --quiet is a usage error") {
   const std::string chain = chain_file("gpt_like.json");
-  const outcome quiet = run_plan({"--chain", chain, "--budget", "8GiB", "--policy", "rotor", "--quiet"});
+  const outcome quiet =
+      run_plan({"--chain", chain, "--budget", "8GiB", "--policy", "rotor", "--quiet"});
   CHECK(quiet.exit_code == 0);
   CHECK(quiet.err.empty());
-  const outcome both = run_plan({"--chain", chain, "--budget", "8GiB", "--policy", "rotor", "--quiet", "--progress"});
+  const outcome both = run_plan(
+      {"--chain", chain, "--budget", "8GiB", "--policy", "rotor", "--quiet", "--progress"});
   CHECK(both.exit_code == 2);
   CHECK(has(both.err, "not both"));
   for (const auto& solver : plan_solvers()) {
     // Not a terminal (stdout and stderr are files here), no --progress: nothing on stderr.
-    const outcome milp = run_plan({"--graph", graph_file("residual_net.json"), "--budget", "300MiB", "--policy",
-                                   "rockmate", "--solver", solver, "--grid", "3,3"});
+    const outcome milp = run_plan({"--graph", graph_file("residual_net.json"), "--budget", "300MiB",
+                                   "--policy", "rockmate", "--solver", solver, "--grid", "3,3"});
     CHECK(milp.exit_code == 0);
     CHECK(milp.err.empty());
-    const outcome logged = run_plan({"--graph", graph_file("residual_net.json"), "--budget", "300MiB", "--policy",
-                                     "rockmate", "--solver", solver, "--grid", "3,3", "--progress"});
+    const outcome logged =
+        run_plan({"--graph", graph_file("residual_net.json"), "--budget", "300MiB", "--policy",
+                  "rockmate", "--solver", solver, "--grid", "3,3", "--progress"});
     CHECK(has(logged.err, "remat-plan: rockmate "));
     CHECK(has(logged.err, " kinds, solves "));
   }
@@ -1399,7 +1455,9 @@ namespace {
 /// A scratch file name for a picture (removed by the caller).
 std::string scratch_svg(const std::string& tag) {
   static const std::string process = std::to_string(std::random_device{}());
-  return (std::filesystem::temp_directory_path() / ("remat_plan_test_" + process + "_" + tag + ".svg")).string();
+  return (std::filesystem::temp_directory_path() /
+          ("remat_plan_test_" + process + "_" + tag + ".svg"))
+      .string();
 }
 }  // namespace
 
@@ -1410,7 +1468,8 @@ TEST_CASE("remat-plan --sweep: --json gives remat::sweep's points, --svg their c
   const auto sw = sweep(*c, {.budgets = 3});
   REQUIRE(sw.ok());
   const std::string svg = scratch_svg("curve");
-  const outcome o = run_plan({"--chain", file, "--sweep", "--budgets", "3", "--json", "--svg", svg});
+  const outcome o =
+      run_plan({"--chain", file, "--sweep", "--budgets", "3", "--json", "--svg", svg});
   CAPTURE(o.err);
   REQUIRE(o.exit_code == 0);
   const json r = json::parse(o.out, nullptr, false);
@@ -1451,7 +1510,8 @@ TEST_CASE("remat-plan --sweep: --json gives remat::sweep's points, --svg their c
 }
 
 TEST_CASE("remat-plan --sweep: the table") {
-  const outcome o = run_plan({"--chain", chain_file("gpt_like.json"), "--sweep", "--budgets", "3", "--bandwidth", "0"});
+  const outcome o = run_plan(
+      {"--chain", chain_file("gpt_like.json"), "--sweep", "--budgets", "3", "--bandwidth", "0"});
   CAPTURE(o.err);
   CHECK(o.exit_code == 0);
   CHECK(has(o.out, "swept     5 policies at 3 budgets"));
@@ -1474,7 +1534,8 @@ TEST_CASE("remat-plan --svg: the memory timeline of a plan, of an offloading pla
     CAPTURE(args[1]);
     CAPTURE(o.err);
     CHECK(o.exit_code == 0);
-    if (args.back() != "--json") CHECK(has(o.out, "svg       " + svg + ": device memory over time"));
+    if (args.back() != "--json")
+      CHECK(has(o.out, "svg       " + svg + ": device memory over time"));
     const auto doc = remat::testing::parse_xml(slurp(svg));
     REQUIRE_MESSAGE(doc.error.empty(), doc.error);
     CHECK(doc.root->all("polyline", "memory").size() == 1);
@@ -1482,8 +1543,8 @@ TEST_CASE("remat-plan --svg: the memory timeline of a plan, of an offloading pla
     std::filesystem::remove(svg);
   }
   // An invalid program is drawn too (where it goes over the budget), and fails as before.
-  const outcome o = run_plan({"--chain", chain_file("gpt_like.json"), "--budget", "1GiB", "--simulate",
-                              "F1_ck F2_all", "--svg", svg});
+  const outcome o = run_plan({"--chain", chain_file("gpt_like.json"), "--budget", "1GiB",
+                              "--simulate", "F1_ck F2_all", "--svg", svg});
   CHECK(o.exit_code == 1);
   const auto doc = remat::testing::parse_xml(slurp(svg));
   std::filesystem::remove(svg);
@@ -1494,15 +1555,22 @@ TEST_CASE("remat-plan --svg: the memory timeline of a plan, of an offloading pla
 TEST_CASE("remat-plan --sweep and --svg: usage errors exit 2") {
   const std::string c = chain_file("gpt_like.json");
   const std::vector<usage_case> cases = {
-      {{"--graph", (std::filesystem::path(REMAT_EXAMPLES_DIR) / "graphs" / "residual_net.json").string(), "--sweep"},
+      {{"--graph",
+        (std::filesystem::path(REMAT_EXAMPLES_DIR) / "graphs" / "residual_net.json").string(),
+        "--sweep"},
        "--sweep plans chains"},
       {{"--chain", c, "--sweep", "--policy", "rotor"}, "give --sweep or --policy, not both"},
       {{"--chain", c, "--sweep", "--budget", "1GiB"}, "drop --budget"},
-      {{"--chain", c, "--sweep", "--slots", "10"}, "--slots applies to one --policy, not to --sweep"},
-      {{"--chain", c, "--sweep", "--budgets", "1"}, "--budgets '1' is not an integer from 2 to 200"},
-      {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--budgets", "4"}, "--budgets applies to --sweep only"},
-      {{"--chain", c, "--sweep", "--svg", "/no/such/folder/x.svg"}, "the folder '/no/such/folder' does not exist"},
-      {{"--chain", c, "--sweep", "--svg", std::filesystem::temp_directory_path().string()}, "it is a folder"},
+      {{"--chain", c, "--sweep", "--slots", "10"},
+       "--slots applies to one --policy, not to --sweep"},
+      {{"--chain", c, "--sweep", "--budgets", "1"},
+       "--budgets '1' is not an integer from 2 to 200"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--budgets", "4"},
+       "--budgets applies to --sweep only"},
+      {{"--chain", c, "--sweep", "--svg", "/no/such/folder/x.svg"},
+       "the folder '/no/such/folder' does not exist"},
+      {{"--chain", c, "--sweep", "--svg", std::filesystem::temp_directory_path().string()},
+       "it is a folder"},
       {{"--chain", c, "--sweep", "--svg"}, "--svg needs a value"},
       {{"--chain", c, "--sweep", "--trace", "x.json"}, "give --svg FILE for its curve"},
   };

@@ -7,13 +7,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <sstream>
-#include <string>
-#include <vector>
-
 #include <remat/io/svg.hpp>
 #include <remat/remat.hpp>
 #include <remat/sweep.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "support/io_checks.hpp"
 #include "support/random_chain.hpp"
@@ -27,7 +26,11 @@ namespace {
 
 chain small_chain(std::uint64_t seed, std::string name = "random") {
   remat::testing::chain_generator gen(seed);
-  return gen({.min_length = 5, .max_length = 7, .max_bytes = 1 << 20, .p_zero_size = 0, .p_zero_time = 0.2},
+  return gen({.min_length = 5,
+              .max_length = 7,
+              .max_bytes = 1 << 20,
+              .p_zero_size = 0,
+              .p_zero_time = 0.2},
              std::move(name));
 }
 
@@ -41,11 +44,18 @@ double attr(const xml_element& e, const std::string& key) {
 struct plot_map {
   double x0, x1, y0, y1, left, top, width, height;
   explicit plot_map(const xml_element& g)
-      : x0(attr(g, "data-x-min")), x1(attr(g, "data-x-max")), y0(attr(g, "data-y-min")), y1(attr(g, "data-y-max")),
-        left(attr(g, "data-left")), top(attr(g, "data-top")), width(attr(g, "data-width")),
+      : x0(attr(g, "data-x-min")),
+        x1(attr(g, "data-x-max")),
+        y0(attr(g, "data-y-min")),
+        y1(attr(g, "data-y-max")),
+        left(attr(g, "data-left")),
+        top(attr(g, "data-top")),
+        width(attr(g, "data-width")),
         height(attr(g, "data-height")) {}
   [[nodiscard]] double x_value(double px) const { return x0 + (px - left) / width * (x1 - x0); }
-  [[nodiscard]] double y_value(double py) const { return y0 + (top + height - py) / height * (y1 - y0); }
+  [[nodiscard]] double y_value(double py) const {
+    return y0 + (top + height - py) / height * (y1 - y0);
+  }
   /// A coordinate is written with 3 decimals: half a thousandth of a pixel, in values.
   [[nodiscard]] double x_tol() const { return (x1 - x0) / width * 1e-3; }
   [[nodiscard]] double y_tol() const { return (y1 - y0) / height * 1e-3; }
@@ -82,7 +92,8 @@ void check_policy_points(const chain& c, const sweep_result& sw, const P& p) {
       CHECK(pt.message == s.message());
       continue;
     }
-    const auto r = sim::simulate(c, *s, {.budget = pt.budget, .record_timeline = false, .hw = machine_of(p)});
+    const auto r =
+        sim::simulate(c, *s, {.budget = pt.budget, .record_timeline = false, .hw = machine_of(p)});
     CHECK(r.valid);
     CHECK(pt.peak == r.peak);
     CHECK(pt.peak <= pt.budget);
@@ -100,7 +111,8 @@ TEST_CASE("sweep: every point is the simulator's replay of the policy's plan at 
   CHECK(sw->problem == c.name);
   REQUIRE(sw->budgets.size() == 6);
   CHECK(sw->budgets.back() == sw->store_all_peak);
-  CHECK(sw->budgets.front() < std::min(rotor::minimum_budget(c), pofo{.bandwidth = 1e6}.minimum_budget(c)));
+  CHECK(sw->budgets.front() <
+        std::min(rotor::minimum_budget(c), pofo{.bandwidth = 1e6}.minimum_budget(c)));
   for (std::size_t b = 1; b < sw->budgets.size(); ++b) CHECK(sw->budgets[b] > sw->budgets[b - 1]);
   CHECK(sw->points.size() == sw->policies.size() * sw->budgets.size());
   const auto base = sim::simulate(c, *lower(c.length(), store_all::program(c)));
@@ -181,7 +193,8 @@ TEST_CASE("overhead_curve_svg: well-formed, and its points are the sweep's") {
   CHECK(doc.root->all("g", "series").size() == sw->policies.size());
 }
 
-TEST_CASE("memory_timeline_svg: the step line is the simulator's timeline, transfers on their band") {
+TEST_CASE(
+    "memory_timeline_svg: the step line is the simulator's timeline, transfers on their band") {
   const chain c = small_chain(11, "offloaded");
   // pofo's own DP below rotor's minimum: it must offload.
   // static: GCC 12 at -O1 (the sanitizer build) falsely says the optional rates of a local pofo
@@ -203,7 +216,8 @@ TEST_CASE("memory_timeline_svg: the step line is the simulator's timeline, trans
 
   // Four points an instruction of the compute lane, frees (no time) included.
   std::vector<const sim::memory_point*> compute, transfers;
-  for (const auto& pt : r.timeline) (pt.lane == sim::lane::compute ? compute : transfers).push_back(&pt);
+  for (const auto& pt : r.timeline)
+    (pt.lane == sim::lane::compute ? compute : transfers).push_back(&pt);
   std::size_t instant = 0;
   for (const auto* pt : compute) instant += pt->start == pt->end;
   CHECK(instant > 0);  // the frees
@@ -221,8 +235,10 @@ TEST_CASE("memory_timeline_svg: the step line is the simulator's timeline, trans
                                {pt.end, static_cast<double>(pt.peak)},
                                {pt.end, static_cast<double>(pt.after)}};
     for (int j = 0; j < 4; ++j) {
-      CHECK(std::abs(m.x_value(xy[4 * k + static_cast<std::size_t>(j)].first) - want[j][0]) <= m.x_tol());
-      CHECK(std::abs(m.y_value(xy[4 * k + static_cast<std::size_t>(j)].second) - want[j][1]) <= m.y_tol());
+      CHECK(std::abs(m.x_value(xy[4 * k + static_cast<std::size_t>(j)].first) - want[j][0]) <=
+            m.x_tol());
+      CHECK(std::abs(m.y_value(xy[4 * k + static_cast<std::size_t>(j)].second) - want[j][1]) <=
+            m.y_tol());
     }
   }
   // The transfers: one bar each, with their times.
@@ -261,10 +277,12 @@ TEST_CASE("memory_timeline_svg: without a timeline, unlimited budget, an invalid
 }
 
 TEST_CASE("the XML checker refuses what is not well-formed") {
-  for (const char* bad : {"<a>", "<a></b>", "<a x='1' x='2'/>", "<a x=1/>", "<a>&nbsp;</a>", "<a>x & y</a>",
-                          "<a b='<'/>", "<a/><b/>", "text<a/>", "<a>\x01</a>", "<a>&#1;</a>", "<a><!-- x</a>"})
+  for (const char* bad :
+       {"<a>", "<a></b>", "<a x='1' x='2'/>", "<a x=1/>", "<a>&nbsp;</a>", "<a>x & y</a>",
+        "<a b='<'/>", "<a/><b/>", "text<a/>", "<a>\x01</a>", "<a>&#1;</a>", "<a><!-- x</a>"})
     CHECK_MESSAGE(!parse_xml(bad).error.empty(), bad);
-  CHECK(parse_xml("<?xml version=\"1.0\"?>\n<a x=\"&lt;&amp;&#x41;\"><b/>t&gt;</a>\n").error.empty());
+  CHECK(
+      parse_xml("<?xml version=\"1.0\"?>\n<a x=\"&lt;&amp;&#x41;\"><b/>t&gt;</a>\n").error.empty());
   CHECK(*parse_xml("<a x=\"&lt;&amp;&#x41;\"/>").root->attribute("x") == "<&A");
 }
 

@@ -5,12 +5,11 @@
 
 #include <cmath>
 #include <cstddef>
-#include <string>
-#include <vector>
-
 #include <nlohmann/json.hpp>
 #include <remat/io/trace.hpp>
 #include <remat/remat.hpp>
+#include <string>
+#include <vector>
 
 using namespace remat;
 using nlohmann::json;

@@ -9,11 +9,10 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <remat/milp/model.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <remat/milp/model.hpp>
 
 #include "milp/instances.hpp"
 

@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstdint>
-
 #include <remat/milp/cbc.hpp>
 #include <remat/milp/lpsolve.hpp>
 

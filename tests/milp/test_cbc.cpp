@@ -2,7 +2,6 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
-
 #include <remat/milp/cbc.hpp>
 
 #include "milp/backend_suite.hpp"

@@ -4,11 +4,10 @@
 
 #include <cmath>
 #include <limits>
-#include <string>
-#include <vector>
-
 #include <remat/milp/detail/backend.hpp>
 #include <remat/milp/model.hpp>
+#include <string>
+#include <vector>
 
 using namespace remat::milp;
 

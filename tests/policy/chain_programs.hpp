@@ -7,15 +7,14 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <span>
-#include <string>
-#include <string_view>
-#include <vector>
-
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace remat::test {
 
@@ -56,12 +55,12 @@ inline std::vector<chain_op> chain_ops(const chain& c, const schedule& s) {
 
 /// How many forwards (F_l of any mode) and backwards a chain program runs.
 inline int count_forwards(const std::vector<chain_op>& ops) {
-  return static_cast<int>(
-      std::count_if(ops.begin(), ops.end(), [](const chain_op& i) { return i.kind == chain_op_kind::forward; }));
+  return static_cast<int>(std::count_if(
+      ops.begin(), ops.end(), [](const chain_op& i) { return i.kind == chain_op_kind::forward; }));
 }
 inline int count_backwards(const std::vector<chain_op>& ops) {
-  return static_cast<int>(
-      std::count_if(ops.begin(), ops.end(), [](const chain_op& i) { return i.kind == chain_op_kind::backward; }));
+  return static_cast<int>(std::count_if(
+      ops.begin(), ops.end(), [](const chain_op& i) { return i.kind == chain_op_kind::backward; }));
 }
 
 }  // namespace remat::test

@@ -8,10 +8,9 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <remat/remat.hpp>
 #include <string>
 #include <vector>
-
-#include <remat/remat.hpp>
 
 using namespace remat;
 

@@ -7,11 +7,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <string>
-#include <vector>
-
 #include <remat/remat.hpp>
+#include <string>
 #include <support/random_chain.hpp>
+#include <vector>
 
 #include "policy/chain_programs.hpp"
 
@@ -32,8 +31,12 @@ chain homogeneous(int n, bytes size = 64) {
 }
 
 /// A chain policy's program, counted in the chain notation's ops.
-int count_forwards(const chain& c, const schedule& s) { return test::count_forwards(test::chain_ops(c, s)); }
-int count_backwards(const chain& c, const schedule& s) { return test::count_backwards(test::chain_ops(c, s)); }
+int count_forwards(const chain& c, const schedule& s) {
+  return test::count_forwards(test::chain_ops(c, s));
+}
+int count_backwards(const chain& c, const schedule& s) {
+  return test::count_backwards(test::chain_ops(c, s));
+}
 
 /// The program PyTorch's checkpoint_sequential(functions, segments, input) runs, transcribed
 /// from its loop (torch/utils/checkpoint.py), with functions[i] = stage i+1:
@@ -117,9 +120,11 @@ TEST_CASE("store_all: F1_all..FN_all BN..B1 at the ideal time") {
 
 TEST_CASE("periodic: PyTorch's checkpoint_sequential segmentation") {
   // The two hand-checked cases.
-  CHECK(test::chain_text(homogeneous(5), *periodic{.segments = 3}.solve(homogeneous(5), unlimited_bytes)) ==
+  CHECK(test::chain_text(homogeneous(5),
+                         *periodic{.segments = 3}.solve(homogeneous(5), unlimited_bytes)) ==
         "F1_ck F2_ck F3_all F4_all F5_all B5 B4 B3 F2_all B2 F1_all B1");
-  CHECK(test::chain_text(homogeneous(6), *periodic{.segments = 2}.solve(homogeneous(6), unlimited_bytes)) ==
+  CHECK(test::chain_text(homogeneous(6),
+                         *periodic{.segments = 2}.solve(homogeneous(6), unlimited_bytes)) ==
         "F1_ck F2_none F3_none F4_all F5_all F6_all B6 B5 B4 F1_all F2_all F3_all B3 B2 B1");
   CHECK(pytorch_checkpoint_sequential(5, 3) ==
         "F1_ck F2_ck F3_all F4_all F5_all B5 B4 B3 F2_all B2 F1_all B1");

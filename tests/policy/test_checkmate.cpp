@@ -14,8 +14,8 @@
 #include <random>
 #include <remat/policy/checkmate.hpp>
 #include <remat/policy/rotor_floating.hpp>
-#include <remat/problem/builder.hpp>
 #include <remat/policy/store_all.hpp>
+#include <remat/problem/builder.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
 #include <string>

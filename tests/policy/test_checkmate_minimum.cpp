@@ -53,8 +53,9 @@ forward_op make_op(std::string name, std::vector<std::string> in, double t, byte
   return o;
 }
 
-/// The issue's shape, small: a stem (with two blocks or more), `blocks` blocks x -> a -> b, x -> s (the side branch),
-/// add(x, b, s) (no phantom, reads nothing for its backward), a loss op; sizes drawn from rng.
+/// The issue's shape, small: a stem (with two blocks or more), `blocks` blocks x -> a -> b, x -> s
+/// (the side branch), add(x, b, s) (no phantom, reads nothing for its backward), a loss op; sizes
+/// drawn from rng.
 graph side_branch_net(std::mt19937& rng, int blocks, int id) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   forward_dag f{"side" + std::to_string(id), pick(1, 2), {}};
@@ -78,12 +79,14 @@ graph side_branch_net(std::mt19937& rng, int blocks, int id) {
   return g.value();
 }
 
-
 /// test_checkmate_minimum's random DAGs: ops read up to three earlier values, backwards take twice
 /// the forward's time.
 [[maybe_unused]] graph random_dag(std::mt19937& rng, int ops, int id) {
   return remat::test::random_dag(rng, ops, id,
-                                 {.max_inputs = 3, .draw_backward_time = false, .fast_ratios = {0.5, 1.0, 1.5}, .name = "dag"});
+                                 {.max_inputs = 3,
+                                  .draw_backward_time = false,
+                                  .fast_ratios = {0.5, 1.0, 1.5},
+                                  .name = "dag"});
 }
 
 /// The old lower bound (before issue 14): per compute node, the graph inputs, its own inputs
@@ -268,4 +271,3 @@ TEST_CASE("checkmate: out of time before any schedule, the fastest cheap pattern
 }
 
 #endif
-

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <remat/policy/checkmate.hpp>
 #include <remat/policy/periodic.hpp>
@@ -115,7 +115,8 @@ void real_size_properties(const char* backend_name, int chains) {
     checkmate<Backend> fm = cm;
     fm.find_minimum = true;
     const auto below = fm.solve(g, std::max<bytes>(0, checkmate<Backend>::lower_bound(g) - 1));
-    REQUIRE_MESSAGE((below.ok() || below.code() == status::budget_too_small), (below.ok() ? "" : below.err().message));
+    REQUIRE_MESSAGE((below.ok() || below.code() == status::budget_too_small),
+                    (below.ok() ? "" : below.err().message));
     const bytes minimum = below.ok() ? 0 : *below.err().minimum_budget;
     CHECK(minimum <= rp.value().predicted_peak);
     CHECK(cm.solve(g, minimum).ok());
@@ -134,9 +135,8 @@ chain long_chain(int stages) {
   chain c{"long" + std::to_string(stages), 1000000, {}};
   for (int l = 1; l <= stages; ++l) {
     const bytes a = 100000 + static_cast<bytes>(gen.unit() * 1e9);
-    c.stages.push_back({"s" + std::to_string(l), 1e-4 + gen.unit() * 1e-2,
-                        2e-4 + gen.unit() * 2e-2, a, a + static_cast<bytes>(gen.unit() * 1e8), 0,
-                        0});
+    c.stages.push_back({"s" + std::to_string(l), 1e-4 + gen.unit() * 1e-2, 2e-4 + gen.unit() * 2e-2,
+                        a, a + static_cast<bytes>(gen.unit() * 1e8), 0, 0});
   }
   c.stages.back().output_bytes = 4;
   c.stages.back().saved_bytes = 4;
@@ -153,7 +153,8 @@ void keeps_time_limit(const char* backend_name) {
     cm.time_limit = 0.5;
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = cm.solve_detailed(g, store_all_peak(g) / 2);
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHECK(took < 1.2);  // the limit plus the stated margin, with room for a loaded machine
     REQUIRE_MESSAGE((r.ok() || r.code() == status::time_limit), (r.ok() ? "" : r.err().message));
     if (r.ok()) {
@@ -226,7 +227,9 @@ TEST_CASE("checkmate refuses at once a graph whose MILP would not fit in memory"
 }
 
 #if defined(REMAT_HAS_CBC)
-TEST_CASE("checkmate (cbc) keeps its time limit on long chains") { keeps_time_limit<milp::cbc>("cbc"); }
+TEST_CASE("checkmate (cbc) keeps its time limit on long chains") {
+  keeps_time_limit<milp::cbc>("cbc");
+}
 TEST_CASE("checkmate (cbc): the same plans with times scaled by 1e-12 and 1e14") {
   time_scale_invariant<milp::cbc>("cbc");
 }
@@ -250,7 +253,8 @@ TEST_CASE("checkmate (cbc) at real sizes: plans wherever rotor or store-all does
 #endif
 
 #if defined(REMAT_HAS_LPSOLVE)
-TEST_CASE("checkmate (lpsolve) at real sizes: plans wherever rotor or store-all does, never slower") {
+TEST_CASE(
+    "checkmate (lpsolve) at real sizes: plans wherever rotor or store-all does, never slower") {
   const graph g = graph_of(reproducer());
   check_plans(checkmate<milp::lpsolve>{}, g, 1091786, g.ideal_time(), "the issue's reproducer");
   real_size_properties<milp::lpsolve>("lpsolve", 24);

@@ -17,12 +17,11 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <remat/remat.hpp>
 #include <string>
+#include <support/random_chain.hpp>
 #include <type_traits>
 #include <vector>
-
-#include <remat/remat.hpp>
-#include <support/random_chain.hpp>
 
 #include "policy/chain_programs.hpp"
 

@@ -6,11 +6,10 @@
 
 #include <cmath>
 #include <limits>
-#include <string>
-#include <vector>
-
 #include <remat/policy/offload.hpp>
 #include <remat/policy/rotor.hpp>
+#include <string>
+#include <vector>
 
 #include "support/offload_brute_force.hpp"
 #include "support/random_chain.hpp"
@@ -299,7 +298,8 @@ TEST_CASE("pofo's DP without transfers is rotor's DP at the same slots, or bette
           continue;
         }
         CHECK(v < r.value());
-        const auto plan = detail::realize("pofo", c, cg, m, detail::offload_rates{}, dp.reconstruct());
+        const auto plan =
+            detail::realize("pofo", c, cg, m, detail::offload_rates{}, dp.reconstruct());
         CHECK_MESSAGE(plan.ok(), plan.message());
       }
     }

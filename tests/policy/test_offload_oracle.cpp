@@ -46,7 +46,9 @@ offload_schedule sched(const std::string& text, std::vector<int> offloaded = {})
   return {*ops, std::move(offloaded)};
 }
 
-chain small_chain(remat::testing::chain_generator& g, int n) { return remat::testing::small_integer_chain(g, n); }
+chain small_chain(remat::testing::chain_generator& g, int n) {
+  return remat::testing::small_integer_chain(g, n);
+}
 
 /// The peak of store-all without transfers (shilova-spec (3.3), delta_N = 0): F_l^all needs
 /// a_0 + abar_1..abar_{l-1} + abar_l + of_all(l); B_l needs a_0 + abar_1..abar_l + delta_l +
@@ -85,7 +87,8 @@ chain h1() { return make_chain(2, {{1, 1, 1, 1}, {1, 2, 1, 4}, {0, 0, 0, 0}}); }
 
 }  // namespace
 
-TEST_CASE("offload oracle: an offloaded a_0 makes an infeasible budget feasible (H1, hand-computed)") {
+TEST_CASE(
+    "offload oracle: an offloaded a_0 makes an infeasible budget feasible (H1, hand-computed)") {
   const chain c = h1();
   const offload_schedule all = sched("F1_all F2_all F3_all B3 B2 B1");
   const offload_schedule off0 = sched("F1_all F2_all F3_all B3 B2 B1", {0});
@@ -187,28 +190,33 @@ TEST_CASE("offload oracle: schedules outside the grammar are infinite") {
   // In the grammar (checked first, so that the infinities below are the grammar's).
   // Ideal 6; each recomputed forward adds 1.
   CHECK(fluid_time(c, sched("F1_all F2_all F3_all F4_all B4 B3 B2 B1"), big, 1, 1) == 6);
-  CHECK(fluid_time(c, sched("F1_ck F2_none F3_all F4_all B4 B3 F1_ck F2_all B2 F1_all B1"), big, 1, 1) == 9);
-  CHECK(fluid_time(c, sched("F1_ck F2_none F3_none F4_all B4 F1_all F2_all F3_all B3 B2 B1"), big, 1, 1) == 9);
-  CHECK(fluid_time(c, sched("F1_ck F2_none F3_none F4_all B4 F1_ck F2_ck F3_all B3 F2_all B2 F1_all B1"),
-                   big, 1, 1) == 11);
+  CHECK(fluid_time(c, sched("F1_ck F2_none F3_all F4_all B4 B3 F1_ck F2_all B2 F1_all B1"), big, 1,
+                   1) == 9);
+  CHECK(fluid_time(c, sched("F1_ck F2_none F3_none F4_all B4 F1_all F2_all F3_all B3 B2 B1"), big,
+                   1, 1) == 9);
+  CHECK(fluid_time(
+            c, sched("F1_ck F2_none F3_none F4_all B4 F1_ck F2_ck F3_all B3 F2_all B2 F1_all B1"),
+            big, 1, 1) == 11);
   // Segments [1], [2,2], [3], the loss: inputs a_0, abar_1, a_2, abar_3.
-  CHECK(fluid_time(c, sched("F1_all F2_ck F3_all F4_all B4 B3 F2_all B2 B1", {0, 1, 2, 3}), big, inf, inf) == 7);
+  CHECK(fluid_time(c, sched("F1_all F2_ck F3_all F4_all B4 B3 F2_all B2 B1", {0, 1, 2, 3}), big,
+                   inf, inf) == 7);
   const char* bad[] = {
       "",
-      "F1_all F2_all F3_all F4_all",                     // no backward phase
-      "F1_none F2_all F3_all F4_all B4 B3 B2 B1",        // F_1^none
+      "F1_all F2_all F3_all F4_all",                                   // no backward phase
+      "F1_none F2_all F3_all F4_all B4 B3 B2 B1",                      // F_1^none
       "F1_ck F2_none F3_none F4_ck B4 F1_all F2_all F3_all B3 B2 B1",  // the loss is F_N^all
-      "F1_ck F2_none F3_none F4_none",                   // a segment ending at N
-      "F1_all F2_all F3_all F4_all B4 B3 B1 B2",         // segment order
-      "F1_all F2_all F3_all F4_all B4 B3 B2",            // B1 missing
-      "F1_all F2_all F3_all F4_all B4 B3 B2 B1 B1",      // trailing op
-      "F1_ck F2_all F3_all F4_all B4 B3 B2 B1",          // sub(1,1) is F1all B1
-      "F1_ck F2_all F3_all F4_all B4 B3 B2 F1_ck B1",    // F_s^ck in sub(s,s)
-      "F1_all F3_all F4_all B4 B3 B1",                   // a stage skipped
-      "F1_ck F2_none F3_all F4_all B4 B3 F1_all B1 F2_all B2",  // the sub-schedule's order
-      "F1_ck F2_none F3_all F4_all B4 B3 F1_ck F2_none F2_all B2 F1_all B1",  // sub(1,2) with s' = t
-      "F1_ck F2_none F3_all F4_all B4 B3 F1_all F2_ck F2_all B2 B1",  // F_t^ck in sub(t,t)
-      "F1_all F2_all F3_all F4_all O0 B4 B3 B2 B1",     // transfers are not ops here
+      "F1_ck F2_none F3_none F4_none",                                 // a segment ending at N
+      "F1_all F2_all F3_all F4_all B4 B3 B1 B2",                       // segment order
+      "F1_all F2_all F3_all F4_all B4 B3 B2",                          // B1 missing
+      "F1_all F2_all F3_all F4_all B4 B3 B2 B1 B1",                    // trailing op
+      "F1_ck F2_all F3_all F4_all B4 B3 B2 B1",                        // sub(1,1) is F1all B1
+      "F1_ck F2_all F3_all F4_all B4 B3 B2 F1_ck B1",                  // F_s^ck in sub(s,s)
+      "F1_all F3_all F4_all B4 B3 B1",                                 // a stage skipped
+      "F1_ck F2_none F3_all F4_all B4 B3 F1_all B1 F2_all B2",         // the sub-schedule's order
+      "F1_ck F2_none F3_all F4_all B4 B3 F1_ck F2_none F2_all B2 F1_all B1",  // sub(1,2) with s' =
+                                                                              // t
+      "F1_ck F2_none F3_all F4_all B4 B3 F1_all F2_ck F2_all B2 B1",          // F_t^ck in sub(t,t)
+      "F1_all F2_all F3_all F4_all O0 B4 B3 B2 B1",  // transfers are not ops here
   };
   for (const char* text : bad) {
     CAPTURE(text);
@@ -217,7 +225,8 @@ TEST_CASE("offload oracle: schedules outside the grammar are infinite") {
     CHECK(fluid_time(c, {*ops, {}}, big, 1, 1) == inf);
   }
   // Offload sets: ascending inputs of segments only.
-  const std::string ck = "F1_ck F2_none F3_all F4_all B4 B3 F1_ck F2_all B2 F1_all B1";  // inputs a_0, a_2, abar_3
+  const std::string ck =
+      "F1_ck F2_none F3_all F4_all B4 B3 F1_ck F2_all B2 F1_all B1";  // inputs a_0, a_2, abar_3
   CHECK(fluid_time(c, sched(ck, {0, 2, 3}), big, inf, inf) == 9);
   CHECK(fluid_time(c, sched(ck, {1}), big, inf, inf) == inf);
   CHECK(fluid_time(c, sched(ck, {2, 0}), big, inf, inf) == inf);
@@ -289,7 +298,8 @@ TEST_CASE("offload oracle: without transfers it is the exhaustive remat optimum 
   CHECK(equal * 100 >= pairs * 99);
 }
 
-TEST_CASE("offload oracle: infinite bandwidth without recomputation is a closed form (random chains)") {
+TEST_CASE(
+    "offload oracle: infinite bandwidth without recomputation is a closed form (random chains)") {
   // At beta = inf, offloading every segment input costs nothing, so store-all is feasible iff
   // M >= store_all_offloaded_peak and then takes the ideal time; recomputing cannot do better.
   remat::testing::chain_generator g(77);
@@ -306,7 +316,8 @@ TEST_CASE("offload oracle: infinite bandwidth without recomputation is a closed 
   }
 }
 
-TEST_CASE("offload oracle: monotone in the budget, the bandwidths and recomputation (random chains)") {
+TEST_CASE(
+    "offload oracle: monotone in the budget, the bandwidths and recomputation (random chains)") {
   remat::testing::chain_generator g(4242);
   const double betas[] = {0, 0.25, 0.5, 1, 2, 4, inf};
   constexpr double tol = 1e-9;
@@ -329,8 +340,7 @@ TEST_CASE("offload oracle: monotone in the budget, the bandwidths and recomputat
         CHECK(r.time >= ideal - tol);
         // Without recomputation, store-all's peak op sheds at least peak - M bytes, all of them
         // offloaded before the loss and prefetched after it (OR.3): the thesis' Prop. 3 bound.
-        if (m < hi && beta > 0)
-          CHECK(r_norec.time >= static_cast<double>(hi - m) * 2 / beta - tol);
+        if (m < hi && beta > 0) CHECK(r_norec.time >= static_cast<double>(hi - m) * 2 / beta - tol);
         if (r.feasible()) {
           CHECK(fluid_time(c, r.best, m, beta, beta) == r.time);
           // One lane faster at a time.
@@ -354,7 +364,8 @@ TEST_CASE("offload oracle: six stages take well under a second") {
   for (bytes m = 0; m <= store_all_peak(c); ++m) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = offload_brute_force(c, m, 1, 1);
-    worst = std::max(worst, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    worst = std::max(worst,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     slower += r.feasible() && r.time > c.ideal_time();
   }
   MESSAGE("6 stages: at most ", worst, " s per budget; ", slower, " budgets above the ideal time");

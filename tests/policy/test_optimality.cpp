@@ -35,7 +35,8 @@ std::string describe(const chain& c) {
   os << "a_0=" << c.input_bytes << " stages(uF,uB,a,abar,oF,oB):";
   for (const stage& s : c.stages)
     os << " (" << s.forward_time << "," << s.backward_time << "," << s.output_bytes << ","
-       << s.saved_bytes << "," << s.forward_overhead_bytes << "," << s.backward_overhead_bytes << ","
+       << s.saved_bytes << "," << s.forward_overhead_bytes << "," << s.backward_overhead_bytes
+       << ","
        << (s.forward_save_overhead_bytes ? std::to_string(*s.forward_save_overhead_bytes) : "-")
        << ")";
   return os.str();
@@ -182,7 +183,8 @@ TEST_CASE("rotor_floating needs the floating move that stores nothing (C3)") {
   const auto fl = rotor_floating{.slots = 0}.solve(c, 23);
   REQUIRE(fl.ok());
   CHECK(fl->predicted_time == 16);
-  CHECK(chain_text(c, *fl) == "F1_ck F2_ck F3_none F4_all B4 F2_none F3_all B3 F1_all F2_all B2 B1");
+  CHECK(chain_text(c, *fl) ==
+        "F1_ck F2_ck F3_none F4_all B4 F2_none F3_all B3 F1_all F2_all B2 B1");
   CHECK(value(rotor{.slots = 0}.solve(c, 23)) == 18);
 }
 

@@ -8,13 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <string>
-#include <vector>
-
 #include <remat/policy/rockmate.hpp>
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
+#include <string>
+#include <vector>
 
 #include "exec/checkmate_backend.hpp"
 #include "support/brute_force.hpp"
@@ -50,8 +49,8 @@ chain worked_instance() {
 }
 
 /// A forward op for the test graphs: backward twice the forward.
-forward_op op(std::string name, std::vector<std::string> in, double t, bytes out, std::vector<std::string> reads,
-              bytes phantom = 0) {
+forward_op op(std::string name, std::vector<std::string> in, double t, bytes out,
+              std::vector<std::string> reads, bytes phantom = 0) {
   return {std::move(name), std::move(in), t, 2 * t, out, phantom, std::move(reads), 0, 0};
 }
 
@@ -179,7 +178,8 @@ TEST_CASE("cut_into_blocks: 1-separators of the training graph") {
   SUBCASE("the loss's block takes in the ops whose output no backward reads (logits)") {
     forward_dag f = mlp_stack(1);
     f.ops.back() = op("logits", {"h0.add"}, 0.1, 1000, {"h0.add"});
-    f.ops.push_back(op("loss", {"logits"}, 0.1, 4, {}, 1000));  // its backward reads its saved log-probs only
+    f.ops.push_back(
+        op("loss", {"logits"}, 0.1, 4, {}, 1000));  // its backward reads its saved log-probs only
     const graph g = *build_graph(f);
     const auto names = block_names(g);
     REQUIRE(names.size() == 2);
@@ -200,7 +200,8 @@ TEST_CASE("rockmate<store_all> is Rotor on the chain of blocks (rockmate-spec §
   testing::chain_generator gen(11);
   int planned = 0;
   for (int trial = 0; trial < 40; ++trial) {
-    const chain c = gen({.min_length = 2, .max_length = 9, .max_bytes = bytes{1} << 20}, "c" + std::to_string(trial));
+    const chain c = gen({.min_length = 2, .max_length = 9, .max_bytes = bytes{1} << 20},
+                        "c" + std::to_string(trial));
     const graph g = *build_graph(c);
     const bytes top = store_all_peak(g), low = rotor::minimum_budget(c);
     for (int i = 0; i <= 4; ++i) {
@@ -239,7 +240,8 @@ TEST_CASE("rockmate: identical blocks are solved once; the plan runs every block
   REQUIRE_MESSAGE(plan.ok(), plan.message());
   CHECK(plan->kinds == 2);
   REQUIRE(plan->blocks.size() == 5);
-  for (int k = 1; k < 4; ++k) CHECK(plan->blocks[static_cast<std::size_t>(k)].kind == plan->blocks[0].kind);
+  for (int k = 1; k < 4; ++k)
+    CHECK(plan->blocks[static_cast<std::size_t>(k)].kind == plan->blocks[0].kind);
   CHECK(plan->blocks[4].kind != plan->blocks[0].kind);
   CHECK(last.done == 2);
   CHECK(last.solves == progress_calls);
@@ -249,7 +251,8 @@ TEST_CASE("rockmate: identical blocks are solved once; the plan runs every block
     if (i.is_compute()) ++runs[static_cast<std::size_t>(i.node)];
   for (int c = 0; c < g.compute_count(); ++c)
     if (g.compute(c).kind != compute_kind::forward) CHECK(runs[static_cast<std::size_t>(c)] == 1);
-  CHECK(std::any_of(plan->blocks.begin(), plan->blocks.end(), [](const rockmate_block& b) { return b.forward_runs > 1; }));
+  CHECK(std::any_of(plan->blocks.begin(), plan->blocks.end(),
+                    [](const rockmate_block& b) { return b.forward_runs > 1; }));
 }
 
 TEST_CASE("rockmate: bad input") {
@@ -300,7 +303,9 @@ TEST_CASE("rockmate: bad input") {
 }
 
 #if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
-TEST_CASE("rockmate<checkmate>: never slower than Rotor on the blocks, a lower minimum, and the whole-graph MILP never slower") {
+TEST_CASE(
+    "rockmate<checkmate>: never slower than Rotor on the blocks, a lower minimum, and the "
+    "whole-graph MILP never slower") {
   const graph g = *build_graph(mlp_stack(3));
   const rockmate<checkmate<milp_backend>> rk{.peak_budgets = 6, .save_budgets = 6, .threads = 2};
   const rockmate<store_all> blocks_only{.threads = 1};

@@ -22,7 +22,8 @@ TEST_CASE("rotor: hand-checkable instance of shilova-spec §7.3") {
   auto small = rotor{.slots = 0}.solve(c, 5);
   CHECK(small.code() == status::budget_too_small);
   CHECK(small.err().minimum_budget == 6);
-  CHECK(test::chain_text(c, *rotor{.slots = 0}.solve(c, 7)) == "F1_ck F2_ck F3_all F4_all B4 B3 F2_all B2 F1_all B1");
+  CHECK(test::chain_text(c, *rotor{.slots = 0}.solve(c, 7)) ==
+        "F1_ck F2_ck F3_all F4_all B4 B3 F2_all B2 F1_all B1");
 }
 
 TEST_CASE("rotor: a budget within rounding of the minimum still gets a schedule") {
@@ -44,14 +45,16 @@ TEST_CASE("rotor: a budget within rounding of the minimum still gets a schedule"
     auto f = rotor_floating{}.solve(c, budget);
     REQUIRE_MESSAGE(f.ok(), f.message());
     CHECK(f->predicted_peak <= budget);
-    // solve_detailed says which plan it is: here the fastest minimum-memory one, not proven optimal.
+    // solve_detailed says which plan it is: here the fastest minimum-memory one, not proven
+    // optimal.
     auto d = rotor{}.solve_detailed(c, budget);
     REQUIRE(d.ok());
     CHECK(d->program == *r);
     CHECK(d->how == chain_dp_solution::method::minimum_memory);
     CHECK_FALSE(d->optimal());
   }
-  // Far enough above the minimum, the DP plans at refined slots (rounded sizes: not proven optimal).
+  // Far enough above the minimum, the DP plans at refined slots (rounded sizes: not proven
+  // optimal).
   auto above = rotor{}.solve_detailed(c, minimum + minimum / 100);
   REQUIRE(above.ok());
   CHECK(above->how == chain_dp_solution::method::dp);
@@ -62,13 +65,15 @@ TEST_CASE("rotor: a budget within rounding of the minimum still gets a schedule"
   CHECK(rotor{}.solve(c, minimum - 1).code() == status::budget_too_small);
 }
 
-TEST_CASE("rotor, rotor_floating: when storing everything fits, it is the plan, whatever the slots") {
+TEST_CASE(
+    "rotor, rotor_floating: when storing everything fits, it is the plan, whatever the slots") {
   // With 500 slots the rounding of sizes would make store-all look infeasible at exactly its
   // peak; its time is a lower bound for any schedule, so it must be found anyway.
   using namespace remat::literals;
   chain c{"gpt-ish", 3_MiB, {}};
   for (int i = 0; i < 14; ++i)
-    c.stages.push_back({"b", 0.01 + 0.001 * i, 0.02, (96_MiB) + i * 4099, (1_GiB) + i * 7919, 1234567, 7654321});
+    c.stages.push_back(
+        {"b", 0.01 + 0.001 * i, 0.02, (96_MiB) + i * 4099, (1_GiB) + i * 7919, 1234567, 7654321});
   const bytes peak = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
   for (const std::int64_t slots : {100, 500, 2000}) {
     auto r = rotor{.slots = slots}.solve(c, peak);
@@ -89,7 +94,9 @@ TEST_CASE("rotor, rotor_floating: when storing everything fits, it is the plan, 
   }
 }
 
-TEST_CASE("rotor, rotor_floating: solve_detailed says at which slots the DP planned, and exact sizes are optimal") {
+TEST_CASE(
+    "rotor, rotor_floating: solve_detailed says at which slots the DP planned, and exact sizes are "
+    "optimal") {
   chain c{"small", 3, {}};
   for (int i = 0; i < 6; ++i) c.stages.push_back({"s", 1.0 + i, 2.0 + i, 5 + i, 9 + 2 * i, 1, 2});
   const bytes all = store_all{}.solve(c, unlimited_bytes)->predicted_peak;

@@ -8,9 +8,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <string>
-
 #include <remat/remat.hpp>
+#include <string>
 
 using namespace remat;
 
@@ -33,7 +32,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 /// Solves with `policy`, and checks that it returned within `within` seconds with a plan or
 /// time_limit (whose message names the limit and the way out).
@@ -91,8 +92,9 @@ TEST_CASE("time limits: rotor_floating checks the table's size before any expens
 
 TEST_CASE("time limits: rotor_floating stops within its limit on a long chain") {
   const chain c = long_chain(120);
-  check_holds(rotor_floating{.slots = 4, .time_limit = 0.2, .max_table_bytes = std::int64_t{8} << 30}, c,
-              mid_budget, 1.0);
+  check_holds(
+      rotor_floating{.slots = 4, .time_limit = 0.2, .max_table_bytes = std::int64_t{8} << 30}, c,
+      mid_budget, 1.0);
 }
 
 TEST_CASE("time limits: periodic stops within its limit") {

@@ -4,14 +4,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <string>
-#include <vector>
-
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/block.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
+#include <string>
+#include <vector>
 
 using namespace remat;
 
@@ -37,8 +36,8 @@ forward_dag residual() {
     o.backward_reads = in;
     return o;
   };
-  f.ops = {op("a", {"input"}, 100), op("b", {"a"}, 100), op("c", {"b"}, 100), op("add", {"a", "c"}, 100),
-           op("loss", {"add"}, 4)};
+  f.ops = {op("a", {"input"}, 100), op("b", {"a"}, 100), op("c", {"b"}, 100),
+           op("add", {"a", "c"}, 100), op("loss", {"add"}, 4)};
   return f;
 }
 
@@ -46,7 +45,8 @@ forward_dag residual() {
 
 TEST_CASE("block view: two stages of a chain, planned on their own and lifted back") {
   chain c{"c", 10, {}};
-  for (int l = 1; l <= 4; ++l) c.stages.push_back({"s" + std::to_string(l), 1, 2, 100 * l, 150 * l, 0, 0});
+  for (int l = 1; l <= 4; ++l)
+    c.stages.push_back({"s" + std::to_string(l), 1, 2, 100 * l, 150 * l, 0, 0});
   const graph g = *build_graph(c);
   const chain_nodes at(4);
   const std::vector<int> fwds{at.fwd(2), at.fwd(3)};
@@ -69,7 +69,8 @@ TEST_CASE("block view: two stages of a chain, planned on their own and lifted ba
   CHECK_MESSAGE(r.valid, (r.first_violation ? r.first_violation->message : ""));
   const auto [fwd, bwd] = lift(*b, s);
   CHECK(fwd.ops.front() == instruction::compute(at.fwd(2)));
-  CHECK(std::find(fwd.ops.begin(), fwd.ops.end(), instruction::compute(at.fwd(3))) != fwd.ops.end());
+  CHECK(std::find(fwd.ops.begin(), fwd.ops.end(), instruction::compute(at.fwd(3))) !=
+        fwd.ops.end());
   CHECK(bwd.ops.front() == instruction::compute(at.bwd(3)));
   for (const auto& part : {fwd, bwd})
     for (const auto& ins : part.ops) CHECK(ins.node >= 0);
@@ -88,7 +89,9 @@ TEST_CASE("block view: two stages of a chain, planned on their own and lifted ba
   const auto head = *parse_chain_program(4, "F1_all F2_all F3_all F4_all B4 B3 B2 B1");
   whole.ops.insert(whole.ops.end(), head.ops.end() - 4, head.ops.end());  // B1 and its frees
   const auto wr = sim::simulate(g, whole);
-  CHECK_MESSAGE(wr.valid, (wr.first_violation ? wr.first_violation->message : "") << "\n" << to_string(g, whole));
+  CHECK_MESSAGE(wr.valid, (wr.first_violation ? wr.first_violation->message : "")
+                              << "\n"
+                              << to_string(g, whole));
   CHECK(wr.makespan == doctest::Approx(c.ideal_time()));
 }
 
@@ -123,5 +126,6 @@ TEST_CASE("block view: bad blocks say what is wrong") {
   CHECK(msg({}).find("no forward given") != std::string::npos);
   CHECK(msg({99}).find("does not exist") != std::string::npos);
   CHECK(msg({g.find_compute("bwd b")}).find("is a backward") != std::string::npos);
-  CHECK(msg({g.find_compute("fwd b"), g.find_compute("fwd b")}).find("listed twice") != std::string::npos);
+  CHECK(msg({g.find_compute("fwd b"), g.find_compute("fwd b")}).find("listed twice") !=
+        std::string::npos);
 }

@@ -2,17 +2,17 @@
 
 #include <cmath>
 #include <limits>
-#include <string>
-
 #include <remat/policy/rotor.hpp>
 #include <remat/problem/chain.hpp>
+#include <string>
 
 using namespace remat;
 
 namespace {
 chain three() {
   chain c{"three", 8, {}};
-  c.stages = {{"fc1", 1, 2, 16, 32, 4, 8}, {"fc2", 1, 2, 16, 16, 0, 0}, {"loss", 0.5, 0.5, 4, 4, 0, 0}};
+  c.stages = {
+      {"fc1", 1, 2, 16, 32, 4, 8}, {"fc2", 1, 2, 16, 16, 0, 0}, {"loss", 0.5, 0.5, 4, 4, 0, 0}};
   return c;
 }
 bool mentions(const result<void>& r, const std::string& what) {
@@ -72,7 +72,8 @@ TEST_CASE("chain validation names the stage and the field") {
   SUBCASE("saved smaller than output") {
     chain c = three();
     c.stages[1].saved_bytes = 8;
-    CHECK(mentions(validate(c), "stage 2 ('fc2'): saved_bytes (8) is smaller than output_bytes (16)"));
+    CHECK(mentions(validate(c),
+                   "stage 2 ('fc2'): saved_bytes (8) is smaller than output_bytes (16)"));
   }
   SUBCASE("absurd size") {
     chain c = three();
@@ -102,7 +103,8 @@ TEST_CASE("chain validation: times too large for any sum are invalid_problem, na
     chain c = three();
     c.stages[0].forward_time = 0.6 * max_time;
     c.stages[1].forward_time = 0.6 * max_time;
-    CHECK(mentions(validate(c), "stage 2 ('fc2'): forward_time 6e+14 s brings chain 'three''s total time"));
+    CHECK(mentions(validate(c),
+                   "stage 2 ('fc2'): forward_time 6e+14 s brings chain 'three''s total time"));
   }
   SUBCASE("large times below the limit are fine") {
     chain c = three();
@@ -113,8 +115,8 @@ TEST_CASE("chain validation: times too large for any sum are invalid_problem, na
   }
 }
 
-
-TEST_CASE("cost sets: several options per stage; option 0 is the stage's own; checked like stages") {
+TEST_CASE(
+    "cost sets: several options per stage; option 0 is the stage's own; checked like stages") {
   chain c{"opts", 10, {{"s1", 1, 2, 100, 150, 5, 6}, {"loss", 1, 1, 4, 4, 0, 0}}};
   CHECK(c.option_count(1) == 1);
   CHECK(c.option(1, 0) == stage_option{1, 2, 150, 5, 6});
@@ -125,11 +127,13 @@ TEST_CASE("cost sets: several options per stage; option 0 is the stage's own; ch
   CHECK(c.ideal_time() == 5);  // option 0's times
   auto bad = c;
   bad.stages[0].options[1].saved_bytes = 99;
-  CHECK(validate(bad).message().find("stage 1 ('s1'), option 2: saved_bytes (99) is smaller than the stage's "
-                                     "output_bytes (100)") != std::string::npos);
+  CHECK(validate(bad).message().find(
+            "stage 1 ('s1'), option 2: saved_bytes (99) is smaller than the stage's "
+            "output_bytes (100)") != std::string::npos);
   bad = c;
   bad.stages[0].options[0].backward_overhead_bytes = -1;
-  CHECK(validate(bad).message().find("option 1: backward_overhead_bytes is negative") != std::string::npos);
+  CHECK(validate(bad).message().find("option 1: backward_overhead_bytes is negative") !=
+        std::string::npos);
   bad = c;
   bad.stages[0].options[0].forward_time = -1;
   CHECK_FALSE(validate(bad).ok());
@@ -137,9 +141,11 @@ TEST_CASE("cost sets: several options per stage; option 0 is the stage's own; ch
 
 TEST_CASE("cost sets: a chain policy plans with option 0, so extra options change nothing for it") {
   chain c{"opts", 10, {}};
-  for (int l = 1; l <= 6; ++l) c.stages.push_back({"s" + std::to_string(l), 1.0 + l, 2.0, 100 * l, 150 * l, 3, 4});
+  for (int l = 1; l <= 6; ++l)
+    c.stages.push_back({"s" + std::to_string(l), 1.0 + l, 2.0, 100 * l, 150 * l, 3, 4});
   chain with = c;
-  for (auto& s : with.stages) s.options = {{0.5, 1, s.output_bytes, 0, 0}, {3, 3, s.saved_bytes * 2, 1, 1}};
+  for (auto& s : with.stages)
+    s.options = {{0.5, 1, s.output_bytes, 0, 0}, {3, 3, s.saved_bytes * 2, 1, 1}};
   const bytes budget = 2500;  // store-all needs 3664
   const auto a = rotor{}.solve(c, budget);
   const auto b = rotor{}.solve(with, budget);

@@ -15,9 +15,9 @@
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/graph.hpp>
+#include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
-#include <remat/schedule/notation.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -25,8 +25,8 @@
 #include <utility>
 #include <vector>
 
-#include "support/random_chain.hpp"
 #include "support/chain_reference.hpp"
+#include "support/random_chain.hpp"
 
 using namespace remat;
 
@@ -293,9 +293,12 @@ TEST_CASE("forward DAG errors name the op and the field") {
              {"op 'b' (ops[1])", "forward_time is 1e+308 s", "1e+15 s"}));
   CHECK(says(edit([](forward_dag& f) { f.ops[2].backward_time = 1e25; }),
              {"op 'c' (ops[2])", "backward_time is 1e+25 s"}));
-  CHECK(says(edit([](forward_dag& f) { f.ops[0].forward_time = f.ops[3].forward_time = 0.6 * max_time; }),
-             {"op 'd' (ops[3])", "forward_time 6e+14 s brings the forward DAG's total time"}));
-  CHECK(edit([](forward_dag& f) { f.ops[0].forward_time = f.ops[3].backward_time = 0.4 * max_time; }).ok());
+  CHECK(says(
+      edit([](forward_dag& f) { f.ops[0].forward_time = f.ops[3].forward_time = 0.6 * max_time; }),
+      {"op 'd' (ops[3])", "forward_time 6e+14 s brings the forward DAG's total time"}));
+  CHECK(edit([](forward_dag& f) {
+          f.ops[0].forward_time = f.ops[3].backward_time = 0.4 * max_time;
+        }).ok());
   CHECK(says(edit([](forward_dag& f) { f.ops[2].output_bytes = -3; }),
              {"op 'c' (ops[2])", "output_bytes is negative"}));
   CHECK(says(edit([](forward_dag& f) { f.ops[2].phantom_bytes = -3; }),
@@ -541,35 +544,43 @@ TEST_CASE("lower: the mapping of each chain operation") {
   const std::vector<chain_op> s{chain_op::forward(1, forward_mode::save_input),
                                 chain_op::forward(2, forward_mode::no_save),
                                 chain_op::forward(1, forward_mode::save_all),
-                                chain_op::forward(2, forward_mode::save_all), chain_op::backward(2),
+                                chain_op::forward(2, forward_mode::save_all),
+                                chain_op::backward(2),
                                 chain_op::backward(1)};
   // F2_all runs while F2_none's a_2 is stored: the notation's rules reject it.
   const auto rejected = lower(2, s);
   REQUIRE_FALSE(rejected.ok());
-  CHECK(rejected.err().message.find("F2_all at op 3: a_2 is already in memory") != std::string::npos);
+  CHECK(rejected.err().message.find("F2_all at op 3: a_2 is already in memory") !=
+        std::string::npos);
   using gi = instruction;
   CHECK(lower(2, std::vector<chain_op>(s.begin(), s.begin() + 2)).value().ops ==
-        std::vector<gi>{gi::fast_forward(lay.forward(0)), gi::fast_forward(lay.forward(1)), gi::free(lay.activation(0))});
-  const std::vector<chain_op> ok{chain_op::forward(1, forward_mode::save_input), chain_op::offload(1), chain_op::wait(1),
-                                 chain_op::prefetch(1), chain_op::wait(1), chain_op::forward(2, forward_mode::save_all),
-                                 chain_op::backward(2), chain_op::forward(1, forward_mode::save_all), chain_op::backward(1)};
+        std::vector<gi>{gi::fast_forward(lay.forward(0)), gi::fast_forward(lay.forward(1)),
+                        gi::free(lay.activation(0))});
+  const std::vector<chain_op> ok{chain_op::forward(1, forward_mode::save_input),
+                                 chain_op::offload(1),
+                                 chain_op::wait(1),
+                                 chain_op::prefetch(1),
+                                 chain_op::wait(1),
+                                 chain_op::forward(2, forward_mode::save_all),
+                                 chain_op::backward(2),
+                                 chain_op::forward(1, forward_mode::save_all),
+                                 chain_op::backward(1)};
   const auto g = lower(2, ok);
   REQUIRE(g.ok());
-  const std::vector<gi> expected{gi::fast_forward(lay.forward(0)), gi::offload(lay.activation(0)),
-                                 gi::wait(lay.activation(0)),      gi::prefetch(lay.activation(0)),
-                                 gi::wait(lay.activation(0)),      gi::compute(lay.forward(1)),
-                                 gi::compute(lay.loss()),          gi::compute(lay.backward(1)),
-                                 gi::free(lay.gradient(1)),        gi::free(lay.phantom(1)),
-                                 gi::free(lay.activation(1)),      gi::free(lay.activation(0)),
-                                 gi::compute(lay.forward(0)),      gi::compute(lay.backward(0)),
-                                 gi::free(lay.gradient(0)),        gi::free(lay.phantom(0)),
-                                 gi::free(lay.activation(0))};
+  const std::vector<gi> expected{
+      gi::fast_forward(lay.forward(0)), gi::offload(lay.activation(0)), gi::wait(lay.activation(0)),
+      gi::prefetch(lay.activation(0)),  gi::wait(lay.activation(0)),    gi::compute(lay.forward(1)),
+      gi::compute(lay.loss()),          gi::compute(lay.backward(1)),   gi::free(lay.gradient(1)),
+      gi::free(lay.phantom(1)),         gi::free(lay.activation(1)),    gi::free(lay.activation(0)),
+      gi::compute(lay.forward(0)),      gi::compute(lay.backward(0)),   gi::free(lay.gradient(0)),
+      gi::free(lay.phantom(0)),         gi::free(lay.activation(0))};
   CHECK(g->ops == expected);
   chain c{"two", 8, {}};
   c.stages = {{"a", 1, 2, 16, 32, 4, 8}, {"l", 1, 1, 4, 4, 0, 0}};
   CHECK(sim::simulate(c, *g).valid);
   CHECK(to_chain_ops(2, *g) == std::optional(ok));
   // An unknown stage is the notation's error, before any replay.
-  CHECK(lower(2, std::vector<chain_op>{chain_op::backward(7)}).err().message.find("stage 7 does not exist") !=
-        std::string::npos);
+  CHECK(lower(2, std::vector<chain_op>{chain_op::backward(7)})
+            .err()
+            .message.find("stage 7 does not exist") != std::string::npos);
 }

@@ -101,8 +101,9 @@ TEST_CASE("chain program text form, and the program's") {
   CHECK(os.str() == "C0 C1 C2 C3 D6 D7 D5 C4 D3 D4 D2|C2");
   CHECK(parse_program(to_string(*low)) == std::optional(schedule{low->ops, 0, 0}));
   CHECK(parse_program(" C0\tC1_ff\nD2 O3 P3 W3 ")->ops ==
-        std::vector<instruction>{instruction::compute(0), instruction::fast_forward(1), instruction::free(2),
-                                 instruction::offload(3), instruction::prefetch(3), instruction::wait(3)});
+        std::vector<instruction>{instruction::compute(0), instruction::fast_forward(1),
+                                 instruction::free(2), instruction::offload(3),
+                                 instruction::prefetch(3), instruction::wait(3)});
   CHECK_FALSE(parse_program("C0 F1_ck"));
 }
 
@@ -129,16 +130,21 @@ TEST_CASE("transfer instructions: text forms, round trip, equality") {
   chain_op o = chain_op::offload(2);
   o.mode = forward_mode::save_all;
   CHECK(o == chain_op::offload(2));  // the mode means nothing to a transfer
-  for (const char* bad : {"O", "O-1", "O-0", "O+1", "O1_ck", "P2_all", "W", "W3x", "o1", "p1", "w1", "O 1",
-                          "O1 ", "X0", "P99999999999999999999"}) {
+  for (const char* bad : {"O", "O-1", "O-0", "O+1", "O1_ck", "P2_all", "W", "W3x", "o1", "p1", "w1",
+                          "O 1", "O1 ", "X0", "P99999999999999999999"}) {
     INFO("text: '", bad, "'");
     CHECK_FALSE(parse_chain_op(bad).has_value());
   }
   std::vector<chain_op> s;
-  s = {chain_op::forward(1, forward_mode::save_input), chain_op::offload(0),
-           chain_op::forward(2, forward_mode::save_all), chain_op::backward(2), chain_op::wait(0),
-           chain_op::prefetch(0), chain_op::wait(0), chain_op::forward(1, forward_mode::save_all),
-           chain_op::backward(1)};
+  s = {chain_op::forward(1, forward_mode::save_input),
+       chain_op::offload(0),
+       chain_op::forward(2, forward_mode::save_all),
+       chain_op::backward(2),
+       chain_op::wait(0),
+       chain_op::prefetch(0),
+       chain_op::wait(0),
+       chain_op::forward(1, forward_mode::save_all),
+       chain_op::backward(1)};
   CHECK(to_string(std::span<const chain_op>(s)) == "F1_ck O0 F2_all B2 W0 P0 W0 F1_all B1");
   CHECK(parse_chain_ops(to_string(std::span<const chain_op>(s))) == s);
   CHECK(parse_chain_ops("  F1_ck\tO0\nF2_all  B2 W0 P0 W0 F1_all B1\r\n") == s);

@@ -10,12 +10,11 @@
 #include <cstdint>
 #include <limits>
 #include <random>
-#include <string>
-#include <vector>
-
 #include <remat/problem/builder.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
+#include <string>
+#include <vector>
 
 #include "support/chain_reference.hpp"
 #include "support/random_chain.hpp"
@@ -43,18 +42,21 @@ std::vector<chain_op> random_program(int n, std::mt19937_64& rng) {
   act[0] = held::plain;
   grad[static_cast<std::size_t>(n)] = 1;
   auto k = [](int i) { return static_cast<std::size_t>(i); };
-  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1)); };
+  auto pick = [&](int lo, int hi) {
+    return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1));
+  };
   std::vector<chain_op> ops;
   const int max_ops = 12 * n + 20;
   int transfers = 0;
-  const int wild_at = pick(0, 9) == 0 ? pick(0, 4 * n) : -1;  // one program in ten gets any op there
+  const int wild_at =
+      pick(0, 9) == 0 ? pick(0, 4 * n) : -1;  // one program in ten gets any op there
   while (static_cast<int>(ops.size()) < max_ops && !grad[0]) {
     if (static_cast<int>(ops.size()) == wild_at) {  // anything
       // The program ends with this op. An F1_none here, which lower() rejects (it would free a_0),
       // leaves a program without B1, which the reference finds invalid too (no delta_0 at the end).
       const int kind = pick(0, 4);
       const int idx = kind < 2 ? pick(0, n + 1) : pick(-1, n + 1);
-      ops.push_back(kind == 0 ? chain_op::forward(idx, static_cast<forward_mode>(pick(0, 2)))
+      ops.push_back(kind == 0   ? chain_op::forward(idx, static_cast<forward_mode>(pick(0, 2)))
                     : kind == 1 ? chain_op::backward(idx)
                     : kind == 2 ? chain_op::offload(idx)
                     : kind == 3 ? chain_op::prefetch(idx)
@@ -71,23 +73,27 @@ std::vector<chain_op> random_program(int n, std::mt19937_64& rng) {
         // F^none loses a_{l-1}: only when an earlier activation can recompute it (never a_0).
         bool earlier = false;
         for (int j = 0; j < l - 1; ++j) earlier = earlier || act[k(j)] != held::none;
-        if (in == held::plain && earlier) options.push_back(chain_op::forward(l, forward_mode::no_save));
+        if (in == held::plain && earlier)
+          options.push_back(chain_op::forward(l, forward_mode::no_save));
         options.push_back(chain_op::forward(l, forward_mode::save_input));
         options.push_back(chain_op::forward(l, forward_mode::save_all));
       }
-      if (grad[k(l)] && act[k(l)] == held::full && in != held::none && resident && !grad[k(l - 1)] &&
-          where[k(l)] == place::device)
+      if (grad[k(l)] && act[k(l)] == held::full && in != held::none && resident &&
+          !grad[k(l - 1)] && where[k(l)] == place::device)
         for (int rep = 0; rep < 3; ++rep) options.push_back(chain_op::backward(l));
     }
     for (int i = 0; i <= n; ++i) {
       if (act[k(i)] == held::none) continue;
-      if (act[k(i)] == held::plain && where[k(i)] == place::device && transfers < 2 * n + 4 && pick(0, 3) == 0)
+      if (act[k(i)] == held::plain && where[k(i)] == place::device && transfers < 2 * n + 4 &&
+          pick(0, 3) == 0)
         options.push_back(chain_op::offload(i));
-      if (where[k(i)] == place::offloading || where[k(i)] == place::prefetching) options.push_back(chain_op::wait(i));
+      if (where[k(i)] == place::offloading || where[k(i)] == place::prefetching)
+        options.push_back(chain_op::wait(i));
       if (where[k(i)] == place::host) options.push_back(chain_op::prefetch(i));
     }
     if (options.empty()) break;
-    const chain_op op = options[static_cast<std::size_t>(pick(0, static_cast<int>(options.size()) - 1))];
+    const chain_op op =
+        options[static_cast<std::size_t>(pick(0, static_cast<int>(options.size()) - 1))];
     ops.push_back(op);
     const int l = op.index;
     switch (op.kind) {
@@ -106,7 +112,9 @@ std::vector<chain_op> random_program(int n, std::mt19937_64& rng) {
         where[k(l)] = place::offloading;
         ++transfers;
         break;
-      case chain_op_kind::prefetch: where[k(l)] = place::prefetching; break;
+      case chain_op_kind::prefetch:
+        where[k(l)] = place::prefetching;
+        break;
       case chain_op_kind::wait:
         where[k(l)] = where[k(l)] == place::offloading ? place::host : place::device;
         break;
@@ -117,7 +125,9 @@ std::vector<chain_op> random_program(int n, std::mt19937_64& rng) {
 
 }  // namespace
 
-TEST_CASE("chain notation: the issue's program with transfers lowers to transfers and replays as the thesis says") {
+TEST_CASE(
+    "chain notation: the issue's program with transfers lowers to transfers and replays as the "
+    "thesis says") {
   const chain c = three_stages();
   const std::string text = "F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1";
   const auto s = parse_chain_program(c.length(), text);
@@ -148,25 +158,31 @@ TEST_CASE("chain notation: random programs with transfers agree with the thesis'
     const int n = c.length();
     const graph g = *build_graph(c);
     const std::vector<chain_op> ops = random_program(n, rng);
-    const double bw = trial % 3 == 0 ? std::numeric_limits<double>::infinity() : std::ldexp(1.0, static_cast<int>(rng() % 12));
+    const double bw = trial % 3 == 0 ? std::numeric_limits<double>::infinity()
+                                     : std::ldexp(1.0, static_cast<int>(rng() % 12));
     const auto ref_free = reference::simulate(c, ops, {.bandwidth = bw});
-    const bytes budget = trial % 4 == 0 ? unlimited_bytes : trial % 4 == 1 ? ref_free.peak : ref_free.peak - 1;
+    const bytes budget = trial % 4 == 0   ? unlimited_bytes
+                         : trial % 4 == 1 ? ref_free.peak
+                                          : ref_free.peak - 1;
     const auto ref = reference::simulate(c, ops, {.budget = budget, .bandwidth = bw});
-    INFO("chain of ", n, " stages, program: ", to_string(std::span<const chain_op>(ops)), ", bandwidth ", bw,
-         ", budget ", budget, "; the reference says: ",
+    INFO("chain of ", n, " stages, program: ", to_string(std::span<const chain_op>(ops)),
+         ", bandwidth ", bw, ", budget ", budget, "; the reference says: ",
          ref.first_violation ? ref.first_violation->message : std::string("valid"));
     for (const auto& op : ops) with_transfers += !op.is_compute() ? 1 : 0;
 
     const auto lowered = lower(n, ops);
     // The chain-op report of the one simulator (lowering included).
-    const auto got = sim::simulate(c, std::span<const chain_op>(ops), {.budget = budget, .hw = machine::with_bandwidth(bw)});
-    const auto got_free = sim::simulate(c, std::span<const chain_op>(ops), {.hw = machine::with_bandwidth(bw)});
+    const auto got = sim::simulate(c, std::span<const chain_op>(ops),
+                                   {.budget = budget, .hw = machine::with_bandwidth(bw)});
+    const auto got_free =
+        sim::simulate(c, std::span<const chain_op>(ops), {.hw = machine::with_bandwidth(bw)});
     CHECK(got.valid == ref.valid);
     // Structurally valid (valid without a budget) for both, or for neither.
     CHECK(got_free.valid == ref_free.valid);
     if (ref_free.valid) {
       REQUIRE(lowered.ok());
-      const auto direct = sim::simulate(g, *lowered, {.budget = budget, .hw = machine::with_bandwidth(bw)});
+      const auto direct =
+          sim::simulate(g, *lowered, {.budget = budget, .hw = machine::with_bandwidth(bw)});
       CHECK(direct.valid == ref.valid);
       CHECK(direct.peak == ref.peak);
       CHECK(direct.host_peak == ref.host_peak);
@@ -185,8 +201,10 @@ TEST_CASE("chain notation: random programs with transfers agree with the thesis'
         const bool b1 = ops[i] == chain_op::backward(1);
         CHECK(got.timeline[i].after == ref.timeline[i].after + (b1 ? c.a(0) : 0));
       }
-      if (ref.valid) ++valid;
-      else ++over_budget;
+      if (ref.valid)
+        ++valid;
+      else
+        ++over_budget;
     } else {
       ++invalid;
     }
@@ -211,8 +229,9 @@ TEST_CASE("chain notation: the lowering's own rules, with the thesis' names") {
   CHECK(why("F1_ck F2_all O2") == "valid");  // a_2 moves, the rest of abar_2 stays
   CHECK(why("F1_all F2_none").find("F2_none consumes a plain a_1") != std::string::npos);
   // F1_none would free a_0, the chain's input: B1 needs it and nothing can recompute it.
-  CHECK(why("F1_none F2_all F3_all B3 B2").find("F1_none at op 0: F1_none consumes a_0, the chain's input, which B1 "
-                                                 "needs and nothing can recompute; use F1_ck") != std::string::npos);
+  CHECK(why("F1_none F2_all F3_all B3 B2")
+            .find("F1_none at op 0: F1_none consumes a_0, the chain's input, which B1 "
+                  "needs and nothing can recompute; use F1_ck") != std::string::npos);
   lowering_failure failure;
   CHECK_FALSE(lower(c.length(), *parse_chain_ops("F1_ck F2_ck F1_none"), nullptr, &failure));
   CHECK(failure.op == 2);
@@ -225,7 +244,8 @@ TEST_CASE("chain notation: the lowering's own rules, with the thesis' names") {
   CHECK(why("F1_ck X2").find("'X2' is not an instruction") != std::string::npos);
   // A program that is not chain-shaped does not print in the chain notation.
   const auto g = *build_graph(c);
-  CHECK_FALSE(to_chain_string(c.length(), schedule{{instruction::compute(0), instruction::free(0)}, 0, 0}));
+  CHECK_FALSE(
+      to_chain_string(c.length(), schedule{{instruction::compute(0), instruction::free(0)}, 0, 0}));
   (void)g;
 }
 
@@ -235,11 +255,13 @@ TEST_CASE("chain notation: words parse and print back") {
     REQUIRE(op);
     CHECK(to_string(*op) == w);
   }
-  for (const char* w : {"F0_ck", "B0", "F1", "F1_xx", "O-1", "Q1", "", "F", "B1x"}) CHECK_FALSE(parse_chain_op(w));
+  for (const char* w : {"F0_ck", "B0", "F1", "F1_xx", "O-1", "Q1", "", "F", "B1x"})
+    CHECK_FALSE(parse_chain_op(w));
   for (const char* w : {"C0", "C3_ff", "D5", "O5", "P5", "W5"}) {
     const auto i = parse_instruction(w);
     REQUIRE(i);
     CHECK(to_string(*i) == w);
   }
-  for (const char* w : {"C", "C-1", "C3_f", "D5x", "F1_ck", "X1"}) CHECK_FALSE(parse_instruction(w));
+  for (const char* w : {"C", "C-1", "C3_f", "D5x", "F1_ck", "X1"})
+    CHECK_FALSE(parse_instruction(w));
 }

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <optional>
+#include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/graph.hpp>
-#include <remat/policy/store_all.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
 #include <string>

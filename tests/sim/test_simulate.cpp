@@ -100,7 +100,8 @@ TEST_CASE("the example sequences (2.1), (2.2), (2.3) of shilova-spec §2.1") {
     CHECK(r.makespan == e.makespan);
     CHECK(r.peak == e.peak);
     check_timeline(c, s, r);
-    CHECK(r.timeline.back().after == 2 * c.a(0));  // delta_0, of a_0's size, and a_0 (the graph keeps its input)
+    CHECK(r.timeline.back().after ==
+          2 * c.a(0));  // delta_0, of a_0's size, and a_0 (the graph keeps its input)
 
     // The spec's 9, 8, 9: add a 1-byte delta_5 to every op up to B5, which consumes it. All
     // three peaks are at B5.
@@ -335,13 +336,15 @@ TEST_CASE("violations: wrong final state") {
 
 TEST_CASE("simulate: F_all uses its own overhead when the chain gives one") {
   chain c{"own", 2, {{"s1", 1, 1, 4, 10, 8, 0}, {"loss", 1, 1, 1, 1, 0, 0}}};
-  const std::vector<chain_op> s{chain_op::forward(1, forward_mode::save_all), chain_op::forward(2, forward_mode::save_all),
-                               chain_op::backward(2), chain_op::backward(1)};
+  const std::vector<chain_op> s{chain_op::forward(1, forward_mode::save_all),
+                                chain_op::forward(2, forward_mode::save_all), chain_op::backward(2),
+                                chain_op::backward(1)};
   CHECK(sim::simulate(c, s).timeline[0].peak == 2 + 10 + 8);  // the thesis' single o_F
   c.stages[0].forward_save_overhead_bytes = 1;
   CHECK(sim::simulate(c, s).timeline[0].peak == 2 + 10 + 1);
-  const std::vector<chain_op> ck{chain_op::forward(1, forward_mode::save_input), chain_op::forward(2, forward_mode::save_all),
-                                chain_op::backward(2), chain_op::forward(1, forward_mode::save_all), chain_op::backward(1)};
+  const std::vector<chain_op> ck{
+      chain_op::forward(1, forward_mode::save_input), chain_op::forward(2, forward_mode::save_all),
+      chain_op::backward(2), chain_op::forward(1, forward_mode::save_all), chain_op::backward(1)};
   CHECK(sim::simulate(c, ck).timeline[0].peak == 2 + 4 + 8);  // F_ck keeps o_F
   c.stages[0].forward_save_overhead_bytes = -1;
   CHECK(validate(c).message().find("forward_save_overhead_bytes") != std::string::npos);

@@ -25,9 +25,10 @@ std::vector<chain_op> parse(const std::string& text) {
 /// a_0 = 100; stage 1: a 100, abar 150, u 1/2; stage 2: a 100, abar 120, u 1/2; the loss: a 4,
 /// abar 4, u 1/1. No overheads.
 chain small_chain() {
-  return chain{"t",
-               100,
-               {{"s1", 1, 2, 100, 150, 0, 0}, {"s2", 1, 2, 100, 120, 0, 0}, {"loss", 1, 1, 4, 4, 0, 0}}};
+  return chain{
+      "t",
+      100,
+      {{"s1", 1, 2, 100, 150, 0, 0}, {"s2", 1, 2, 100, 120, 0, 0}, {"loss", 1, 1, 4, 4, 0, 0}}};
 }
 
 /// a_0 is offloaded during the forward phase and prefetched for B1's recomputation (the first
@@ -77,7 +78,7 @@ TEST_CASE("transfers: infinite bandwidth frees at the offload and reserves at th
                      {3, 4, 224, 324, 320, compute},  // B3: +delta_2, -abar_3
                      {4, 6, 320, 420, 100, compute},  // B2: only delta_1 is left
                      {6, 6, 100, 100, 100, compute},
-                     {6, 6, 100, 200, 200, h2d},  // a_0 is back
+                     {6, 6, 100, 200, 200, h2d},      // a_0 is back
                      {6, 6, 200, 200, 200, compute},  // nothing to wait for
                      {6, 7, 200, 350, 350, compute},
                      {7, 9, 350, 450, 200, compute}});
@@ -86,7 +87,8 @@ TEST_CASE("transfers: infinite bandwidth frees at the offload and reserves at th
   CHECK(r.host_peak == 100);
 }
 
-TEST_CASE("transfers: a finite bandwidth overlaps copies with compute; memory moves at their ends") {
+TEST_CASE(
+    "transfers: a finite bandwidth overlaps copies with compute; memory moves at their ends") {
   const chain c = small_chain();
   // 40 bytes/s: a_0's 100 bytes take 2.5 s. The offload runs [1, 3.5]: a_0 stays on the device
   // until 3.5, in the middle of B3 [3, 4]; B3's peak is at its start, its end 100 lower. The
@@ -109,7 +111,8 @@ TEST_CASE("transfers: a finite bandwidth overlaps copies with compute; memory mo
   CHECK(r.host_peak == 100);
   // The slow offload keeps a_0 through F2_all and F3_all (320 and 324 instead of 220 and 224),
   // still under B1's 450: a budget of 449 fails at B1, the first op over it.
-  const sim::report tight = run(c, offload_input, {.budget = 449, .hw = machine::with_bandwidth(40)});
+  const sim::report tight =
+      run(c, offload_input, {.budget = 449, .hw = machine::with_bandwidth(40)});
   CHECK_FALSE(tight.valid);
   REQUIRE(tight.first_violation);
   CHECK(tight.first_violation->kind == sim::violation_kind::over_budget);
@@ -117,12 +120,14 @@ TEST_CASE("transfers: a finite bandwidth overlaps copies with compute; memory mo
   CHECK(tight.peak == 450);  // the replay goes on past the budget
 }
 
-TEST_CASE("transfers: a prefetch queued behind another reserves its memory in the middle of an op") {
+TEST_CASE(
+    "transfers: a prefetch queued behind another reserves its memory in the middle of an op") {
   // Four stages of 100-byte activations (abar 100 more), u_F = 1, u_B = 2; 100 bytes/s.
   chain c{"t4", 100, {}};
   for (int l = 1; l <= 3; ++l) c.stages.push_back({"s" + std::to_string(l), 1, 2, 100, 200, 0, 0});
   c.stages.push_back({"loss", 1, 2, 4, 4, 0, 0});
-  const std::string text = "F1_ck O0 F2_ck O1 F3_all F4_all W0 W1 P1 P0 B4 B3 W1 F2_all B2 W0 F1_all B1";
+  const std::string text =
+      "F1_ck O0 F2_ck O1 F3_all F4_all W0 W1 P1 P0 B4 B3 W1 F2_all B2 W0 F1_all B1";
   const sim::report r = run(c, text, {.hw = machine::with_bandwidth(100)});
   REQUIRE_MESSAGE(r.valid, (r.first_violation ? r.first_violation->message : ""));
   REQUIRE(r.timeline.size() == 18);
@@ -184,31 +189,46 @@ TEST_CASE("transfers: every misuse is a violation naming the op") {
   using vk = sim::violation_kind;
   for (const bad_case& b : {
            // Compute uses an activation that is not resident.
-           bad_case{"F1_ck O0 F2_all F3_all B3 B2 W0 F1_all B1", vk::not_resident, 7,
-                    "F1_all: its input 'a_0' is on the host (O0 at op 1); prefetch it and wait for it"},
+           bad_case{
+               "F1_ck O0 F2_all F3_all B3 B2 W0 F1_all B1", vk::not_resident, 7,
+               "F1_all: its input 'a_0' is on the host (O0 at op 1); prefetch it and wait for it"},
            bad_case{"F1_ck O0 F2_all F3_all B3 B2 W0 P0 F1_all B1", vk::not_resident, 8,
                     "F1_all: its input 'a_0' is being prefetched (P0 at op 7); wait for it first"},
-           bad_case{"F1_ck O1 F2_all", vk::not_resident, 2, "F2_all: its input 'a_1' is being offloaded (O1 at op 1)"},
-           bad_case{"F1_ck O1 W1 F2_all", vk::not_resident, 3, "F2_all: its input 'a_1' is on the host"},
+           bad_case{"F1_ck O1 F2_all", vk::not_resident, 2,
+                    "F2_all: its input 'a_1' is being offloaded (O1 at op 1)"},
+           bad_case{"F1_ck O1 W1 F2_all", vk::not_resident, 3,
+                    "F2_all: its input 'a_1' is on the host"},
            // Offloading twice, or what is not there.
-           bad_case{"F1_ck O0 O0", vk::invalid_transfer, 2, "O0: 'a_0' is already offloaded or in transfer (O0 at op 1)"},
+           bad_case{"F1_ck O0 O0", vk::invalid_transfer, 2,
+                    "O0: 'a_0' is already offloaded or in transfer (O0 at op 1)"},
            bad_case{"O1", vk::invalid_transfer, 0, "O1: 'a_1' is not in memory"},
            // O1 moves a_1 also when abar_1 is stored (the rest stays); F2 then needs it back.
-           bad_case{"F1_all O1 W1 F2_all", vk::not_resident, 3, "its input 'a_1' is on the host (O1 at op 1)"},
+           bad_case{"F1_all O1 W1 F2_all", vk::not_resident, 3,
+                    "its input 'a_1' is on the host (O1 at op 1)"},
            // Prefetching what is not on the host.
-           bad_case{"P0", vk::invalid_transfer, 0, "P0: 'a_0' is not on the host (it is on the device; offload it first)"},
-           bad_case{"P2", vk::invalid_transfer, 0, "P2: 'a_2' is not on the host (it is not stored at all)"},
-           bad_case{"O0 P0", vk::invalid_transfer, 1, "P0: 'a_0' was offloaded (O0 at op 0) but not waited for; wait for it before prefetching it"},
-           bad_case{"O0 W0 P0 P0", vk::invalid_transfer, 3, "P0: 'a_0' is already being prefetched (P0 at op 2)"},
+           bad_case{"P0", vk::invalid_transfer, 0,
+                    "P0: 'a_0' is not on the host (it is on the device; offload it first)"},
+           bad_case{"P2", vk::invalid_transfer, 0,
+                    "P2: 'a_2' is not on the host (it is not stored at all)"},
+           bad_case{"O0 P0", vk::invalid_transfer, 1,
+                    "P0: 'a_0' was offloaded (O0 at op 0) but not waited for; wait for it before "
+                    "prefetching it"},
+           bad_case{"O0 W0 P0 P0", vk::invalid_transfer, 3,
+                    "P0: 'a_0' is already being prefetched (P0 at op 2)"},
            // Waiting for nothing.
            bad_case{"W0", vk::invalid_transfer, 0, "W0: 'a_0' has no transfer in flight"},
-           bad_case{"O0 W0 W0", vk::invalid_transfer, 2, "W0: 'a_0' has no transfer in flight (its offload was already waited for)"},
+           bad_case{"O0 W0 W0", vk::invalid_transfer, 2,
+                    "W0: 'a_0' has no transfer in flight (its offload was already waited for)"},
            // Unknown activation; a stored tensor recomputed while on the host.
-           bad_case{"O4", vk::unknown_node, 0, "O4 at op 0: activation a_4 does not exist (the chain has a_0..a_3)"},
-           bad_case{"F1_ck O1 W1 F1_ck", vk::already_present, 3, "F1_ck at op 3: a_1 is already in memory"},
+           bad_case{"O4", vk::unknown_node, 0,
+                    "O4 at op 0: activation a_4 does not exist (the chain has a_0..a_3)"},
+           bad_case{"F1_ck O1 W1 F1_ck", vk::already_present, 3,
+                    "F1_ck at op 3: a_1 is already in memory"},
            // Ending with something on the host.
-           bad_case{"F1_ck O0 W0 F2_all F3_all B3 B2 F1_ck", vk::not_resident, 7, "F1_ck: its input 'a_0' is on the host"},
-           bad_case{"F1_all O0 W0 F2_all F3_all B3 B2", vk::wrong_final_state, 7, "without running 'B1'"},
+           bad_case{"F1_ck O0 W0 F2_all F3_all B3 B2 F1_ck", vk::not_resident, 7,
+                    "F1_ck: its input 'a_0' is on the host"},
+           bad_case{"F1_all O0 W0 F2_all F3_all B3 B2", vk::wrong_final_state, 7,
+                    "without running 'B1'"},
        }) {
     INFO(b.text);
     const sim::report r = run(c, b.text, {.hw = machine::with_bandwidth(1000)});
@@ -216,13 +236,15 @@ TEST_CASE("transfers: every misuse is a violation naming the op") {
     REQUIRE(r.first_violation);
     CHECK(r.first_violation->kind == b.kind);
     CHECK(r.first_violation->op == b.op);
-    CHECK_MESSAGE(r.first_violation->message.find(b.says) != std::string::npos, r.first_violation->message);
+    CHECK_MESSAGE(r.first_violation->message.find(b.says) != std::string::npos,
+                  r.first_violation->message);
   }
 }
 
 TEST_CASE("transfers: an activation makes the round trip as often as the schedule says") {
   const chain c = small_chain();
-  const sim::report r = run(c, "F1_ck O1 W1 P1 W1 O1 W1 P1 W1 F2_all F3_all B3 B2 F1_all B1", {.hw = machine::with_bandwidth(50)});
+  const sim::report r = run(c, "F1_ck O1 W1 P1 W1 O1 W1 P1 W1 F2_all F3_all B3 B2 F1_all B1",
+                            {.hw = machine::with_bandwidth(50)});
   CHECK_MESSAGE(r.valid, (r.first_violation ? r.first_violation->message : ""));
   CHECK(r.host_peak == 100);
   // Four 2-second copies, each waited for: compute resumes at 1 + 8.
@@ -232,5 +254,6 @@ TEST_CASE("transfers: an activation makes the round trip as often as the schedul
 TEST_CASE("transfers: the bandwidth must be positive") {
   const chain c = small_chain();
   for (double bw : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN()})
-    CHECK_THROWS_AS(run(c, offload_input, {.hw = machine::with_bandwidth(bw)}), std::invalid_argument);
+    CHECK_THROWS_AS(run(c, offload_input, {.hw = machine::with_bandwidth(bw)}),
+                    std::invalid_argument);
 }

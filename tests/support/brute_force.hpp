@@ -61,11 +61,14 @@ class brute_force {
   /// runs with that option. Up to 6 options per stage.
   explicit brute_force(const chain& c, std::optional<bytes> loss_gradient_bytes = std::nullopt,
                        bool with_options = false)
-      : c_(c), n_(c.length()), delta_n_(loss_gradient_bytes.value_or(c.delta(c.length()))),
+      : c_(c),
+        n_(c.length()),
+        delta_n_(loss_gradient_bytes.value_or(c.delta(c.length()))),
         with_options_(with_options) {
     if (n_ < 1 || n_ > 12) throw std::invalid_argument("brute_force: chains of 1..12 stages only");
     for (int l = 1; l <= n_ && with_options; ++l)
-      if (c.option_count(l) > 6) throw std::invalid_argument("brute_force: at most 6 options per stage");
+      if (c.option_count(l) > 6)
+        throw std::invalid_argument("brute_force: at most 6 options per stage");
   }
 
   /// The optimal makespan within budget M (infinity if no sequence fits), and one optimal
@@ -102,7 +105,9 @@ class brute_force {
   [[nodiscard]] std::uint64_t grad_bit(int k) const {
     return std::uint64_t{1} << (3 * (n_ + 1) + k);
   }
-  [[nodiscard]] stage_option option(int l, held h) const { return c_.option(l, static_cast<int>(h - full)); }
+  [[nodiscard]] stage_option option(int l, held h) const {
+    return c_.option(l, static_cast<int>(h - full));
+  }
   [[nodiscard]] bool grad(std::uint64_t key, int k) const { return (key & grad_bit(k)) != 0; }
 
   [[nodiscard]] bytes delta(int k) const { return k == n_ ? delta_n_ : c_.delta(k); }
@@ -140,7 +145,8 @@ class brute_force {
                        mem + c_.a(l) + c_.of(l), c_.uf(l)});
         for (int o = 0; o < (with_options_ ? c_.option_count(l) : 1); ++o) {
           const stage_option x = c_.option(l, o);
-          out.push_back({chain_op::forward(l, forward_mode::save_all), set_act(key, l, full + static_cast<held>(o)),
+          out.push_back({chain_op::forward(l, forward_mode::save_all),
+                         set_act(key, l, full + static_cast<held>(o)),
                          mem + x.saved_bytes + x.forward_overhead_bytes, x.forward_time});
         }
       }
@@ -150,7 +156,8 @@ class brute_force {
         std::uint64_t next = set_act(key, l, none) & ~grad_bit(l);
         if (in == plain) next = set_act(next, l - 1, none);
         next |= grad_bit(l - 1);
-        out.push_back({chain_op::backward(l), next, mem + delta(l - 1) + x.backward_overhead_bytes, x.backward_time});
+        out.push_back({chain_op::backward(l), next, mem + delta(l - 1) + x.backward_overhead_bytes,
+                       x.backward_time});
       }
     }
     return out;

@@ -9,21 +9,20 @@
 #include <cstddef>
 #include <limits>
 #include <optional>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
 #include <remat/core/units.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
 #include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace remat::reference {
 
-using sim::violation_kind;
 using sim::lane;
 using sim::memory_point;
+using sim::violation_kind;
 
 using sim::violation;
 
@@ -47,7 +46,9 @@ enum class held : unsigned char { none, plain, full };  // nothing, a_k, abar_k
 /// Where a stored activation is: resident on the device, being offloaded, on the host (its
 /// offload waited), being prefetched.
 enum class place : unsigned char { device, offloading, host, prefetching };
-inline std::string tensor_name(const char* sym, int k) { return std::string(sym) + "_" + std::to_string(k); }
+inline std::string tensor_name(const char* sym, int k) {
+  return std::string(sym) + "_" + std::to_string(k);
+}
 
 using memory = sim::detail::memory;
 }  // namespace detail
@@ -95,7 +96,8 @@ inline report simulate(const chain& c, std::span<const chain_op> ops, options op
     const auto kk = static_cast<std::size_t>(k);
     const std::string p = "P" + std::to_string(k), w = "W" + std::to_string(k);
     switch (where[kk]) {
-      case place::device: return {};
+      case place::device:
+        return {};
       case place::offloading:
         return " is being offloaded (" + op_at(moved_by[kk]) + "); wait for it (" + w +
                "), prefetch it (" + p + ") and wait again (" + w + ") first";
@@ -121,35 +123,35 @@ inline report simulate(const chain& c, std::span<const chain_op> ops, options op
     if (!ins.is_compute()) {
       if (l < 0 || l > n) {
         fail(violation_kind::unknown_node, i,
-             name + ": activation a_" + std::to_string(l) + " does not exist (the chain has a_0..a_" +
-                 std::to_string(n) + ")");
+             name + ": activation a_" + std::to_string(l) +
+                 " does not exist (the chain has a_0..a_" + std::to_string(n) + ")");
         return stop();
       }
       const auto k = static_cast<std::size_t>(l);
       const std::string a = name_of(l);
-      auto bad = [&](const std::string& why) { fail(violation_kind::invalid_transfer, i, name + ": " + why); };
+      auto bad = [&](const std::string& why) {
+        fail(violation_kind::invalid_transfer, i, name + ": " + why);
+      };
       if (ins.kind == chain_op_kind::offload) {
         if (act[k] == held::none) {
           bad(a + " is not in memory");
           return stop();
         }
-        if (where[k] != place::device)
-          {
+        if (where[k] != place::device) {
           bad(a + " is already offloaded or in transfer (" + op_at(moved_by[k]) + ")");
           return stop();
         }
       } else if (ins.kind == chain_op_kind::prefetch) {
-        if (act[k] == held::none || where[k] == place::device)
-          {
+        if (act[k] == held::none || where[k] == place::device) {
           bad(a + " is not on the host" +
-                     (act[k] == held::none ? std::string(" (it is not stored at all)")
-                                           : " (it is on the device; offload it first: O" + std::to_string(l) + ")"));
+              (act[k] == held::none
+                   ? std::string(" (it is not stored at all)")
+                   : " (it is on the device; offload it first: O" + std::to_string(l) + ")"));
           return stop();
         }
-        if (where[k] == place::offloading)
-          {
+        if (where[k] == place::offloading) {
           bad("the offload of " + a + " (" + op_at(moved_by[k]) + ") was not waited for; insert W" +
-                     std::to_string(l) + " before " + name);
+              std::to_string(l) + " before " + name);
           return stop();
         }
         if (where[k] == place::prefetching) {
@@ -157,10 +159,11 @@ inline report simulate(const chain& c, std::span<const chain_op> ops, options op
           return stop();
         }
       } else {  // wait
-        if (act[k] == held::none || where[k] == place::device || where[k] == place::host)
-          {
+        if (act[k] == held::none || where[k] == place::device || where[k] == place::host) {
           bad("no transfer of " + a + " is in flight" +
-                     (act[k] != held::none && where[k] == place::host ? " (its offload was already waited for)" : ""));
+              (act[k] != held::none && where[k] == place::host
+                   ? " (its offload was already waited for)"
+                   : ""));
           return stop();
         }
         point.end = now = std::max(now, moved_until[k]);
@@ -195,7 +198,8 @@ inline report simulate(const chain& c, std::span<const chain_op> ops, options op
       // Inputs must be stored and resident.
       auto resident = [&](int k) {
         const std::string why = not_resident(k);
-        if (!why.empty()) fail(violation_kind::not_resident, i, name + ": its input " + name_of(k) + why);
+        if (!why.empty())
+          fail(violation_kind::not_resident, i, name + ": its input " + name_of(k) + why);
         return why.empty();
       };
       bytes held_extra = 0;  // the op's output and overhead while it runs
@@ -203,7 +207,8 @@ inline report simulate(const chain& c, std::span<const chain_op> ops, options op
       seconds dt = 0;
       if (ins.kind == chain_op_kind::forward) {
         if (act[in] == held::none) {
-          fail(violation_kind::missing_input, i, name + ": its input a_" + std::to_string(l - 1) + " is not in memory");
+          fail(violation_kind::missing_input, i,
+               name + ": its input a_" + std::to_string(l - 1) + " is not in memory");
           return stop();
         }
         if (!resident(l - 1)) return stop();
@@ -216,7 +221,8 @@ inline report simulate(const chain& c, std::span<const chain_op> ops, options op
         if (act[out] != held::none) {
           fail(violation_kind::already_present, i,
                name + ": " + name_of(l) + " is already " +
-                   (where[out] == place::device ? "in memory" : "stored (" + op_at(moved_by[out]) + ")"));
+                   (where[out] == place::device ? "in memory"
+                                                : "stored (" + op_at(moved_by[out]) + ")"));
           return stop();
         }
         const bool all = ins.mode == forward_mode::save_all;
@@ -232,23 +238,28 @@ inline report simulate(const chain& c, std::span<const chain_op> ops, options op
         dt = c.uf(l);
       } else {
         if (!grad[out]) {
-          fail(violation_kind::missing_input, i, name + ": its input delta_" + std::to_string(l) + " is not in memory");
+          fail(violation_kind::missing_input, i,
+               name + ": its input delta_" + std::to_string(l) + " is not in memory");
           return stop();
         }
         if (act[out] != held::full) {
           fail(violation_kind::missing_input, i,
                name + ": it needs abar_" + std::to_string(l) + " (run F" + std::to_string(l) +
-                   "_all first)" + (act[out] == held::plain ? ", but only a_" + std::to_string(l) + " is stored" : ""));
+                   "_all first)" +
+                   (act[out] == held::plain ? ", but only a_" + std::to_string(l) + " is stored"
+                                            : ""));
           return stop();
         }
         if (!resident(l)) return stop();  // an offloaded a_l (the rest of abar_l stays)
         if (act[in] == held::none) {
-          fail(violation_kind::missing_input, i, name + ": its input a_" + std::to_string(l - 1) + " is not in memory");
+          fail(violation_kind::missing_input, i,
+               name + ": its input a_" + std::to_string(l - 1) + " is not in memory");
           return stop();
         }
         if (!resident(l - 1)) return stop();
         if (grad[in]) {
-          fail(violation_kind::already_present, i, name + ": delta_" + std::to_string(l - 1) + " is already in memory");
+          fail(violation_kind::already_present, i,
+               name + ": delta_" + std::to_string(l - 1) + " is already in memory");
           return stop();
         }
         held_extra = c.delta(l - 1) + c.ob(l);
@@ -278,7 +289,8 @@ inline report simulate(const chain& c, std::span<const chain_op> ops, options op
     if (opt.record_timeline) r.timeline.push_back(point);
   }
   // The transfers still in flight end.
-  if (const bytes tail = mem.advance(std::numeric_limits<seconds>::infinity(), true); tail > opt.budget)
+  if (const bytes tail = mem.advance(std::numeric_limits<seconds>::infinity(), true);
+      tail > opt.budget)
     fail(violation_kind::over_budget, s.ops.size(),
          "prefetches still in flight after the last op need " + std::to_string(tail) +
              " bytes, over the budget of " + std::to_string(opt.budget) + " bytes");

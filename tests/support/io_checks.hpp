@@ -7,11 +7,10 @@
 #include <fstream>
 #include <initializer_list>
 #include <random>
+#include <remat/core/result.hpp>
 #include <sstream>
 #include <string>
 #include <string_view>
-
-#include <remat/core/result.hpp>
 
 namespace remat::testing {
 

@@ -52,20 +52,20 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <remat/core/units.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/schedule/notation.hpp>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <remat/core/units.hpp>
-#include <remat/problem/chain.hpp>
-#include <remat/schedule/notation.hpp>
-
 namespace remat::test {
 
 struct offload_schedule {
-  std::vector<chain_op> ops;   ///< forwards and backwards only, in order (no O/P/W)
-  std::vector<int> offloaded;  ///< ascending k: a_k (the input of the segment at stage k+1) is offloaded
+  std::vector<chain_op> ops;  ///< forwards and backwards only, in order (no O/P/W)
+  std::vector<int>
+      offloaded;  ///< ascending k: a_k (the input of the segment at stage k+1) is offloaded
 };
 
 struct offload_optimum {
@@ -82,7 +82,8 @@ inline constexpr double inf = std::numeric_limits<double>::infinity();
 struct parsed {
   int n = 0;
   std::vector<chain_op> ops;
-  std::size_t loss_backward = 0;  ///< the index of B_N in ops; the forward phase is ops[0, loss_backward)
+  std::size_t loss_backward =
+      0;  ///< the index of B_N in ops; the forward phase is ops[0, loss_backward)
   struct segment {
     int s = 0, t = 0;  ///< stages; t == s for F^all segments and the loss
     bool checkpoint = false;
@@ -120,7 +121,8 @@ class parser {
       } else if (op.mode == forward_mode::save_input) {
         ++pos_;
         int t = s;
-        while (pos_ < ops_.size() && t + 1 < n_ && ops_[pos_] == chain_op::forward(t + 1, forward_mode::no_save)) {
+        while (pos_ < ops_.size() && t + 1 < n_ &&
+               ops_[pos_] == chain_op::forward(t + 1, forward_mode::no_save)) {
           ++t;
           ++pos_;
         }
@@ -153,7 +155,8 @@ class parser {
     ++pos_;
     return true;
   }
-  /// sub(s, t): a persistent schedule of B_t..B_s from the input a_{s-1} (or abar_{s-1}) and delta_t.
+  /// sub(s, t): a persistent schedule of B_t..B_s from the input a_{s-1} (or abar_{s-1}) and
+  /// delta_t.
   bool sub(int s, int t) {
     if (pos_ >= ops_.size()) return false;
     const chain_op op = ops_[pos_];
@@ -166,7 +169,8 @@ class parser {
     if (op.mode != forward_mode::save_input || s == t) return false;
     ++pos_;
     int sp = s;
-    while (pos_ < ops_.size() && sp + 1 < t && ops_[pos_] == chain_op::forward(sp + 1, forward_mode::no_save)) {
+    while (pos_ < ops_.size() && sp + 1 < t &&
+           ops_[pos_] == chain_op::forward(sp + 1, forward_mode::no_save)) {
       ++sp;
       ++pos_;
     }
@@ -183,7 +187,8 @@ struct state {
   enum held : unsigned char { none, plain, full };
   std::vector<held> act;
   std::vector<char> grad;
-  explicit state(int n) : act(static_cast<std::size_t>(n + 1), none), grad(static_cast<std::size_t>(n + 1), 0) {
+  explicit state(int n)
+      : act(static_cast<std::size_t>(n + 1), none), grad(static_cast<std::size_t>(n + 1), 0) {
     act[0] = plain;
     grad[static_cast<std::size_t>(n)] = 1;  // delta_N (size 0)
   }
@@ -249,7 +254,8 @@ inline op_costs costs_of(const chain& c, const parsed& p) {
     out.time.push_back(op.kind == chain_op_kind::forward ? c.uf(op.index) : c.ub(op.index));
   }
   if (st.memory(c) != c.delta(0) || !st.has_grad(0))
-    throw std::logic_error("offload_brute_force: a schedule of the grammar does not end with delta_0 alone");
+    throw std::logic_error(
+        "offload_brute_force: a schedule of the grammar does not end with delta_0 alone");
   return out;
 }
 
@@ -262,8 +268,9 @@ inline double drained(double q, double dt, double beta) {
 
 /// The fluid time of a parsed schedule with the segments' inputs offloaded where
 /// offload[i] (segment i, forward order).
-inline double simulate(const chain& c, const parsed& p, const op_costs& oc, const std::vector<char>& offload,
-                       bytes budget, double beta_o, double beta_p) {
+inline double simulate(const chain& c, const parsed& p, const op_costs& oc,
+                       const std::vector<char>& offload, bytes budget, double beta_o,
+                       double beta_p) {
   const bool any = std::find(offload.begin(), offload.end(), char{1}) != offload.end();
   if (any && (beta_o <= 0 || beta_p <= 0)) return inf;
   const auto m = static_cast<double>(budget);
@@ -280,7 +287,8 @@ inline double simulate(const chain& c, const parsed& p, const op_costs& oc, cons
       x += c.a(seg.s - 1);
       // The op must not read an item that is away (F_s / B_s of the item's stage s).
       if (p.ops[i].index == seg.s)
-        throw std::logic_error("offload_brute_force: " + to_string(p.ops[i]) + " reads an offloaded input");
+        throw std::logic_error("offload_brute_force: " + to_string(p.ops[i]) +
+                               " reads an offloaded input");
     }
     return x;
   };
@@ -309,7 +317,8 @@ inline double simulate(const chain& c, const parsed& p, const op_costs& oc, cons
   for (std::size_t i = nops; i-- > p.loss_backward;) {
     const auto need = static_cast<double>(oc.stored[i] - left_out(i) + oc.extra[i]);
     if (need > m) return inf;
-    if (need + r > m) {  // idle after the op (forward time) while the prefetches it cannot hold wait
+    if (need + r >
+        m) {  // idle after the op (forward time) while the prefetches it cannot hold wait
       const double w = (need + r - m) / beta_p;
       total += w;
       r = m - need;
@@ -339,7 +348,8 @@ inline void enumerate(int n, bool recompute, std::vector<std::vector<chain_op>>&
   }
   // All sub(s, t) sequences.
   std::map<std::pair<int, int>, std::vector<ops_t>> subs;
-  std::function<const std::vector<ops_t>&(int, int)> sub = [&](int s, int t) -> const std::vector<ops_t>& {
+  std::function<const std::vector<ops_t>&(int, int)> sub = [&](int s,
+                                                               int t) -> const std::vector<ops_t>& {
     auto it = subs.find({s, t});
     if (it != subs.end()) return it->second;
     std::vector<ops_t> res;
@@ -358,7 +368,8 @@ inline void enumerate(int n, bool recompute, std::vector<std::vector<chain_op>>&
         for (const ops_t& head : sub(sp + 1, t))
           for (const ops_t& tail : sub(s, sp)) {
             ops_t o{chain_op::forward(s, forward_mode::save_input)};
-            for (int h = s + 1; h <= sp; ++h) o.push_back(chain_op::forward(h, forward_mode::no_save));
+            for (int h = s + 1; h <= sp; ++h)
+              o.push_back(chain_op::forward(h, forward_mode::no_save));
             o.insert(o.end(), head.begin(), head.end());
             o.insert(o.end(), tail.begin(), tail.end());
             res.push_back(std::move(o));
@@ -378,8 +389,10 @@ inline void enumerate(int n, bool recompute, std::vector<std::vector<chain_op>>&
       // combination of the checkpoint segments' sub-schedules.
       ops_t base;
       for (const seg& g : segs) {
-        base.push_back(chain_op::forward(g.s, g.checkpoint ? forward_mode::save_input : forward_mode::save_all));
-        for (int h = g.s + 1; h <= g.t; ++h) base.push_back(chain_op::forward(h, forward_mode::no_save));
+        base.push_back(chain_op::forward(
+            g.s, g.checkpoint ? forward_mode::save_input : forward_mode::save_all));
+        for (int h = g.s + 1; h <= g.t; ++h)
+          base.push_back(chain_op::forward(h, forward_mode::no_save));
       }
       base.push_back(chain_op::forward(n, forward_mode::save_all));
       base.push_back(chain_op::backward(n));
@@ -431,7 +444,8 @@ inline const std::vector<parsed>& all_schedules(int n, bool recompute) {
   for (const auto& ops : seqs) {
     parsed p;
     if (!parser(n, ops).run(p))
-      throw std::logic_error("offload_brute_force: an enumerated schedule does not parse: " + to_string(ops));
+      throw std::logic_error("offload_brute_force: an enumerated schedule does not parse: " +
+                             to_string(ops));
     res.push_back(std::move(p));
   }
   return cache.emplace(std::pair{n, recompute}, std::move(res)).first->second;
@@ -443,7 +457,8 @@ inline const std::vector<parsed>& all_schedules(int n, bool recompute) {
 /// (segments, loss, backward sub-schedules; offloaded = ascending inputs of segments) or does not
 /// fit the budget. budget: bytes, everything on the device (a_0 included). beta_o / beta_p: bytes
 /// per second of offloads / prefetches; +infinity = instantaneous; 0 = no transfer possible.
-inline double fluid_time(const chain& c, const offload_schedule& s, bytes budget, double beta_o, double beta_p) {
+inline double fluid_time(const chain& c, const offload_schedule& s, bytes budget, double beta_o,
+                         double beta_p) {
   using namespace offload_detail;
   const int n = c.length();
   if (n < 1) return inf;
@@ -463,11 +478,12 @@ inline double fluid_time(const chain& c, const offload_schedule& s, bytes budget
 /// The minimum of fluid_time over every schedule of the grammar and every offload set.
 /// recompute = false: only schedules without recomputation (every forward-phase segment is F^all,
 /// the backward phase is B_N..B_1), the offload-only problem of thesis ch. 3.
-inline offload_optimum offload_brute_force(const chain& c, bytes budget, double beta_o, double beta_p,
-                                           bool recompute = true) {
+inline offload_optimum offload_brute_force(const chain& c, bytes budget, double beta_o,
+                                           double beta_p, bool recompute = true) {
   using namespace offload_detail;
   const int n = c.length();
-  if (n < 1 || n > 9) throw std::invalid_argument("offload_brute_force: chains of 1..9 stages only");
+  if (n < 1 || n > 9)
+    throw std::invalid_argument("offload_brute_force: chains of 1..9 stages only");
   offload_optimum best;
   const bool transfers = beta_o > 0 && beta_p > 0;
   for (const parsed& p : all_schedules(n, recompute)) {

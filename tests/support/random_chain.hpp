@@ -8,9 +8,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
-#include <string>
-
 #include <remat/problem/chain.hpp>
+#include <string>
 
 namespace remat::testing {
 
@@ -98,7 +97,8 @@ inline chain small_integer_chain(chain_generator& g, int n) {
     const bytes a = g.between(0, 4);
     const bytes abar = a + g.between(0, 2);
     c.stages.push_back({"s" + std::to_string(l), static_cast<double>(g.between(0, 3)),
-                        static_cast<double>(g.between(0, 3)), a, abar, g.between(0, 1), g.between(0, 1)});
+                        static_cast<double>(g.between(0, 3)), a, abar, g.between(0, 1),
+                        g.between(0, 1)});
     if (g.between(0, 3) == 0) c.stages.back().forward_save_overhead_bytes = g.between(0, 2);
   }
   return c;

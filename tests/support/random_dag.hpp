@@ -5,19 +5,19 @@
 #include <algorithm>
 #include <array>
 #include <random>
+#include <remat/problem/builder.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <remat/problem/builder.hpp>
-
 namespace remat::test {
 
 struct random_dag_options {
-  int max_inputs = 2;               ///< each op after the first reads 1 to max_inputs earlier values
-  bool draw_backward_time = true;   ///< a backward time of its own (1-3), else twice the forward's
-  std::vector<double> fast_ratios{0.5, 1.0, 1.0, 1.5};  ///< fast-forward time / time, one drawn per forward
-  std::string name = "random";      ///< the graph is named name + id
+  int max_inputs = 2;              ///< each op after the first reads 1 to max_inputs earlier values
+  bool draw_backward_time = true;  ///< a backward time of its own (1-3), else twice the forward's
+  std::vector<double> fast_ratios{0.5, 1.0, 1.0,
+                                  1.5};  ///< fast-forward time / time, one drawn per forward
+  std::string name = "random";           ///< the graph is named name + id
 };
 
 /// A random DAG of `ops` forward ops, each reading earlier values or the input (every op but the
@@ -61,7 +61,9 @@ inline graph random_dag(std::mt19937& rng, int ops, int id, const random_dag_opt
   for (int c = 0; c < g.compute_count(); ++c) {
     auto& n = g.compute(c);
     if (n.kind != compute_kind::forward) continue;
-    n.fast_time = n.time * opt.fast_ratios[static_cast<std::size_t>(pick(static_cast<int>(opt.fast_ratios.size())))];
+    n.fast_time =
+        n.time *
+        opt.fast_ratios[static_cast<std::size_t>(pick(static_cast<int>(opt.fast_ratios.size())))];
     n.fast_overhead = std::max<bytes>(0, n.overhead + pick(3) - 1);
   }
   return g;

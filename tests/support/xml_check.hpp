@@ -29,14 +29,16 @@ struct xml_element {
   }
   /// Every element below (not this one) whose name is `tag` and, when given, whose attribute
   /// class is `cls`, in document order.
-  void find_all(std::string_view tag, std::string_view cls, std::vector<const xml_element*>& out) const {
+  void find_all(std::string_view tag, std::string_view cls,
+                std::vector<const xml_element*>& out) const {
     for (const auto& c : children) {
       const std::string* k = c->attribute("class");
       if (c->name == tag && (cls.empty() || (k && *k == cls))) out.push_back(c.get());
       c->find_all(tag, cls, out);
     }
   }
-  [[nodiscard]] std::vector<const xml_element*> all(std::string_view tag, std::string_view cls = {}) const {
+  [[nodiscard]] std::vector<const xml_element*> all(std::string_view tag,
+                                                    std::string_view cls = {}) const {
     std::vector<const xml_element*> out;
     find_all(tag, cls, out);
     return out;
@@ -79,7 +81,8 @@ class xml_reader {
   }
   static bool name_char(char c, bool first) {
     const auto u = static_cast<unsigned char>(c);
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' || u >= 0x80) return true;
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' || u >= 0x80)
+      return true;
     return !first && ((c >= '0' && c <= '9') || c == '-' || c == '.');
   }
   static bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -120,11 +123,16 @@ class xml_reader {
       const auto semi = raw.find(';', k);
       if (semi == std::string_view::npos) return bad("'&' that starts no entity");
       const std::string_view ent = raw.substr(k + 1, semi - k - 1);
-      if (ent == "amp") out += '&';
-      else if (ent == "lt") out += '<';
-      else if (ent == "gt") out += '>';
-      else if (ent == "quot") out += '"';
-      else if (ent == "apos") out += '\'';
+      if (ent == "amp")
+        out += '&';
+      else if (ent == "lt")
+        out += '<';
+      else if (ent == "gt")
+        out += '>';
+      else if (ent == "quot")
+        out += '"';
+      else if (ent == "apos")
+        out += '\'';
       else if (ent.size() > 1 && ent[0] == '#') {
         const bool hex = ent[1] == 'x';
         const std::string_view digits = ent.substr(hex ? 2 : 1);
@@ -132,14 +140,18 @@ class xml_reader {
         std::uint32_t cp = 0;
         for (const char d : digits) {
           int v = -1;
-          if (d >= '0' && d <= '9') v = d - '0';
-          else if (hex && d >= 'a' && d <= 'f') v = d - 'a' + 10;
-          else if (hex && d >= 'A' && d <= 'F') v = d - 'A' + 10;
+          if (d >= '0' && d <= '9')
+            v = d - '0';
+          else if (hex && d >= 'a' && d <= 'f')
+            v = d - 'a' + 10;
+          else if (hex && d >= 'A' && d <= 'F')
+            v = d - 'A' + 10;
           if (v < 0) return bad("a malformed character reference");
           cp = cp * (hex ? 16u : 10u) + static_cast<std::uint32_t>(v);
           if (cp > 0x10FFFF) return bad("a character reference beyond Unicode");
         }
-        if (cp < 0x20 && cp != 0x9 && cp != 0xA && cp != 0xD) return bad("a reference to a control character");
+        if (cp < 0x20 && cp != 0x9 && cp != 0xA && cp != 0xD)
+          return bad("a reference to a control character");
         append_utf8(out, cp);
       } else {
         return bad("an unknown entity '&" + std::string(ent) + ";'");
@@ -193,10 +205,12 @@ class xml_reader {
       auto key = name();
       if (!key) return bad("a malformed attribute in <" + e->name + ">"), nullptr;
       skip_space();
-      if (i_ >= s_.size() || s_[i_] != '=') return bad("attribute " + *key + " without '='"), nullptr;
+      if (i_ >= s_.size() || s_[i_] != '=')
+        return bad("attribute " + *key + " without '='"), nullptr;
       ++i_;
       skip_space();
-      if (i_ >= s_.size() || (s_[i_] != '"' && s_[i_] != '\'')) return bad("attribute " + *key + " not quoted"), nullptr;
+      if (i_ >= s_.size() || (s_[i_] != '"' && s_[i_] != '\''))
+        return bad("attribute " + *key + " not quoted"), nullptr;
       const char q = s_[i_++];
       const auto end = s_.find(q, i_);
       if (end == std::string_view::npos) return bad("an unterminated attribute " + *key), nullptr;
@@ -222,7 +236,8 @@ class xml_reader {
         if (!n2 || *n2 != e->name)
           return bad("</" + n2.value_or("") + "> closes <" + e->name + ">"), nullptr;
         skip_space();
-        if (i_ >= s_.size() || s_[i_] != '>') return bad("a malformed end tag </" + e->name), nullptr;
+        if (i_ >= s_.size() || s_[i_] != '>')
+          return bad("a malformed end tag </" + e->name), nullptr;
         ++i_;
         return e;
       } else if (s_.substr(i_, 2) == "<!" || s_.substr(i_, 2) == "<?") {

@@ -14,20 +14,18 @@
 #undef CHECK_LE
 
 #include <doctest/doctest.h>
-
 #include <malloc.h>
 
 #include <algorithm>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <string>
-#include <tuple>
-#include <vector>
-
 #include <remat/policy/rockmate.hpp>
 #include <remat/remat.hpp>
 #include <remat/torch.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
 #if defined(REMAT_HAS_CBC)
 #include <remat/milp/cbc.hpp>
 #include <remat/policy/checkmate.hpp>
@@ -60,21 +58,23 @@ struct problem {
 
 problem mlp() {
   torch::manual_seed(1);
-  tnn::Sequential net(tnn::Linear(12, 32), tnn::Tanh(), tnn::Dropout(0.3), tnn::Linear(32, 32), tnn::ReLU(),
-                      tnn::Dropout(0.2), tnn::Linear(32, 32), tnn::Tanh(), tnn::Linear(32, 5));
+  tnn::Sequential net(tnn::Linear(12, 32), tnn::Tanh(), tnn::Dropout(0.3), tnn::Linear(32, 32),
+                      tnn::ReLU(), tnn::Dropout(0.2), tnn::Linear(32, 32), tnn::Tanh(),
+                      tnn::Linear(32, 5));
   return {"mlp with dropout", net, tnn::AnyModule(tnn::CrossEntropyLoss()), torch::randn({16, 12}),
           torch::randint(0, 5, {16})};
 }
 problem resnet() {
   torch::manual_seed(2);
-  return {"resnet-like", models::resnet_like(4, 5), tnn::AnyModule(tnn::CrossEntropyLoss()), torch::randn({4, 3, 16, 16}),
-          torch::randint(0, 5, {4})};
+  return {"resnet-like", models::resnet_like(4, 5), tnn::AnyModule(tnn::CrossEntropyLoss()),
+          torch::randn({4, 3, 16, 16}), torch::randint(0, 5, {4})};
 }
 problem gpt() {
   torch::manual_seed(3);
-  models::gpt_config cfg{.vocab = 40, .context = 8, .width = 16, .heads = 2, .layers = 3, .dropout = 0.2};
-  return {"gpt-like", models::gpt_like(cfg), tnn::AnyModule(models::lm_loss()), torch::randint(0, 40, {3, 8}),
-          torch::randint(0, 40, {3, 8})};
+  models::gpt_config cfg{
+      .vocab = 40, .context = 8, .width = 16, .heads = 2, .layers = 3, .dropout = 0.2};
+  return {"gpt-like", models::gpt_like(cfg), tnn::AnyModule(models::lm_loss()),
+          torch::randint(0, 40, {3, 8}), torch::randint(0, 40, {3, 8})};
 }
 
 using plan_fn = std::function<remat::result<remat::schedule>(const remat::chain&, remat::bytes)>;
@@ -82,8 +82,8 @@ using plan_fn = std::function<remat::result<remat::schedule>(const remat::chain&
 /// Trains a copy of p.net by `plan` and another copy plainly for `steps` SGD steps from the same
 /// generator state; checks losses, gradients, buffers and the generator state bit for bit, and the
 /// peak against the budget. Returns the largest measured peak.
-remat::bytes train_both(const problem& p, const remat::chain& c, const remat::schedule& plan, remat::bytes budget,
-                        int steps) {
+remat::bytes train_both(const problem& p, const remat::chain& c, const remat::schedule& plan,
+                        remat::bytes budget, int steps) {
   tnn::Sequential ref = copy_of(p.net), mine = copy_of(p.net);
   tnn::AnyModule ref_loss = p.loss.clone(), my_loss = p.loss.clone();
   torch::optim::SGD ref_opt(ref->parameters(), torch::optim::SGDOptions(0.05));
@@ -104,7 +104,8 @@ remat::bytes train_both(const problem& p, const remat::chain& c, const remat::sc
     torch::manual_seed(100 + step);
     remat::exec::zero_grad(model);
     auto r = ex.run(plan, x, targets);
-    REQUIRE_MESSAGE(r, (r ? std::string() : r.err().message));  // lazily logged: -s prints it on success too
+    REQUIRE_MESSAGE(
+        r, (r ? std::string() : r.err().message));  // lazily logged: -s prints it on success too
     CHECK(generator_state() == ref_gen);
     REQUIRE(r->loss);
     CHECK(*r->loss == ref_value);
@@ -127,7 +128,8 @@ profiled profile(problem p) {
   tnn::AnyModule loss = p.loss.clone();
   auto model = layers_of(copy, loss);
   backend b;
-  auto c = remat::exec::profile_chain(model, p.x, p.targets, b, {.repetitions = 1, .warmup = 0, .name = p.name});
+  auto c = remat::exec::profile_chain(model, p.x, p.targets, b,
+                                      {.repetitions = 1, .warmup = 0, .name = p.name});
   REQUIRE_MESSAGE(c, (c ? std::string() : c.err().message));
   return {std::move(p), std::move(*c)};
 }
@@ -138,22 +140,30 @@ TEST_SUITE_BEGIN("torch");
 
 // Test names have no comma or semicolon: doctest_discover_tests finds a case's suite (its CTest
 // label) by filtering on its name, where a comma separates filters.
-TEST_CASE("every chain policy trains LibTorch models bit for bit like plain LibTorch and within the budget") {
+TEST_CASE(
+    "every chain policy trains LibTorch models bit for bit like plain LibTorch and within the "
+    "budget") {
   const std::vector<std::pair<std::string, plan_fn>> policies = {
-      {"store_all", [](const remat::chain& c, remat::bytes m) { return remat::store_all{}.solve(c, m); }},
-      {"periodic", [](const remat::chain& c, remat::bytes m) { return remat::periodic{}.solve(c, m); }},
-      {"revolve", [](const remat::chain& c, remat::bytes m) { return remat::revolve{}.solve(c, m); }},
-      {"rotor", [](const remat::chain& c, remat::bytes m) { return remat::rotor{}.solve(c, m); }},
-      {"rotor_floating", [](const remat::chain& c, remat::bytes m) { return remat::rotor_floating{}.solve(c, m); }},
-      // rockmate plans the chain's training graph, every stage a block.
-      {"rockmate<store_all>",
-       [](const remat::chain& c, remat::bytes m) { return remat::rockmate<remat::store_all>{.threads = 1}.solve(c, m); }},
+    {"store_all",
+     [](const remat::chain& c, remat::bytes m) { return remat::store_all{}.solve(c, m); }},
+    {"periodic",
+     [](const remat::chain& c, remat::bytes m) { return remat::periodic{}.solve(c, m); }},
+    {"revolve", [](const remat::chain& c, remat::bytes m) { return remat::revolve{}.solve(c, m); }},
+    {"rotor", [](const remat::chain& c, remat::bytes m) { return remat::rotor{}.solve(c, m); }},
+    {"rotor_floating",
+     [](const remat::chain& c, remat::bytes m) { return remat::rotor_floating{}.solve(c, m); }},
+    // rockmate plans the chain's training graph, every stage a block.
+    {"rockmate<store_all>",
+     [](const remat::chain& c, remat::bytes m) {
+       return remat::rockmate<remat::store_all>{.threads = 1}.solve(c, m);
+     }},
 #if defined(REMAT_HAS_CBC)
-      {"rockmate<checkmate<cbc>>",
-       [](const remat::chain& c, remat::bytes m) {
-         return remat::rockmate<remat::checkmate<remat::milp::cbc>>{.peak_budgets = 4, .save_budgets = 3, .threads = 1}
-             .solve(c, m);
-       }},
+    {"rockmate<checkmate<cbc>>",
+     [](const remat::chain& c, remat::bytes m) {
+       return remat::rockmate<remat::checkmate<remat::milp::cbc>>{
+           .peak_budgets = 4, .save_budgets = 3, .threads = 1}
+           .solve(c, m);
+     }},
 #endif
   };
   for (auto make : {mlp, resnet, gpt}) {
@@ -178,12 +188,14 @@ TEST_CASE("every chain policy trains LibTorch models bit for bit like plain LibT
         const auto sim = remat::sim::simulate(pr.c, *plan);
         REQUIRE(sim.valid);
         const remat::bytes measured = train_both(pr.p, pr.c, *plan, budget, 2);
-        worst = std::max(worst, std::abs(static_cast<double>(measured - sim.peak)) / static_cast<double>(sim.peak));
+        worst = std::max(worst, std::abs(static_cast<double>(measured - sim.peak)) /
+                                    static_cast<double>(sim.peak));
         ++ran;
         recomputed += plan->ops.size() > remat::store_all{}.solve(pr.c, all)->ops.size();
       }
     }
-    MESSAGE(pr.p.name << ": " << ran << " plans, largest |measured - simulated| / simulated peak = " << worst);
+    MESSAGE(pr.p.name << ": " << ran
+                      << " plans, largest |measured - simulated| / simulated peak = " << worst);
     CHECK(ran >= 16);
     CHECK(recomputed >= 4);
     CHECK(worst <= 0.05);
@@ -192,7 +204,9 @@ TEST_CASE("every chain policy trains LibTorch models bit for bit like plain LibT
 
 namespace {
 struct pair_out_impl : tnn::Module {
-  std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x) { return {x * 2, x * 3}; }
+  std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x) {
+    return {x * 2, x * 3};
+  }
 };
 TORCH_MODULE_IMPL(pair_out, pair_out_impl);
 struct keeps_input_impl : tnn::Module {
@@ -219,28 +233,35 @@ std::string profile_error(const tnn::Sequential& net, const Loss& loss, const to
 TEST_CASE("bad LibTorch modules fail with a message that names the module") {
   const torch::Tensor x = torch::randn({4, 6}), labels = torch::randint(0, 3, {4});
   SUBCASE("a forward that returns a tuple") {
-    const std::string m = profile_error(tnn::Sequential(tnn::Linear(6, 6), pair_out()), tnn::CrossEntropyLoss(), x, labels);
+    const std::string m = profile_error(tnn::Sequential(tnn::Linear(6, 6), pair_out()),
+                                        tnn::CrossEntropyLoss(), x, labels);
     CHECK(m.find("module '1 (pair_out)'") != std::string::npos);
     CHECK(m.find("returns std::tuple<at::Tensor, at::Tensor>, not a tensor") != std::string::npos);
   }
   SUBCASE("a module that changes its input in place") {
-    const std::string m = profile_error(tnn::Sequential(tnn::Linear(6, 6), tnn::ReLU(tnn::ReLUOptions(true)), tnn::Linear(6, 3)),
-                                        tnn::CrossEntropyLoss(), x, labels);
+    const std::string m = profile_error(
+        tnn::Sequential(tnn::Linear(6, 6), tnn::ReLU(tnn::ReLUOptions(true)), tnn::Linear(6, 3)),
+        tnn::CrossEntropyLoss(), x, labels);
     CHECK(m.find("module '1 (ReLU)' changed its input in place") != std::string::npos);
   }
   SUBCASE("a module that keeps a reference to its input") {
-    const std::string m = profile_error(tnn::Sequential(tnn::Linear(6, 6), keeps_input(), tnn::Linear(6, 3)),
-                                        tnn::CrossEntropyLoss(), x, labels);
+    const std::string m =
+        profile_error(tnn::Sequential(tnn::Linear(6, 6), keeps_input(), tnn::Linear(6, 3)),
+                      tnn::CrossEntropyLoss(), x, labels);
     CHECK(m.find("module '1 (keeps_input)' keeps a reference to its input") != std::string::npos);
   }
   SUBCASE("a loss that is not one number") {
-    const std::string m = profile_error(tnn::Sequential(tnn::Linear(6, 3)),
-                                        tnn::CrossEntropyLoss(tnn::CrossEntropyLossOptions().reduction(torch::kNone)), x, labels);
-    CHECK(m.find("module 'loss (CrossEntropyLoss)' is the loss but returns a tensor of shape [4]") != std::string::npos);
+    const std::string m = profile_error(
+        tnn::Sequential(tnn::Linear(6, 3)),
+        tnn::CrossEntropyLoss(tnn::CrossEntropyLossOptions().reduction(torch::kNone)), x, labels);
+    CHECK(
+        m.find("module 'loss (CrossEntropyLoss)' is the loss but returns a tensor of shape [4]") !=
+        std::string::npos);
   }
   SUBCASE("a stage whose forward takes two tensors") {
-    const std::string m =
-        profile_error(tnn::Sequential(tnn::Linear(6, 3), tnn::CrossEntropyLoss(), tnn::Linear(1, 1)), tnn::MSELoss(), x, labels);
+    const std::string m = profile_error(
+        tnn::Sequential(tnn::Linear(6, 3), tnn::CrossEntropyLoss(), tnn::Linear(1, 1)),
+        tnn::MSELoss(), x, labels);
     CHECK(m.find("module '1 (CrossEntropyLoss)'") != std::string::npos);
     CHECK(m.find("a chain stage's forward takes one tensor") != std::string::npos);
   }
@@ -249,16 +270,20 @@ TEST_CASE("bad LibTorch modules fail with a message that names the module") {
     backend b;
     auto c = remat::exec::profile_chain(model, x, b, {.repetitions = 1, .warmup = 0});
     REQUIRE(!c);
-    CHECK(c.err().message.find("this loss is called as forward(x): a loss that takes targets needs them") !=
+    CHECK(c.err().message.find(
+              "this loss is called as forward(x): a loss that takes targets needs them") !=
           std::string::npos);
   }
   SUBCASE("an empty Sequential") {
-    CHECK_THROWS_WITH_AS(layers_of(tnn::Sequential()), "remat::libtorch::layers_of: the Sequential has no module",
+    CHECK_THROWS_WITH_AS(layers_of(tnn::Sequential()),
+                         "remat::libtorch::layers_of: the Sequential has no module",
                          std::invalid_argument);
   }
 }
 
-TEST_CASE("a budget below a layer's need: the planner gives the minimum and the backend names the module") {
+TEST_CASE(
+    "a budget below a layer's need: the planner gives the minimum and the backend names the "
+    "module") {
   problem p = mlp();
   const profiled pr = profile(p);
   auto r = remat::rotor{}.solve(pr.c, 1000);
@@ -275,7 +300,8 @@ TEST_CASE("a budget below a layer's need: the planner gives the minimum and the 
   CHECK(run.err().code == remat::status::execution_error);
   CHECK(run.err().message.find("would exceed the budget") != std::string::npos);
   // e.g. "instruction 5 (C5), 'fwd 5 (Dropout)' (compute 5): allocating 2048 bytes ..."
-  CHECK_MESSAGE(run.err().message.find("'fwd 5 (Dropout)'") != std::string::npos, run.err().message);
+  CHECK_MESSAGE(run.err().message.find("'fwd 5 (Dropout)'") != std::string::npos,
+                run.err().message);
 }
 
 TEST_CASE("the model's input gradient is computed when asked for and is plain LibTorch's") {

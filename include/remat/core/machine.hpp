@@ -9,16 +9,15 @@
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <string>
-
 #include <remat/core/units.hpp>
+#include <string>
 
 namespace remat {
 
 struct machine {
   double device_to_host = std::numeric_limits<double>::infinity();  ///< bytes/s of offloads
   double host_to_device = std::numeric_limits<double>::infinity();  ///< bytes/s of prefetches
-  bytes host_memory = unlimited_bytes;                              ///< what offloaded data may hold
+  bytes host_memory = unlimited_bytes;  ///< what offloaded data may hold
 
   /// The same bandwidth both ways.
   static constexpr machine with_bandwidth(double bytes_per_second) {

@@ -4,13 +4,12 @@
 // never throw; programming errors do throw (bad_result_access when reading a missing value).
 
 #include <optional>
+#include <remat/core/units.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
-
-#include <remat/core/units.hpp>
 
 namespace remat {
 
@@ -21,18 +20,26 @@ enum class status {
   time_limit,
   invalid_problem,
   solver_error,
-  execution_error,  ///< running a schedule failed: a layer threw, outgrew its profile, or the budget ran out
+  execution_error,  ///< running a schedule failed: a layer threw, outgrew its profile, or the
+                    ///< budget ran out
 };
 
 inline constexpr std::string_view to_string(status s) {
   switch (s) {
-    case status::ok: return "ok";
-    case status::infeasible: return "infeasible";
-    case status::budget_too_small: return "budget_too_small";
-    case status::time_limit: return "time_limit";
-    case status::invalid_problem: return "invalid_problem";
-    case status::solver_error: return "solver_error";
-    case status::execution_error: return "execution_error";
+    case status::ok:
+      return "ok";
+    case status::infeasible:
+      return "infeasible";
+    case status::budget_too_small:
+      return "budget_too_small";
+    case status::time_limit:
+      return "time_limit";
+    case status::invalid_problem:
+      return "invalid_problem";
+    case status::solver_error:
+      return "solver_error";
+    case status::execution_error:
+      return "execution_error";
   }
   return "unknown";
 }
@@ -56,7 +63,7 @@ template <class T>
 class [[nodiscard]] result {
  public:
   result(T value) : data_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
-  result(error e) : data_(std::in_place_index<1>, std::move(e)) {      // NOLINT: implicit
+  result(error e) : data_(std::in_place_index<1>, std::move(e)) {       // NOLINT: implicit
     if (std::get<1>(data_).code == status::ok)
       throw std::logic_error("remat: an error must not carry status::ok");
   }
@@ -102,7 +109,8 @@ class [[nodiscard]] result<void> {
  public:
   result() = default;
   result(error e) : err_(std::move(e)) {  // NOLINT: implicit
-    if (err_->code == status::ok) throw std::logic_error("remat: an error must not carry status::ok");
+    if (err_->code == status::ok)
+      throw std::logic_error("remat: an error must not carry status::ok");
   }
   [[nodiscard]] bool ok() const noexcept { return !err_.has_value(); }
   explicit operator bool() const noexcept { return ok(); }

@@ -60,7 +60,8 @@ inline std::string time_text(seconds v) {
 }
 
 /// Checks one time field of a problem; the message starts with `who` (the stage or node).
-inline std::optional<std::string> time_field_error(seconds v, const std::string& who, std::string_view field) {
+inline std::optional<std::string> time_field_error(seconds v, const std::string& who,
+                                                   std::string_view field) {
   if (!std::isfinite(v) || v < 0)
     return who + ": " + std::string(field) + " is " + time_text(v) +
            "; times must be finite and >= 0 (seconds)";
@@ -73,12 +74,14 @@ inline std::optional<std::string> time_field_error(seconds v, const std::string&
 
 /// Adds a time (already checked by time_field_error) to a problem's running total; the message
 /// names the field that takes the total to max_time.
-inline std::optional<std::string> time_total_error(seconds& total, seconds v, const std::string& who,
-                                                   std::string_view field, std::string_view problem) {
+inline std::optional<std::string> time_total_error(seconds& total, seconds v,
+                                                   const std::string& who, std::string_view field,
+                                                   std::string_view problem) {
   total += v;
   if (total < max_time) return std::nullopt;
-  return who + ": " + std::string(field) + " " + time_text(v) + " s brings " + std::string(problem) +
-         "'s total time (every forward and backward once) to " + time_text(total) +
+  return who + ": " + std::string(field) + " " + time_text(v) + " s brings " +
+         std::string(problem) + "'s total time (every forward and backward once) to " +
+         time_text(total) +
          " s, not below remat's limit of 1e+15 s (remat::max_time); times must sum to less";
 }
 }  // namespace detail

@@ -15,8 +15,8 @@
 //   `acc += c`), element by element in place: a chain layer in a DAG model (as_graph_layer)
 //   whose input other ops also read adds its input gradient with it.
 //
-// Chain layer L (or a pointer-like to one: std::unique_ptr<Base>, Base*; the traits dereference it),
-// with a context type `context` (default-constructible, movable; what forward_save keeps for
+// Chain layer L (or a pointer-like to one: std::unique_ptr<Base>, Base*; the traits dereference
+// it), with a context type `context` (default-constructible, movable; what forward_save keeps for
 // the backward, its size in bytes from ctx.bytes()):
 //   T forward(const T& x, Backend& b)                        F^∅ / F^ck: computes y, keeps nothing
 //   T forward_save(const T& x, context& ctx, Backend& b)     F^all: computes y, fills ctx
@@ -52,6 +52,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <remat/core/units.hpp>
 #include <span>
 #include <string>
 #include <tuple>
@@ -59,38 +60,28 @@
 #include <utility>
 #include <vector>
 
-#include <remat/core/units.hpp>
-
 namespace remat::exec {
 
 // --- tensors -----------------------------------------------------------------------------------
 
 template <class T>
 struct tensor_traits {
-  static bytes size(const T& t)
-    requires requires { { t.bytes() } -> std::convertible_to<bytes>; }
-  {
-    return static_cast<bytes>(t.bytes());
+  static bytes size(const T& t) requires requires {
+    { t.bytes() } -> std::convertible_to<bytes>;
   }
+  { return static_cast<bytes>(t.bytes()); }
   /// The backend buffer holding the data (for transfers).
-  static decltype(auto) storage(T& t)
-    requires requires { t.storage(); }
-  {
-    return t.storage();
-  }
+  static decltype(auto) storage(T& t) requires requires { t.storage(); }
+  { return t.storage(); }
   /// The value of a one-element tensor (the loss), for run_result::loss.
-  static double item(const T& t)
-    requires requires { { t.item() } -> std::convertible_to<double>; }
-  {
-    return static_cast<double>(t.item());
+  static double item(const T& t) requires requires {
+    { t.item() } -> std::convertible_to<double>;
   }
+  { return static_cast<double>(t.item()); }
   /// acc = acc + c element by element, in place (a chain layer's input gradient added to the
   /// one other ops made, as_graph_layer).
-  static void add(T& acc, const T& c)
-    requires requires { acc += c; }
-  {
-    acc += c;
-  }
+  static void add(T& acc, const T& c) requires requires { acc += c; }
+  { acc += c; }
 };
 
 template <class T>
@@ -106,7 +97,9 @@ concept ScalarTensor = requires(const T& t) {
 
 /// Optional: a tensor that can be added to in place (as_graph_layer's accumulated gradients).
 template <class T>
-concept AddableTensor = requires(T& acc, const T& c) { tensor_traits<T>::add(acc, c); };
+concept AddableTensor = requires(T& acc, const T& c) {
+  tensor_traits<T>::add(acc, c);
+};
 
 /// What a run without targets hands the loss: nothing (it calls the loss without targets).
 struct no_targets {};
@@ -142,8 +135,9 @@ using offload_result_t = decltype(std::declval<B&>().offload(std::declval<const 
 ///   X: ready() (never blocks), wait_host() (blocks the host until the copy is done)
 /// A buffer being copied must stay alive until its transfer is ready (or waited).
 template <class B>
-concept TransferBackend = Backend<B> && requires { typename detail::offload_result_t<B>; } &&
-    requires(B& b, detail::offload_result_t<B>& o) {
+concept TransferBackend = Backend<B> && requires {
+  typename detail::offload_result_t<B>;
+} && requires(B& b, detail::offload_result_t<B>& o) {
   { o.second.ready() } -> std::convertible_to<bool>;
   o.second.wait_host();
   b.wait(o.second);
@@ -183,7 +177,9 @@ concept RunAwareBackend = requires(B& b) {
 /// a hook that touches the gradients from the host or from another stream (cudaMemset on the
 /// default stream, say) never races with kernels the run queued.
 template <class B>
-concept SynchronizingBackend = requires(B& b) { b.synchronize(); };
+concept SynchronizingBackend = requires(B& b) {
+  b.synchronize();
+};
 
 namespace detail {
 /// Starts timing work on b: a TimingBackend's mark, or the wall clock.
@@ -235,67 +231,66 @@ struct chain_layer_traits {
   using context = typename target::context;
 
   template <class T, class B>
-  static T forward(L& l, const T& x, B& b)
-    requires requires(target& t) { { t.forward(x, b) } -> std::convertible_to<T>; }
-  {
-    return detail::deref(l).forward(x, b);
+  static T forward(L& l, const T& x, B& b) requires requires(target& t) {
+    { t.forward(x, b) } -> std::convertible_to<T>;
   }
+  { return detail::deref(l).forward(x, b); }
   template <class T, class B>
-  static T forward_save(L& l, const T& x, context& ctx, B& b)
-    requires requires(target& t) { { t.forward_save(x, ctx, b) } -> std::convertible_to<T>; }
-  {
-    return detail::deref(l).forward_save(x, ctx, b);
+  static T forward_save(L& l, const T& x, context& ctx, B& b) requires requires(target& t) {
+    { t.forward_save(x, ctx, b) } -> std::convertible_to<T>;
   }
+  { return detail::deref(l).forward_save(x, ctx, b); }
   template <class T, class B>
-  static T backward(L& l, const T& x, const T& y, const context& ctx, const T& dy, B& b)
-    requires requires(target& t) { { t.backward(x, y, ctx, dy, b) } -> std::convertible_to<T>; }
-  {
-    return detail::deref(l).backward(x, y, ctx, dy, b);
+  static T backward(L& l, const T& x, const T& y, const context& ctx, const T& dy, B& b) requires
+      requires(target& t) {
+    { t.backward(x, y, ctx, dy, b) } -> std::convertible_to<T>;
   }
+  { return detail::deref(l).backward(x, y, ctx, dy, b); }
   template <class T, class B>
-  static T loss_backward(L& l, const T& x, const T& y, const context& ctx, B& b)
-    requires requires(target& t) { { t.backward(x, y, ctx, b) } -> std::convertible_to<T>; }
-  {
-    return detail::deref(l).backward(x, y, ctx, b);
+  static T loss_backward(L& l, const T& x, const T& y, const context& ctx, B& b) requires
+      requires(target& t) {
+    { t.backward(x, y, ctx, b) } -> std::convertible_to<T>;
   }
+  { return detail::deref(l).backward(x, y, ctx, b); }
   // The loss with the batch's targets.
   template <class T, class Tg, class B>
-  static T forward(L& l, const T& x, const Tg& tg, B& b)
-    requires requires(target& t) { { t.forward(x, tg, b) } -> std::convertible_to<T>; }
-  {
-    return detail::deref(l).forward(x, tg, b);
+  static T forward(L& l, const T& x, const Tg& tg, B& b) requires requires(target& t) {
+    { t.forward(x, tg, b) } -> std::convertible_to<T>;
   }
+  { return detail::deref(l).forward(x, tg, b); }
   template <class T, class Tg, class B>
-  static T forward_save(L& l, const T& x, const Tg& tg, context& ctx, B& b)
-    requires requires(target& t) { { t.forward_save(x, tg, ctx, b) } -> std::convertible_to<T>; }
-  {
-    return detail::deref(l).forward_save(x, tg, ctx, b);
+  static T forward_save(L& l, const T& x, const Tg& tg, context& ctx, B& b) requires
+      requires(target& t) {
+    { t.forward_save(x, tg, ctx, b) } -> std::convertible_to<T>;
   }
+  { return detail::deref(l).forward_save(x, tg, ctx, b); }
   template <class T, class Tg, class B>
-  static T loss_backward(L& l, const T& x, const T& y, const context& ctx, const Tg& tg, B& b)
-    requires requires(target& t) { { t.backward(x, y, ctx, tg, b) } -> std::convertible_to<T>; }
-  {
-    return detail::deref(l).backward(x, y, ctx, tg, b);
+  static T loss_backward(L& l, const T& x, const T& y, const context& ctx, const Tg& tg,
+                         B& b) requires requires(target& t) {
+    { t.backward(x, y, ctx, tg, b) } -> std::convertible_to<T>;
   }
-  static bytes context_bytes(const context& ctx)
-    requires requires { { ctx.bytes() } -> std::convertible_to<bytes>; }
-  {
-    return static_cast<bytes>(ctx.bytes());
+  { return detail::deref(l).backward(x, y, ctx, tg, b); }
+  static bytes context_bytes(const context& ctx) requires requires {
+    { ctx.bytes() } -> std::convertible_to<bytes>;
   }
+  { return static_cast<bytes>(ctx.bytes()); }
 };
 
 /// The parts of a layer the executor needs for a tensor T and a backend B. Each requirement
 /// has its own concept so that a misfit says which one is missing (see check_chain_layer).
 template <class L>
-concept HasChainContext = requires { typename chain_layer_traits<L>::context; } &&
-                     std::default_initializable<typename chain_layer_traits<L>::context> &&
-                     std::movable<typename chain_layer_traits<L>::context>;
+concept HasChainContext = requires {
+  typename chain_layer_traits<L>::context;
+}
+&&std::default_initializable<typename chain_layer_traits<L>::context>&&
+    std::movable<typename chain_layer_traits<L>::context>;
 template <class L, class T, class B>
 concept HasChainForward = requires(L& l, const T& x, B& b) {
   { chain_layer_traits<L>::forward(l, x, b) } -> std::same_as<T>;
 };
 template <class L, class T, class B>
-concept HasChainForwardSave = HasChainContext<L> && requires(L& l, const T& x, typename chain_layer_traits<L>::context& c, B& b) {
+concept HasChainForwardSave = HasChainContext<L> &&
+    requires(L& l, const T& x, typename chain_layer_traits<L>::context& c, B& b) {
   { chain_layer_traits<L>::forward_save(l, x, c, b) } -> std::same_as<T>;
 };
 template <class L, class T, class B>
@@ -309,36 +304,38 @@ concept HasChainLossBackward = HasChainContext<L> &&
   { chain_layer_traits<L>::loss_backward(l, x, x, c, b) } -> std::same_as<T>;
 };
 template <class L>
-concept HasChainContextBytes = HasChainContext<L> && requires(const typename chain_layer_traits<L>::context& c) {
+concept HasChainContextBytes = HasChainContext<L> &&
+    requires(const typename chain_layer_traits<L>::context& c) {
   { chain_layer_traits<L>::context_bytes(c) } -> std::convertible_to<bytes>;
 };
 /// The loss with the targets Tg: its forward, forward_save and backward take them.
 template <class L, class T, class Tg, class B>
-concept HasChainTargetsLoss =
-    HasChainContext<L> && requires(L& l, const T& x, const Tg& tg,
-                                   typename chain_layer_traits<L>::context& c, B& b) {
-      { chain_layer_traits<L>::forward(l, x, tg, b) } -> std::same_as<T>;
-      { chain_layer_traits<L>::forward_save(l, x, tg, c, b) } -> std::same_as<T>;
-      { chain_layer_traits<L>::loss_backward(l, x, x, std::as_const(c), tg, b) } -> std::same_as<T>;
-    };
+concept HasChainTargetsLoss = HasChainContext<L> &&
+    requires(L& l, const T& x, const Tg& tg, typename chain_layer_traits<L>::context& c, B& b) {
+  { chain_layer_traits<L>::forward(l, x, tg, b) } -> std::same_as<T>;
+  { chain_layer_traits<L>::forward_save(l, x, tg, c, b) } -> std::same_as<T>;
+  { chain_layer_traits<L>::loss_backward(l, x, x, std::as_const(c), tg, b) } -> std::same_as<T>;
+};
 
 /// A chain stage: everything but the loss backward (a stage may provide both backwards).
 template <class L, class T, class B>
 concept ChainLayer = Tensor<T> && Backend<B> && HasChainContext<L> && HasChainForward<L, T, B> &&
-                HasChainForwardSave<L, T, B> && HasChainContextBytes<L> &&
-                (HasChainBackward<L, T, B> || HasChainLossBackward<L, T, B>);
+    HasChainForwardSave<L, T, B> && HasChainContextBytes<L> &&
+    (HasChainBackward<L, T, B> || HasChainLossBackward<L, T, B>);
 
 namespace detail {
 /// What every chain layer needs, whatever its place in the model.
 template <class L, class T, class B>
 consteval bool check_chain_basics() {
-  static_assert(Tensor<T>,
-                "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` "
-                "member returning its size in bytes) and must be movable");
+  static_assert(
+      Tensor<T>,
+      "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` "
+      "member returning its size in bytes) and must be movable");
   static_assert(Backend<B>, "remat: the backend type does not satisfy remat::exec::Backend");
-  static_assert(HasChainContext<L>,
-                "remat: the layer type needs a default-constructible, movable `context` type "
-                "(what forward_save keeps for the backward), or a chain_layer_traits<L> specialisation");
+  static_assert(
+      HasChainContext<L>,
+      "remat: the layer type needs a default-constructible, movable `context` type "
+      "(what forward_save keeps for the backward), or a chain_layer_traits<L> specialisation");
   static_assert(HasChainContextBytes<L>,
                 "remat: the layer's context needs `bytes() const` (its size in bytes), or a "
                 "chain_layer_traits<L>::context_bytes");
@@ -353,9 +350,10 @@ consteval bool check_chain_layer() {
   static_assert(HasChainForward<L, T, B>,
                 "remat: the layer type needs `T forward(const T& x, Backend& b)`, or a "
                 "chain_layer_traits<L>::forward");
-  static_assert(HasChainForwardSave<L, T, B>,
-                "remat: the layer type needs `T forward_save(const T& x, context& ctx, Backend& b)`, "
-                "or a chain_layer_traits<L>::forward_save");
+  static_assert(
+      HasChainForwardSave<L, T, B>,
+      "remat: the layer type needs `T forward_save(const T& x, context& ctx, Backend& b)`, "
+      "or a chain_layer_traits<L>::forward_save");
   static_assert(HasChainBackward<L, T, B> || HasChainLossBackward<L, T, B>,
                 "remat: the layer type needs `T backward(const T& x, const T& y, const context& "
                 "ctx, const T& dy, Backend& b)` (or, for the loss, the same without dy)");
@@ -386,24 +384,27 @@ consteval bool check_chain_layer_as() {
                   "backward(const T& x, const T& y, const context& ctx, const T& dy, Backend& b)`");
   // A range's one type is checked as the loss where it is a layer otherwise (so that a misfit
   // says first what every layer lacks).
-  constexpr bool fits = HasChainContext<L> && (role == layer_role::loss ||
-                                             (HasChainForward<L, T, B> && HasChainForwardSave<L, T, B>));
+  constexpr bool fits =
+      HasChainContext<L> &&
+      (role == layer_role::loss || (HasChainForward<L, T, B> && HasChainForwardSave<L, T, B>));
   if constexpr (role != layer_role::inner && targets)
-    static_assert(!fits || HasChainTargetsLoss<L, T, Tg, B>,
-                  "remat: the run passes targets, so the last layer (the loss) needs `T forward(const "
-                  "T& x, const Tg& targets, Backend& b)`, `T forward_save(const T& x, const Tg& "
-                  "targets, context& ctx, Backend& b)` and `T backward(const T& x, const T& y, const "
-                  "context& ctx, const Tg& targets, Backend& b)`; or run without targets");
+    static_assert(
+        !fits || HasChainTargetsLoss<L, T, Tg, B>,
+        "remat: the run passes targets, so the last layer (the loss) needs `T forward(const "
+        "T& x, const Tg& targets, Backend& b)`, `T forward_save(const T& x, const Tg& "
+        "targets, context& ctx, Backend& b)` and `T backward(const T& x, const T& y, const "
+        "context& ctx, const Tg& targets, Backend& b)`; or run without targets");
   if constexpr (role != layer_role::inner && !targets)
-    static_assert(!fits || (role == layer_role::any && !HasChainBackward<L, T, B>) ||
-                      (HasChainForward<L, T, B> && HasChainForwardSave<L, T, B> &&
-                       HasChainLossBackward<L, T, B>),
-                  "remat: the last layer is the loss and the run passes no targets: it needs `T "
-                  "forward(const T& x, Backend& b)`, `T forward_save(const T& x, context& ctx, "
-                  "Backend& b)` and `T backward(const T& x, const T& y, const context& ctx, Backend& "
-                  "b)` (no dy); a loss that takes the batch's targets gets them from "
-                  "run(schedule, input, targets) and profile_chain(model, sample, sample_targets, "
-                  "backend)");
+    static_assert(
+        !fits || (role == layer_role::any && !HasChainBackward<L, T, B>) ||
+            (HasChainForward<L, T, B> && HasChainForwardSave<L, T, B> &&
+             HasChainLossBackward<L, T, B>),
+        "remat: the last layer is the loss and the run passes no targets: it needs `T "
+        "forward(const T& x, Backend& b)`, `T forward_save(const T& x, context& ctx, "
+        "Backend& b)` and `T backward(const T& x, const T& y, const context& ctx, Backend& "
+        "b)` (no dy); a loss that takes the batch's targets gets them from "
+        "run(schedule, input, targets) and profile_chain(model, sample, sample_targets, "
+        "backend)");
   return true;
 }
 
@@ -464,10 +465,12 @@ struct model_traits<std::tuple<Ls...>> {
 
  private:
   template <class F, std::size_t... I>
-  static decltype(auto) visit_impl(std::tuple<Ls...>& m, std::size_t i, F& f, std::index_sequence<I...>) {
+  static decltype(auto) visit_impl(std::tuple<Ls...>& m, std::size_t i, F& f,
+                                   std::index_sequence<I...>) {
     using R = decltype(f(std::get<0>(m)));
     using fn = R (*)(std::tuple<Ls...>&, F&);
-    static constexpr fn table[] = {[](std::tuple<Ls...>& t, F& g) -> R { return g(std::get<I>(t)); }...};
+    static constexpr fn table[] = {
+        [](std::tuple<Ls...>& t, F& g) -> R { return g(std::get<I>(t)); }...};
     return table[i](m, f);
   }
 };
@@ -530,58 +533,57 @@ struct dag_layer_traits {
   using context = typename target::context;
 
   template <class T, class B>
-  static T forward(L& l, std::span<const T* const> x, B& b)
-    requires requires(target& t) { { t.forward(x, b) } -> std::convertible_to<T>; }
-  {
-    return detail::deref(l).forward(x, b);
+  static T forward(L& l, std::span<const T* const> x, B& b) requires requires(target& t) {
+    { t.forward(x, b) } -> std::convertible_to<T>;
   }
+  { return detail::deref(l).forward(x, b); }
   template <class T, class B>
-  static T forward_save(L& l, std::span<const T* const> x, context& ctx, B& b)
-    requires requires(target& t) { { t.forward_save(x, ctx, b) } -> std::convertible_to<T>; }
-  {
-    return detail::deref(l).forward_save(x, ctx, b);
+  static T forward_save(L& l, std::span<const T* const> x, context& ctx, B& b) requires
+      requires(target& t) {
+    { t.forward_save(x, ctx, b) } -> std::convertible_to<T>;
   }
+  { return detail::deref(l).forward_save(x, ctx, b); }
   template <class T, class B>
-  static void backward(L& l, std::span<const T* const> x, const T* y, const context& ctx, const T& dy,
-                       std::span<std::optional<T>> dx, B& b)
-    requires requires(target& t) { t.backward(x, y, ctx, dy, dx, b); }
-  {
-    detail::deref(l).backward(x, y, ctx, dy, dx, b);
+  static void backward(L& l, std::span<const T* const> x, const T* y, const context& ctx,
+                       const T& dy, std::span<std::optional<T>> dx, B& b) requires
+      requires(target& t) {
+    t.backward(x, y, ctx, dy, dx, b);
   }
+  { detail::deref(l).backward(x, y, ctx, dy, dx, b); }
   template <class T, class B>
   static void loss_backward(L& l, std::span<const T* const> x, const T* y, const context& ctx,
-                            std::span<std::optional<T>> dx, B& b)
-    requires requires(target& t) { t.backward(x, y, ctx, dx, b); }
-  {
-    detail::deref(l).backward(x, y, ctx, dx, b);
+                            std::span<std::optional<T>> dx, B& b) requires requires(target& t) {
+    t.backward(x, y, ctx, dx, b);
   }
+  { detail::deref(l).backward(x, y, ctx, dx, b); }
   // The loss with the batch's targets.
   template <class T, class Tg, class B>
-  static T forward(L& l, std::span<const T* const> x, const Tg& tg, B& b)
-    requires requires(target& t) { { t.forward(x, tg, b) } -> std::convertible_to<T>; }
-  {
-    return detail::deref(l).forward(x, tg, b);
+  static T forward(L& l, std::span<const T* const> x, const Tg& tg, B& b) requires
+      requires(target& t) {
+    { t.forward(x, tg, b) } -> std::convertible_to<T>;
   }
+  { return detail::deref(l).forward(x, tg, b); }
   template <class T, class Tg, class B>
-  static T forward_save(L& l, std::span<const T* const> x, const Tg& tg, context& ctx, B& b)
-    requires requires(target& t) { { t.forward_save(x, tg, ctx, b) } -> std::convertible_to<T>; }
-  {
-    return detail::deref(l).forward_save(x, tg, ctx, b);
+  static T forward_save(L& l, std::span<const T* const> x, const Tg& tg, context& ctx,
+                        B& b) requires requires(target& t) {
+    { t.forward_save(x, tg, ctx, b) } -> std::convertible_to<T>;
   }
+  { return detail::deref(l).forward_save(x, tg, ctx, b); }
   template <class T, class Tg, class B>
   static void loss_backward(L& l, std::span<const T* const> x, const T* y, const context& ctx,
-                            const Tg& tg, std::span<std::optional<T>> dx, B& b)
-    requires requires(target& t) { t.backward(x, y, ctx, tg, dx, b); }
-  {
-    detail::deref(l).backward(x, y, ctx, tg, dx, b);
+                            const Tg& tg, std::span<std::optional<T>> dx, B& b) requires
+      requires(target& t) {
+    t.backward(x, y, ctx, tg, dx, b);
   }
-  static bytes context_bytes(const context& ctx)
-    requires requires { { ctx.bytes() } -> std::convertible_to<bytes>; }
-  {
-    return static_cast<bytes>(ctx.bytes());
+  { detail::deref(l).backward(x, y, ctx, tg, dx, b); }
+  static bytes context_bytes(const context& ctx) requires requires {
+    { ctx.bytes() } -> std::convertible_to<bytes>;
   }
+  { return static_cast<bytes>(ctx.bytes()); }
   static backward_needs reads(L& l) {
-    if constexpr (requires(target& t) { { t.backward_reads() } -> std::convertible_to<backward_needs>; })
+    if constexpr (requires(target & t) {
+                    { t.backward_reads() } -> std::convertible_to<backward_needs>;
+                  })
       return detail::deref(l).backward_reads();
     else
       return {};
@@ -590,62 +592,61 @@ struct dag_layer_traits {
 
 /// The parts of a graph layer, one concept each so that a misfit says which is missing.
 template <class L>
-concept HasDagContext = requires { typename dag_layer_traits<L>::context; } &&
-                          std::default_initializable<typename dag_layer_traits<L>::context> &&
-                          std::movable<typename dag_layer_traits<L>::context>;
+concept HasDagContext = requires {
+  typename dag_layer_traits<L>::context;
+}
+&&std::default_initializable<typename dag_layer_traits<L>::context>&&
+    std::movable<typename dag_layer_traits<L>::context>;
 template <class L, class T, class B>
 concept HasDagForward = requires(L& l, std::span<const T* const> x, B& b) {
   { dag_layer_traits<L>::forward(l, x, b) } -> std::same_as<T>;
 };
 template <class L, class T, class B>
-concept HasDagForwardSave =
-    HasDagContext<L> &&
+concept HasDagForwardSave = HasDagContext<L> &&
     requires(L& l, std::span<const T* const> x, typename dag_layer_traits<L>::context& c, B& b) {
-      { dag_layer_traits<L>::forward_save(l, x, c, b) } -> std::same_as<T>;
-    };
+  { dag_layer_traits<L>::forward_save(l, x, c, b) } -> std::same_as<T>;
+};
 template <class L, class T, class B>
-concept HasDagBackward =
-    HasDagContext<L> && requires(L& l, std::span<const T* const> x, const T* y, const T& dy,
-                                   const typename dag_layer_traits<L>::context& c,
-                                   std::span<std::optional<T>> dx, B& b) {
-      dag_layer_traits<L>::backward(l, x, y, c, dy, dx, b);
-    };
+concept HasDagBackward = HasDagContext<L> &&
+    requires(L& l, std::span<const T* const> x, const T* y, const T& dy,
+             const typename dag_layer_traits<L>::context& c, std::span<std::optional<T>> dx, B& b) {
+  dag_layer_traits<L>::backward(l, x, y, c, dy, dx, b);
+};
 template <class L, class T, class B>
-concept HasDagLossBackward =
-    HasDagContext<L> && requires(L& l, std::span<const T* const> x, const T* y,
-                                   const typename dag_layer_traits<L>::context& c,
-                                   std::span<std::optional<T>> dx, B& b) {
-      dag_layer_traits<L>::loss_backward(l, x, y, c, dx, b);
-    };
+concept HasDagLossBackward = HasDagContext<L> &&
+    requires(L& l, std::span<const T* const> x, const T* y,
+             const typename dag_layer_traits<L>::context& c, std::span<std::optional<T>> dx, B& b) {
+  dag_layer_traits<L>::loss_backward(l, x, y, c, dx, b);
+};
 template <class L>
-concept HasDagContextBytes =
-    HasDagContext<L> && requires(const typename dag_layer_traits<L>::context& c) {
-      { dag_layer_traits<L>::context_bytes(c) } -> std::convertible_to<bytes>;
-    };
+concept HasDagContextBytes = HasDagContext<L> &&
+    requires(const typename dag_layer_traits<L>::context& c) {
+  { dag_layer_traits<L>::context_bytes(c) } -> std::convertible_to<bytes>;
+};
 /// The loss with the targets Tg: its forward, forward_save and backward take them.
 template <class L, class T, class Tg, class B>
-concept HasDagTargetsLoss =
-    HasDagContext<L> && requires(L& l, std::span<const T* const> x, const T* y, const Tg& tg,
-                                 typename dag_layer_traits<L>::context& c,
-                                 std::span<std::optional<T>> dx, B& b) {
-      { dag_layer_traits<L>::forward(l, x, tg, b) } -> std::same_as<T>;
-      { dag_layer_traits<L>::forward_save(l, x, tg, c, b) } -> std::same_as<T>;
-      dag_layer_traits<L>::loss_backward(l, x, y, std::as_const(c), tg, dx, b);
-    };
+concept HasDagTargetsLoss = HasDagContext<L> &&
+    requires(L& l, std::span<const T* const> x, const T* y, const Tg& tg,
+             typename dag_layer_traits<L>::context& c, std::span<std::optional<T>> dx, B& b) {
+  { dag_layer_traits<L>::forward(l, x, tg, b) } -> std::same_as<T>;
+  { dag_layer_traits<L>::forward_save(l, x, tg, c, b) } -> std::same_as<T>;
+  dag_layer_traits<L>::loss_backward(l, x, y, std::as_const(c), tg, dx, b);
+};
 
 /// An op of a DAG model: everything but the loss backward (an op may provide both backwards).
 template <class L, class T, class B>
 concept DagLayer = Tensor<T> && Backend<B> && HasDagContext<L> && HasDagForward<L, T, B> &&
-                     HasDagForwardSave<L, T, B> && HasDagContextBytes<L> &&
-                     (HasDagBackward<L, T, B> || HasDagLossBackward<L, T, B>);
+    HasDagForwardSave<L, T, B> && HasDagContextBytes<L> &&
+    (HasDagBackward<L, T, B> || HasDagLossBackward<L, T, B>);
 
 namespace detail {
 /// What every graph layer needs, whatever its place in the model.
 template <class L, class T, class B>
 consteval bool check_dag_basics() {
-  static_assert(Tensor<T>,
-                "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` "
-                "member returning its size in bytes) and must be movable");
+  static_assert(
+      Tensor<T>,
+      "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` "
+      "member returning its size in bytes) and must be movable");
   static_assert(Backend<B>, "remat: the backend type does not satisfy remat::exec::Backend");
   static_assert(HasDagContext<L>,
                 "remat: the graph layer type needs a default-constructible, movable `context` type "
@@ -662,9 +663,10 @@ consteval bool check_dag_basics() {
 template <class L, class T, class B>
 consteval bool check_dag_layer() {
   (void)detail::check_dag_basics<L, T, B>();
-  static_assert(HasDagForward<L, T, B>,
-                "remat: the graph layer type needs `T forward(std::span<const T* const> x, Backend& "
-                "b)`, or a dag_layer_traits<L>::forward");
+  static_assert(
+      HasDagForward<L, T, B>,
+      "remat: the graph layer type needs `T forward(std::span<const T* const> x, Backend& "
+      "b)`, or a dag_layer_traits<L>::forward");
   static_assert(HasDagForwardSave<L, T, B>,
                 "remat: the graph layer type needs `T forward_save(std::span<const T* const> x, "
                 "context& ctx, Backend& b)`, or a dag_layer_traits<L>::forward_save");
@@ -684,34 +686,37 @@ consteval bool check_dag_layer_as() {
   else
     (void)check_dag_layer<L, T, B>();
   if constexpr (role == layer_role::inner)
-    static_assert(!HasDagLossBackward<L, T, B> || HasDagBackward<L, T, B>,
-                  "remat: a graph layer before the last (layer_index, 0-based) has only a loss "
-                  "backward (without dy); only the last op of a model is the loss, the others need "
-                  "`void backward(std::span<const T* const> x, const T* y, const context& ctx, const "
-                  "T& dy, std::span<std::optional<T>> dx, Backend& b)`");
+    static_assert(
+        !HasDagLossBackward<L, T, B> || HasDagBackward<L, T, B>,
+        "remat: a graph layer before the last (layer_index, 0-based) has only a loss "
+        "backward (without dy); only the last op of a model is the loss, the others need "
+        "`void backward(std::span<const T* const> x, const T* y, const context& ctx, const "
+        "T& dy, std::span<std::optional<T>> dx, Backend& b)`");
   // A range's one type is checked as the loss where it is a layer otherwise (so that a misfit
   // says first what every layer lacks).
-  constexpr bool fits = HasDagContext<L> && (role == layer_role::loss ||
-                                             (HasDagForward<L, T, B> && HasDagForwardSave<L, T, B>));
+  constexpr bool fits =
+      HasDagContext<L> &&
+      (role == layer_role::loss || (HasDagForward<L, T, B> && HasDagForwardSave<L, T, B>));
   if constexpr (role != layer_role::inner && targets)
-    static_assert(!fits || HasDagTargetsLoss<L, T, Tg, B>,
-                  "remat: the run passes targets, so the last graph layer (the loss) needs `T "
-                  "forward(std::span<const T* const> x, const Tg& targets, Backend& b)`, `T "
-                  "forward_save(std::span<const T* const> x, const Tg& targets, context& ctx, "
-                  "Backend& b)` and `void backward(std::span<const T* const> x, const T* y, const "
-                  "context& ctx, const Tg& targets, std::span<std::optional<T>> dx, Backend& b)`; or "
-                  "run without targets");
+    static_assert(
+        !fits || HasDagTargetsLoss<L, T, Tg, B>,
+        "remat: the run passes targets, so the last graph layer (the loss) needs `T "
+        "forward(std::span<const T* const> x, const Tg& targets, Backend& b)`, `T "
+        "forward_save(std::span<const T* const> x, const Tg& targets, context& ctx, "
+        "Backend& b)` and `void backward(std::span<const T* const> x, const T* y, const "
+        "context& ctx, const Tg& targets, std::span<std::optional<T>> dx, Backend& b)`; or "
+        "run without targets");
   if constexpr (role != layer_role::inner && !targets)
-    static_assert(!fits || (role == layer_role::any && !HasDagBackward<L, T, B>) ||
-                      (HasDagForward<L, T, B> && HasDagForwardSave<L, T, B> &&
-                       HasDagLossBackward<L, T, B>),
-                  "remat: the last graph layer is the loss and the run passes no targets: it needs "
-                  "`T forward(std::span<const T* const> x, Backend& b)`, `T "
-                  "forward_save(std::span<const T* const> x, context& ctx, Backend& b)` and `void "
-                  "backward(std::span<const T* const> x, const T* y, const context& ctx, "
-                  "std::span<std::optional<T>> dx, Backend& b)` (no dy); a loss that takes the "
-                  "batch's targets gets them from run(schedule, input, targets) and "
-                  "profile_dag(model, sample, sample_targets, backend)");
+    static_assert(
+        !fits || (role == layer_role::any && !HasDagBackward<L, T, B>) ||
+            (HasDagForward<L, T, B> && HasDagForwardSave<L, T, B> && HasDagLossBackward<L, T, B>),
+        "remat: the last graph layer is the loss and the run passes no targets: it needs "
+        "`T forward(std::span<const T* const> x, Backend& b)`, `T "
+        "forward_save(std::span<const T* const> x, context& ctx, Backend& b)` and `void "
+        "backward(std::span<const T* const> x, const T* y, const context& ctx, "
+        "std::span<std::optional<T>> dx, Backend& b)` (no dy); a loss that takes the "
+        "batch's targets gets them from run(schedule, input, targets) and "
+        "profile_dag(model, sample, sample_targets, backend)");
   return true;
 }
 

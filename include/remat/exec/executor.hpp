@@ -92,6 +92,14 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <remat/core/result.hpp>
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/host_backend.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/schedule.hpp>
+#include <remat/sim/simulate.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -101,15 +109,6 @@
 #include <utility>
 #include <variant>
 #include <vector>
-
-#include <remat/core/result.hpp>
-#include <remat/exec/concepts.hpp>
-#include <remat/exec/host_backend.hpp>
-#include <remat/problem/builder.hpp>
-#include <remat/problem/chain.hpp>
-#include <remat/problem/graph.hpp>
-#include <remat/schedule/schedule.hpp>
-#include <remat/sim/simulate.hpp>
 
 namespace remat::exec {
 
@@ -166,8 +165,7 @@ using random_state_t = std::remove_cvref_t<decltype(deref(std::declval<L&>()).ra
 /// state (the executor keeps op i's at i: first = 0).
 template <class Model>
 void restore_random_states(Model& model, std::size_t layers,
-                           const std::vector<std::unique_ptr<box_base>>& saved,
-                           std::size_t first) {
+                           const std::vector<std::unique_ptr<box_base>>& saved, std::size_t first) {
   for (std::size_t i = 0; i < layers; ++i) {
     const auto& box = saved[first + i];
     if (!box) continue;
@@ -221,8 +219,10 @@ struct allocation_check {
     return "the forwards' outputs claim " + format_bytes(claimed) +
            " in all by tensor_traits<T>::size, but the backend saw " + format_bytes(seen) +
            " allocated by those forwards: the tensors do not hold memory from the backend, so the "
-           "measured memory and the budget mean nothing. Allocate every tensor's memory through the "
-           "Backend& each layer receives (b.allocate(n)) and hold the returned buffer in the tensor "
+           "measured memory and the budget mean nothing. Allocate every tensor's memory through "
+           "the "
+           "Backend& each layer receives (b.allocate(n)) and hold the returned buffer in the "
+           "tensor "
            "(README, \"Train with your own layers\")";
   }
 };
@@ -231,20 +231,26 @@ struct allocation_check {
 /// besides the input; with the largest holders when b names them (host_backend::live_summary).
 template <class B>
 std::string held_at_start(const B& b, bytes held) {
-  std::string s = "; " + format_bytes(held) + " were already in use in the backend when the run started, besides the input";
+  std::string s = "; " + format_bytes(held) +
+                  " were already in use in the backend when the run started, besides the input";
   if constexpr (requires {
-                  { b.live_summary(std::size_t{3}).front().activity } -> std::convertible_to<std::string>;
+                  {
+                    b.live_summary(std::size_t{3}).front().activity
+                    } -> std::convertible_to<std::string>;
                   { b.live_summary(std::size_t{3}).front().size } -> std::convertible_to<bytes>;
                 }) {
     std::string who;
     for (const auto& l : b.live_summary(3))
       who += (who.empty() ? "" : ", ") + format_bytes(l.size) +
-             (l.activity == "an allocation" ? std::string(" allocated outside a run")  // the backend's default
-                                            : " allocated by " + l.activity);
+             (l.activity == "an allocation"
+                  ? std::string(" allocated outside a run")  // the backend's default
+                  : " allocated by " + l.activity);
     if (!who.empty()) s += " (the largest holders then, the input included: " + who + ")";
   }
-  return s + ", such as a run_result's input_gradient kept from an earlier step: free them, or give the backend room "
-             "for them";
+  return s +
+         ", such as a run_result's input_gradient kept from an earlier step: free them, or give "
+         "the backend room "
+         "for them";
 }
 
 using ::remat::detail::compute_label;
@@ -285,13 +291,18 @@ result<forward_dag> skeleton(Model& m, std::string name) {
     std::unordered_set<std::string> seen;
     for (const auto& in : op.inputs)
       if (!seen.insert(in).second)
-        return bad("op '" + op.name + "' (ops[" + std::to_string(i) + "]) reads '" + in +
-                   "' twice; list each tensor once (a layer that uses a tensor twice reads it once)");
+        return bad(
+            "op '" + op.name + "' (ops[" + std::to_string(i) + "]) reads '" + in +
+            "' twice; list each tensor once (a layer that uses a tensor twice reads it once)");
     bool one_input = false;
-    mt::visit(m.layers, i, [&](auto& layer) { one_input = is_chain_stage<std::remove_reference_t<decltype(layer)>>; });
+    mt::visit(m.layers, i, [&](auto& layer) {
+      one_input = is_chain_stage<std::remove_reference_t<decltype(layer)>>;
+    });
     if (one_input && op.inputs.size() != 1)
-      return bad("op '" + op.name + "' (ops[" + std::to_string(i) + "]) runs a chain layer (as_graph_layer), "
-                 "which takes one input, but it lists " + std::to_string(op.inputs.size()) +
+      return bad("op '" + op.name + "' (ops[" + std::to_string(i) +
+                 "]) runs a chain layer (as_graph_layer), "
+                 "which takes one input, but it lists " +
+                 std::to_string(op.inputs.size()) +
                  "; give it one input, or write a graph layer (exec/concepts.hpp)");
     forward_op fo;
     fo.name = op.name;
@@ -361,7 +372,13 @@ result<model_nodes> model_graph(Model& m, std::string name) {
   for (std::size_t i = 0; i < out.ops.size(); ++i) {
     auto& n = out.ops[i];
     const int p = position.at(m.ops[i].name);
-    n = {lay.forward(p), lay.backward(p), lay.activation(p), lay.gradient(p), lay.phantom(p), {}, {}};
+    n = {lay.forward(p),
+         lay.backward(p),
+         lay.activation(p),
+         lay.gradient(p),
+         lay.phantom(p),
+         {},
+         {}};
     for (const auto& in : m.ops[i].inputs) {
       const bool graph_input = in == graph_input_name;
       n.in.push_back(graph_input ? lay.input : lay.activation(position.at(in)));
@@ -434,27 +451,17 @@ struct as_graph_layer {
     else
       return layer;
   }
-  auto random_state() const
-    requires HasRandomState<L>
-  {
+  auto random_state() const requires HasRandomState<L> {
     return detail::deref(held()).random_state();
   }
   template <class S>
-  void set_random_state(const S& s)
-    requires HasRandomState<L>
-  {
+  void set_random_state(const S& s) requires HasRandomState<L> {
     detail::deref(chain_layer()).set_random_state(s);
   }
-  decltype(auto) name() const
-    requires requires(L& l) { detail::deref(l).name(); }
-  {
-    return detail::deref(held()).name();
-  }
-  void zero_grad()
-    requires requires(L& l) { detail::deref(l).zero_grad(); }
-  {
-    detail::deref(chain_layer()).zero_grad();
-  }
+  decltype(auto) name() const requires requires(L& l) { detail::deref(l).name(); }
+  { return detail::deref(held()).name(); }
+  void zero_grad() requires requires(L& l) { detail::deref(l).zero_grad(); }
+  { detail::deref(chain_layer()).zero_grad(); }
 
  private:
   const L& held() const {
@@ -492,9 +499,12 @@ inline std::vector<op_nodes> chain_op_nodes(int n) {
   const training_layout lay{n};
   std::vector<op_nodes> out(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i)
-    out[static_cast<std::size_t>(i)] = {lay.forward(i),    lay.backward(i),
-                                        lay.activation(i), lay.gradient(i),
-                                        lay.phantom(i),    {i == 0 ? lay.input : lay.activation(i - 1)},
+    out[static_cast<std::size_t>(i)] = {lay.forward(i),
+                                        lay.backward(i),
+                                        lay.activation(i),
+                                        lay.gradient(i),
+                                        lay.phantom(i),
+                                        {i == 0 ? lay.input : lay.activation(i - 1)},
                                         {i == 0 ? lay.input_gradient : lay.gradient(i - 1)}};
   return out;
 }
@@ -508,7 +518,9 @@ inline constexpr bool is_dag_model<dag_model<Layers>> = true;
 
 template <class Model>
 struct model_traits<detail::chain_layers<Model>> {
-  static std::size_t size(const detail::chain_layers<Model>& m) { return model_traits<Model>::size(*m.model); }
+  static std::size_t size(const detail::chain_layers<Model>& m) {
+    return model_traits<Model>::size(*m.model);
+  }
   template <class F>
   static decltype(auto) visit(detail::chain_layers<Model>& m, std::size_t i, F&& f) {
     return model_traits<Model>::visit(*m.model, i, [&](auto& layer) -> decltype(auto) {
@@ -526,53 +538,46 @@ struct dag_layer_traits<as_graph_layer<L, Hold>> {
   using stage = as_graph_layer<L, Hold>;
 
   template <class T, class B>
-  static T forward(stage& s, std::span<const T* const> x, B& b)
-    requires HasChainForward<L, T, B>
-  {
+  static T forward(stage& s, std::span<const T* const> x, B& b) requires HasChainForward<L, T, B> {
     return base::forward(s.chain_layer(), *x[0], b);
   }
   template <class T, class B>
-  static T forward_save(stage& s, std::span<const T* const> x, context& ctx, B& b)
-    requires HasChainForwardSave<L, T, B>
-  {
+  static T forward_save(stage& s, std::span<const T* const> x, context& ctx,
+                        B& b) requires HasChainForwardSave<L, T, B> {
     return base::forward_save(s.chain_layer(), *x[0], ctx, b);
   }
   template <class T, class B>
-  static void backward(stage& s, std::span<const T* const> x, const T* y, const context& ctx, const T& dy,
-                       std::span<std::optional<T>> dx, B& b)
-    requires HasChainBackward<L, T, B>
-  {
+  static void backward(stage& s, std::span<const T* const> x, const T* y, const context& ctx,
+                       const T& dy, std::span<std::optional<T>> dx,
+                       B& b) requires HasChainBackward<L, T, B> {
     add_to(dx[0], base::backward(s.chain_layer(), *x[0], *y, ctx, dy, b));
   }
   template <class T, class B>
   static void loss_backward(stage& s, std::span<const T* const> x, const T* y, const context& ctx,
-                            std::span<std::optional<T>> dx, B& b)
-    requires HasChainLossBackward<L, T, B>
-  {
+                            std::span<std::optional<T>> dx,
+                            B& b) requires HasChainLossBackward<L, T, B> {
     add_to(dx[0], base::loss_backward(s.chain_layer(), *x[0], *y, ctx, b));
   }
   template <class T, class Tg, class B>
-  static T forward(stage& s, std::span<const T* const> x, const Tg& tg, B& b)
-    requires requires(L& l) { { base::forward(l, *x[0], tg, b) } -> std::same_as<T>; }
-  {
-    return base::forward(s.chain_layer(), *x[0], tg, b);
+  static T forward(stage& s, std::span<const T* const> x, const Tg& tg, B& b) requires
+      requires(L& l) {
+    { base::forward(l, *x[0], tg, b) } -> std::same_as<T>;
   }
+  { return base::forward(s.chain_layer(), *x[0], tg, b); }
   template <class T, class Tg, class B>
-  static T forward_save(stage& s, std::span<const T* const> x, const Tg& tg, context& ctx, B& b)
-    requires requires(L& l) { { base::forward_save(l, *x[0], tg, ctx, b) } -> std::same_as<T>; }
-  {
-    return base::forward_save(s.chain_layer(), *x[0], tg, ctx, b);
+  static T forward_save(stage& s, std::span<const T* const> x, const Tg& tg, context& ctx,
+                        B& b) requires requires(L& l) {
+    { base::forward_save(l, *x[0], tg, ctx, b) } -> std::same_as<T>;
   }
+  { return base::forward_save(s.chain_layer(), *x[0], tg, ctx, b); }
   template <class T, class Tg, class B>
-  static void loss_backward(stage& s, std::span<const T* const> x, const T* y, const context& ctx, const Tg& tg,
-                            std::span<std::optional<T>> dx, B& b)
-    requires requires(L& l) { { base::loss_backward(l, *x[0], *y, ctx, tg, b) } -> std::same_as<T>; }
-  {
-    add_to(dx[0], base::loss_backward(s.chain_layer(), *x[0], *y, ctx, tg, b));
+  static void loss_backward(stage& s, std::span<const T* const> x, const T* y, const context& ctx,
+                            const Tg& tg, std::span<std::optional<T>> dx, B& b) requires
+      requires(L& l) {
+    { base::loss_backward(l, *x[0], *y, ctx, tg, b) } -> std::same_as<T>;
   }
-  static bytes context_bytes(const context& ctx)
-    requires HasChainContextBytes<L>
-  {
+  { add_to(dx[0], base::loss_backward(s.chain_layer(), *x[0], *y, ctx, tg, b)); }
+  static bytes context_bytes(const context& ctx) requires HasChainContextBytes<L> {
     return base::context_bytes(ctx);
   }
   static backward_needs reads(stage&) { return {}; }
@@ -602,56 +607,73 @@ namespace detail {
 // does not have throws execution_failure naming `who`; check_model stops every such call at
 // compile time but in a range of one type (whose loss may share a base class with the others).
 template <class L, class T, class Tg, class B>
-T call_forward(L& l, std::span<const T* const> x, bool loss, const Tg& tg, B& b, const std::string& who) {
+T call_forward(L& l, std::span<const T* const> x, bool loss, const Tg& tg, B& b,
+               const std::string& who) {
   using tr = dag_layer_traits<L>;
   if (loss && !std::is_same_v<Tg, no_targets>) {
-    if constexpr (requires { { tr::forward(l, x, tg, b) } -> std::same_as<T>; })
+    if constexpr (requires {
+                    { tr::forward(l, x, tg, b) } -> std::same_as<T>;
+                  })
       return tr::forward(l, x, tg, b);
     else
-      throw execution_failure(who + " is the loss (the last op), but its layer's forward takes no targets");
+      throw execution_failure(
+          who + " is the loss (the last op), but its layer's forward takes no targets");
   }
-  if constexpr (requires { { tr::forward(l, x, b) } -> std::same_as<T>; })
+  if constexpr (requires {
+                  { tr::forward(l, x, b) } -> std::same_as<T>;
+                })
     return tr::forward(l, x, b);
   else
-    throw execution_failure(who + ": its layer's forward takes targets; only the last op, the loss, gets them");
+    throw execution_failure(
+        who + ": its layer's forward takes targets; only the last op, the loss, gets them");
 }
 template <class L, class T, class Tg, class B>
 T call_forward_save(L& l, std::span<const T* const> x, bool loss, const Tg& tg,
                     typename dag_layer_traits<L>::context& ctx, B& b, const std::string& who) {
   using tr = dag_layer_traits<L>;
   if (loss && !std::is_same_v<Tg, no_targets>) {
-    if constexpr (requires { { tr::forward_save(l, x, tg, ctx, b) } -> std::same_as<T>; })
+    if constexpr (requires {
+                    { tr::forward_save(l, x, tg, ctx, b) } -> std::same_as<T>;
+                  })
       return tr::forward_save(l, x, tg, ctx, b);
     else
-      throw execution_failure(who + " is the loss (the last op), but its layer's forward_save takes no targets");
+      throw execution_failure(
+          who + " is the loss (the last op), but its layer's forward_save takes no targets");
   }
-  if constexpr (requires { { tr::forward_save(l, x, ctx, b) } -> std::same_as<T>; })
+  if constexpr (requires {
+                  { tr::forward_save(l, x, ctx, b) } -> std::same_as<T>;
+                })
     return tr::forward_save(l, x, ctx, b);
   else
-    throw execution_failure(who + ": its layer's forward_save takes targets; only the last op, the loss, gets them");
+    throw execution_failure(
+        who + ": its layer's forward_save takes targets; only the last op, the loss, gets them");
 }
 /// The backward: the loss's (dy == nullptr: the constant 1) or another op's.
 template <class L, class T, class Tg, class B>
-void call_backward(L& l, std::span<const T* const> x, const T* y, const typename dag_layer_traits<L>::context& ctx,
-                   const T* dy, const Tg& tg, std::span<std::optional<T>> dx, B& b, const std::string& who) {
+void call_backward(L& l, std::span<const T* const> x, const T* y,
+                   const typename dag_layer_traits<L>::context& ctx, const T* dy, const Tg& tg,
+                   std::span<std::optional<T>> dx, B& b, const std::string& who) {
   using tr = dag_layer_traits<L>;
   if (dy != nullptr) {
     if constexpr (requires { tr::backward(l, x, y, ctx, *dy, dx, b); })
       tr::backward(l, x, y, ctx, *dy, dx, b);
     else
-      throw execution_failure(who + " is not the last op, but its layer only has a loss backward "
-                                    "(without the output gradient dy)");
+      throw execution_failure(who +
+                              " is not the last op, but its layer only has a loss backward "
+                              "(without the output gradient dy)");
   } else if constexpr (!std::is_same_v<Tg, no_targets>) {
     if constexpr (requires { tr::loss_backward(l, x, y, ctx, tg, dx, b); })
       tr::loss_backward(l, x, y, ctx, tg, dx, b);
     else
-      throw execution_failure(who + " is the loss (the last op), but its layer's backward takes no targets");
+      throw execution_failure(
+          who + " is the loss (the last op), but its layer's backward takes no targets");
   } else {
     if constexpr (requires { tr::loss_backward(l, x, y, ctx, dx, b); })
       tr::loss_backward(l, x, y, ctx, dx, b);
     else
-      throw execution_failure(who + " is the loss (the last op), but its layer has no loss backward "
-                                    "(without the output gradient dy)");
+      throw execution_failure(who +
+                              " is the loss (the last op), but its layer has no loss backward "
+                              "(without the output gradient dy)");
   }
 }
 
@@ -662,8 +684,8 @@ consteval bool check_layer_as() {
   if constexpr (!graph)
     return check_chain_layer_as<L, T, Tg, B, role, index>();
   else if constexpr (is_chain_stage<L>)
-    return check_chain_layer_as<std::remove_reference_t<decltype(std::declval<L&>().chain_layer())>, T, Tg, B, role,
-                                index>();
+    return check_chain_layer_as<std::remove_reference_t<decltype(std::declval<L&>().chain_layer())>,
+                                T, Tg, B, role, index>();
   else
     return check_dag_layer_as<L, T, Tg, B, role, index>();
 }
@@ -682,7 +704,8 @@ struct check_layers<graph, std::tuple<Ls...>, T, Tg, B> {
   template <std::size_t... I>
   static consteval bool run_at(std::index_sequence<I...>) {
     constexpr std::size_t last = sizeof...(Ls) - 1;
-    return (check_layer_as<graph, Ls, T, Tg, B, I == last ? layer_role::loss : layer_role::inner, I>() && ...);
+    return (check_layer_as < graph, Ls, T, Tg, B, I == last ? layer_role::loss : layer_role::inner,
+            I > () && ...);
   }
 };
 /// Stops at compile time a model whose layers cannot run with tensor T, targets Tg (no_targets: a
@@ -691,7 +714,8 @@ struct check_layers<graph, std::tuple<Ls...>, T, Tg, B> {
 template <class Model, class T, class Tg, class B>
 consteval bool check_model() {
   if constexpr (is_dag_model<Model>)
-    return check_layers<true, std::remove_cvref_t<decltype(std::declval<Model&>().layers)>, T, Tg, B>::run();
+    return check_layers<true, std::remove_cvref_t<decltype(std::declval<Model&>().layers)>, T, Tg,
+                        B>::run();
   else
     return check_layers<false, Model, T, Tg, B>::run();
 }
@@ -699,26 +723,27 @@ consteval bool check_model() {
 
 template <class B, class Model>
 class executor {
-  static_assert(Backend<B>, "remat: executor<Backend, Model>: Backend must satisfy remat::exec::Backend");
+  static_assert(Backend<B>,
+                "remat: executor<Backend, Model>: Backend must satisfy remat::exec::Backend");
 
  public:
   /// A DAG model (dag_model) on the graph it was planned with.
-  executor(Model& model, const graph& g, B& backend)
-    requires detail::is_dag_model<Model>
+  executor(Model& model, const graph& g, B& backend) requires detail::is_dag_model<Model>
       : model_(model), graph_(&g), backend_(backend) {}
   /// A chain model (a range or tuple of chain layers, one per stage) on its chain.
-  executor(Model& model, const chain& c, B& backend)
-    requires(!detail::is_dag_model<Model>)
+  executor(Model& model, const chain& c, B& backend) requires(!detail::is_dag_model<Model>)
       : model_(model), chain_(&c), backend_(backend) {}
   /// Refused: the executor keeps a reference to the graph or chain (and builds the chain's graph
   /// from it at every run), so a temporary would dangle at the first run. Pass a named graph or
   /// chain that outlives the executor. (A template, so that the error is this static_assert's
   /// message rather than a dangling reference at run time.)
   template <class P>
-    requires(!std::is_lvalue_reference_v<P> &&
-             (std::same_as<std::remove_cv_t<P>, graph> || std::same_as<std::remove_cv_t<P>, chain>))
-  executor(Model& model, P&& problem, B& backend) : model_(model), backend_(backend) {
-    static_assert(!std::is_same_v<P, P>, "remat: the executor keeps a reference to the graph or chain; pass an "
+  requires(!std::is_lvalue_reference_v<P> &&
+           (std::same_as<std::remove_cv_t<P>, graph> || std::same_as<std::remove_cv_t<P>, chain>))
+      executor(Model& model, P&& problem, B& backend)
+      : model_(model), backend_(backend) {
+    static_assert(!std::is_same_v<P, P>,
+                  "remat: the executor keeps a reference to the graph or chain; pass an "
                   "lvalue that outlives the executor, not a temporary");
     (void)problem;
   }
@@ -743,8 +768,8 @@ class executor {
   /// The graph and the ops' nodes, or why the model and the problem do not match.
   result<detail::run_plan> plan();
   template <class T, class Tg, class Layers>
-  result<run_result<T>> run_on(Layers& layers, const detail::run_plan& p, const schedule& s, T input,
-                               const Tg& targets);
+  result<run_result<T>> run_on(Layers& layers, const detail::run_plan& p, const schedule& s,
+                               T input, const Tg& targets);
 
   Model& model_;
   const graph* graph_ = nullptr;
@@ -763,14 +788,16 @@ result<detail::run_plan> executor<B, Model>::plan() {
                    "executor: graph '" + graph_->name + "' was not built from this model: " + diff +
                        "; plan with build_graph(profile_dag(model, ...))",
                    {}};
-    return detail::run_plan{graph_, std::move(ref->ops), detail::reads_of(model_)};  // same nodes, same indices
+    return detail::run_plan{graph_, std::move(ref->ops),
+                            detail::reads_of(model_)};  // same nodes, same indices
   } else {
     const int n = chain_->length();
     const auto layers = model_traits<Model>::size(model_);
     if (static_cast<int>(layers) != n)
       return error{status::invalid_problem,
-                   "executor: the model has " + std::to_string(layers) + " layers but the chain '" + chain_->name +
-                       "' has " + std::to_string(n) + " stages; plan with the chain of this model",
+                   "executor: the model has " + std::to_string(layers) + " layers but the chain '" +
+                       chain_->name + "' has " + std::to_string(n) +
+                       " stages; plan with the chain of this model",
                    {}};
     // Built at every run from the chain as it is now (the executor holds the chain by reference).
     auto g = build_graph(*chain_);
@@ -784,8 +811,10 @@ result<detail::run_plan> executor<B, Model>::plan() {
 template <class B, class Model>
 template <class T, class Tg>
 result<run_result<T>> executor<B, Model>::run(const schedule& s, T input, const Tg& targets) {
-  static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
-                "returning its size in bytes) and must be movable");
+  static_assert(
+      Tensor<T>,
+      "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
+      "returning its size in bytes) and must be movable");
   static_assert(detail::check_model<Model, T, Tg, B>());
   auto p = plan();
   if (!p) return p.err();
@@ -799,8 +828,8 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input, const 
 
 template <class B, class Model>
 template <class T, class Tg, class Layers>
-result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::run_plan& p, const schedule& s,
-                                                 T input, const Tg& targets) {
+result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::run_plan& p,
+                                                 const schedule& s, T input, const Tg& targets) {
   using clock = std::chrono::steady_clock;
   using mt = model_traits<Layers>;
   const graph& g = *p.g;
@@ -808,32 +837,38 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
   const std::vector<backward_needs>& reads = p.reads;
   auto invalid = [](std::string m) { return error{status::invalid_problem, std::move(m), {}}; };
   if (const auto rep = sim::simulate(g, s, {.record_timeline = false}); !rep.valid)
-    return invalid("executor: the schedule is not valid for graph '" + g.name + "': " + rep.first_violation->message);
+    return invalid("executor: the schedule is not valid for graph '" + g.name +
+                   "': " + rep.first_violation->message);
   if (auto why = detail::sum_order_violation(g, s); !why.empty())
     return invalid("executor: graph '" + g.name + "', " + why);
   constexpr bool can_transfer = TransferBackend<B> && TransferableTensor<T, B>;
   if constexpr (!can_transfer) {
     for (std::size_t j = 0; j < s.ops.size(); ++j)
       if (!s.ops[j].is_compute() && s.ops[j].op != op_kind::free)
-        return invalid("executor: instruction " + std::to_string(j) + " (" + to_string(s.ops[j]) + ") moves a tensor, but " +
-                       (TransferBackend<B> ? std::string("the tensor type does not name its backend buffer: give it a "
-                                                         "`storage()` member returning the buffer by reference, or "
-                                                         "specialise tensor_traits<T>::storage")
-                                           : std::string("the backend has no offload/prefetch/wait (it is not a "
-                                                         "remat::exec::TransferBackend)")));
+        return invalid(
+            "executor: instruction " + std::to_string(j) + " (" + to_string(s.ops[j]) +
+            ") moves a tensor, but " +
+            (TransferBackend<B>
+                 ? std::string("the tensor type does not name its backend buffer: give it a "
+                               "`storage()` member returning the buffer by reference, or "
+                               "specialise tensor_traits<T>::storage")
+                 : std::string("the backend has no offload/prefetch/wait (it is not a "
+                               "remat::exec::TransferBackend)")));
   }
   const bytes input_bytes = g.data(training_layout::input).size;
   if (tensor_traits<T>::size(input) > input_bytes)
     return error{status::execution_error,
                  "executor: the input has " + format_bytes(tensor_traits<T>::size(input)) +
-                     ", more than the graph input's " + format_bytes(input_bytes) + " it was planned with",
+                     ", more than the graph input's " + format_bytes(input_bytes) +
+                     " it was planned with",
                  {}};
 
   const auto n_ops = nodes.size();
   const auto nd = static_cast<std::size_t>(g.data_count());
   auto k = [](int i) { return static_cast<std::size_t>(i); };
   std::vector<int> op_of(static_cast<std::size_t>(g.compute_count()), -1);  // fwd and bwd -> op
-  for (std::size_t i = 0; i < n_ops; ++i) op_of[k(nodes[i].fwd)] = op_of[k(nodes[i].bwd)] = static_cast<int>(i);
+  for (std::size_t i = 0; i < n_ops; ++i)
+    op_of[k(nodes[i].fwd)] = op_of[k(nodes[i].bwd)] = static_cast<int>(i);
   const int loss_op = static_cast<int>(n_ops) - 1;
 
   using host_t = typename detail::transfer_types<B>::host;
@@ -868,10 +903,13 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
   auto planned = [&](int d, bytes got, const std::string& at, const std::string& what) {
     if (got > g.data(d).size)
       throw detail::execution_failure(at + ": " + what + " of " + format_bytes(got) + " for " +
-                                      detail::data_label(g, d) + ", more than the " + format_bytes(g.data(d).size) +
+                                      detail::data_label(g, d) + ", more than the " +
+                                      format_bytes(g.data(d).size) +
                                       " it was planned with; profile the model again");
   };
-  auto where = [&](std::size_t i) { return "instruction " + std::to_string(i) + " (" + to_string(s.ops[i]) + ")"; };
+  auto where = [&](std::size_t i) {
+    return "instruction " + std::to_string(i) + " (" + to_string(s.ops[i]) + ")";
+  };
 
   // Releases what finished copies no longer need: the device buffers of offloads, the host
   // copies of waited prefetches (`all`: every one, waiting for the copies; after the run).
@@ -949,15 +987,17 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
         [[maybe_unused]] const bool first = out.forwards[i]++ == 0;
         const bytes before = backend_.in_use();
         if (ins.op == op_kind::fast_forward) {
-          T y = detail::call_forward(layer, std::span<const T* const>(x), loss, targets, backend_, who);
+          T y = detail::call_forward(layer, std::span<const T* const>(x), loss, targets, backend_,
+                                     who);
           allocated.add(before, backend_.in_use(), tensor_traits<T>::size(y));
           planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
           tensors[k(on.act)] = std::move(y);
         } else {
           auto ctx = std::make_unique<detail::box<C>>();
-          T y = detail::call_forward_save(layer, std::span<const T* const>(x), loss, targets, ctx->value,
-                                          backend_, who);
-          allocated.add(before, backend_.in_use(), tensor_traits<T>::size(y) + traits::context_bytes(ctx->value));
+          T y = detail::call_forward_save(layer, std::span<const T* const>(x), loss, targets,
+                                          ctx->value, backend_, who);
+          allocated.add(before, backend_.in_use(),
+                        tensor_traits<T>::size(y) + traits::context_bytes(ctx->value));
           planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
           planned(on.phantom, traits::context_bytes(ctx->value), who, "kept a context");
           tensors[k(on.act)] = std::move(y);
@@ -974,13 +1014,14 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
       std::vector<std::optional<T>> dx(on.in.size());
       for (std::size_t j = 0; j < dx.size(); ++j) dx[j] = std::move(tensors[k(on.in_grad[j])]);
       const T* dy = static_cast<int>(i) == loss_op ? nullptr : &*tensors[k(on.grad)];
-      detail::call_backward(layer, std::span<const T* const>(x), y, ctx, dy, targets, std::span<std::optional<T>>(dx),
-                            backend_, who);
+      detail::call_backward(layer, std::span<const T* const>(x), y, ctx, dy, targets,
+                            std::span<std::optional<T>>(dx), backend_, who);
       for (std::size_t j = 0; j < dx.size(); ++j) {
         const int d = on.in_grad[j];
         if (!dx[j])
-          throw detail::execution_failure(who + " left the gradient of its input " + std::to_string(j) + ", " +
-                                          detail::data_label(g, d) + ", empty; a backward creates or adds "
+          throw detail::execution_failure(who + " left the gradient of its input " +
+                                          std::to_string(j) + ", " + detail::data_label(g, d) +
+                                          ", empty; a backward creates or adds "
                                           "to the gradient of every input");
         planned(d, tensor_traits<T>::size(*dx[j]), who, "made a gradient");
         tensors[k(d)] = std::move(dx[j]);
@@ -1048,8 +1089,8 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
     backend_.set_activity("an allocation");
     return error{status::execution_error,
                  "executor: " + std::string(e.what()) + "; the schedule predicted a peak of " +
-                     format_bytes(s.predicted_peak) + " (allocations outside the profile, or a budget below the plan's)" +
-                     held,
+                     format_bytes(s.predicted_peak) +
+                     " (allocations outside the profile, or a budget below the plan's)" + held,
                  {}};
   } catch (const detail::execution_failure& e) {
     restore_rng(false);
@@ -1070,8 +1111,13 @@ result<run_result<T>> executor<B, Model>::run_on(Layers& layers, const detail::r
   }
   restore_rng(true);
   backend_.set_activity("an allocation");
-  return run_result<T>{std::move(*tensors[k(training_layout::input_gradient)]), peak, elapsed,
-                       std::move(out.op_peaks), std::move(out.op_times), std::move(out.forwards), out.loss};
+  return run_result<T>{std::move(*tensors[k(training_layout::input_gradient)]),
+                       peak,
+                       elapsed,
+                       std::move(out.op_peaks),
+                       std::move(out.op_times),
+                       std::move(out.forwards),
+                       out.loss};
 }
 
 }  // namespace remat::exec

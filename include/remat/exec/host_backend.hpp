@@ -24,13 +24,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <remat/core/units.hpp>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
-
-#include <remat/core/units.hpp>
 
 namespace remat::exec {
 
@@ -41,7 +40,10 @@ class out_of_budget : public std::runtime_error {
       : std::runtime_error(activity + ": allocating " + format_bytes(requested) + " with " +
                            format_bytes(in_use) + " in use would exceed the budget of " +
                            format_bytes(budget)),
-        activity_(std::move(activity)), requested_(requested), in_use_(in_use), budget_(budget) {}
+        activity_(std::move(activity)),
+        requested_(requested),
+        in_use_(in_use),
+        budget_(budget) {}
   [[nodiscard]] const std::string& activity() const noexcept { return activity_; }
   [[nodiscard]] bytes requested() const noexcept { return requested_; }
   [[nodiscard]] bytes in_use() const noexcept { return in_use_; }
@@ -52,7 +54,8 @@ class out_of_budget : public std::runtime_error {
   bytes requested_, in_use_, budget_;
 };
 
-/// Bytes of the budgeted store held by the buffers one activity allocated (host_backend::live_summary).
+/// Bytes of the budgeted store held by the buffers one activity allocated
+/// (host_backend::live_summary).
 struct live_bytes {
   std::string activity;
   bytes size = 0;
@@ -65,7 +68,12 @@ class host_backend {
   class buffer {
    public:
     buffer() = default;
-    buffer(buffer&& o) noexcept : owner_(std::exchange(o.owner_, nullptr)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), host_(o.host_), tag_(o.tag_) {}
+    buffer(buffer&& o) noexcept
+        : owner_(std::exchange(o.owner_, nullptr)),
+          data_(std::exchange(o.data_, nullptr)),
+          size_(std::exchange(o.size_, 0)),
+          host_(o.host_),
+          tag_(o.tag_) {}
     buffer& operator=(buffer&& o) noexcept {
       if (this != &o) {
         release();
@@ -83,7 +91,9 @@ class host_backend {
 
     [[nodiscard]] void* data() const noexcept { return data_; }
     template <class T>
-    [[nodiscard]] T* as() const noexcept { return static_cast<T*>(data_); }
+    [[nodiscard]] T* as() const noexcept {
+      return static_cast<T*>(data_);
+    }
     [[nodiscard]] bytes size() const noexcept { return size_; }
     [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
     /// True for memory of the host store (host_allocate, offload), false for the budgeted one.
@@ -129,7 +139,9 @@ class host_backend {
 
   /// n bytes, counted against the budget; throws out_of_budget past it.
   [[nodiscard]] buffer allocate(bytes n) {
-    if (n < 0) throw std::invalid_argument(activity_ + ": negative allocation of " + std::to_string(n) + " bytes");
+    if (n < 0)
+      throw std::invalid_argument(activity_ + ": negative allocation of " + std::to_string(n) +
+                                  " bytes");
     if (n > budget_ - in_use_) throw out_of_budget(activity_, n, in_use_, budget_);
     if (n > 0) ++allocations_;
     return take(n, false, in_use_, high_water_);
@@ -139,19 +151,23 @@ class host_backend {
 
   /// n bytes of the unbudgeted host store.
   [[nodiscard]] buffer host_allocate(bytes n) {
-    if (n < 0) throw std::invalid_argument(activity_ + ": negative host allocation of " + std::to_string(n) + " bytes");
+    if (n < 0)
+      throw std::invalid_argument(activity_ + ": negative host allocation of " + std::to_string(n) +
+                                  " bytes");
     return take(n, true, host_in_use_, host_high_water_);
   }
   /// A host copy of a buffer of the budgeted store, made now.
   [[nodiscard]] std::pair<buffer, transfer> offload(const buffer& src) {
-    if (src.on_host()) throw std::invalid_argument(activity_ + ": offload of a buffer that is already on the host");
+    if (src.on_host())
+      throw std::invalid_argument(activity_ + ": offload of a buffer that is already on the host");
     buffer h = host_allocate(src.size());
     copy(h, src);
     return {std::move(h), transfer(src.size())};
   }
   /// A copy of a host buffer in the budgeted store (counted from now), made now.
   [[nodiscard]] std::pair<buffer, transfer> prefetch(const buffer& src) {
-    if (!src.on_host()) throw std::invalid_argument(activity_ + ": prefetch of a buffer that is not on the host");
+    if (!src.on_host())
+      throw std::invalid_argument(activity_ + ": prefetch of a buffer that is not on the host");
     buffer d = allocate(src.size());
     copy(d, src);
     return {std::move(d), transfer(src.size())};
@@ -183,7 +199,8 @@ class host_backend {
     std::vector<live_bytes> out;
     for (const auto& l : live_)
       if (l.size > 0) out.push_back(l);
-    std::stable_sort(out.begin(), out.end(), [](const live_bytes& a, const live_bytes& b) { return a.size > b.size; });
+    std::stable_sort(out.begin(), out.end(),
+                     [](const live_bytes& a, const live_bytes& b) { return a.size > b.size; });
     if (out.size() > top) out.resize(top);
     return out;
   }

@@ -21,12 +21,11 @@
 // (status::invalid_problem).
 
 #include <cstddef>
-#include <string>
-
 #include <remat/core/result.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/report.hpp>
+#include <string>
 
 namespace remat::exec {
 

@@ -21,18 +21,17 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <map>
 #include <optional>
-#include <limits>
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/exec/detail/arena.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <remat/core/result.hpp>
-#include <remat/core/units.hpp>
-#include <remat/exec/detail/arena.hpp>
 
 namespace remat::exec {
 
@@ -60,13 +59,15 @@ struct placement {
 
 /// Offsets for `buffers` (sizes as they will be reserved: already rounded to the alignment,
 /// which every offset here keeps) around the `fixed` ones.
-inline placement place(std::span<const buffer_lifetime> buffers, std::span<const fixed_buffer> fixed = {},
-                       bytes alignment = 1) {
+inline placement place(std::span<const buffer_lifetime> buffers,
+                       std::span<const fixed_buffer> fixed = {}, bytes alignment = 1) {
   struct item {
     bytes offset, size;
     int first, last;
   };
-  auto overlap = [](const item& a, int first, int last) { return a.first < last && first < a.last; };
+  auto overlap = [](const item& a, int first, int last) {
+    return a.first < last && first < a.last;
+  };
   auto align = [&](bytes v) { return (v + alignment - 1) / alignment * alignment; };
   placement out;
   out.offsets.assign(buffers.size(), 0);
@@ -92,7 +93,8 @@ inline placement place(std::span<const buffer_lifetime> buffers, std::span<const
     around.clear();
     for (const auto& p : placed)
       if (p.size > 0 && overlap(p, b.first, b.last)) around.push_back(&p);
-    std::sort(around.begin(), around.end(), [](const item* a, const item* c) { return a->offset < c->offset; });
+    std::sort(around.begin(), around.end(),
+              [](const item* a, const item* c) { return a->offset < c->offset; });
     // Best fit among the gaps between the overlapping buffers; past the last one if none fits.
     std::optional<bytes> best;
     bytes best_gap = 0, cursor = 0;
@@ -163,8 +165,10 @@ class placed_arena {
   /// the placement does not fit in the capacity.
   result<placement_report> plan_placement() {
     if (!has_trace())
-      return error{status::invalid_problem,
-                   "plan_placement: no recorded run; call record_next_run() and run the schedule once first", {}};
+      return error{
+          status::invalid_problem,
+          "plan_placement: no recorded run; call record_next_run() and run the schedule once first",
+          {}};
     auto p = place(trace_->buffers, trace_->fixed, arena_.alignment());
     if (recorded_extent_ < p.placed_peak) {
       p.offsets = trace_->offsets;
@@ -189,7 +193,9 @@ class placed_arena {
     cursor_ = 0;
     recording_ = false;
     run_extent_ = 0;
-    arena_.for_each_live([&](bytes off, bytes reserved, bytes) { run_extent_ = std::max(run_extent_, off + reserved); });
+    arena_.for_each_live([&](bytes off, bytes reserved, bytes) {
+      run_extent_ = std::max(run_extent_, off + reserved);
+    });
     run_worst_ = arena_.now();
     if (record_requested_) {
       record_requested_ = false;
@@ -205,17 +211,19 @@ class placed_arena {
     }
     if (plan_) {
       std::vector<std::pair<bytes, bytes>> now;
-      arena_.for_each_live([&](bytes off, bytes reserved, bytes) { now.emplace_back(off, reserved); });
+      arena_.for_each_live(
+          [&](bytes off, bytes reserved, bytes) { now.emplace_back(off, reserved); });
       std::vector<std::pair<bytes, bytes>> then;
       for (const auto& f : trace_->fixed) then.emplace_back(f.offset, f.size);
       if (now != then) {
         in_run_ = false;
-        throw placement_mismatch(
-            "placement: the run begins with " + std::to_string(now.size()) +
-            " live buffers (the input, parameters, ...) that are not where the recorded run had its " +
-            std::to_string(then.size()) +
-            "; free the previous run's results before the next run, allocate the input the same way, or "
-            "record again (record_next_run)");
+        throw placement_mismatch("placement: the run begins with " + std::to_string(now.size()) +
+                                 " live buffers (the input, parameters, ...) that are not where "
+                                 "the recorded run had its " +
+                                 std::to_string(then.size()) +
+                                 "; free the previous run's results before the next run, allocate "
+                                 "the input the same way, or "
+                                 "record again (record_next_run)");
       }
     }
   }
@@ -242,19 +250,22 @@ class placed_arena {
     if (in_run_ && plan_) {
       const std::size_t k = cursor_;
       if (k >= plan_->size())
-        throw placement_mismatch(activity + ": allocation #" + std::to_string(k + 1) + " of " + format_bytes(n) +
-                                 " is beyond the " + std::to_string(plan_->size()) +
-                                 " allocations of the recorded run; the run does not follow the recorded one "
-                                 "(record again, or drop the placement)");
+        throw placement_mismatch(
+            activity + ": allocation #" + std::to_string(k + 1) + " of " + format_bytes(n) +
+            " is beyond the " + std::to_string(plan_->size()) +
+            " allocations of the recorded run; the run does not follow the recorded one "
+            "(record again, or drop the placement)");
       if (trace_->requested[k] != n)
-        throw placement_mismatch(activity + ": allocation #" + std::to_string(k + 1) + " is " + format_bytes(n) +
-                                 " but the recorded run allocated " + format_bytes(trace_->requested[k]) +
-                                 " there; the run does not follow the recorded one (record again, or drop "
-                                 "the placement)");
+        throw placement_mismatch(
+            activity + ": allocation #" + std::to_string(k + 1) + " is " + format_bytes(n) +
+            " but the recorded run allocated " + format_bytes(trace_->requested[k]) +
+            " there; the run does not follow the recorded one (record again, or drop "
+            "the placement)");
       if (!arena_.allocate_at((*plan_)[k], n))
-        throw placement_mismatch(activity + ": allocation #" + std::to_string(k + 1) + " (" + format_bytes(n) +
-                                 ") was planned at offset " + std::to_string((*plan_)[k]) +
-                                 ", which is still in use: a buffer lives longer than in the recorded run");
+        throw placement_mismatch(
+            activity + ": allocation #" + std::to_string(k + 1) + " (" + format_bytes(n) +
+            ") was planned at offset " + std::to_string((*plan_)[k]) +
+            ", which is still in use: a buffer lives longer than in the recorded run");
       ++cursor_;
       note_run((*plan_)[k], n);
       return (*plan_)[k];
@@ -287,7 +298,9 @@ class placed_arena {
   /// under a placement, the planned placed_peak.
   [[nodiscard]] bytes run_extent() const noexcept { return run_extent_; }
   /// The moment of the current or last run when the most free bytes lay outside the largest block.
-  [[nodiscard]] const detail::fragmentation_snapshot& run_worst_fragmentation() const noexcept { return run_worst_; }
+  [[nodiscard]] const detail::fragmentation_snapshot& run_worst_fragmentation() const noexcept {
+    return run_worst_;
+  }
 
   [[nodiscard]] const detail::arena& arena() const noexcept { return arena_; }
   [[nodiscard]] detail::arena& arena() noexcept { return arena_; }
@@ -299,7 +312,8 @@ class placed_arena {
     if (const auto now = arena_.now(); now.stranded() > run_worst_.stranded()) run_worst_ = now;
   }
   detail::arena arena_;
-  bool record_requested_ = false, recording_ = false, in_run_ = false, completed_as_planned_ = false;
+  bool record_requested_ = false, recording_ = false, in_run_ = false,
+       completed_as_planned_ = false;
   std::optional<allocation_trace> trace_;
   std::map<bytes, int> live_ids_;  // offset -> buffer index (>= 0) or -1 - fixed index
   std::optional<std::vector<bytes>> plan_;

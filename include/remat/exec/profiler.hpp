@@ -2,7 +2,8 @@
 // The profiler: one measurement loop for every model (DESIGN.md §6; the parameter estimation of
 // shilova-spec §2.6, thesis S:1472-1478), so a user goes from layers to a plan without writing a
 // cost by hand. Its result feeds every planner:
-//   profile_chain(chain_model, sample, backend)   -> chain        (the chain DPs; build_graph for the
+//   profile_chain(chain_model, sample, backend)   -> chain        (the chain DPs; build_graph for
+//   the
 //                                                            graph planners)
 //   profile_dag(dag_model, sample, backend) -> forward_dag (build_graph for the graph planners)
 // A chain model is measured through the same adapter the executor runs it with
@@ -57,17 +58,16 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <span>
-#include <string>
-#include <type_traits>
-#include <utility>
-#include <vector>
-
 #include <remat/core/result.hpp>
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace remat::exec {
 
@@ -85,8 +85,10 @@ struct profile_options {
   int warmup = 1;       ///< untimed runs first
   std::string name = "profiled model";
   time_statistic statistic = time_statistic::median;  ///< the time kept from the timed runs
-  seconds resolution = 0;  ///< > 0: each time rounded to the nearest multiple of it (0: as measured)
-  std::vector<op_costs> fixed_times{};  ///< empty: measured; else every op's times, in the model's order
+  seconds resolution =
+      0;  ///< > 0: each time rounded to the nearest multiple of it (0: as measured)
+  std::vector<op_costs>
+      fixed_times{};  ///< empty: measured; else every op's times, in the model's order
 };
 
 namespace detail {
@@ -97,7 +99,9 @@ inline seconds summarize_times(std::vector<seconds> v, time_statistic stat, seco
   std::sort(v.begin(), v.end());
   seconds t = 0;
   switch (stat) {
-    case time_statistic::min: t = v.front(); break;
+    case time_statistic::min:
+      t = v.front();
+      break;
     case time_statistic::mean: {
       for (seconds x : v) t += x;
       t /= static_cast<double>(v.size());
@@ -113,9 +117,11 @@ inline seconds summarize_times(std::vector<seconds> v, time_statistic stat, seco
 }
 
 /// Why `opt` cannot profile a model of `ops` ops (empty if it can); `who` starts the message.
-inline std::string profile_options_problem(const profile_options& opt, std::size_t ops, const std::string& who) {
+inline std::string profile_options_problem(const profile_options& opt, std::size_t ops,
+                                           const std::string& who) {
   auto finite = [](seconds t) { return std::isfinite(t) && t >= 0; };
-  if (opt.repetitions < 1 || opt.warmup < 0) return who + ": repetitions must be >= 1 and warmup >= 0";
+  if (opt.repetitions < 1 || opt.warmup < 0)
+    return who + ": repetitions must be >= 1 and warmup >= 0";
   if (opt.statistic != time_statistic::median && opt.statistic != time_statistic::min &&
       opt.statistic != time_statistic::mean)
     return who + ": statistic must be time_statistic::median, min or mean";
@@ -123,8 +129,9 @@ inline std::string profile_options_problem(const profile_options& opt, std::size
     return who + ": resolution must be a finite time >= 0 (0: times as measured), not " +
            std::to_string(opt.resolution);
   if (!opt.fixed_times.empty() && opt.fixed_times.size() != ops)
-    return who + ": fixed_times has " + std::to_string(opt.fixed_times.size()) + " entries but the model has " +
-           std::to_string(ops) + " ops; give one per op, in the model's order, or none to measure the times";
+    return who + ": fixed_times has " + std::to_string(opt.fixed_times.size()) +
+           " entries but the model has " + std::to_string(ops) +
+           " ops; give one per op, in the model's order, or none to measure the times";
   for (std::size_t i = 0; i < opt.fixed_times.size(); ++i)
     if (!finite(opt.fixed_times[i].forward) || !finite(opt.fixed_times[i].backward))
       return who + ": fixed_times[" + std::to_string(i) +
@@ -137,9 +144,9 @@ inline std::string profile_options_problem(const profile_options& opt, std::size
 /// layer's own name() when it has one. `label(i)` names op i in errors.
 template <class Layers, class T, class Tg, class B>
 result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>& nodes,
-                     const std::vector<backward_needs>& reads, const T& sample_input, const Tg& sample_targets,
-                     B& backend,
-                     const profile_options& opt, forward_dag& f, std::vector<std::string>& names,
+                     const std::vector<backward_needs>& reads, const T& sample_input,
+                     const Tg& sample_targets, B& backend, const profile_options& opt,
+                     forward_dag& f, std::vector<std::string>& names,
                      const std::function<std::string(std::size_t)>& label) {
   using mt = model_traits<Layers>;
   auto k = [](int i) { return static_cast<std::size_t>(i); };
@@ -155,13 +162,15 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
       const op_nodes& on = nodes[i];
       forward_op& fo = f.ops[i];
       std::vector<const T*> x;
-      for (int d : on.in) x.push_back(d == training_layout::input ? &sample_input : &*outputs[k(d)]);
+      for (int d : on.in)
+        x.push_back(d == training_layout::input ? &sample_input : &*outputs[k(d)]);
       mt::visit(layers, i, [&](auto& layer) {
         using layer_t = std::remove_reference_t<decltype(layer)>;
         using traits = dag_layer_traits<layer_t>;
         using C = typename traits::context;
         const bool loss = i + 1 == nodes.size();
-        if constexpr (requires { deref(layer).name(); }) names[i] = std::string(deref(layer).name());
+        if constexpr (requires { deref(layer).name(); })
+          names[i] = std::string(deref(layer).name());
         backend.set_activity("profiling " + label(i));
         // Replays draw the same random numbers, and the layer ends as it began.
         const saved_random_state<layer_t> rng(layer);
@@ -174,12 +183,13 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
           std::vector<char> fresh;
           for (const auto& s : dx) fresh.push_back(!s);
           const T* yr = reads[i].output ? &y : nullptr;
-          call_backward(layer, std::span<const T* const>(x_read), yr, ctx, loss ? nullptr : &y, sample_targets,
-                        std::span<std::optional<T>>(dx), backend, "it");
+          call_backward(layer, std::span<const T* const>(x_read), yr, ctx, loss ? nullptr : &y,
+                        sample_targets, std::span<std::optional<T>>(dx), backend, "it");
           bytes made = 0;
           for (std::size_t j = 0; j < dx.size(); ++j) {
             if (!dx[j])
-              throw execution_failure("its backward left the gradient of input " + std::to_string(j) + " empty");
+              throw execution_failure("its backward left the gradient of input " +
+                                      std::to_string(j) + " empty");
             if (fresh[j]) made += tensor_traits<T>::size(*dx[j]);
           }
           return made;
@@ -207,8 +217,9 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
           T y = call_forward_save(layer, xs, loss, sample_targets, ctx, backend, "it");
           if (timed) tf.push_back(stop_timer(backend, t_fwd));
           fo.phantom_bytes = std::max(fo.phantom_bytes, traits::context_bytes(ctx));
-          save_overhead = std::max(save_overhead, backend.high_water() - before - tensor_traits<T>::size(y) -
-                                                      traits::context_bytes(ctx));
+          save_overhead =
+              std::max(save_overhead, backend.high_water() - before - tensor_traits<T>::size(y) -
+                                          traits::context_bytes(ctx));
           std::vector<std::optional<T>> dx(x.size());
           bytes held = backend.in_use();
           backend.reset_high_water();
@@ -237,7 +248,8 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
         if (reads[i].inputs) fo.backward_reads = fo.inputs;
         if (reads[i].output) fo.backward_reads.emplace_back(::remat::detail::own_output_name);
         rng.restore();
-        if (!loss) outputs[k(on.act)].emplace(call_forward(layer, xs, false, sample_targets, backend, "it"));
+        if (!loss)
+          outputs[k(on.act)].emplace(call_forward(layer, xs, false, sample_targets, backend, "it"));
         rng.restore();
         if constexpr (requires { deref(layer).zero_grad(); }) {
           wait_idle(backend);  // the profiling backwards may still be adding to the gradients
@@ -258,25 +270,30 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
 /// The chain of a chain model (a range or tuple of chain layers), measured; the loss gets
 /// `sample_targets` (exec/concepts.hpp: a loss that takes the batch's targets).
 template <class Model, class T, class Tg, class B>
-  requires Backend<B>
-result<chain> profile_chain(Model& model, const T& sample_input, const Tg& sample_targets, B& backend,
-                            profile_options opt = {}) {
-  static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
-                "returning its size in bytes) and must be movable");
+requires Backend<B> result<chain> profile_chain(Model& model, const T& sample_input,
+                                                const Tg& sample_targets, B& backend,
+                                                profile_options opt = {}) {
+  static_assert(
+      Tensor<T>,
+      "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
+      "returning its size in bytes) and must be movable");
   static_assert(detail::check_model<Model, T, Tg, B>());
   const int n = static_cast<int>(model_traits<Model>::size(model));
   if (n == 0) return error{status::invalid_problem, "profile_chain: the model has no layer", {}};
-  if (auto why = detail::profile_options_problem(opt, static_cast<std::size_t>(n), "profile_chain"); !why.empty())
+  if (auto why = detail::profile_options_problem(opt, static_cast<std::size_t>(n), "profile_chain");
+      !why.empty())
     return error{status::invalid_problem, std::move(why), {}};
   // The chain's structure, costs to come: its graph and a forward DAG to fill.
-  const chain shape{opt.name, tensor_traits<T>::size(sample_input), std::vector<stage>(static_cast<std::size_t>(n))};
+  const chain shape{opt.name, tensor_traits<T>::size(sample_input),
+                    std::vector<stage>(static_cast<std::size_t>(n))};
   forward_dag f = to_forward_dag(shape);
   const graph g = *build_graph(shape);
   detail::chain_layers<Model> layers{&model};
   std::vector<std::string> names;
   if (auto r = detail::measure(layers, g, detail::chain_op_nodes(n),
-                               std::vector<backward_needs>(static_cast<std::size_t>(n)), sample_input, sample_targets,
-                               backend, opt, f, names, [&](std::size_t i) {
+                               std::vector<backward_needs>(static_cast<std::size_t>(n)),
+                               sample_input, sample_targets, backend, opt, f, names,
+                               [&](std::size_t i) {
                                  std::string s = "stage " + std::to_string(i + 1);
                                  return names[i].empty() ? s : s + " ('" + names[i] + "')";
                                });
@@ -285,8 +302,9 @@ result<chain> profile_chain(Model& model, const T& sample_input, const Tg& sampl
   chain c{opt.name, f.input_bytes, {}};
   for (std::size_t i = 0; i < f.ops.size(); ++i) {
     const forward_op& op = f.ops[i];
-    c.stages.push_back({names[i], op.forward_time, op.backward_time, op.output_bytes, op.output_bytes + op.phantom_bytes,
-                        op.forward_overhead_bytes, op.backward_overhead_bytes, op.forward_save_overhead_bytes});
+    c.stages.push_back({names[i], op.forward_time, op.backward_time, op.output_bytes,
+                        op.output_bytes + op.phantom_bytes, op.forward_overhead_bytes,
+                        op.backward_overhead_bytes, op.forward_save_overhead_bytes});
   }
   if (auto v = validate(c); !v) return v.err();
   return c;
@@ -294,24 +312,30 @@ result<chain> profile_chain(Model& model, const T& sample_input, const Tg& sampl
 
 /// The chain of a chain model whose loss takes no targets, measured.
 template <class Model, class T, class B>
-result<chain> profile_chain(Model& model, const T& sample_input, B& backend, profile_options opt = {}) {
-  static_assert(Backend<B>, "remat: profile_chain(): the backend must satisfy remat::exec::Backend");
+result<chain> profile_chain(Model& model, const T& sample_input, B& backend,
+                            profile_options opt = {}) {
+  static_assert(Backend<B>,
+                "remat: profile_chain(): the backend must satisfy remat::exec::Backend");
   return profile_chain(model, sample_input, no_targets{}, backend, std::move(opt));
 }
 
 /// The forward DAG of a DAG model (dag_model), measured; build_graph makes its training graph.
 /// The loss gets `sample_targets` (exec/concepts.hpp: a loss that takes the batch's targets).
 template <class Model, class T, class Tg, class B>
-  requires Backend<B>
-result<forward_dag> profile_dag(Model& model, const T& sample_input, const Tg& sample_targets, B& backend,
-                                profile_options opt = {}) {
-  static_assert(Tensor<T>, "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
-                "returning its size in bytes) and must be movable");
+requires Backend<B> result<forward_dag> profile_dag(Model& model, const T& sample_input,
+                                                    const Tg& sample_targets, B& backend,
+                                                    profile_options opt = {}) {
+  static_assert(
+      Tensor<T>,
+      "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
+      "returning its size in bytes) and must be movable");
   static_assert(detail::is_dag_model<Model>,
                 "remat: profile_dag() measures a dag_model; profile_chain() a chain model");
   static_assert(detail::check_model<Model, T, Tg, B>());
-  if (model.ops.empty()) return error{status::invalid_problem, "profile_dag: the model has no op", {}};
-  if (auto why = detail::profile_options_problem(opt, model.ops.size(), "profile_dag"); !why.empty())
+  if (model.ops.empty())
+    return error{status::invalid_problem, "profile_dag: the model has no op", {}};
+  if (auto why = detail::profile_options_problem(opt, model.ops.size(), "profile_dag");
+      !why.empty())
     return error{status::invalid_problem, std::move(why), {}};
   auto structure = detail::model_graph(model, opt.name);
   if (!structure) return structure.err();
@@ -322,8 +346,8 @@ result<forward_dag> profile_dag(Model& model, const T& sample_input, const Tg& s
     f.ops.back().inputs = op.inputs;
   }
   std::vector<std::string> names;
-  if (auto r = detail::measure(model.layers, structure->g, structure->ops, detail::reads_of(model), sample_input,
-                               sample_targets, backend, opt, f, names,
+  if (auto r = detail::measure(model.layers, structure->g, structure->ops, detail::reads_of(model),
+                               sample_input, sample_targets, backend, opt, f, names,
                                [&](std::size_t i) { return "op '" + f.ops[i].name + "'"; });
       !r)
     return error{status::execution_error, "profile_dag: " + r.err().message, {}};
@@ -333,7 +357,8 @@ result<forward_dag> profile_dag(Model& model, const T& sample_input, const Tg& s
 
 /// The forward DAG of a DAG model whose loss takes no targets, measured.
 template <class Model, class T, class B>
-result<forward_dag> profile_dag(Model& model, const T& sample_input, B& backend, profile_options opt = {}) {
+result<forward_dag> profile_dag(Model& model, const T& sample_input, B& backend,
+                                profile_options opt = {}) {
   static_assert(Backend<B>, "remat: profile_dag(): the backend must satisfy remat::exec::Backend");
   return profile_dag(model, sample_input, no_targets{}, backend, std::move(opt));
 }

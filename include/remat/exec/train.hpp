@@ -18,14 +18,13 @@
 // zero_grad and update are called with no work of the backend pending (SynchronizingBackend).
 
 #include <cstddef>
-#include <tuple>
-#include <type_traits>
-#include <utility>
-
 #include <remat/core/result.hpp>
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/schedule/schedule.hpp>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
 namespace remat::exec {
 
@@ -39,13 +38,15 @@ void visit_layer(L& element, F& f) {
       return deref(element.chain_layer());
     else
       return deref(element);
-  }();
-  static_assert(std::is_invocable_v<F&, decltype(layer)>,
-                "remat: for_each_layer and train_step call f(layer) (train_step: update(layer)) on every "
-                "layer of the model, with each layer's own type, and this f cannot take one of them (the "
-                "layer type is in the instantiation above); take `auto& layer` and skip the layers that "
-                "have no parameters, e.g. [&](auto& layer) { if constexpr (requires { layer.sgd(lr); }) "
-                "layer.sgd(lr); }");
+  }
+  ();
+  static_assert(
+      std::is_invocable_v<F&, decltype(layer)>,
+      "remat: for_each_layer and train_step call f(layer) (train_step: update(layer)) on every "
+      "layer of the model, with each layer's own type, and this f cannot take one of them (the "
+      "layer type is in the instantiation above); take `auto& layer` and skip the layers that "
+      "have no parameters, e.g. [&](auto& layer) { if constexpr (requires { layer.sgd(lr); }) "
+      "layer.sgd(lr); }");
   if constexpr (std::is_invocable_v<F&, decltype(layer)>) f(layer);
 }
 }  // namespace detail

@@ -4,17 +4,17 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <remat/core/result.hpp>
 #include <string>
 #include <string_view>
 #include <system_error>
-
-#include <remat/core/result.hpp>
 
 namespace remat::io {
 
 /// Writes text to a file (replacing it); the error says which file and why, e.g. a missing
 /// folder or no permission. Returns the bytes written.
-inline result<std::uintmax_t> write_text_file(const std::filesystem::path& path, std::string_view text) {
+inline result<std::uintmax_t> write_text_file(const std::filesystem::path& path,
+                                              std::string_view text) {
   auto fail = [&](const std::string& why) {
     return error{status::invalid_problem, "cannot write '" + path.string() + "': " + why, {}};
   };

@@ -196,8 +196,8 @@ inline std::optional<error> cost_model_from_json(const json& j, forward_dag& f) 
   if (auto e = io::detail::check_unknown_fields(*it, where, cost_model_fields, "cost_model"))
     return *e;
   cost_model m;
-  for (auto [out, field, required] : {std::tuple{&m.device, "device", true},
-                                      std::tuple{&m.rule, "rule", false}}) {
+  for (auto [out, field, required] :
+       {std::tuple{&m.device, "device", true}, std::tuple{&m.rule, "rule", false}}) {
     const auto v = it->find(field);
     if (v == it->end()) {
       if (!required) continue;
@@ -224,11 +224,14 @@ inline std::optional<error> cost_model_from_json(const json& j, forward_dag& f) 
 namespace detail {
 template <>
 struct format<forward_dag> {
-  static constexpr std::string_view noun = "forward DAG", article = "a forward DAG", items = "ops", item = "op",
-                                    last = "the loss function", file = "graph file", file_kind = "a graph";
+  static constexpr std::string_view noun = "forward DAG", article = "a forward DAG", items = "ops",
+                                    item = "op", last = "the loss function", file = "graph file",
+                                    file_kind = "a graph";
   static constexpr const auto& fields = graph_json::dag_fields;
   static auto& items_of(forward_dag& f) { return f.ops; }
-  static auto item_from_json(const json& j, std::size_t i) { return graph_json::op_from_json(j, i); }
+  static auto item_from_json(const json& j, std::size_t i) {
+    return graph_json::op_from_json(j, i);
+  }
   static std::optional<error> extra_from_json(const json& j, forward_dag& f) {
     return graph_json::cost_model_from_json(j, f);
   }
@@ -241,7 +244,9 @@ inline result<forward_dag> forward_dag_from_json(const nlohmann::json& j) {
 }
 
 /// Parses JSON text holding a forward DAG.
-inline result<forward_dag> parse_forward_dag(std::string_view text) { return detail::parse_problem<forward_dag>(text); }
+inline result<forward_dag> parse_forward_dag(std::string_view text) {
+  return detail::parse_problem<forward_dag>(text);
+}
 
 /// Reads a forward DAG file; every error message starts with the path.
 inline result<forward_dag> load_forward_dag(const std::filesystem::path& path) {

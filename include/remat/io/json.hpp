@@ -81,14 +81,13 @@ inline result<std::string> read_text_file(const std::filesystem::path& path,
                                           std::uintmax_t cap = max_file_bytes) {
   const std::string cannot = "cannot read " + where + ": ";
   const std::string mib = std::to_string(cap >> 20) + " MiB";
-  const std::string limit = cap % (std::uintmax_t{1} << 20) == 0 && cap > 0
-                                ? "the " + mib + " " + std::string(what) + " file may have"
-                                : "the " + std::to_string(cap) + " bytes " + std::string(what) +
-                                      " file may have";
+  const std::string limit =
+      cap % (std::uintmax_t{1} << 20) == 0 && cap > 0
+          ? "the " + mib + " " + std::string(what) + " file may have"
+          : "the " + std::to_string(cap) + " bytes " + std::string(what) + " file may have";
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory)
-    return invalid(cannot + ec.message());
+  if (ec && ec != std::errc::no_such_file_or_directory) return invalid(cannot + ec.message());
   if (!std::filesystem::exists(st)) return invalid(cannot + "no such file");
   if (std::filesystem::is_directory(st))
     return invalid(cannot + "it is a directory, not a JSON file");
@@ -154,15 +153,19 @@ inline constexpr field_spec stage_fields[] = {
      "temporary bytes while the forward runs keeping what the backward needs (F_all), an "
      "integer >= 0 (default: forward_overhead_bytes)"},
     {"options",
-     "an array of option objects, other ways to run the stage's F_all and B (a cost set; default none)"},
+     "an array of option objects, other ways to run the stage's F_all and B (a cost set; default "
+     "none)"},
 };
 
 inline constexpr field_spec option_fields[] = {
     {"forward_time", "the forward's duration in seconds, a number >= 0"},
     {"backward_time", "the backward's duration in seconds, a number >= 0"},
-    {"saved_bytes", "the bytes the forward keeps for the backward, the output included, an integer"},
-    {"forward_overhead_bytes", "temporary bytes while the forward runs, an integer >= 0 (default 0)"},
-    {"backward_overhead_bytes", "temporary bytes while the backward runs, an integer >= 0 (default 0)"},
+    {"saved_bytes",
+     "the bytes the forward keeps for the backward, the output included, an integer"},
+    {"forward_overhead_bytes",
+     "temporary bytes while the forward runs, an integer >= 0 (default 0)"},
+    {"backward_overhead_bytes",
+     "temporary bytes while the backward runs, an integer >= 0 (default 0)"},
 };
 
 template <std::size_t N>
@@ -371,18 +374,21 @@ inline result<stage> stage_from_json(const json& j, std::size_t i) {
       const std::string at = where + ", options[" + std::to_string(o) + "]";
       if (!oj.is_object())
         return invalid(at + " is " + describe(oj) +
-                       "; an option is an object with the fields forward_time, backward_time, saved_bytes (and "
+                       "; an option is an object with the fields forward_time, backward_time, "
+                       "saved_bytes (and "
                        "optionally forward_overhead_bytes, backward_overhead_bytes)");
       if (auto e = check_unknown_fields(oj, at, option_fields, "an option")) return *e;
       stage_option op;
-      for (auto [out, field] : {std::pair{&op.forward_time, "forward_time"}, std::pair{&op.backward_time, "backward_time"}}) {
+      for (auto [out, field] : {std::pair{&op.forward_time, "forward_time"},
+                                std::pair{&op.backward_time, "backward_time"}}) {
         auto v = read_seconds(oj, at, spec_of(option_fields, field));
         if (!v) return v.err();
         *out = *v;
       }
-      for (auto [out, field, required] : {std::tuple{&op.saved_bytes, "saved_bytes", true},
-                                          std::tuple{&op.forward_overhead_bytes, "forward_overhead_bytes", false},
-                                          std::tuple{&op.backward_overhead_bytes, "backward_overhead_bytes", false}}) {
+      for (auto [out, field, required] :
+           {std::tuple{&op.saved_bytes, "saved_bytes", true},
+            std::tuple{&op.forward_overhead_bytes, "forward_overhead_bytes", false},
+            std::tuple{&op.backward_overhead_bytes, "backward_overhead_bytes", false}}) {
         auto v = read_bytes(oj, at, spec_of(option_fields, field), required);
         if (!v) return v.err();
         *out = *v;
@@ -396,8 +402,9 @@ inline result<stage> stage_from_json(const json& j, std::size_t i) {
 /// Parses JSON text; a syntax error reports nlohmann's line/column and what was expected. `shape`
 /// says what the text should hold, for an empty text.
 inline result<json> parse_text(std::string_view text, const std::string& source,
-                               std::string_view shape = "a chain is a JSON object {\"name\": ..., "
-                                                        "\"input_bytes\": ..., \"stages\": [...]}") {
+                               std::string_view shape =
+                                   "a chain is a JSON object {\"name\": ..., "
+                                   "\"input_bytes\": ..., \"stages\": [...]}") {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     return invalid(source + ": malformed JSON: the text is empty; " + std::string(shape));
   try {
@@ -431,8 +438,9 @@ struct format;
 
 template <>
 struct format<chain> {
-  static constexpr std::string_view noun = "chain", article = "a chain", items = "stages", item = "stage",
-                                    last = "the loss", file = "chain file", file_kind = "a chain";
+  static constexpr std::string_view noun = "chain", article = "a chain", items = "stages",
+                                    item = "stage", last = "the loss", file = "chain file",
+                                    file_kind = "a chain";
   static constexpr const auto& fields = chain_fields;
   static auto& items_of(chain& c) { return c.stages; }
   static auto item_from_json(const json& j, std::size_t i) { return stage_from_json(j, i); }
@@ -445,7 +453,8 @@ result<Problem> problem_from_json(const json& j) {
   const std::string noun(F::noun), items(F::items);
   try {
     if (!j.is_object())
-      return invalid(std::string(F::article) + " must be a JSON object with the fields name, input_bytes and " + items +
+      return invalid(std::string(F::article) +
+                     " must be a JSON object with the fields name, input_bytes and " + items +
                      "; got " + describe(j));
     if (auto e = check_unknown_fields(j, noun, F::fields, F::article)) return *e;
     Problem p;
@@ -457,11 +466,12 @@ result<Problem> problem_from_json(const json& j) {
     p.input_bytes = *input;
     const auto arr = j.find(items);
     if (arr == j.end())
-      return invalid(noun + ": missing field \"" + items + "\" (" + std::string(spec_of(F::fields, F::items).expect) +
-                     ")");
+      return invalid(noun + ": missing field \"" + items + "\" (" +
+                     std::string(spec_of(F::fields, F::items).expect) + ")");
     if (!arr->is_array())
-      return invalid(noun + ": \"" + items + "\" is " + describe(*arr) + "; it must be an array of " +
-                     std::string(F::item) + " objects, the last one being " + std::string(F::last));
+      return invalid(noun + ": \"" + items + "\" is " + describe(*arr) +
+                     "; it must be an array of " + std::string(F::item) +
+                     " objects, the last one being " + std::string(F::last));
     auto& out = F::items_of(p);
     out.reserve(arr->size());
     for (std::size_t i = 0; i < arr->size(); ++i) {
@@ -513,13 +523,19 @@ result<Problem> load_problem(const std::filesystem::path& path) {
 }  // namespace detail
 
 /// Reads a chain from parsed JSON, then checks it with remat::validate.
-inline result<chain> chain_from_json(const nlohmann::json& j) { return detail::problem_from_json<chain>(j); }
+inline result<chain> chain_from_json(const nlohmann::json& j) {
+  return detail::problem_from_json<chain>(j);
+}
 
 /// Parses JSON text holding a chain.
-inline result<chain> parse_chain(std::string_view text) { return detail::parse_problem<chain>(text); }
+inline result<chain> parse_chain(std::string_view text) {
+  return detail::parse_problem<chain>(text);
+}
 
 /// Reads a chain file (at most max_file_bytes); every error message names the path.
-inline result<chain> load_chain(const std::filesystem::path& path) { return detail::load_problem<chain>(path); }
+inline result<chain> load_chain(const std::filesystem::path& path) {
+  return detail::load_problem<chain>(path);
+}
 
 /// The chain as JSON, every field written (overheads included), in the format above.
 inline nlohmann::json to_json(const chain& c) {
@@ -532,7 +548,8 @@ inline nlohmann::json to_json(const chain& c) {
                       {"saved_bytes", s.saved_bytes},
                       {"forward_overhead_bytes", s.forward_overhead_bytes},
                       {"backward_overhead_bytes", s.backward_overhead_bytes}});
-    if (s.forward_save_overhead_bytes) stages.back()["forward_save_overhead_bytes"] = *s.forward_save_overhead_bytes;
+    if (s.forward_save_overhead_bytes)
+      stages.back()["forward_save_overhead_bytes"] = *s.forward_save_overhead_bytes;
     if (!s.options.empty()) {
       nlohmann::json opts = nlohmann::json::array();
       for (const auto& o : s.options)
@@ -583,16 +600,20 @@ auto read_words(const nlohmann::json& j, std::string_view forms, Parse parse)
   const nlohmann::json* arr = words_array(j);
   if (arr == nullptr)
     return invalid("a schedule must be a JSON array of instructions " + std::string(forms) +
-                   ", or an object with such an array under \"schedule\"; this object has no \"schedule\" field");
+                   ", or an object with such an array under \"schedule\"; this object has no "
+                   "\"schedule\" field");
   if (!arr->is_array())
-    return invalid("schedule is " + describe(*arr) + "; it must be an array of instructions " + std::string(forms));
+    return invalid("schedule is " + describe(*arr) + "; it must be an array of instructions " +
+                   std::string(forms));
   std::vector<typename decltype(parse(std::string()))::value_type> out;
   out.reserve(arr->size());
   for (std::size_t i = 0; i < arr->size(); ++i) {
     const auto& v = (*arr)[i];
     const std::string at = "schedule[" + std::to_string(i) + "]";
     const auto ins = v.is_string() ? parse(v.get_ref<const std::string&>()) : std::nullopt;
-    if (!ins) return invalid(at + " is " + describe(v) + ", not an instruction; write " + std::string(forms));
+    if (!ins)
+      return invalid(at + " is " + describe(v) + ", not an instruction; write " +
+                     std::string(forms));
     out.push_back(*ins);
   }
   return out;
@@ -611,12 +632,16 @@ inline bool in_chain_notation(const nlohmann::json& j) {
 }
 
 inline constexpr std::string_view program_forms =
-    "\"C<c>\" (compute node c), \"C<c>_ff\" (fast-forward of forward node c), \"D<d>\" (free data node d), "
-    "\"O<d>\", \"P<d>\", \"W<d>\" (offload, prefetch, wait for data node d), with 0-based node indices, e.g. "
+    "\"C<c>\" (compute node c), \"C<c>_ff\" (fast-forward of forward node c), \"D<d>\" (free data "
+    "node d), "
+    "\"O<d>\", \"P<d>\", \"W<d>\" (offload, prefetch, wait for data node d), with 0-based node "
+    "indices, e.g. "
     "[\"C0\", \"C1_ff\", \"D0\"]";
 inline constexpr std::string_view chain_forms =
-    "\"F<l>_none\", \"F<l>_ck\", \"F<l>_all\" or \"B<l>\" with a stage number l >= 1, or \"O<k>\", \"P<k>\", "
-    "\"W<k>\" (offload, prefetch, wait for the activation a_k) with k >= 0, e.g. [\"F1_ck\", \"F2_all\", \"B2\"]";
+    "\"F<l>_none\", \"F<l>_ck\", \"F<l>_all\" or \"B<l>\" with a stage number l >= 1, or \"O<k>\", "
+    "\"P<k>\", "
+    "\"W<k>\" (offload, prefetch, wait for the activation a_k) with k >= 0, e.g. [\"F1_ck\", "
+    "\"F2_all\", \"B2\"]";
 
 /// Program text; `forms` describes the words accepted, for the messages.
 inline result<schedule> program_from_json(const nlohmann::json& j, std::string_view forms) {
@@ -644,11 +669,13 @@ inline result<schedule> schedule_from_json(const nlohmann::json& j) {
 /// sim::simulate. schedule_from_json(to_json(s, c), c) gives back s for every program s.
 inline result<schedule> schedule_from_json(const nlohmann::json& j, const chain& c) {
   if (!detail::in_chain_notation(j))
-    return detail::program_from_json(j, std::string(detail::program_forms) +
-                                            "; or the chain notation, with a forward or backward: " +
-                                            std::string(detail::chain_forms));
+    return detail::program_from_json(j,
+                                     std::string(detail::program_forms) +
+                                         "; or the chain notation, with a forward or backward: " +
+                                         std::string(detail::chain_forms));
   try {
-    auto ops = detail::read_words(j, detail::chain_forms, [](const std::string& w) { return parse_chain_op(w); });
+    auto ops = detail::read_words(j, detail::chain_forms,
+                                  [](const std::string& w) { return parse_chain_op(w); });
     if (!ops) return ops.err();
     return lower(c.length(), *ops);
   } catch (const nlohmann::json::exception& e) {

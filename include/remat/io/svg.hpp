@@ -28,23 +28,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/io/file.hpp>
+#include <remat/sim/report.hpp>
+#include <remat/sweep_result.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <remat/core/result.hpp>
-#include <remat/core/units.hpp>
-#include <remat/sim/report.hpp>
-#include <remat/io/file.hpp>
-#include <remat/sweep_result.hpp>
 
 namespace remat::io {
 
 /// What the memory timeline's title says besides the report's peak and makespan.
 struct timeline_labels {
-  std::string problem;               ///< the chain's or graph's name
-  std::string policy;                ///< or "measured", "program", ...
-  bytes budget = unlimited_bytes;    ///< drawn as a line unless unlimited (or <= 0)
+  std::string problem;             ///< the chain's or graph's name
+  std::string policy;              ///< or "measured", "program", ...
+  bytes budget = unlimited_bytes;  ///< drawn as a line unless unlimited (or <= 0)
 };
 
 namespace detail::svg {
@@ -56,11 +55,21 @@ inline std::string escape(std::string_view s) {
   out.reserve(s.size());
   for (const char ch : s) {
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n')
           out += "\xEF\xBF\xBD";
@@ -96,7 +105,8 @@ inline std::string short_num(double v) {
   return buf;
 }
 
-/// A linear axis [lo, hi] with ticks every `step`, lo and hi multiples of it, about `ticks` of them.
+/// A linear axis [lo, hi] with ticks every `step`, lo and hi multiples of it, about `ticks` of
+/// them.
 struct axis {
   double lo = 0, hi = 1, step = 1;
 };
@@ -157,14 +167,17 @@ struct frame {
   double left, top, width, height;
   axis x, y;
   [[nodiscard]] double px(double v) const { return left + (v - x.lo) / (x.hi - x.lo) * width; }
-  [[nodiscard]] double py(double v) const { return top + height - (v - y.lo) / (y.hi - y.lo) * height; }
+  [[nodiscard]] double py(double v) const {
+    return top + height - (v - y.lo) / (y.hi - y.lo) * height;
+  }
   [[nodiscard]] double bottom() const { return top + height; }
   [[nodiscard]] double right() const { return left + width; }
   /// The opening tag of the plot group, with the map in data-* attributes.
   [[nodiscard]] std::string open_group() const {
-    return "<g class=\"plot\" data-x-min=\"" + exact(x.lo) + "\" data-x-max=\"" + exact(x.hi) + "\" data-y-min=\"" +
-           exact(y.lo) + "\" data-y-max=\"" + exact(y.hi) + "\" data-left=\"" + num(left) + "\" data-top=\"" +
-           num(top) + "\" data-width=\"" + num(width) + "\" data-height=\"" + num(height) + "\">\n";
+    return "<g class=\"plot\" data-x-min=\"" + exact(x.lo) + "\" data-x-max=\"" + exact(x.hi) +
+           "\" data-y-min=\"" + exact(y.lo) + "\" data-y-max=\"" + exact(y.hi) + "\" data-left=\"" +
+           num(left) + "\" data-top=\"" + num(top) + "\" data-width=\"" + num(width) +
+           "\" data-height=\"" + num(height) + "\">\n";
   }
 };
 
@@ -180,19 +193,21 @@ inline std::string header(int width, int height, std::string_view title) {
 }
 
 inline std::string text(double x, double y, std::string_view s, std::string_view attrs = {}) {
-  return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\"" + (attrs.empty() ? "" : " ") + std::string(attrs) + ">" +
-         escape(s) + "</text>\n";
+  return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\"" + (attrs.empty() ? "" : " ") +
+         std::string(attrs) + ">" + escape(s) + "</text>\n";
 }
 
 /// The picture's heading: a bold line, and a smaller one under it (the problem's name; long
 /// names are cut, the <title> keeps them whole).
 inline std::string titles(int width, std::string_view head, std::string_view sub) {
-  std::string s = text(width / 2.0, 24, head, "text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\"");
+  std::string s =
+      text(width / 2.0, 24, head, "text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\"");
   if (!sub.empty()) {
     constexpr std::size_t room = 150;  // characters of 11px text across 960px
     std::string cut(sub.substr(0, room));
     if (sub.size() > room) {
-      while (!cut.empty() && (static_cast<unsigned char>(cut.back()) & 0xC0) == 0x80) cut.pop_back();
+      while (!cut.empty() && (static_cast<unsigned char>(cut.back()) & 0xC0) == 0x80)
+        cut.pop_back();
       if (!cut.empty()) cut.pop_back();  // a UTF-8 lead byte, or the last character
       cut += "\xE2\x80\xA6";
     }
@@ -202,14 +217,15 @@ inline std::string titles(int width, std::string_view head, std::string_view sub
 }
 
 inline std::string line(double x1, double y1, double x2, double y2, std::string_view attrs) {
-  return "<line x1=\"" + num(x1) + "\" y1=\"" + num(y1) + "\" x2=\"" + num(x2) + "\" y2=\"" + num(y2) + "\" " +
-         std::string(attrs) + "/>\n";
+  return "<line x1=\"" + num(x1) + "\" y1=\"" + num(y1) + "\" x2=\"" + num(x2) + "\" y2=\"" +
+         num(y2) + "\" " + std::string(attrs) + "/>\n";
 }
 
 /// Grid lines, ticks and tick labels of both axes, and the axes' titles. `xlabel(v)` and
 /// `ylabel(v)` write a tick's label.
 template <class XLabel, class YLabel>
-std::string axes(const frame& f, XLabel xlabel, YLabel ylabel, std::string_view xtitle, std::string_view ytitle) {
+std::string axes(const frame& f, XLabel xlabel, YLabel ylabel, std::string_view xtitle,
+                 std::string_view ytitle) {
   std::string s = "<g class=\"axes\">\n";
   for (const double v : ticks_of(f.y)) {
     const double y = f.py(v);
@@ -222,8 +238,9 @@ std::string axes(const frame& f, XLabel xlabel, YLabel ylabel, std::string_view 
     s += line(x, f.bottom(), x, f.bottom() + 5, "stroke=\"#333333\" stroke-width=\"1\"");
     s += text(x, f.bottom() + 18, xlabel(v), "text-anchor=\"middle\"");
   }
-  s += "<rect x=\"" + num(f.left) + "\" y=\"" + num(f.top) + "\" width=\"" + num(f.width) + "\" height=\"" +
-       num(f.height) + "\" fill=\"none\" stroke=\"#333333\" stroke-width=\"1\"/>\n";
+  s += "<rect x=\"" + num(f.left) + "\" y=\"" + num(f.top) + "\" width=\"" + num(f.width) +
+       "\" height=\"" + num(f.height) +
+       "\" fill=\"none\" stroke=\"#333333\" stroke-width=\"1\"/>\n";
   s += text(f.left + f.width / 2, f.bottom() + 36, xtitle, "text-anchor=\"middle\"");
   s += "<text x=\"0\" y=\"0\" transform=\"translate(" + num(18) + "," + num(f.top + f.height / 2) +
        ") rotate(-90)\" text-anchor=\"middle\">" + escape(ytitle) + "</text>\n";
@@ -250,7 +267,11 @@ inline std::string memory_timeline_svg(const sim::report& r, const timeline_labe
   const d::unit bu = d::byte_unit(static_cast<double>(high));
   const d::unit tu = d::time_unit(end);
   const int width = 960, height = transfers ? 560 : 500;
-  const d::frame f{84, 66, 846, 350, d::nice_axis_in(0, end > 0 ? end : 1, tu.size),
+  const d::frame f{84,
+                   66,
+                   846,
+                   350,
+                   d::nice_axis_in(0, end > 0 ? end : 1, tu.size),
                    d::nice_axis_in(0, static_cast<double>(high) * 1.05, bu.size)};
 
   std::string head = (labels.policy.empty() ? std::string("memory") : labels.policy) + ": budget " +
@@ -260,16 +281,19 @@ inline std::string memory_timeline_svg(const sim::report& r, const timeline_labe
   std::string sub = labels.problem;
   if (!r.valid && r.first_violation) sub += (sub.empty() ? "" : "; ") + r.first_violation->message;
 
-  std::string s = d::header(width, height, labels.problem.empty() ? head : labels.problem + ", " + head);
+  std::string s =
+      d::header(width, height, labels.problem.empty() ? head : labels.problem + ", " + head);
   s += d::titles(width, head, sub);
   s += d::axes(
-      f, [&](double v) { return d::short_num(v / tu.size); }, [&](double v) { return d::short_num(v / bu.size); },
-      std::string("time (") + tu.name + ")", std::string("device memory (") + bu.name + ")");
+      f, [&](double v) { return d::short_num(v / tu.size); },
+      [&](double v) { return d::short_num(v / bu.size); }, std::string("time (") + tu.name + ")",
+      std::string("device memory (") + bu.name + ")");
   s += f.open_group();
   if (has_budget) {
     const double y = f.py(static_cast<double>(labels.budget));
     s += "<g class=\"budget\" data-bytes=\"" + std::to_string(labels.budget) + "\">\n" +
-         d::line(f.left, y, f.right(), y, "stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"") +
+         d::line(f.left, y, f.right(), y,
+                 "stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"") +
          d::text(f.right() - 4, y - 5, "budget " + d::size_text(labels.budget),
                  "text-anchor=\"end\" fill=\"#d62728\"") +
          "</g>\n";
@@ -280,13 +304,15 @@ inline std::string memory_timeline_svg(const sim::report& r, const timeline_labe
   for (const auto& p : r.timeline) {
     if (p.lane != sim::lane::compute) continue;
     const double x0 = f.px(p.start), x1 = f.px(p.end);
-    for (const auto& [x, b] : {std::pair{x0, p.before}, std::pair{x0, p.peak}, std::pair{x1, p.peak},
-                               std::pair{x1, p.after}})
-      points += (points.empty() ? "" : " ") + d::num(x) + "," + d::num(f.py(static_cast<double>(b)));
+    for (const auto& [x, b] : {std::pair{x0, p.before}, std::pair{x0, p.peak},
+                               std::pair{x1, p.peak}, std::pair{x1, p.after}})
+      points +=
+          (points.empty() ? "" : " ") + d::num(x) + "," + d::num(f.py(static_cast<double>(b)));
     ++drawn;
   }
   if (drawn > 0)
-    s += "<polyline class=\"memory\" data-instructions=\"" + std::to_string(drawn) + "\" points=\"" + points +
+    s += "<polyline class=\"memory\" data-instructions=\"" + std::to_string(drawn) +
+         "\" points=\"" + points +
          "\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" stroke-linejoin=\"miter\"/>\n";
   else
     s += d::text(f.left + f.width / 2, f.top + f.height / 2,
@@ -297,8 +323,8 @@ inline std::string memory_timeline_svg(const sim::report& r, const timeline_labe
   for (const auto& p : r.timeline) {
     if (p.lane != sim::lane::compute || p.peak != r.peak || drawn == 0) continue;
     const double x = f.px((p.start + p.end) / 2), y = f.py(static_cast<double>(p.peak));
-    s += "<circle class=\"peak\" data-op=\"" + std::to_string(p.op) + "\" data-bytes=\"" + std::to_string(p.peak) +
-         "\" cx=\"" + d::num(x) + "\" cy=\"" + d::num(y) +
+    s += "<circle class=\"peak\" data-op=\"" + std::to_string(p.op) + "\" data-bytes=\"" +
+         std::to_string(p.peak) + "\" cx=\"" + d::num(x) + "\" cy=\"" + d::num(y) +
          "\" r=\"4\" fill=\"#ff7f0e\" stroke=\"#ffffff\" stroke-width=\"1\"><title>" +
          d::escape("peak " + d::size_text(p.peak) + " at instruction " + std::to_string(p.op)) +
          "</title></circle>\n";
@@ -306,9 +332,11 @@ inline std::string memory_timeline_svg(const sim::report& r, const timeline_labe
   s += "</g>\n";
   // Legend, under the plot at the left of the x axis' title.
   const double lx = f.left, ly = f.bottom() + 32;
-  s += "<g class=\"legend\">\n" + d::line(lx, ly, lx + 22, ly, "stroke=\"#1f77b4\" stroke-width=\"1.5\"") +
-       d::text(lx + 28, ly + 4, "device memory") + "<circle cx=\"" + d::num(lx + 135) + "\" cy=\"" + d::num(ly) +
-       "\" r=\"4\" fill=\"#ff7f0e\"/>\n" + d::text(lx + 145, ly + 4, "peak") + "</g>\n";
+  s += "<g class=\"legend\">\n" +
+       d::line(lx, ly, lx + 22, ly, "stroke=\"#1f77b4\" stroke-width=\"1.5\"") +
+       d::text(lx + 28, ly + 4, "device memory") + "<circle cx=\"" + d::num(lx + 135) + "\" cy=\"" +
+       d::num(ly) + "\" r=\"4\" fill=\"#ff7f0e\"/>\n" + d::text(lx + 145, ly + 4, "peak") +
+       "</g>\n";
   if (transfers) {
     // Two rows under the x axis' labels: offloads, then prefetches.
     const double band = f.bottom() + 56;
@@ -324,9 +352,10 @@ inline std::string memory_timeline_svg(const sim::report& r, const timeline_labe
       const bool off = p.lane == sim::lane::device_to_host;
       const double x0 = f.px(p.start), w = std::max(1.0, f.px(p.end) - x0);
       s += "<rect class=\"transfer\" data-op=\"" + std::to_string(p.op) + "\" data-lane=\"" +
-           (off ? "device_to_host" : "host_to_device") + "\" data-start=\"" + d::exact(p.start) + "\" data-end=\"" +
-           d::exact(p.end) + "\" x=\"" + d::num(x0) + "\" y=\"" + d::num(band + (off ? 0 : 22) + 2) + "\" width=\"" +
-           d::num(w) + "\" height=\"12\" fill=\"" + (off ? "#9467bd" : "#2ca02c") + "\"/>\n";
+           (off ? "device_to_host" : "host_to_device") + "\" data-start=\"" + d::exact(p.start) +
+           "\" data-end=\"" + d::exact(p.end) + "\" x=\"" + d::num(x0) + "\" y=\"" +
+           d::num(band + (off ? 0 : 22) + 2) + "\" width=\"" + d::num(w) +
+           "\" height=\"12\" fill=\"" + (off ? "#9467bd" : "#2ca02c") + "\"/>\n";
     }
     s += "</g>\n";
   }
@@ -342,22 +371,24 @@ struct series_style {
 };
 inline series_style style_of(std::size_t i) {
   static constexpr series_style styles[] = {
-      {"#1f77b4", "circle", ""},        {"#ff7f0e", "square", "5,3"},  {"#2ca02c", "triangle", ""},
-      {"#d62728", "diamond", "2,2"},    {"#9467bd", "circle", "8,3"},  {"#8c564b", "square", ""},
-      {"#e377c2", "triangle", "5,3"},   {"#7f7f7f", "diamond", ""},    {"#bcbd22", "cross", "2,2"},
+      {"#1f77b4", "circle", ""},      {"#ff7f0e", "square", "5,3"}, {"#2ca02c", "triangle", ""},
+      {"#d62728", "diamond", "2,2"},  {"#9467bd", "circle", "8,3"}, {"#8c564b", "square", ""},
+      {"#e377c2", "triangle", "5,3"}, {"#7f7f7f", "diamond", ""},   {"#bcbd22", "cross", "2,2"},
       {"#17becf", "cross", ""}};
   return styles[i % (sizeof styles / sizeof styles[0])];
 }
 /// A marker centred on (0, 0), for a group translated to the point.
 inline std::string marker(const series_style& st) {
-  const std::string fill = std::string("fill=\"") + st.color + "\" stroke=\"#ffffff\" stroke-width=\"0.8\"";
+  const std::string fill =
+      std::string("fill=\"") + st.color + "\" stroke=\"#ffffff\" stroke-width=\"0.8\"";
   const std::string_view m = st.marker;
   if (m == "square") return "<rect x=\"-3.5\" y=\"-3.5\" width=\"7\" height=\"7\" " + fill + "/>";
   if (m == "triangle") return "<path d=\"M0,-4.5 L4,3 L-4,3 Z\" " + fill + "/>";
   if (m == "diamond") return "<path d=\"M0,-5 L4,0 L0,5 L-4,0 Z\" " + fill + "/>";
   if (m == "cross")
-    return std::string("<path d=\"M-3.5,-3.5 L3.5,3.5 M-3.5,3.5 L3.5,-3.5\" fill=\"none\" stroke=\"") + st.color +
-           "\" stroke-width=\"2\"/>";
+    return std::string(
+               "<path d=\"M-3.5,-3.5 L3.5,3.5 M-3.5,3.5 L3.5,-3.5\" fill=\"none\" stroke=\"") +
+           st.color + "\" stroke-width=\"2\"/>";
   return "<circle cx=\"0\" cy=\"0\" r=\"3.5\" " + fill + "/>";
 }
 }  // namespace detail::svg
@@ -383,16 +414,22 @@ inline std::string overhead_curve_svg(const sweep_result& sw) {
       if (p.overhead < -1e-9) low_overhead = std::min(low_overhead, 100 * p.overhead);
     }
   const d::unit bu = d::byte_unit(hi);
-  const d::frame f{84, 96, 600, 374, d::nice_axis_in(lo, hi, bu.size),
+  const d::frame f{84,
+                   96,
+                   600,
+                   374,
+                   d::nice_axis_in(lo, hi, bu.size),
                    d::nice_axis(low_overhead, std::max(top_overhead * 1.05, 1.0))};
-  const std::string head = "overhead of each policy by budget (store-all " + d::time_text(sw.store_all_time) +
-                           ", peak " + d::size_text(sw.store_all_peak) + ")";
+  const std::string head = "overhead of each policy by budget (store-all " +
+                           d::time_text(sw.store_all_time) + ", peak " +
+                           d::size_text(sw.store_all_peak) + ")";
 
   std::string s = d::header(width, height, sw.problem.empty() ? head : sw.problem + ": " + head);
   s += d::titles(width, head, sw.problem);
   s += d::axes(
-      f, [&](double v) { return d::short_num(v / bu.size); }, [&](double v) { return d::short_num(v) + "%"; },
-      std::string("budget (") + bu.name + ")", "time overhead over store-all (%)");
+      f, [&](double v) { return d::short_num(v / bu.size); },
+      [&](double v) { return d::short_num(v) + "%"; }, std::string("budget (") + bu.name + ")",
+      "time overhead over store-all (%)");
   // The top axis: the budget as a fraction of store-all's peak, every 10%.
   if (sw.store_all_peak > 0) {
     const double peak = static_cast<double>(sw.store_all_peak);
@@ -402,7 +439,8 @@ inline std::string overhead_curve_svg(const sweep_result& sw) {
       if (v < f.x.lo || v > f.x.hi) continue;
       const double x = f.px(v);
       s += d::line(x, f.top - 5, x, f.top, "stroke=\"#333333\" stroke-width=\"1\"");
-      s += d::text(x, f.top - 9, std::to_string(pct) + "%", "text-anchor=\"middle\" font-size=\"10\"");
+      s += d::text(x, f.top - 9, std::to_string(pct) + "%",
+                   "text-anchor=\"middle\" font-size=\"10\"");
     }
     s += d::text(f.left + f.width / 2, f.top - 24, "budget as a fraction of store-all's peak",
                  "text-anchor=\"middle\" font-size=\"11\" fill=\"#555555\"") +
@@ -419,8 +457,8 @@ inline std::string overhead_curve_svg(const sweep_result& sw) {
     auto flush = [&] {
       if (in_run > 1)
         s += std::string("<polyline points=\"") + run + "\" fill=\"none\" stroke=\"" + st.color +
-             "\" stroke-width=\"1.6\"" + (*st.dash ? std::string(" stroke-dasharray=\"") + st.dash + "\"" : "") +
-             "/>\n";
+             "\" stroke-width=\"1.6\"" +
+             (*st.dash ? std::string(" stroke-dasharray=\"") + st.dash + "\"" : "") + "/>\n";
       run.clear();
       in_run = 0;
     };
@@ -441,11 +479,13 @@ inline std::string overhead_curve_svg(const sweep_result& sw) {
       char pct[32];
       std::snprintf(pct, sizeof pct, "%+.1f%%", 100 * p.overhead);
       s += "<g class=\"point\" data-policy=\"" + d::escape(p.policy) + "\" data-budget=\"" +
-           std::to_string(p.budget) + "\" data-peak=\"" + std::to_string(p.peak) + "\" data-makespan=\"" +
-           d::exact(p.makespan) + "\" data-overhead=\"" + d::exact(p.overhead) + "\" transform=\"translate(" +
-           d::num(f.px(static_cast<double>(p.budget))) + "," + d::num(f.py(100 * p.overhead)) + ")\"><title>" +
-           d::escape(p.policy + " at " + d::size_text(p.budget) + ": " + pct + ", peak " + d::size_text(p.peak) +
-                     ", " + d::time_text(p.makespan)) +
+           std::to_string(p.budget) + "\" data-peak=\"" + std::to_string(p.peak) +
+           "\" data-makespan=\"" + d::exact(p.makespan) + "\" data-overhead=\"" +
+           d::exact(p.overhead) + "\" transform=\"translate(" +
+           d::num(f.px(static_cast<double>(p.budget))) + "," + d::num(f.py(100 * p.overhead)) +
+           ")\"><title>" +
+           d::escape(p.policy + " at " + d::size_text(p.budget) + ": " + pct + ", peak " +
+                     d::size_text(p.peak) + ", " + d::time_text(p.makespan)) +
            "</title>" + d::marker(st) + "</g>\n";
     }
     s += "</g>\n";
@@ -458,11 +498,13 @@ inline std::string overhead_curve_svg(const sweep_result& sw) {
     const d::series_style st = d::style_of(k);
     const double y = f.top + 24 + 20 * static_cast<double>(k);
     bool any = false;
-    for (std::size_t b = 0; b < nb && k * nb + b < sw.points.size(); ++b) any = any || sw.at(k, b).ok();
+    for (std::size_t b = 0; b < nb && k * nb + b < sw.points.size(); ++b)
+      any = any || sw.at(k, b).ok();
     s += d::line(lx, y, lx + 28, y,
                  std::string("stroke=\"") + st.color + "\" stroke-width=\"1.6\"" +
                      (*st.dash ? std::string(" stroke-dasharray=\"") + st.dash + "\"" : ""));
-    s += "<g transform=\"translate(" + d::num(lx + 14) + "," + d::num(y) + ")\">" + d::marker(st) + "</g>\n";
+    s += "<g transform=\"translate(" + d::num(lx + 14) + "," + d::num(y) + ")\">" + d::marker(st) +
+         "</g>\n";
     s += d::text(lx + 36, y + 4, sw.policies[k] + (any ? "" : " (no plan)"));
   }
   double y = f.top + 24 + 20 * static_cast<double>(sw.policies.size()) + 10;

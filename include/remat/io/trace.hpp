@@ -43,13 +43,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
-#include <span>
-#include <string>
-#include <string_view>
-#include <system_error>
-#include <utility>
-#include <vector>
-
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/problem/builder.hpp>
@@ -58,6 +51,12 @@
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/report.hpp>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
 
 namespace remat::io {
 

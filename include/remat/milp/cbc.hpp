@@ -35,14 +35,13 @@
 #include <cstdio>
 #include <limits>
 #include <mutex>
+#include <remat/core/result.hpp>
+#include <remat/milp/detail/backend.hpp>
+#include <remat/milp/model.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <remat/core/result.hpp>
-#include <remat/milp/detail/backend.hpp>
-#include <remat/milp/model.hpp>
 
 namespace remat::milp {
 
@@ -125,8 +124,8 @@ class event_handler final : public CbcEventHandler {
           dive->setMaxTime(std::max(1e-3, s_->limit - s_->clock->elapsed()));
     const bool node_event = e == node || e == treeStatus;
     // Also between the root's cut passes and heuristics, which can take long on large models.
-    const bool may_stop = node_event || e == generatedCuts || e == heuristicPass ||
-                          e == afterHeuristic;
+    const bool may_stop =
+        node_event || e == generatedCuts || e == heuristicPass || e == afterHeuristic;
     if (may_stop && s_->clock->elapsed() > s_->limit) {
       s_->timed_out = true;
       return stop;
@@ -257,13 +256,13 @@ inline result<solution> run(const model& m, const options& o, bool preprocess,
   progress_sink sink(o, f.sign, clock);
   // Out of time before branch and bound: the warm start, if any, is the answer.
   auto out_of_time = [&](const char* where) {
-    const std::string why = std::string("CBC ") + CBC_VERSION +
-                            ": stopped on the time limit " + where;
-    solution s = o.warm_start ? make_solution(m, f, solve_status::feasible, *o.warm_start,
-                                              -infinity, clock.elapsed(),
-                                              why + "; the warm start is the best schedule")
-                              : make_solution(m, f, solve_status::time_limit, {}, std::nan(""),
-                                              clock.elapsed(), why);
+    const std::string why =
+        std::string("CBC ") + CBC_VERSION + ": stopped on the time limit " + where;
+    solution s =
+        o.warm_start
+            ? make_solution(m, f, solve_status::feasible, *o.warm_start, -infinity, clock.elapsed(),
+                            why + "; the warm start is the best schedule")
+            : make_solution(m, f, solve_status::time_limit, {}, std::nan(""), clock.elapsed(), why);
     if (s.has_values())
       sink.finish(f.sign * s.objective, -infinity);
     else
@@ -308,9 +307,9 @@ inline result<solution> run(const model& m, const options& o, bool preprocess,
     solver.initialSolve();
     clp->setMaximumWallSeconds(-1);
     if (solver.isProvenPrimalInfeasible()) {
-      solution s = make_solution(m, f, solve_status::infeasible, {}, std::nan(""), clock.elapsed(),
-                                 std::string("CBC ") + CBC_VERSION +
-                                     ": the LP relaxation is infeasible (Clp)");
+      solution s = make_solution(
+          m, f, solve_status::infeasible, {}, std::nan(""), clock.elapsed(),
+          std::string("CBC ") + CBC_VERSION + ": the LP relaxation is infeasible (Clp)");
       sink.finish(infinity, -infinity);
       sink.rethrow();
       return to_result(std::move(s), "CBC");

@@ -203,8 +203,7 @@ inline result<solution> run(const model& m, const options& o) {
   lprec* lp = owner.get();
   if (lp == nullptr)
     return error{status::solver_error,
-                 "lp_solve: make_lp failed for " + std::to_string(rows) +
-                     " rows (out of memory?)",
+                 "lp_solve: make_lp failed for " + std::to_string(rows) + " rows (out of memory?)",
                  {}};
   set_verbose(lp, verbosity_level(o.verbosity));
   set_minim(lp);
@@ -213,10 +212,10 @@ inline result<solution> run(const model& m, const options& o) {
   auto clamp = [big](double v) { return std::isinf(v) ? (v > 0 ? big : -big) : v; };
   const bool limited = std::isfinite(o.time_limit);
   auto out_of_time = [&] {
-    return to_result(make_solution(m, f, solve_status::time_limit, {},
-                                   std::numeric_limits<double>::quiet_NaN(), clock.elapsed(),
-                                   "lp_solve: the time limit passed while loading the model"),
-                     "lp_solve");
+    return to_result(
+        make_solution(m, f, solve_status::time_limit, {}, std::numeric_limits<double>::quiet_NaN(),
+                      clock.elapsed(), "lp_solve: the time limit passed while loading the model"),
+        "lp_solve");
   };
   {
     std::vector<double> rh(static_cast<std::size_t>(rows) + 1, 0.0);
@@ -256,10 +255,11 @@ inline result<solution> run(const model& m, const options& o) {
                  crow.begin() + static_cast<std::ptrdiff_t>(start[k + 1]));
       if (!add_columnex(lp, static_cast<int>(val.size()), val.data(), row.data()))
         return error{status::solver_error,
-                     "lp_solve: add_columnex failed on column " + std::to_string(j), {}};
+                     "lp_solve: add_columnex failed on column " + std::to_string(j),
+                     {}};
       if (!set_bounds(lp, j + 1, clamp(f.lower[k]), clamp(f.upper[k])))
-        return error{status::solver_error,
-                     "lp_solve: set_bounds failed on column " + std::to_string(j), {}};
+        return error{
+            status::solver_error, "lp_solve: set_bounds failed on column " + std::to_string(j), {}};
       if (f.integer[k]) set_int(lp, j + 1, TRUE);
     }
   }

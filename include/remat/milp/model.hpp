@@ -28,6 +28,7 @@
 #include <limits>
 #include <optional>
 #include <ranges>
+#include <remat/core/result.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -35,8 +36,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#include <remat/core/result.hpp>
 
 namespace remat::milp {
 

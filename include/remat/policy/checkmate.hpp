@@ -44,9 +44,11 @@
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/milp/model.hpp>
-#include <remat/problem/graph.hpp>
+#include <remat/policy/checkmate/bounds.hpp>
+#include <remat/policy/checkmate/rounding.hpp>
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/store_all.hpp>
+#include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
 #include <set>
@@ -54,8 +56,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-#include <remat/policy/checkmate/bounds.hpp>
-#include <remat/policy/checkmate/rounding.hpp>
 
 namespace remat {
 
@@ -107,7 +107,8 @@ struct checkmate {
   /// With relax: the seed of the randomized roundings (the result is deterministic for a seed).
   std::uint64_t seed = 1;
   /// A schedule to start the exact solve from (a heuristic's: store-all's program when it fits,
-  /// a chain policy's schedule of the chain whose graph this is). It must be valid within the budget.
+  /// a chain policy's schedule of the chain whose graph this is). It must be valid within the
+  /// budget.
   std::optional<schedule> warm_start = std::nullopt;
   /// Without warm_start: start the exact solve from the relaxation's schedule (LP, roundings and
   /// cheap storage patterns; as with relax), computed within a quarter of time_limit. On by
@@ -158,8 +159,8 @@ struct checkmate {
           {}};
     if (warm_start) {
       const auto rep = sim::simulate(g, *warm_start, {.budget = budget, .record_timeline = false});
-      if (!rep.valid && !(rep.first_violation &&
-                          rep.first_violation->kind == sim::violation_kind::over_budget))
+      if (!rep.valid &&
+          !(rep.first_violation && rep.first_violation->kind == sim::violation_kind::over_budget))
         return error{status::invalid_problem,
                      "checkmate: the warm start is not a valid schedule of graph '" + g.name +
                          "': " + rep.first_violation->message,
@@ -238,7 +239,8 @@ struct checkmate {
       return error{status::solver_error,
                    "checkmate: the MILP is infeasible at " + std::to_string(budget) +
                        " bytes, but a schedule of graph '" + g.name + "' peaks at " +
-                       std::to_string(hi) + " bytes; a bug in remat: please report it with the "
+                       std::to_string(hi) +
+                       " bytes; a bug in remat: please report it with the "
                        "graph",
                    {}};
     const std::string head = "checkmate: no schedule of graph '" + g.name + "' fits in " +
@@ -305,9 +307,9 @@ struct checkmate {
     return detail::finish(name, rep, std::move(out));
   }
 
-  [[nodiscard]] result<checkmate_solution> solve_once(
-      const graph& g, bytes budget, clock::time_point deadline, bool feasibility,
-      const std::optional<schedule>& start) const {
+  [[nodiscard]] result<checkmate_solution> solve_once(const graph& g, bytes budget,
+                                                      clock::time_point deadline, bool feasibility,
+                                                      const std::optional<schedule>& start) const {
     const auto t0 = clock::now();
     std::optional<schedule> heuristic;  // auto_warm_start's schedule, found before building
     if (!start && auto_warm_start && !feasibility)
@@ -370,10 +372,8 @@ struct checkmate {
       const milp::solution& s = sol.value();
       auto out = model().extract(g, b, s);
       if (!out) return out.err();
-      const auto rep =
-          sim::simulate(g, out.value(), {.budget = budget, .record_timeline = false});
-      if (rep.first_violation &&
-          rep.first_violation->kind == sim::violation_kind::over_budget) {
+      const auto rep = sim::simulate(g, out.value(), {.budget = budget, .record_timeline = false});
+      if (rep.first_violation && rep.first_violation->kind == sim::violation_kind::over_budget) {
         constexpr int max_cuts = 64;
         if (cuts < max_cuts && model().seconds_left(deadline) > 0) {
           auto covers = model().cover_cuts(g, b, s, budget);
@@ -402,7 +402,7 @@ struct checkmate {
   /// auto_warm_start's schedule: the relaxation's (its roundings and the cheap patterns), within
   /// `limit` seconds (a quarter of the time left); nullopt when none fits.
   [[nodiscard]] std::optional<schedule> relaxed_start(const graph& g, bytes budget,
-                                                            double limit) const {
+                                                      double limit) const {
     checkmate quick = *this;
     quick.relax = true;
     quick.auto_warm_start = false;
@@ -477,8 +477,7 @@ struct checkmate {
         if (step == 0 && sol.code() == status::infeasible)
           return error{status::infeasible,
                        "checkmate: no schedule of graph '" + g.name + "' fits in " +
-                           std::to_string(budget) +
-                           " bytes: even the LP relaxation is infeasible",
+                           std::to_string(budget) + " bytes: even the LP relaxation is infeasible",
                        {}};
         if (step == 0 && sol.code() == status::time_limit && !best)
           return error{status::time_limit,
@@ -498,8 +497,8 @@ struct checkmate {
             const auto& e = bm.P[model().ix(t)][model().ix(i)];
             if (!model().rounded(g, i)) continue;
             keep[model().ix(t)][model().ix(i)] = e.terms.empty() ? (e.constant > 0.5 ? 1 : 0)
-                                 : take(lp.values[e.terms.front().index]) ? 1
-                                                                          : 0;
+                                                 : take(lp.values[e.terms.front().index]) ? 1
+                                                                                          : 0;
           }
         return keep;
       };
@@ -508,7 +507,8 @@ struct checkmate {
       auto both = [&](keep_matrix keep) {
         consider(keep);
         for (int i = 0; i < I; ++i)
-          if (model().rounded(g, i) && g.compute(g.producers(i).front()).kind != compute_kind::forward)
+          if (model().rounded(g, i) &&
+              g.compute(g.producers(i).front()).kind != compute_kind::forward)
             model().keep_over_life(g, keep, i);
         consider(keep);
       };

@@ -8,14 +8,13 @@
 // (instantaneous transfers).
 
 #include <concepts>
-#include <string_view>
-
 #include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
+#include <string_view>
 
 namespace remat {
 
@@ -38,9 +37,13 @@ concept GraphPolicy = Policy<P, graph>;
 /// policies, whose bandwidths are knobs of their own), or the default machine.
 template <class P>
 constexpr machine machine_of(const P& p) {
-  if constexpr (requires { { p.hw } -> std::convertible_to<machine>; })
+  if constexpr (requires {
+                  { p.hw } -> std::convertible_to<machine>;
+                })
     return p.hw;
-  else if constexpr (requires { { p.planned_machine() } -> std::convertible_to<machine>; })
+  else if constexpr (requires {
+                       { p.planned_machine() } -> std::convertible_to<machine>;
+                     })
     return p.planned_machine();
   else
     return machine{};
@@ -50,13 +53,21 @@ constexpr machine machine_of(const P& p) {
 /// message that names the requirement.
 template <class P, class Problem>
 inline constexpr bool require_policy = [] {
-  static_assert(std::copyable<P>, "remat: a policy must be a copyable value type (its knobs are public members)");
-  static_assert(requires { { P::name } -> std::convertible_to<std::string_view>; },
-                "remat: a policy needs a static `name` (e.g. static constexpr std::string_view name = \"mine\";)");
-  static_assert(requires(const P& p, const Problem& x, bytes b) {
-    { p.solve(x, b) } -> std::same_as<result<schedule>>;
-  }, "remat: a policy needs `result<schedule> solve(const Problem&, bytes budget) const` for this problem kind "
-     "(chain or graph)");
+  static_assert(std::copyable<P>,
+                "remat: a policy must be a copyable value type (its knobs are public members)");
+  static_assert(
+      requires {
+        { P::name } -> std::convertible_to<std::string_view>;
+      },
+      "remat: a policy needs a static `name` (e.g. static constexpr std::string_view name = "
+      "\"mine\";)");
+  static_assert(
+      requires(const P& p, const Problem& x, bytes b) {
+        { p.solve(x, b) } -> std::same_as<result<schedule>>;
+      },
+      "remat: a policy needs `result<schedule> solve(const Problem&, bytes budget) const` for this "
+      "problem kind "
+      "(chain or graph)");
   return true;
 }();
 

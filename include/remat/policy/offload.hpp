@@ -30,11 +30,6 @@
 #include <functional>
 #include <limits>
 #include <optional>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
 #include <remat/core/machine.hpp>
 #include <remat/policy/concepts.hpp>
 #include <remat/policy/detail/common.hpp>
@@ -42,6 +37,10 @@
 #include <remat/policy/detail/pofo_dp.hpp>
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/store_all.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace remat {
 

@@ -17,12 +17,11 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <remat/policy/detail/common.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <remat/policy/detail/common.hpp>
 
 namespace remat {
 
@@ -61,8 +60,9 @@ struct periodic {
     const int n = c.length();
     if (segments < 0 || segments > n)
       return error{status::invalid_problem,
-                   "periodic: segments = " + std::to_string(segments) + " is out of range; use 1.." +
-                       std::to_string(n) + " for this chain, or 0 to pick the best",
+                   "periodic: segments = " + std::to_string(segments) +
+                       " is out of range; use 1.." + std::to_string(n) +
+                       " for this chain, or 0 to pick the best",
                    {}};
     const graph g = detail::chain_graph(c);
     if (segments > 0) {
@@ -82,7 +82,9 @@ struct periodic {
     for (int k = 1; k <= n; ++k) {
       if (dl.passed())
         return detail::time_limit_reached(
-            name, dl, "after trying " + std::to_string(k - 1) + " of " + std::to_string(n) + " segment counts",
+            name, dl,
+            "after trying " + std::to_string(k - 1) + " of " + std::to_string(n) +
+                " segment counts",
             "raise time_limit, or give segments = k (one program, O(N))");
       if (progress && k > 1) progress(static_cast<double>(k - 1) / n);
       auto ops = program(c, k);
@@ -96,7 +98,8 @@ struct periodic {
       }
     }
     if (progress) progress(1.0);
-    if (best.empty()) return detail::budget_too_small(name, c, budget, min_peak, "with any number of segments");
+    if (best.empty())
+      return detail::budget_too_small(name, c, budget, min_peak, "with any number of segments");
     return detail::finish(name, g, budget, std::move(best), best_time);
   }
 };

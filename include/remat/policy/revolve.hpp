@@ -25,13 +25,12 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <remat/policy/detail/common.hpp>
+#include <remat/policy/store_all.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <remat/policy/detail/common.hpp>
-#include <remat/policy/store_all.hpp>
 
 namespace remat {
 
@@ -85,7 +84,8 @@ struct revolve {
 
    private:
     [[nodiscard]] std::size_t idx(int n, int c) const {
-      return static_cast<std::size_t>(c) * static_cast<std::size_t>(n_ + 1) + static_cast<std::size_t>(n);
+      return static_cast<std::size_t>(c) * static_cast<std::size_t>(n_ + 1) +
+             static_cast<std::size_t>(n);
     }
     [[nodiscard]] long at(int n, int c) const { return g_[idx(n, c)]; }
     int n_;  // n_max: each column (one per c) holds n = 0..n_max
@@ -106,13 +106,15 @@ struct revolve {
 
   /// Same; empty if `dl` passed first.
   [[nodiscard]] static std::vector<chain_op> program(const chain& c, int snaps, const table& tab,
-                                                        const detail::deadline& dl) {
+                                                     const detail::deadline& dl) {
     const int n = c.length();
     detail::deadline_poll poll(dl);
     std::vector<chain_op> ops;
     ops.reserve(static_cast<std::size_t>(2 * n + tab.forwards(n, snaps)));
     // Explicit stack of (s, t, c) reversals still to emit, in order.
-    struct job { int s, t, c; };
+    struct job {
+      int s, t, c;
+    };
     std::vector<job> todo{{1, n, snaps}};
     while (!todo.empty()) {
       const job j = todo.back();
@@ -125,7 +127,8 @@ struct revolve {
       const int len = j.t - j.s + 1;
       const int i = tab.split(len, j.c);
       ops.push_back(chain_op::forward(j.s, forward_mode::save_input));
-      for (int l = j.s + 1; l <= j.s + i - 1; ++l) ops.push_back(chain_op::forward(l, forward_mode::no_save));
+      for (int l = j.s + 1; l <= j.s + i - 1; ++l)
+        ops.push_back(chain_op::forward(l, forward_mode::no_save));
       if (poll.passed(i)) return {};
       // Reverse the tail first, then the head (pushed in reverse order).
       todo.push_back({j.s, j.s + i - 1, j.c});
@@ -140,13 +143,14 @@ struct revolve {
     const int c_max = std::max(0, n - 2);  // with n-2 free slots no state is recomputed
     if (snapshots < -1)
       return error{status::invalid_problem,
-                   "revolve: snapshots = " + std::to_string(snapshots) +
-                       " is negative; use 0.." + std::to_string(c_max) + ", or -1 to pick the best",
+                   "revolve: snapshots = " + std::to_string(snapshots) + " is negative; use 0.." +
+                       std::to_string(c_max) + ", or -1 to pick the best",
                    {}};
     const graph g = detail::chain_graph(c);
     const detail::deadline dl(time_limit);
     const std::string advice =
-        "raise time_limit" + std::string(snapshots < 0 ? ", or give snapshots = c (one program)" : "") +
+        "raise time_limit" +
+        std::string(snapshots < 0 ? ", or give snapshots = c (one program)" : "") +
         "; the split table is O(N^2 c) and a program with few snapshots has O(N^2) operations";
     // The clock is read often while the table and the programs are built; replaying a program
     // in the simulator cannot be stopped, so a program is only replayed (and then replayed
@@ -172,7 +176,8 @@ struct revolve {
       if (out_of_time(static_cast<std::size_t>(2 * n + tab.forwards(n, snaps))))
         return detail::time_limit_reached(name, dl, "before replaying the program", advice);
       auto ops = program(c, snaps, tab, dl);
-      if (ops.empty()) return detail::time_limit_reached(name, dl, "while writing the program", advice);
+      if (ops.empty())
+        return detail::time_limit_reached(name, dl, "while writing the program", advice);
       const bytes peak = detail::peak_of(g, ops);
       if (peak > budget)
         return detail::budget_too_small(name, c, budget, peak,
@@ -185,17 +190,20 @@ struct revolve {
     seconds best_time = 0;
     bytes min_peak = unlimited_bytes;
     const table tab(n, c_max, dl, table_progress);
-    if (!tab.complete()) return detail::time_limit_reached(name, dl, "while building the split table", advice);
+    if (!tab.complete())
+      return detail::time_limit_reached(name, dl, "while building the split table", advice);
     // The most snapshots first: the programs grow as k falls (to O(N^2) operations at k = 0).
     // On equal times the fewest snapshots win.
     for (int k = c_max; k >= 0; --k) {
       const auto length = static_cast<std::size_t>(2 * n + tab.forwards(n, k));
       if (out_of_time(length + best.size()))
-        return detail::time_limit_reached(
-            name, dl, "with " + std::to_string(c_max - k) + " of " + std::to_string(c_max + 1) + " snapshot counts tried",
-            advice);
+        return detail::time_limit_reached(name, dl,
+                                          "with " + std::to_string(c_max - k) + " of " +
+                                              std::to_string(c_max + 1) + " snapshot counts tried",
+                                          advice);
       auto ops = program(c, k, tab, dl);
-      if (ops.empty()) return detail::time_limit_reached(name, dl, "while writing a program", advice);
+      if (ops.empty())
+        return detail::time_limit_reached(name, dl, "while writing a program", advice);
       const bytes peak = detail::peak_of(g, ops);
       min_peak = std::min(min_peak, peak);
       if (progress) progress(0.5 + 0.5 * static_cast<double>(c_max - k + 1) / (c_max + 1));
@@ -206,7 +214,8 @@ struct revolve {
         best_time = t;
       }
     }
-    if (best.empty()) return detail::budget_too_small(name, c, budget, min_peak, "with any number of snapshots");
+    if (best.empty())
+      return detail::budget_too_small(name, c, budget, min_peak, "with any number of snapshots");
     return detail::finish(name, g, budget, std::move(best), best_time);
   }
 };

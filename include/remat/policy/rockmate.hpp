@@ -55,12 +55,6 @@
 #include <limits>
 #include <mutex>
 #include <optional>
-#include <string>
-#include <string_view>
-#include <thread>
-#include <utility>
-#include <vector>
-
 #include <remat/policy/concepts.hpp>
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
@@ -68,6 +62,11 @@
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/block.hpp>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
 
 namespace remat {
 
@@ -95,11 +94,12 @@ struct rockmate_block {
 struct rockmate_plan {
   schedule program;
   std::vector<rockmate_block> blocks;
-  int kinds = 0;                    ///< kinds of blocks solved (each once)
-  chain block_chain;                ///< the sequence RK-Rotor planned: a stage per block, its options as cost sets
-  std::vector<std::string> notes;   ///< what the user should know (one block; fallbacks)
-  seconds options_time = 0;         ///< making the options (the inner solves)
-  seconds solve_time = 0;           ///< everything
+  int kinds = 0;  ///< kinds of blocks solved (each once)
+  chain
+      block_chain;  ///< the sequence RK-Rotor planned: a stage per block, its options as cost sets
+  std::vector<std::string> notes;  ///< what the user should know (one block; fallbacks)
+  seconds options_time = 0;        ///< making the options (the inner solves)
+  seconds solve_time = 0;          ///< everything
 };
 
 namespace detail {
@@ -114,10 +114,10 @@ struct block_option {
 /// A block's programs on the whole graph.
 struct block_programs {
   std::vector<instruction> fast_forward;  ///< F^ck (F^none frees the input after it)
-  seconds fast_time = 0;                ///< F^0's exact time
-  bytes fast_overhead = 0;              ///< tmp(F^0)
-  bytes output = 0;                     ///< a_l
-  std::vector<block_option> options;    ///< store-all first
+  seconds fast_time = 0;                  ///< F^0's exact time
+  bytes fast_overhead = 0;                ///< tmp(F^0)
+  bytes output = 0;                       ///< a_l
+  std::vector<block_option> options;      ///< store-all first
 };
 
 /// The time of instructions on g.
@@ -141,7 +141,9 @@ inline std::vector<instruction> to_parent(const block_graph& b, std::span<const 
 }
 
 /// The block's loss (placeholder or the graph's) in the block graph.
-inline int block_loss(const block_graph& b) { return b.placeholder_loss >= 0 ? b.placeholder_loss : b.g.loss(); }
+inline int block_loss(const block_graph& b) {
+  return b.placeholder_loss >= 0 ? b.placeholder_loss : b.g.loss();
+}
 
 /// Sizes at the block's interface: its input (alive at the start), its output's gradient
 /// (made by the loss), its input's gradient (made by its backward).
@@ -152,8 +154,10 @@ struct interface_sizes {
 inline interface_sizes interface_of(const block_graph& b) {
   interface_sizes s;
   const graph& g = b.g;
-  for (int d : b.inputs) (g.data(d).kind == data_kind::gradient ? s.output_gradient : s.input) += g.data(d).size;
-  for (int d : b.outputs) (g.data(d).kind == data_kind::gradient ? s.input_gradient : s.output) += g.data(d).size;
+  for (int d : b.inputs)
+    (g.data(d).kind == data_kind::gradient ? s.output_gradient : s.input) += g.data(d).size;
+  for (int d : b.outputs)
+    (g.data(d).kind == data_kind::gradient ? s.input_gradient : s.output) += g.data(d).size;
   if (b.placeholder_loss < 0)  // the loss block: its output is the loss op's
     for (int d : g.inputs(g.loss())) s.output += g.data(d).size;
   return s;
@@ -167,10 +171,14 @@ inline interface_sizes interface_of(const block_graph& b) {
 inline std::vector<int> releasable(const block_graph& b, const graph& parent) {
   std::vector<int> out;
   for (int d = 0; d < b.g.data_count(); ++d) {
-    if (!b.g.data(d).is_protected || parent.data(b.data_in_parent[static_cast<std::size_t>(d)]).is_protected) continue;
+    if (!b.g.data(d).is_protected ||
+        parent.data(b.data_in_parent[static_cast<std::size_t>(d)]).is_protected)
+      continue;
     const bool is_in = std::find(b.inputs.begin(), b.inputs.end(), d) != b.inputs.end();
     const bool is_out = std::find(b.outputs.begin(), b.outputs.end(), d) != b.outputs.end();
-    if ((is_in && b.g.data(d).kind == data_kind::activation) || (is_out && b.g.data(d).kind == data_kind::gradient)) continue;
+    if ((is_in && b.g.data(d).kind == data_kind::activation) ||
+        (is_out && b.g.data(d).kind == data_kind::gradient))
+      continue;
     out.push_back(d);
   }
   return out;
@@ -178,8 +186,8 @@ inline std::vector<int> releasable(const block_graph& b, const graph& parent) {
 
 /// An inner program of the block graph as an option, or nothing when it is not a valid one.
 /// `release`: releasable(b, parent), freed in the backward part after their last reader.
-inline std::optional<block_option> make_option(const block_graph& b, const interface_sizes& io, const schedule& s,
-                                               std::span<const int> release) {
+inline std::optional<block_option> make_option(const block_graph& b, const interface_sizes& io,
+                                               const schedule& s, std::span<const int> release) {
   if (!sim::simulate(b.g, s, {.record_timeline = false}).valid) return std::nullopt;
   const int loss = block_loss(b);
   std::size_t k = 0;
@@ -193,7 +201,8 @@ inline std::optional<block_option> make_option(const block_graph& b, const inter
   for (std::size_t i = k + 1; i < s.ops.size(); ++i)
     if (s.ops[i].is_compute())
       for (std::size_t j = 0; j < release.size(); ++j)
-        for (int d : b.g.inputs(s.ops[i].node)) last[j] = d == release[j] ? static_cast<int>(i) : last[j];
+        for (int d : b.g.inputs(s.ops[i].node))
+          last[j] = d == release[j] ? static_cast<int>(i) : last[j];
   for (std::size_t j = 0; j < release.size(); ++j) {
     open.g.data(release[j]).is_protected = false;
     if (last[j] == static_cast<int>(k)) t.ops.push_back(instruction::free(release[j]));
@@ -211,7 +220,8 @@ inline std::optional<block_option> make_option(const block_graph& b, const inter
   bytes fwd_peak = start, bwd_peak = 0;
   for (std::size_t i = 0; i < fwd_end; ++i) fwd_peak = std::max(fwd_peak, r.timeline[i].peak);
   const bytes held = placeholder ? r.timeline[k].before : r.timeline[k].after;
-  for (std::size_t i = k + 1; i < t.ops.size(); ++i) bwd_peak = std::max(bwd_peak, r.timeline[i].peak);
+  for (std::size_t i = k + 1; i < t.ops.size(); ++i)
+    bwd_peak = std::max(bwd_peak, r.timeline[i].peak);
   block_option o;
   const std::span<const instruction> all(t.ops);
   o.forward = to_parent(b, all.subspan(0, fwd_end));
@@ -220,8 +230,8 @@ inline std::optional<block_option> make_option(const block_graph& b, const inter
   o.cost.forward_time = program_time(b.g, all.subspan(0, fwd_end));
   o.cost.backward_time = program_time(b.g, all.subspan(k + 1));
   o.cost.forward_overhead_bytes = std::max<bytes>(0, fwd_peak - held);
-  o.cost.backward_overhead_bytes =
-      std::max<bytes>(0, bwd_peak - start - o.cost.saved_bytes - io.output_gradient - io.input_gradient);
+  o.cost.backward_overhead_bytes = std::max<bytes>(
+      0, bwd_peak - start - o.cost.saved_bytes - io.output_gradient - io.input_gradient);
   return o;
 }
 
@@ -239,13 +249,15 @@ inline void make_fast_forward(const block_graph& b, const interface_sizes& io, b
     if (g.compute(c).kind != compute_kind::forward) continue;
     ff.ops.push_back(instruction::fast_forward(c));
     for (int d : g.inputs(c))
-      if (last[static_cast<std::size_t>(d)] == c && !g.data(d).is_protected) ff.ops.push_back(instruction::free(d));
+      if (last[static_cast<std::size_t>(d)] == c && !g.data(d).is_protected)
+        ff.ops.push_back(instruction::free(d));
   }
   // An intermediate nothing in the block's forward reads (read by its backward only).
   for (int c = 0; c < g.compute_count(); ++c)
     if (g.compute(c).kind == compute_kind::forward)
       for (int d : g.outputs(c))
-        if (g.data(d).kind == data_kind::activation && !g.data(d).is_protected && last[static_cast<std::size_t>(d)] < 0)
+        if (g.data(d).kind == data_kind::activation && !g.data(d).is_protected &&
+            last[static_cast<std::size_t>(d)] < 0)
           ff.ops.push_back(instruction::free(d));
   const sim::report r = sim::simulate(g, ff);  // an incomplete program: its timeline is what counts
   bytes peak = 0;
@@ -262,7 +274,9 @@ inline void make_fast_forward(const block_graph& b, const interface_sizes& io, b
 inline std::vector<int> coarse_to_fine(int n) {
   std::vector<int> rank(static_cast<std::size_t>(std::max(n, 0)), 0);
   if (n <= 2) return rank;
-  struct span { int lo, hi; };
+  struct span {
+    int lo, hi;
+  };
   std::vector<span> level{{0, n - 1}};
   for (int depth = 1; !level.empty(); ++depth) {
     std::vector<span> next;
@@ -283,7 +297,8 @@ inline std::vector<int> coarse_to_fine(int n) {
 inline void keep_pareto(std::vector<block_option>& options) {
   auto key = [](const block_option& o) {
     const stage_option& c = o.cost;
-    return std::array<double, 4>{c.forward_time + c.backward_time, static_cast<double>(c.saved_bytes),
+    return std::array<double, 4>{c.forward_time + c.backward_time,
+                                 static_cast<double>(c.saved_bytes),
                                  static_cast<double>(c.saved_bytes + c.forward_overhead_bytes),
                                  static_cast<double>(c.saved_bytes + c.backward_overhead_bytes)};
   };
@@ -309,7 +324,8 @@ inline void keep_pareto(std::vector<block_option>& options) {
 template <class Inner, class Large = Inner>
 struct rockmate {
   static_assert(require_graph_policy<Inner>, "remat::rockmate<Inner>: Inner plans the blocks");
-  static_assert(require_graph_policy<Large>, "remat::rockmate<Inner, Large>: Large plans the large blocks");
+  static_assert(require_graph_policy<Large>,
+                "remat::rockmate<Inner, Large>: Large plans the large blocks");
   static constexpr std::string_view name = "rockmate";
 
   Inner inner{};
@@ -347,11 +363,13 @@ struct rockmate {
     if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
     for (int l = 1; l <= c.length(); ++l)
       if (c.option_count(l) > 1)
-        return error{status::invalid_problem,
-                     "rockmate: " + detail::stage_label(c, l) +
-                         " has cost sets (\"options\"), which have no programs behind them; rockmate makes each "
-                         "stage's options itself from the chain's graph: remove them, or plan with rotor",
-                     {}};
+        return error{
+            status::invalid_problem,
+            "rockmate: " + detail::stage_label(c, l) +
+                " has cost sets (\"options\"), which have no programs behind them; rockmate makes "
+                "each "
+                "stage's options itself from the chain's graph: remove them, or plan with rotor",
+            {}};
     return solve(detail::chain_graph(c), budget);
   }
 
@@ -367,11 +385,14 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
   if (auto v = validate(g); !v) return v.err();
   if (budget < 0)
     return error{status::invalid_problem,
-                 "rockmate: the budget is negative (" + std::to_string(budget) + " bytes); give a byte count >= 0", {}};
+                 "rockmate: the budget is negative (" + std::to_string(budget) +
+                     " bytes); give a byte count >= 0",
+                 {}};
   if (peak_budgets < 1 || save_budgets < 1)
     return error{status::invalid_problem,
-                 "rockmate: peak_budgets and save_budgets are " + std::to_string(peak_budgets) + " and " +
-                     std::to_string(save_budgets) + "; give at least 1 each (the thesis uses 10 and 10)",
+                 "rockmate: peak_budgets and save_budgets are " + std::to_string(peak_budgets) +
+                     " and " + std::to_string(save_budgets) +
+                     "; give at least 1 each (the thesis uses 10 and 10)",
                  {}};
   const detail::deadline dl(time_limit);
   rockmate_plan out;
@@ -379,12 +400,14 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
   if (cut.size() <= 1) {
     // No cut point: the whole graph is one block, for the inner policy.
     Inner p = inner;
-    if constexpr (requires { p.time_limit; }) p.time_limit = std::min<double>(p.time_limit, time_limit);
+    if constexpr (requires { p.time_limit; })
+      p.time_limit = std::min<double>(p.time_limit, time_limit);
     auto s = p.solve(g, budget);
     if (!s) {
       error e = s.err();
-      e.message = "rockmate: graph '" + g.name + "' has no cut point, so it is one block, planned by " +
-                  std::string(Inner::name) + ": " + e.message;
+      e.message = "rockmate: graph '" + g.name +
+                  "' has no cut point, so it is one block, planned by " + std::string(Inner::name) +
+                  ": " + e.message;
       return e;
     }
     out.program = std::move(*s);
@@ -397,7 +420,8 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
   }
 
   // Plain training fits: nothing to plan (its time is a lower bound for any schedule).
-  if (schedule all{store_all_program(g), g.ideal_time(), 0}; sim::simulate(g, all, {.record_timeline = false}).peak <= budget) {
+  if (schedule all{store_all_program(g), g.ideal_time(), 0};
+      sim::simulate(g, all, {.record_timeline = false}).peak <= budget) {
     auto s = detail::finish(name, g, budget, std::move(all));
     if (!s) return s.err();
     out.program = std::move(*s);
@@ -415,11 +439,13 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
     auto b = extract_block(g, cut[static_cast<std::size_t>(k)]);
     if (!b) {
       error e = b.err();
-      e.message = "rockmate: block " + std::to_string(k + 1) + " of " + std::to_string(nb) + ": " + e.message;
+      e.message = "rockmate: block " + std::to_string(k + 1) + " of " + std::to_string(nb) + ": " +
+                  e.message;
       return e;
     }
     blocks.push_back(std::move(*b));
-    for (std::size_t r = 0; r < representative.size() && kind_of[static_cast<std::size_t>(k)] < 0; ++r)
+    for (std::size_t r = 0; r < representative.size() && kind_of[static_cast<std::size_t>(k)] < 0;
+         ++r)
       if (same_block(blocks[static_cast<std::size_t>(representative[r])], blocks.back()))
         kind_of[static_cast<std::size_t>(k)] = static_cast<int>(r);
     if (kind_of[static_cast<std::size_t>(k)] < 0) {
@@ -431,31 +457,43 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
   out.kinds = kinds;
 
   // 2. Options per kind: the grid's inner solves, on threads.
-  std::vector<detail::block_programs> programs(static_cast<std::size_t>(kinds));  // on the representative's nodes
+  std::vector<detail::block_programs> programs(
+      static_cast<std::size_t>(kinds));  // on the representative's nodes
   std::vector<detail::interface_sizes> io(static_cast<std::size_t>(kinds));
   std::vector<std::vector<int>> release(static_cast<std::size_t>(kinds));
   for (int r = 0; r < kinds; ++r)
-    release[static_cast<std::size_t>(r)] = detail::releasable(blocks[static_cast<std::size_t>(representative[static_cast<std::size_t>(r)])], g);
+    release[static_cast<std::size_t>(r)] = detail::releasable(
+        blocks[static_cast<std::size_t>(representative[static_cast<std::size_t>(r)])], g);
   // A grid point: kind, M_peak index i (0 = the store-all peak), M_save index j (0 = M_peak);
   // visited coarse to fine in both (rank), so that a short block_time_limit still spans the grid.
-  struct task { int kind, i, j, rank; bytes peak, save; };
+  struct task {
+    int kind, i, j, rank;
+    bytes peak, save;
+  };
   std::vector<task> tasks;
   // Plans found, by grid point (sorted before they become options: the same options whatever
   // the threads' timing).
-  std::vector<std::vector<std::pair<std::pair<int, int>, schedule>>> found(static_cast<std::size_t>(kinds));
+  std::vector<std::vector<std::pair<std::pair<int, int>, schedule>>> found(
+      static_cast<std::size_t>(kinds));
   std::vector<int> tasks_left(static_cast<std::size_t>(kinds), 0);
   std::vector<int> timed_out(static_cast<std::size_t>(kinds), 0);
   std::vector<double> solve_seconds(static_cast<std::size_t>(kinds), 0.0);
   for (int r = 0; r < kinds; ++r) {
-    const block_graph& b = blocks[static_cast<std::size_t>(representative[static_cast<std::size_t>(r)])];
+    const block_graph& b =
+        blocks[static_cast<std::size_t>(representative[static_cast<std::size_t>(r)])];
     io[static_cast<std::size_t>(r)] = detail::interface_of(b);
-    detail::make_fast_forward(b, io[static_cast<std::size_t>(r)], programs[static_cast<std::size_t>(r)]);
+    detail::make_fast_forward(b, io[static_cast<std::size_t>(r)],
+                              programs[static_cast<std::size_t>(r)]);
     schedule all{store_all_program(b.g), 0, 0};
-    auto o = detail::make_option(b, io[static_cast<std::size_t>(r)], all, release[static_cast<std::size_t>(r)]);
+    auto o = detail::make_option(b, io[static_cast<std::size_t>(r)], all,
+                                 release[static_cast<std::size_t>(r)]);
     if (!o)
-      return error{status::solver_error,
-                   "rockmate: the store-all program of block " + std::to_string(representative[static_cast<std::size_t>(r)] + 1) +
-                       " is not valid on its graph (a bug in remat; please report it with the graph)", {}};
+      return error{
+          status::solver_error,
+          "rockmate: the store-all program of block " +
+              std::to_string(representative[static_cast<std::size_t>(r)] + 1) +
+              " is not valid on its graph (a bug in remat; please report it with the graph)",
+          {}};
     programs[static_cast<std::size_t>(r)].options.push_back(std::move(*o));
     // The grid of M_peak: a lower bound (the largest single op's need, the input held) to the
     // store-all peak.
@@ -463,27 +501,43 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
     bytes lo = 0;
     for (int c = 0; c < b.g.compute_count(); ++c) {
       bytes need = io[static_cast<std::size_t>(r)].input + b.g.compute(c).overhead;
-      for (int d : b.g.inputs(c)) need += b.g.data(d).is_protected && b.g.data(d).kind == data_kind::activation ? 0 : b.g.data(d).size;
+      for (int d : b.g.inputs(c))
+        need += b.g.data(d).is_protected && b.g.data(d).kind == data_kind::activation
+                    ? 0
+                    : b.g.data(d).size;
       for (int d : b.g.outputs(c)) need += b.g.data(d).size;
       lo = std::max(lo, need);
     }
     lo = std::min(lo, hi);
     const detail::interface_sizes& sz = io[static_cast<std::size_t>(r)];
     const int saves = b.placeholder_loss >= 0 ? save_budgets : 1;
-    const std::vector<int> peak_rank = detail::coarse_to_fine(peak_budgets), save_rank = detail::coarse_to_fine(saves);
+    const std::vector<int> peak_rank = detail::coarse_to_fine(peak_budgets),
+                           save_rank = detail::coarse_to_fine(saves);
     for (int i = 0; i < peak_budgets; ++i) {
-      const bytes peak = hi - (peak_budgets == 1 ? 0 : static_cast<bytes>(std::llround(static_cast<double>(hi - lo) * i / (peak_budgets - 1))));
+      const bytes peak =
+          hi - (peak_budgets == 1 ? 0
+                                  : static_cast<bytes>(std::llround(static_cast<double>(hi - lo) *
+                                                                    i / (peak_budgets - 1))));
       const bytes save_lo = std::min(peak, sz.input + sz.output + sz.output_gradient);
       for (int j = 0; j < saves; ++j) {
-        const bytes save = peak - (saves == 1 ? 0 : static_cast<bytes>(std::llround(static_cast<double>(peak - save_lo) * j / (saves - 1))));
-        if (std::any_of(tasks.begin(), tasks.end(), [&](const task& t) { return t.kind == r && t.peak == peak && t.save == save; }))
+        const bytes save =
+            peak - (saves == 1 ? 0
+                               : static_cast<bytes>(std::llround(
+                                     static_cast<double>(peak - save_lo) * j / (saves - 1))));
+        if (std::any_of(tasks.begin(), tasks.end(), [&](const task& t) {
+              return t.kind == r && t.peak == peak && t.save == save;
+            }))
           continue;
-        tasks.push_back({r, i, j, std::max(peak_rank[static_cast<std::size_t>(i)], save_rank[static_cast<std::size_t>(j)]), peak, save});
+        tasks.push_back({r, i, j,
+                         std::max(peak_rank[static_cast<std::size_t>(i)],
+                                  save_rank[static_cast<std::size_t>(j)]),
+                         peak, save});
         ++tasks_left[static_cast<std::size_t>(r)];
       }
     }
   }
-  std::stable_sort(tasks.begin(), tasks.end(), [](const task& x, const task& y) { return x.rank < y.rank; });
+  std::stable_sort(tasks.begin(), tasks.end(),
+                   [](const task& x, const task& y) { return x.rank < y.rank; });
   // Proven infeasible points: every point below one in both budgets is infeasible too.
   std::vector<std::vector<std::pair<bytes, bytes>>> failed(static_cast<std::size_t>(kinds));
   std::mutex mutex;
@@ -504,13 +558,18 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
     }
     if (dl.passed()) return;
     const block_graph& b = blocks[static_cast<std::size_t>(representative[k])];
-    const bool large_block = large_block_ops > 0 && static_cast<int>(cut[static_cast<std::size_t>(representative[k])].size()) > large_block_ops;
+    const bool large_block =
+        large_block_ops > 0 &&
+        static_cast<int>(cut[static_cast<std::size_t>(representative[k])].size()) > large_block_ops;
     block_graph limited = b;
-    if (limited.placeholder_loss >= 0) limited.g.compute(limited.placeholder_loss).overhead = t.peak - t.save;
-    const double left = std::isfinite(time_limit) ? std::max(1e-3, time_limit - dl.elapsed()) : inner_time_limit;
+    if (limited.placeholder_loss >= 0)
+      limited.g.compute(limited.placeholder_loss).overhead = t.peak - t.save;
+    const double left =
+        std::isfinite(time_limit) ? std::max(1e-3, time_limit - dl.elapsed()) : inner_time_limit;
     auto attempt = [&](auto policy) {
       if constexpr (requires { policy.time_limit; })
-        policy.time_limit = std::max(1e-3, std::min({static_cast<double>(inner_time_limit), left, budget_left}));
+        policy.time_limit =
+            std::max(1e-3, std::min({static_cast<double>(inner_time_limit), left, budget_left}));
       return policy.solve(limited.g, t.peak);
     };
     const auto started = clock::now();
@@ -532,37 +591,46 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
       std::lock_guard lock(mutex);
       if (--tasks_left[static_cast<std::size_t>(tasks[i].kind)] == 0) ++kinds_done;
       ++solves_done;
-      if (progress) progress({kinds_done, kinds, elapsed(), solves_done, static_cast<int>(tasks.size())});
+      if (progress)
+        progress({kinds_done, kinds, elapsed(), solves_done, static_cast<int>(tasks.size())});
     }
   };
   {
-    const int n_threads = std::max(1, std::min<int>(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()),
-                                                    static_cast<int>(tasks.size())));
+    const int n_threads = std::max(
+        1,
+        std::min<int>(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()),
+                      static_cast<int>(tasks.size())));
     std::vector<std::thread> pool;
     for (int i = 1; i < n_threads; ++i) pool.emplace_back(worker);
     worker();
     for (auto& t : pool) t.join();
   }
   if (dl.passed())
-    return detail::time_limit_reached(name, dl, "while making the blocks' options",
-                                      "raise time_limit, or use a coarser grid (peak_budgets, save_budgets)");
+    return detail::time_limit_reached(
+        name, dl, "while making the blocks' options",
+        "raise time_limit, or use a coarser grid (peak_budgets, save_budgets)");
   for (int r = 0; r < kinds; ++r) {
-    const block_graph& b = blocks[static_cast<std::size_t>(representative[static_cast<std::size_t>(r)])];
+    const block_graph& b =
+        blocks[static_cast<std::size_t>(representative[static_cast<std::size_t>(r)])];
     auto& opts = programs[static_cast<std::size_t>(r)].options;
     auto& plans = found[static_cast<std::size_t>(r)];
-    std::sort(plans.begin(), plans.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::sort(plans.begin(), plans.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
     for (const auto& [point, s] : plans)
-      if (auto o = detail::make_option(b, io[static_cast<std::size_t>(r)], s, release[static_cast<std::size_t>(r)])) opts.push_back(std::move(*o));
+      if (auto o = detail::make_option(b, io[static_cast<std::size_t>(r)], s,
+                                       release[static_cast<std::size_t>(r)]))
+        opts.push_back(std::move(*o));
     detail::keep_pareto(opts);
     if (opts.size() == 1 && timed_out[static_cast<std::size_t>(r)] > 0) {
       char limits[96];
-      std::snprintf(limits, sizeof limits, "inner_time_limit %g s, block_time_limit %g s", inner_time_limit,
-                    block_time_limit);
+      std::snprintf(limits, sizeof limits, "inner_time_limit %g s, block_time_limit %g s",
+                    inner_time_limit, block_time_limit);
       const auto& fw = cut[static_cast<std::size_t>(representative[static_cast<std::size_t>(r)])];
-      out.notes.push_back("block " + std::to_string(representative[static_cast<std::size_t>(r)] + 1) + " ('" +
-                          g.compute(fw.front()).name + "' .. '" + g.compute(fw.back()).name + "') and the blocks like it: " +
-                          "its solves ran out of their time limit (" + limits +
-                          ") before any found a plan, so it has its store-all option only");
+      out.notes.push_back(
+          "block " + std::to_string(representative[static_cast<std::size_t>(r)] + 1) + " ('" +
+          g.compute(fw.front()).name + "' .. '" + g.compute(fw.back()).name +
+          "') and the blocks like it: " + "its solves ran out of their time limit (" + limits +
+          ") before any found a plan, so it has its store-all option only");
     }
   }
   out.options_time = elapsed();
@@ -589,25 +657,35 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
     st.backward_overhead_bytes = own.backward_overhead_bytes;
     for (std::size_t o = 1; o < p.options.size(); ++o) st.options.push_back(p.options[o].cost);
     bc.stages.push_back(std::move(st));
-    out.blocks.push_back({fw, kind_of[static_cast<std::size_t>(k)], static_cast<int>(p.options.size()), 0, 0});
+    out.blocks.push_back(
+        {fw, kind_of[static_cast<std::size_t>(k)], static_cast<int>(p.options.size()), 0, 0});
   }
   if (auto v = validate(bc); !v)
-    return error{status::solver_error, "rockmate: its block chain is not valid (a bug in remat; please report it with the graph): " + v.message(), {}};
+    return error{status::solver_error,
+                 "rockmate: its block chain is not valid (a bug in remat; please report it with "
+                 "the graph): " +
+                     v.message(),
+                 {}};
 
   // 4. RK-Rotor, and the program.
   // Block k's programs on the whole graph: the representative's, node for node (identical
   // blocks have the same block graph up to names).
   auto on_block = [&](int k, const std::vector<instruction>& ops) {
-    const block_graph& rep = blocks[static_cast<std::size_t>(representative[static_cast<std::size_t>(kind_of[static_cast<std::size_t>(k)])])];
+    const block_graph& rep = blocks[static_cast<std::size_t>(
+        representative[static_cast<std::size_t>(kind_of[static_cast<std::size_t>(k)])])];
     const block_graph& b = blocks[static_cast<std::size_t>(k)];
-    std::vector<int> compute_back(static_cast<std::size_t>(g.compute_count()), -1), data_back(static_cast<std::size_t>(g.data_count()), -1);
+    std::vector<int> compute_back(static_cast<std::size_t>(g.compute_count()), -1),
+        data_back(static_cast<std::size_t>(g.data_count()), -1);
     for (std::size_t i = 0; i < rep.compute_in_parent.size(); ++i)
-      if (rep.compute_in_parent[i] >= 0) compute_back[static_cast<std::size_t>(rep.compute_in_parent[i])] = static_cast<int>(i);
-    for (std::size_t i = 0; i < rep.data_in_parent.size(); ++i) data_back[static_cast<std::size_t>(rep.data_in_parent[i])] = static_cast<int>(i);
+      if (rep.compute_in_parent[i] >= 0)
+        compute_back[static_cast<std::size_t>(rep.compute_in_parent[i])] = static_cast<int>(i);
+    for (std::size_t i = 0; i < rep.data_in_parent.size(); ++i)
+      data_back[static_cast<std::size_t>(rep.data_in_parent[i])] = static_cast<int>(i);
     std::vector<instruction> mapped;
     mapped.reserve(ops.size());
     for (const instruction& i : ops) {
-      const int local = i.is_compute() ? compute_back[static_cast<std::size_t>(i.node)] : data_back[static_cast<std::size_t>(i.node)];
+      const int local = i.is_compute() ? compute_back[static_cast<std::size_t>(i.node)]
+                                       : data_back[static_cast<std::size_t>(i.node)];
       const auto& map = i.is_compute() ? b.compute_in_parent : b.data_in_parent;
       mapped.push_back({i.op, map[static_cast<std::size_t>(local)]});
     }
@@ -615,15 +693,18 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
   };
   bool exact_fast = true;  // F^0 costs what the DP charges
   for (int k = 0; k < nb; ++k)
-    exact_fast = exact_fast && programs[static_cast<std::size_t>(kind_of[static_cast<std::size_t>(k)])].fast_time ==
-                                   bc.stages[static_cast<std::size_t>(k)].forward_time;
+    exact_fast =
+        exact_fast &&
+        programs[static_cast<std::size_t>(kind_of[static_cast<std::size_t>(k)])].fast_time ==
+            bc.stages[static_cast<std::size_t>(k)].forward_time;
 
   // The block input's node on the whole graph (-1: a graph input, never freed).
   std::vector<int> input_node(static_cast<std::size_t>(nb), -1);
   for (int k = 0; k < nb; ++k) {
     const block_graph& b = blocks[static_cast<std::size_t>(k)];
     for (int d : b.inputs)
-      if (b.g.data(d).kind == data_kind::activation && !g.data(b.data_in_parent[static_cast<std::size_t>(d)]).is_protected)
+      if (b.g.data(d).kind == data_kind::activation &&
+          !g.data(b.data_in_parent[static_cast<std::size_t>(d)]).is_protected)
         input_node[static_cast<std::size_t>(k)] = b.data_in_parent[static_cast<std::size_t>(d)];
   }
   std::vector<int> chosen(static_cast<std::size_t>(nb), 0), runs(static_cast<std::size_t>(nb), 0);
@@ -641,7 +722,8 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
       const std::vector<instruction>* part = nullptr;
       if (op.kind == chain_op_kind::forward) {
         ++runs[static_cast<std::size_t>(k)];
-        part = op.mode == forward_mode::save_all ? &p.options[static_cast<std::size_t>(o)].forward : &p.fast_forward;
+        part = op.mode == forward_mode::save_all ? &p.options[static_cast<std::size_t>(o)].forward
+                                                 : &p.fast_forward;
         if (op.mode == forward_mode::save_all) chosen[static_cast<std::size_t>(k)] = o;
       } else {
         part = &p.options[static_cast<std::size_t>(o)].backward;
@@ -671,15 +753,19 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
     decltype(assemble)& program_of;
     [[nodiscard]] bytes store_all_peak() const {
       const chain& c = self_chain;
-      return sim::simulate(g, program_of({store_all::program(c), {}, c.ideal_time()}), {.record_timeline = false}).peak;
+      return sim::simulate(g, program_of({store_all::program(c), {}, c.ideal_time()}),
+                           {.record_timeline = false})
+          .peak;
     }
     [[nodiscard]] result<schedule> finish(detail::decisions d) const {
       schedule s = program_of(d);
       const double tol = 1e-9 * std::max(1.0, std::abs(s.predicted_time));
       if (exact_fast && std::abs(s.predicted_time - d.time) > tol)
         return error{status::solver_error,
-                     "rockmate: RK-Rotor claimed " + std::to_string(d.time) + " s but its program takes " +
-                         std::to_string(s.predicted_time) + " s (a bug in remat; please report it with the graph)", {}};
+                     "rockmate: RK-Rotor claimed " + std::to_string(d.time) +
+                         " s but its program takes " + std::to_string(s.predicted_time) +
+                         " s (a bug in remat; please report it with the graph)",
+                     {}};
       return detail::finish(name, g, budget, std::move(s));
     }
     const chain& self_chain;
@@ -688,7 +774,9 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
   std::optional<detail::rotor_min_memory> exact;
   auto s = detail::solve_discretized<detail::rotor_dp>(
       name, bc, budget, slots, max_table_bytes, dl, {},
-      [](int n, double w) { return n * (n + 1) / 2.0 * std::max(w, detail::rotor_min_memory::bytes_per_pair / 8); },
+      [](int n, double w) {
+        return n * (n + 1) / 2.0 * std::max(w, detail::rotor_min_memory::bytes_per_pair / 8);
+      },
       [&]() -> std::optional<bytes> {
         exact.emplace(detail::exact_sizes(bc, true), dl);
         if (!exact->complete()) return std::nullopt;
@@ -716,14 +804,17 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
       bytes worst_need = -1;
       for (int l = 1; l <= bc.length(); ++l) {
         bytes need = std::numeric_limits<bytes>::max();
-        for (const auto& o : d.options[static_cast<std::size_t>(l)]) need = std::min(need, d.m_all(l, l, o));
+        for (const auto& o : d.options[static_cast<std::size_t>(l)])
+          need = std::min(need, d.m_all(l, l, o));
         need += bc.a(l - 1) + (l > 1 ? bc.a(0) : 0);
         if (need > worst_need) worst = l, worst_need = need;
       }
       e.message = "rockmate: the budget of " + format_bytes(budget) + " is below the minimum of " +
-                  format_bytes(e.minimum_budget.value_or(0)) + " that its blocks' options allow for graph '" + g.name +
-                  "'; give a budget of at least " + std::to_string(e.minimum_budget.value_or(0)) + " bytes (" +
-                  bc.at(worst).name + " alone needs " + format_bytes(worst_need) + " with its leanest option)";
+                  format_bytes(e.minimum_budget.value_or(0)) +
+                  " that its blocks' options allow for graph '" + g.name +
+                  "'; give a budget of at least " + std::to_string(e.minimum_budget.value_or(0)) +
+                  " bytes (" + bc.at(worst).name + " alone needs " + format_bytes(worst_need) +
+                  " with its leanest option)";
     }
     return e;
   }

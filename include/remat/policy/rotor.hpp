@@ -27,15 +27,14 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/detail/refine.hpp>
 #include <remat/policy/detail/rows.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace remat {
 
@@ -146,7 +145,10 @@ class rotor_min_memory {
       out.ops.push_back(op);
       out.options.push_back(option);
     };
-    struct job { int s, t; int backward_option; };  // backward_option >= 0: B_s only
+    struct job {
+      int s, t;
+      int backward_option;
+    };  // backward_option >= 0: B_s only
     std::vector<job> todo{{from, to, -1}};
     while (!todo.empty()) {
       const job j = todo.back();
@@ -172,7 +174,9 @@ class rotor_min_memory {
  private:
   static constexpr std::int64_t inf = std::numeric_limits<std::int64_t>::max() / 4;
   static std::size_t k(int i) { return static_cast<std::size_t>(i); }
-  [[nodiscard]] std::size_t idx(int s, int t) const { return off_[k(s)] + static_cast<std::size_t>(t - s); }
+  [[nodiscard]] std::size_t idx(int s, int t) const {
+    return off_[k(s)] + static_cast<std::size_t>(t - s);
+  }
   std::int64_t& at(int s, int t) { return lo_[idx(s, t)]; }
   int n_;
   bool complete_ = false;
@@ -238,7 +242,8 @@ class rotor_dp {
       std::fill(row, row + w_, inf);
       for (const detail::discrete_option& o : d_.options[idx(s)]) {
         const double v = o.uf + o.ub;
-        detail::relax_row(row, std::min(d_.m_all(s, s, o), w_), w_, [&](std::int64_t) { return v; });
+        detail::relax_row(row, std::min(d_.m_all(s, s, o), w_), w_,
+                          [&](std::int64_t) { return v; });
       }
       lo(s, s) = detail::first_finite(row, w_);
     }
@@ -277,7 +282,11 @@ class rotor_dp {
       out.ops.push_back(op);
       out.options.push_back(option);
     };
-    struct job { int s, t; std::int64_t m; int backward_option; };  // backward_option >= 0: B_s only
+    struct job {
+      int s, t;
+      std::int64_t m;
+      int backward_option;
+    };  // backward_option >= 0: B_s only
     std::vector<job> todo{{1, n_, w_ - 1, -1}};
     while (!todo.empty()) {
       const job j = todo.back();
@@ -327,7 +336,9 @@ class rotor_dp {
 
  private:
   static std::size_t idx(int k) { return static_cast<std::size_t>(k); }
-  [[nodiscard]] std::size_t pair(int s, int t) const { return off_[idx(s)] + static_cast<std::size_t>(t - s); }
+  [[nodiscard]] std::size_t pair(int s, int t) const {
+    return off_[idx(s)] + static_cast<std::size_t>(t - s);
+  }
   double* row_of(int s, int t) { return cost_.get() + pair(s, t) * static_cast<std::size_t>(w_); }
   [[nodiscard]] const double* row_of(int s, int t) const {
     return cost_.get() + pair(s, t) * static_cast<std::size_t>(w_);
@@ -351,7 +362,8 @@ class rotor_dp {
       const std::int64_t from = std::max({mn, a + lo(sp + 1, t), lo(s, sp)});
       const double* tail = row_of(sp + 1, t);  // C(s'+1, t, ·)
       const double* head = row_of(s, sp);
-      detail::relax_row(row, from, w_, [&](std::int64_t m) { return sum_f + tail[m - a] + head[m]; });
+      detail::relax_row(row, from, w_,
+                        [&](std::int64_t m) { return sum_f + tail[m - a] + head[m]; });
     }
     // C1, an option at a time (RK-Rotor's E; rotor has one): ties keep C2, then the first option.
     const double* next = row_of(s + 1, t);
@@ -390,14 +402,17 @@ inline result<chain_dp_solution> rotor::solve_detailed(const chain& c, bytes bud
   auto planned = detail::solve_discretized<detail::rotor_dp>(
       name, c, budget, slots, max_table_bytes, dl, progress,
       // The minimum-memory table is O(N^2) too: it counts as 2.5 slots a pair.
-      [](int n, double w) { return n * (n + 1) / 2.0 * std::max(w, detail::rotor_min_memory::bytes_per_pair / 8); },
+      [](int n, double w) {
+        return n * (n + 1) / 2.0 * std::max(w, detail::rotor_min_memory::bytes_per_pair / 8);
+      },
       [&]() -> std::optional<bytes> {
         exact.emplace(detail::exact_sizes(c), dl);
         if (!exact->complete()) return std::nullopt;
         return c.a(0) + (*exact)(1, c.length());
       },
       "raise time_limit, or use fewer slots (the DP is O(N^3 S), its minimum-memory step O(N^3))",
-      [&] { return std::optional(exact->schedule()); }, detail::chain_target{name, c, budget}, false, &out);
+      [&] { return std::optional(exact->schedule()); }, detail::chain_target{name, c, budget},
+      false, &out);
   if (!planned) return planned.err();
   out.program = std::move(*planned);
   return out;

@@ -9,7 +9,8 @@
 //   C1 = u_F_s + C(s+1,t,s+1, m - abar_s) + u_B_s                if s = l and m >= m_all(s,t)
 //   C2 = min over s <= r <= l, a_{r-1} >= a_{s-1}, l < t' <= t, r <= s' < t' of
 //        sum_{k=s..s'} u_F_k + C(s'+1, t, t', m - a_s' - a_{r-1} + a_{s-1})
-//                            + C(r, t'-1, l, m - a_{r-1} + a_{s-1})       if t != l and m >= m_∅(s,t)
+//                            + C(r, t'-1, l, m - a_{r-1} + a_{s-1})       if t != l and m >=
+//                            m_∅(s,t)
 //   C3 = min over s < r <= l, a_{r-1} >= a_{s-1} of
 //        sum_{k=s..r-1} u_F_k + C(r, t, l, m - a_{r-1} + a_{s-1})
 //                            if m >= max_{s<=h<r} M_F∅(s,t,h)        (not in the thesis, see below)
@@ -42,16 +43,15 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/detail/refine.hpp>
 #include <remat/policy/detail/rows.hpp>
 #include <remat/policy/rotor.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace remat {
 
@@ -84,7 +84,8 @@ class floating_index {
 /// sum_{k=s..e} u_F_k, accumulated from s upwards (so that every use adds in the same order).
 class forward_sums {
  public:
-  explicit forward_sums(const discrete_chain& d) : n_(d.n), v_(static_cast<std::size_t>((d.n + 2) * (d.n + 2)), 0.0) {
+  explicit forward_sums(const discrete_chain& d)
+      : n_(d.n), v_(static_cast<std::size_t>((d.n + 2) * (d.n + 2)), 0.0) {
     for (int s = 1; s <= n_; ++s) {
       double acc = 0;
       for (int e = s; e <= n_; ++e) {
@@ -93,7 +94,9 @@ class forward_sums {
       }
     }
   }
-  [[nodiscard]] double operator()(int s, int e) const { return v_[static_cast<std::size_t>(s * (n_ + 2) + e)]; }
+  [[nodiscard]] double operator()(int s, int e) const {
+    return v_[static_cast<std::size_t>(s * (n_ + 2) + e)];
+  }
 
  private:
   int n_;
@@ -124,18 +127,22 @@ inline std::int64_t floating_min_memory(const discrete_chain& d, const deadline&
       const std::int64_t mn = m_none(d, s, t);
       for (int l = s; l <= t; ++l) {
         std::int64_t best = inf;
-        if (l == s) best = std::max(d.m_all(s, t), d.abar[static_cast<std::size_t>(s)] + lo[ix(s + 1, t, s + 1)]);
+        if (l == s)
+          best = std::max(d.m_all(s, t),
+                          d.abar[static_cast<std::size_t>(s)] + lo[ix(s + 1, t, s + 1)]);
         std::int64_t need = 0;  // C3: F_s^∅..F_{r-1}^∅ and then C(r, t, l)
         for (int r = s + 1; r <= l; ++r) {
           need = std::max(need, d.f_none(s, r - 1) + d.delta[static_cast<std::size_t>(t)]);
-          if (A(r - 1) >= A(s - 1)) best = std::min(best, std::max(need, lo[ix(r, t, l)] + A(r - 1) - A(s - 1)));
+          if (A(r - 1) >= A(s - 1))
+            best = std::min(best, std::max(need, lo[ix(r, t, l)] + A(r - 1) - A(s - 1)));
         }
         for (int r = s; r <= l; ++r) {
           if (A(r - 1) < A(s - 1)) continue;
           const std::int64_t adj = A(r - 1) - A(s - 1);
           for (int tp = l + 1; tp <= t; ++tp)
             for (int sp = r; sp < tp; ++sp)
-              best = std::min(best, std::max({mn, lo[ix(sp + 1, t, tp)] + A(sp) + adj, lo[ix(r, tp - 1, l)] + adj}));
+              best = std::min(best, std::max({mn, lo[ix(sp + 1, t, tp)] + A(sp) + adj,
+                                              lo[ix(r, tp - 1, l)] + adj}));
         }
         lo[ix(s, t, l)] = best;
         // Work of the C2 loops: about (l - s + 1) (t - l)^2 / 2.
@@ -200,7 +207,8 @@ class rotor_floating::dp {
       for (int s = 1; s + len <= n_; ++s) {
         for (int l = s; l <= s + len; ++l) {
           fill_one(s, s + len, l);
-          const std::int64_t moves = std::int64_t{l - s + 1} * (s + len - l + 1) * (s + len - l + 1);
+          const std::int64_t moves =
+              std::int64_t{l - s + 1} * (s + len - l + 1) * (s + len - l + 1);
           if (poll.passed(moves * w_)) return false;
         }
       }
@@ -222,7 +230,11 @@ class rotor_floating::dp {
   /// Alg. 2 (OptRecFL) with the second call's budget of Eq. 2.7.
   [[nodiscard]] detail::decisions reconstruct() const {
     std::vector<chain_op> ops;
-    struct job { int s, t, l; std::int64_t m; bool backward_only; };
+    struct job {
+      int s, t, l;
+      std::int64_t m;
+      bool backward_only;
+    };
     std::vector<job> todo{{1, n_, 1, w_ - 1, false}};
     while (!todo.empty()) {
       const job j = todo.back();
@@ -248,12 +260,13 @@ class rotor_floating::dp {
         int to = 0;
         std::int64_t adj = 0;
         if (!c1)
-          for_each_shift(s, t, l, [&](int r, std::int64_t from, std::int64_t a, const double* next) {
-            if (m < from || sums_(s, r - 1) + next[m - a] != target) return true;
-            to = r;
-            adj = a;
-            return false;
-          });
+          for_each_shift(s, t, l,
+                         [&](int r, std::int64_t from, std::int64_t a, const double* next) {
+                           if (m < from || sums_(s, r - 1) + next[m - a] != target) return true;
+                           to = r;
+                           adj = a;
+                           return false;
+                         });
         if (to == 0) {  // C1
           ops.push_back(chain_op::forward(s, forward_mode::save_all));
           todo.push_back({s, s, s, 0, true});
@@ -266,7 +279,8 @@ class rotor_floating::dp {
       }
       for (int q = s; q < mv.r; ++q) ops.push_back(chain_op::forward(q, forward_mode::no_save));
       ops.push_back(chain_op::forward(mv.r, forward_mode::save_input));
-      for (int q = mv.r + 1; q <= mv.sp; ++q) ops.push_back(chain_op::forward(q, forward_mode::no_save));
+      for (int q = mv.r + 1; q <= mv.sp; ++q)
+        ops.push_back(chain_op::forward(q, forward_mode::no_save));
       const std::int64_t mr = m - mv.adj;
       todo.push_back({mv.r, mv.tp - 1, l, mr, false});
       todo.push_back({mv.sp + 1, t, mv.tp, mr - d_.a[k(mv.sp)], false});
@@ -275,10 +289,17 @@ class rotor_floating::dp {
   }
 
  private:
-  struct move { int r = 0, tp = 0, sp = 0; std::int64_t adj = 0; };
+  struct move {
+    int r = 0, tp = 0, sp = 0;
+    std::int64_t adj = 0;
+  };
   static std::size_t k(int i) { return static_cast<std::size_t>(i); }
-  [[nodiscard]] double weight(int len) const { return static_cast<double>(n_ - len) * len * len * len * len + 1.0; }
-  double* row_of(int s, int t, int l) { return cost_.get() + ix_(s, t, l) * static_cast<std::size_t>(w_); }
+  [[nodiscard]] double weight(int len) const {
+    return static_cast<double>(n_ - len) * len * len * len * len + 1.0;
+  }
+  double* row_of(int s, int t, int l) {
+    return cost_.get() + ix_(s, t, l) * static_cast<std::size_t>(w_);
+  }
   [[nodiscard]] const double* row_of(int s, int t, int l) const {
     return cost_.get() + ix_(s, t, l) * static_cast<std::size_t>(w_);
   }
@@ -294,7 +315,8 @@ class rotor_floating::dp {
       for (int tp = l + 1; tp <= t; ++tp)
         for (int sp = r; sp < tp; ++sp) {
           const std::int64_t shift = d_.a[k(sp)] + adj;
-          const std::int64_t from = std::max({mn, lo(sp + 1, t, tp) + shift, lo(r, tp - 1, l) + adj});
+          const std::int64_t from =
+              std::max({mn, lo(sp + 1, t, tp) + shift, lo(r, tp - 1, l) + adj});
           if (from >= w_) continue;
           if (!f(move{r, tp, sp, adj}, from, row_of(sp + 1, t, tp), row_of(r, tp - 1, l))) return;
         }
@@ -317,28 +339,32 @@ class rotor_floating::dp {
 
   bool find_c2(int s, int t, int l, std::int64_t m, double target, move& found) const {
     bool hit = false;
-    for_each_c2(s, t, l, [&](const move& mv, std::int64_t from, const double* tail, const double* head) {
-      if (m < from) return true;
-      const double v = sums_(s, mv.sp) + tail[m - d_.a[k(mv.sp)] - mv.adj] + head[m - mv.adj];
-      if (v == target) {
-        found = mv;
-        hit = true;
-        return false;
-      }
-      return true;
-    });
+    for_each_c2(
+        s, t, l, [&](const move& mv, std::int64_t from, const double* tail, const double* head) {
+          if (m < from) return true;
+          const double v = sums_(s, mv.sp) + tail[m - d_.a[k(mv.sp)] - mv.adj] + head[m - mv.adj];
+          if (v == target) {
+            found = mv;
+            hit = true;
+            return false;
+          }
+          return true;
+        });
     return hit;
   }
 
   void fill_one(int s, int t, int l) {
     double* row = row_of(s, t, l);
     std::fill(row, row + w_, inf);
-    for_each_c2(s, t, l, [&](const move& mv, std::int64_t from, const double* tail, const double* head) {
-      const double sf = sums_(s, mv.sp);
-      const std::int64_t shift = d_.a[k(mv.sp)] + mv.adj;
-      detail::relax_row(row, from, w_, [&](std::int64_t m) { return sf + tail[m - shift] + head[m - mv.adj]; });
-      return true;
-    });
+    for_each_c2(s, t, l,
+                [&](const move& mv, std::int64_t from, const double* tail, const double* head) {
+                  const double sf = sums_(s, mv.sp);
+                  const std::int64_t shift = d_.a[k(mv.sp)] + mv.adj;
+                  detail::relax_row(row, from, w_, [&](std::int64_t m) {
+                    return sf + tail[m - shift] + head[m - mv.adj];
+                  });
+                  return true;
+                });
     if (l == s) {
       const std::int64_t ab = d_.abar[k(s)];
       const std::int64_t from = std::max(d_.m_all(s, t), ab + lo(s + 1, t, s + 1));
@@ -369,7 +395,8 @@ inline result<schedule> rotor_floating::solve(const chain& c, bytes budget) cons
   return std::move(r->program);
 }
 
-inline result<chain_dp_solution> rotor_floating::solve_detailed(const chain& c, bytes budget) const {
+inline result<chain_dp_solution> rotor_floating::solve_detailed(const chain& c,
+                                                                bytes budget) const {
   if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
   const detail::deadline dl(time_limit);
   // Within rounding of the minimum, fall back on rotor's minimum-memory schedule when it fits
@@ -386,7 +413,8 @@ inline result<chain_dp_solution> rotor_floating::solve_detailed(const chain& c, 
       "long chains",
       [&]() -> std::optional<detail::decisions> {
         const detail::rotor_min_memory persistent(detail::exact_sizes(c), dl);
-        if (!persistent.complete() || c.a(0) + persistent(1, c.length()) > budget) return std::nullopt;
+        if (!persistent.complete() || c.a(0) + persistent(1, c.length()) > budget)
+          return std::nullopt;
         return persistent.schedule();
       },
       detail::chain_target{name, c, budget}, false, &out);

@@ -10,15 +10,14 @@
 
 #include <cstddef>
 #include <limits>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
 #include <remat/policy/detail/common.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace remat {
 
@@ -63,7 +62,7 @@ namespace remat {
 /// gives -1, which every policy refuses (invalid_problem: the budget is negative); a fraction
 /// so large that the product exceeds the largest byte count gives that count.
 template <class Problem>
-  requires requires(const Problem& p) { peak_of_store_all(p); }
+requires requires(const Problem& p) { peak_of_store_all(p); }
 [[nodiscard]] bytes fraction_of_store_all(const Problem& p, double fraction) {
   if (!(fraction >= 0)) return -1;
   const long double b = static_cast<long double>(peak_of_store_all(p)) * fraction;
@@ -89,23 +88,26 @@ struct store_all {
     auto ops = program(c);
     const graph g = detail::chain_graph(c);
     const bytes peak = detail::peak_of(g, ops);
-    if (peak > budget) return detail::budget_too_small(name, c, budget, peak, "it keeps every activation");
+    if (peak > budget)
+      return detail::budget_too_small(name, c, budget, peak, "it keeps every activation");
     return detail::finish(name, g, budget, std::move(ops), c.ideal_time());
   }
 
   [[nodiscard]] result<schedule> solve(const graph& g, bytes budget) const {
     if (auto v = validate(g); !v) return v.err();
     if (budget < 0)
-      return error{status::invalid_problem,
-                   "the budget is negative (" + std::to_string(budget) + " bytes); give a byte count >= 0", {}};
+      return error{
+          status::invalid_problem,
+          "the budget is negative (" + std::to_string(budget) + " bytes); give a byte count >= 0",
+          {}};
     schedule s{store_all_program(g), g.ideal_time(), 0};
     const bytes peak = sim::simulate(g, s, {.record_timeline = false}).peak;
     if (peak > budget)
       return error{status::budget_too_small,
-                   std::string(name) + ": the budget of " + format_bytes(budget) + " is below the " +
-                       format_bytes(peak) + " that graph '" + g.name +
-                       "' needs when every activation is kept; give a budget of at least " + std::to_string(peak) +
-                       " bytes, or use a policy that recomputes",
+                   std::string(name) + ": the budget of " + format_bytes(budget) +
+                       " is below the " + format_bytes(peak) + " that graph '" + g.name +
+                       "' needs when every activation is kept; give a budget of at least " +
+                       std::to_string(peak) + " bytes, or use a policy that recomputes",
                    peak};
     return detail::finish(name, g, budget, std::move(s));
   }

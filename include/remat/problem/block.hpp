@@ -26,25 +26,28 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <remat/core/result.hpp>
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/schedule.hpp>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <remat/core/result.hpp>
-#include <remat/problem/graph.hpp>
-#include <remat/schedule/schedule.hpp>
 
 namespace remat {
 
 /// A block of a training graph as a graph of its own, and where its nodes are in the whole graph.
 struct block_graph {
   graph g;
-  std::vector<int> compute_in_parent;  ///< per compute node of g: its index in the parent; -1 for the placeholder loss
+  std::vector<int> compute_in_parent;  ///< per compute node of g: its index in the parent; -1 for
+                                       ///< the placeholder loss
   std::vector<int> data_in_parent;     ///< per data node of g: its index in the parent
-  std::vector<int> inputs;             ///< interface data the block reads and does not make (block graph indices)
-  std::vector<int> outputs;            ///< interface data the block makes for the rest of the graph (block graph indices)
-  int placeholder_loss = -1;           ///< the placeholder loss (block graph index), -1 when the block holds g's loss
+  std::vector<int>
+      inputs;  ///< interface data the block reads and does not make (block graph indices)
+  std::vector<int>
+      outputs;  ///< interface data the block makes for the rest of the graph (block graph indices)
+  int placeholder_loss =
+      -1;  ///< the placeholder loss (block graph index), -1 when the block holds g's loss
 };
 
 /// The block of `forwards` (forward compute nodes of parent) and their backwards. Errors
@@ -52,7 +55,9 @@ struct block_graph {
 /// or a block whose graph is not a valid training graph (with validate()'s reason).
 inline result<block_graph> extract_block(const graph& parent, std::span<const int> forwards) {
   auto bad = [&](std::string msg) {
-    return error{status::invalid_problem, "extract_block of graph '" + parent.name + "': " + std::move(msg), {}};
+    return error{status::invalid_problem,
+                 "extract_block of graph '" + parent.name + "': " + std::move(msg),
+                 {}};
   };
   if (auto v = validate(parent); !v) return v.err();
   if (forwards.empty()) return bad("no forward given; a block has at least one forward op");
@@ -60,12 +65,14 @@ inline result<block_graph> extract_block(const graph& parent, std::span<const in
   std::vector<char> in_block(static_cast<std::size_t>(nc), 0);
   for (int f : forwards) {
     if (f < 0 || f >= nc)
-      return bad("compute node " + std::to_string(f) + " does not exist (the graph has compute nodes 0.." +
-                 std::to_string(nc - 1) + ")");
+      return bad("compute node " + std::to_string(f) +
+                 " does not exist (the graph has compute nodes 0.." + std::to_string(nc - 1) + ")");
     if (parent.compute(f).kind != compute_kind::forward)
-      return bad(detail::compute_label(parent, f) + " is a " + std::string(to_string(parent.compute(f).kind)) +
+      return bad(detail::compute_label(parent, f) + " is a " +
+                 std::string(to_string(parent.compute(f).kind)) +
                  "; give the block's forward ops (their backwards join them)");
-    if (in_block[static_cast<std::size_t>(f)]) return bad(detail::compute_label(parent, f) + " is listed twice");
+    if (in_block[static_cast<std::size_t>(f)])
+      return bad(detail::compute_label(parent, f) + " is listed twice");
     in_block[static_cast<std::size_t>(f)] = 1;
     if (const int b = parent.backward_of(f); b >= 0) in_block[static_cast<std::size_t>(b)] = 1;
   }
@@ -73,7 +80,8 @@ inline result<block_graph> extract_block(const graph& parent, std::span<const in
   const int parent_loss = parent.loss();
   bool loss_inside = parent_loss >= 0;
   for (int d : parent.inputs(parent_loss))
-    for (int p : parent.producers(d)) loss_inside = loss_inside && in_block[static_cast<std::size_t>(p)];
+    for (int p : parent.producers(d))
+      loss_inside = loss_inside && in_block[static_cast<std::size_t>(p)];
   if (loss_inside) in_block[static_cast<std::size_t>(parent_loss)] = 1;
   std::vector<int> nodes;  // the block's compute nodes in the parent's (topological) order
   for (int c = 0; c < nc; ++c)
@@ -81,10 +89,12 @@ inline result<block_graph> extract_block(const graph& parent, std::span<const in
 
   // The data touched, and which of it is interface.
   const int nd = parent.data_count();
-  std::vector<char> touched(static_cast<std::size_t>(nd), 0), made(touched.size(), 0), used_out(touched.size(), 0);
+  std::vector<char> touched(static_cast<std::size_t>(nd), 0), made(touched.size(), 0),
+      used_out(touched.size(), 0);
   for (int c : nodes) {
     for (int d : parent.inputs(c)) touched[static_cast<std::size_t>(d)] = 1;
-    for (int d : parent.outputs(c)) touched[static_cast<std::size_t>(d)] = made[static_cast<std::size_t>(d)] = 1;
+    for (int d : parent.outputs(c))
+      touched[static_cast<std::size_t>(d)] = made[static_cast<std::size_t>(d)] = 1;
   }
   for (int d = 0; d < nd; ++d) {
     if (!touched[static_cast<std::size_t>(d)]) continue;
@@ -117,24 +127,29 @@ inline result<block_graph> extract_block(const graph& parent, std::span<const in
   bool placed = holds_loss;
   for (int c : nodes) {
     if (!placed && parent.compute(c).kind == compute_kind::backward) {
-      out.placeholder_loss = g.add_compute({"loss (the rest of '" + parent.name + "')", compute_kind::loss, 0, 0, 0, 0});
+      out.placeholder_loss = g.add_compute(
+          {"loss (the rest of '" + parent.name + "')", compute_kind::loss, 0, 0, 0, 0});
       out.compute_in_parent.push_back(-1);
       placed = true;
     }
     add(c);
   }
   if (!placed) {  // forwards whose backwards are not in the graph
-    out.placeholder_loss = g.add_compute({"loss (the rest of '" + parent.name + "')", compute_kind::loss, 0, 0, 0, 0});
+    out.placeholder_loss =
+        g.add_compute({"loss (the rest of '" + parent.name + "')", compute_kind::loss, 0, 0, 0, 0});
     out.compute_in_parent.push_back(-1);
   }
   for (int c : nodes) {
     const int b = parent.backward_of(c);
-    if (parent.compute(c).kind == compute_kind::forward && b >= 0 && in_block[static_cast<std::size_t>(b)])
-      g.set_backward(compute_map[static_cast<std::size_t>(c)], compute_map[static_cast<std::size_t>(b)]);
+    if (parent.compute(c).kind == compute_kind::forward && b >= 0 &&
+        in_block[static_cast<std::size_t>(b)])
+      g.set_backward(compute_map[static_cast<std::size_t>(c)],
+                     compute_map[static_cast<std::size_t>(b)]);
   }
   for (int d = 0; d < nd; ++d) {
     const int t = parent.gradient_of(d);
-    if (t > d && data_map[static_cast<std::size_t>(d)] >= 0 && data_map[static_cast<std::size_t>(t)] >= 0)
+    if (t > d && data_map[static_cast<std::size_t>(d)] >= 0 &&
+        data_map[static_cast<std::size_t>(t)] >= 0)
       g.set_gradient(data_map[static_cast<std::size_t>(d)], data_map[static_cast<std::size_t>(t)]);
   }
   // The interface, and the placeholder loss's edges: it reads the block outputs that are
@@ -155,9 +170,11 @@ inline result<block_graph> extract_block(const graph& parent, std::span<const in
   }
   if (out.placeholder_loss >= 0 && g.outputs(out.placeholder_loss).empty())
     return bad("the block of " + detail::compute_list(parent, forwards) +
-               " reads no gradient from the rest of the graph, so its backwards cannot start; a block holds "
+               " reads no gradient from the rest of the graph, so its backwards cannot start; a "
+               "block holds "
                "forwards whose outputs the rest of the graph reads");
-  if (auto v = validate(g); !v) return bad("its graph is not a valid training graph: " + v.message());
+  if (auto v = validate(g); !v)
+    return bad("its graph is not a valid training graph: " + v.message());
   return out;
 }
 
@@ -191,7 +208,8 @@ inline std::vector<std::vector<int>> cut_into_blocks(const graph& g) {
   auto position = [&](int c) {
     const compute_node& node = g.compute(c);
     if (node.kind == compute_kind::forward) return rank[static_cast<std::size_t>(c)];
-    if (node.kind == compute_kind::backward && g.forward_of(c) >= 0) return rank[static_cast<std::size_t>(g.forward_of(c))];
+    if (node.kind == compute_kind::backward && g.forward_of(c) >= 0)
+      return rank[static_cast<std::size_t>(g.forward_of(c))];
     return n;  // the loss, and a backward without a forward: after every forward
   };
   // crossing[r]: data nodes that span across the cut after forward r (lo <= r < hi), minus
@@ -205,7 +223,8 @@ inline std::vector<std::vector<int>> cut_into_blocks(const graph& g) {
     for (int c : g.producers(d)) lo = std::min(lo, position(c)), hi = std::max(hi, position(c));
     for (int c : g.consumers(d)) lo = std::min(lo, position(c)), hi = std::max(hi, position(c));
     const int twin = g.gradient_of(d);
-    const bool input_gradient = twin >= 0 && g.data(d).kind == data_kind::gradient && g.producers(twin).empty();
+    const bool input_gradient =
+        twin >= 0 && g.data(d).kind == data_kind::gradient && g.producers(twin).empty();
     if (g.data(d).is_protected && !g.producers(d).empty() && !input_gradient) hi = n;
     if (hi <= lo) continue;  // within one forward's position, or read by nothing
     // Forward r's output (or its gradient) spans from r: it may cross the cut after r.
@@ -215,7 +234,8 @@ inline std::vector<std::vector<int>> cut_into_blocks(const graph& g) {
       for (int o : output_of(lo)) own = own || o == a;
     }
     // A graph input (lo = -1) crosses every cut before its last reader.
-    for (int r = std::max(lo, 0) + (own ? 1 : 0); r < std::min(hi, n); ++r) ++crossing[static_cast<std::size_t>(r)];
+    for (int r = std::max(lo, 0) + (own ? 1 : 0); r < std::min(hi, n); ++r)
+      ++crossing[static_cast<std::size_t>(r)];
   }
   // The loss's block absorbs the blocks before it while the tensor at its cut is read by no
   // backward: RK-Rotor keeps a block's input alive until the block's backward is done (Rotor's
@@ -233,7 +253,7 @@ inline std::vector<std::vector<int>> cut_into_blocks(const graph& g) {
   };
   for (int r = n - 2; r >= 0; --r) {
     if (crossing[static_cast<std::size_t>(r)] != 0) continue;  // inside the loss's block
-    if (read_by_a_backward(r)) break;                           // its first cut
+    if (read_by_a_backward(r)) break;                          // its first cut
     crossing[static_cast<std::size_t>(r)] = 1;
   }
   std::vector<std::vector<int>> blocks(1);
@@ -251,17 +271,21 @@ inline bool same_block(const block_graph& x, const block_graph& y) {
   if (a.compute_count() != b.compute_count() || a.data_count() != b.data_count() ||
       x.inputs != y.inputs || x.outputs != y.outputs || x.placeholder_loss != y.placeholder_loss)
     return false;
-  auto same_span = [](std::span<const int> p, std::span<const int> q) { return std::ranges::equal(p, q); };
+  auto same_span = [](std::span<const int> p, std::span<const int> q) {
+    return std::ranges::equal(p, q);
+  };
   for (int c = 0; c < a.compute_count(); ++c) {
     const compute_node &p = a.compute(c), &q = b.compute(c);
-    if (p.kind != q.kind || p.time != q.time || p.overhead != q.overhead || p.fast_time != q.fast_time ||
-        p.fast_overhead != q.fast_overhead || a.backward_of(c) != b.backward_of(c) ||
-        !same_span(a.inputs(c), b.inputs(c)) || !same_span(a.outputs(c), b.outputs(c)))
+    if (p.kind != q.kind || p.time != q.time || p.overhead != q.overhead ||
+        p.fast_time != q.fast_time || p.fast_overhead != q.fast_overhead ||
+        a.backward_of(c) != b.backward_of(c) || !same_span(a.inputs(c), b.inputs(c)) ||
+        !same_span(a.outputs(c), b.outputs(c)))
       return false;
   }
   for (int d = 0; d < a.data_count(); ++d) {
     const data_node &p = a.data(d), &q = b.data(d);
-    if (p.kind != q.kind || p.size != q.size || p.is_protected != q.is_protected || a.gradient_of(d) != b.gradient_of(d))
+    if (p.kind != q.kind || p.size != q.size || p.is_protected != q.is_protected ||
+        a.gradient_of(d) != b.gradient_of(d))
       return false;
   }
   return true;

@@ -91,8 +91,8 @@ struct forward_op {
   // The work behind the times, when a cost model made them (forward_dag::costs); informative,
   // no planner reads them. Members added last so that brace initialisations of the fields above
   // keep compiling.
-  std::optional<double> forward_flops = std::nullopt;   ///< floating-point operations
-  std::optional<double> backward_flops = std::nullopt;  ///< floating-point operations
+  std::optional<double> forward_flops = std::nullopt;        ///< floating-point operations
+  std::optional<double> backward_flops = std::nullopt;       ///< floating-point operations
   std::optional<bytes> forward_bytes_moved = std::nullopt;   ///< device-memory traffic
   std::optional<bytes> backward_bytes_moved = std::nullopt;  ///< device-memory traffic
 
@@ -245,10 +245,11 @@ inline result<void> validate(const forward_dag& f) {
   for (std::size_t i = 0; i < f.ops.size(); ++i) {
     const forward_op& op = f.ops[i];
     const std::string who = detail::op_label(f, i);
-    for (auto [v, field] :
-         {std::pair{op.forward_time, "forward_time"}, std::pair{op.backward_time, "backward_time"}}) {
+    for (auto [v, field] : {std::pair{op.forward_time, "forward_time"},
+                            std::pair{op.backward_time, "backward_time"}}) {
       if (auto e = detail::time_field_error(v, who, field)) return bad(*e);
-      if (auto e = detail::time_total_error(total, v, who, field, "the forward DAG")) return bad(*e);
+      if (auto e = detail::time_total_error(total, v, who, field, "the forward DAG"))
+        return bad(*e);
     }
     for (auto [v, field] :
          {std::pair{op.output_bytes, "output_bytes"}, std::pair{op.phantom_bytes, "phantom_bytes"},

@@ -25,12 +25,11 @@
 
 #include <cstddef>
 #include <optional>
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <remat/core/result.hpp>
-#include <remat/core/units.hpp>
 
 namespace remat {
 
@@ -129,7 +128,8 @@ inline result<void> validate(const chain& c) {
     const std::string where = detail::stage_label(c, l);
     auto check_time = [&](seconds v, const char* field) -> std::optional<error> {
       if (auto e = detail::time_field_error(v, where, field)) return bad(*e);
-      if (auto e = detail::time_total_error(total, v, where, field, "chain '" + c.name + "'")) return bad(*e);
+      if (auto e = detail::time_total_error(total, v, where, field, "chain '" + c.name + "'"))
+        return bad(*e);
       return std::nullopt;
     };
     auto check_size = [&](bytes v, const char* field) -> std::optional<error> {
@@ -140,28 +140,34 @@ inline result<void> validate(const chain& c) {
         return bad(where + ": " + field + " (" + std::to_string(v) + ") exceeds 2^52 bytes");
       return std::nullopt;
     };
-    for (auto e : {check_time(s.forward_time, "forward_time"),
-                   check_time(s.backward_time, "backward_time"),
-                   check_size(s.output_bytes, "output_bytes"),
-                   check_size(s.saved_bytes, "saved_bytes"),
-                   check_size(s.forward_overhead_bytes, "forward_overhead_bytes"),
-                   check_size(s.backward_overhead_bytes, "backward_overhead_bytes"),
-                   check_size(s.forward_save_overhead_bytes.value_or(0), "forward_save_overhead_bytes")})
+    for (auto e :
+         {check_time(s.forward_time, "forward_time"), check_time(s.backward_time, "backward_time"),
+          check_size(s.output_bytes, "output_bytes"), check_size(s.saved_bytes, "saved_bytes"),
+          check_size(s.forward_overhead_bytes, "forward_overhead_bytes"),
+          check_size(s.backward_overhead_bytes, "backward_overhead_bytes"),
+          check_size(s.forward_save_overhead_bytes.value_or(0), "forward_save_overhead_bytes")})
       if (e) return *e;
     for (std::size_t o = 0; o < s.options.size(); ++o) {
       const stage_option& op = s.options[o];
       const std::string at_o = where + ", option " + std::to_string(o + 1);
-      for (auto [v, field] : {std::pair{op.forward_time, "forward_time"}, std::pair{op.backward_time, "backward_time"}})
+      for (auto [v, field] : {std::pair{op.forward_time, "forward_time"},
+                              std::pair{op.backward_time, "backward_time"}})
         if (auto e = detail::time_field_error(v, at_o, field)) return bad(*e);
       for (auto [v, field] : {std::pair{op.saved_bytes, "saved_bytes"},
                               std::pair{op.forward_overhead_bytes, "forward_overhead_bytes"},
                               std::pair{op.backward_overhead_bytes, "backward_overhead_bytes"}}) {
-        if (v < 0) return bad(at_o + ": " + field + " is negative (" + std::to_string(v) + "); sizes are byte counts >= 0");
-        if (v > max_size) return bad(at_o + ": " + field + " (" + std::to_string(v) + ") exceeds 2^52 bytes");
+        if (v < 0)
+          return bad(at_o + ": " + field + " is negative (" + std::to_string(v) +
+                     "); sizes are byte counts >= 0");
+        if (v > max_size)
+          return bad(at_o + ": " + field + " (" + std::to_string(v) + ") exceeds 2^52 bytes");
       }
       if (op.saved_bytes < s.output_bytes)
-        return bad(at_o + ": saved_bytes (" + std::to_string(op.saved_bytes) + ") is smaller than the stage's "
-                   "output_bytes (" + std::to_string(s.output_bytes) + "); every option keeps the output, so it "
+        return bad(at_o + ": saved_bytes (" + std::to_string(op.saved_bytes) +
+                   ") is smaller than the stage's "
+                   "output_bytes (" +
+                   std::to_string(s.output_bytes) +
+                   "); every option keeps the output, so it "
                    "must be >= output_bytes");
     }
     if (s.saved_bytes < s.output_bytes)

@@ -43,16 +43,15 @@
 #include <charconv>
 #include <cstddef>
 #include <optional>
+#include <remat/core/result.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/schedule.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
-
-#include <remat/core/result.hpp>
-#include <remat/problem/builder.hpp>
-#include <remat/problem/graph.hpp>
-#include <remat/schedule/schedule.hpp>
 
 namespace remat {
 
@@ -66,8 +65,8 @@ inline std::string to_string(const graph& g, const instruction& i) {
     return g.compute(i.node).name + (i.op == op_kind::fast_forward ? " [ff]" : "");
   }
   if (i.node < 0 || i.node >= g.data_count()) return to_string(i);
-  const char* verb = i.op == op_kind::free      ? "free "
-                     : i.op == op_kind::offload ? "offload "
+  const char* verb = i.op == op_kind::free       ? "free "
+                     : i.op == op_kind::offload  ? "offload "
                      : i.op == op_kind::prefetch ? "prefetch "
                                                  : "wait ";
   return verb + g.data(i.node).name;
@@ -92,36 +91,53 @@ struct chain_op {
   int index = 0;
   forward_mode mode = forward_mode::no_save;  ///< meaningful for forwards only
 
-  static constexpr chain_op forward(int l, forward_mode m) { return {chain_op_kind::forward, l, m}; }
-  static constexpr chain_op backward(int l) { return {chain_op_kind::backward, l, forward_mode::no_save}; }
-  static constexpr chain_op offload(int k) { return {chain_op_kind::offload, k, forward_mode::no_save}; }
-  static constexpr chain_op prefetch(int k) { return {chain_op_kind::prefetch, k, forward_mode::no_save}; }
+  static constexpr chain_op forward(int l, forward_mode m) {
+    return {chain_op_kind::forward, l, m};
+  }
+  static constexpr chain_op backward(int l) {
+    return {chain_op_kind::backward, l, forward_mode::no_save};
+  }
+  static constexpr chain_op offload(int k) {
+    return {chain_op_kind::offload, k, forward_mode::no_save};
+  }
+  static constexpr chain_op prefetch(int k) {
+    return {chain_op_kind::prefetch, k, forward_mode::no_save};
+  }
   static constexpr chain_op wait(int k) { return {chain_op_kind::wait, k, forward_mode::no_save}; }
   [[nodiscard]] constexpr bool is_compute() const noexcept {
     return kind == chain_op_kind::forward || kind == chain_op_kind::backward;
   }
 
   friend constexpr bool operator==(const chain_op& x, const chain_op& y) {
-    return x.kind == y.kind && x.index == y.index && (x.kind != chain_op_kind::forward || x.mode == y.mode);
+    return x.kind == y.kind && x.index == y.index &&
+           (x.kind != chain_op_kind::forward || x.mode == y.mode);
   }
 };
 
 inline constexpr char letter(chain_op_kind k) {
   switch (k) {
-    case chain_op_kind::forward: return 'F';
-    case chain_op_kind::backward: return 'B';
-    case chain_op_kind::offload: return 'O';
-    case chain_op_kind::prefetch: return 'P';
-    case chain_op_kind::wait: return 'W';
+    case chain_op_kind::forward:
+      return 'F';
+    case chain_op_kind::backward:
+      return 'B';
+    case chain_op_kind::offload:
+      return 'O';
+    case chain_op_kind::prefetch:
+      return 'P';
+    case chain_op_kind::wait:
+      return 'W';
   }
   return '?';
 }
 
 inline constexpr std::string_view to_string(forward_mode m) {
   switch (m) {
-    case forward_mode::no_save: return "none";
-    case forward_mode::save_input: return "ck";
-    case forward_mode::save_all: return "all";
+    case forward_mode::no_save:
+      return "none";
+    case forward_mode::save_input:
+      return "ck";
+    case forward_mode::save_all:
+      return "all";
   }
   return "?";
 }
@@ -146,8 +162,9 @@ inline std::string to_string(std::span<const chain_op> ops) {
 /// Parses "F3_ck", "F2_none", "F1_all", "B4", "O0", "P2" or "W2"; nullopt when the text is none
 /// of these. Stages are 1-based, activations (of O, P, W) 0-based.
 inline std::optional<chain_op> parse_chain_op(std::string_view s) {
-  static constexpr chain_op_kind kinds[] = {chain_op_kind::forward, chain_op_kind::backward, chain_op_kind::offload,
-                                            chain_op_kind::prefetch, chain_op_kind::wait};
+  static constexpr chain_op_kind kinds[] = {chain_op_kind::forward, chain_op_kind::backward,
+                                            chain_op_kind::offload, chain_op_kind::prefetch,
+                                            chain_op_kind::wait};
   if (s.size() < 2 || s[1] < '0' || s[1] > '9') return std::nullopt;  // no sign: "O-0"
   const chain_op_kind* kind = nullptr;
   for (const chain_op_kind& k : kinds)
@@ -184,7 +201,9 @@ struct chain_nodes {
   training_layout lay;
   explicit constexpr chain_nodes(int n) : lay{n} {}
   [[nodiscard]] constexpr int a(int k) const { return k == 0 ? lay.input : lay.activation(k - 1); }
-  [[nodiscard]] constexpr int delta(int k) const { return k == 0 ? lay.input_gradient : lay.gradient(k - 1); }
+  [[nodiscard]] constexpr int delta(int k) const {
+    return k == 0 ? lay.input_gradient : lay.gradient(k - 1);
+  }
   [[nodiscard]] constexpr int phantom(int l) const { return lay.phantom(l - 1); }
   [[nodiscard]] constexpr int fwd(int l) const { return lay.forward(l - 1); }
   [[nodiscard]] constexpr int bwd(int l) const { return lay.backward(l - 1); }
@@ -192,9 +211,9 @@ struct chain_nodes {
 
 /// Which rule of the chain notation a chain op breaks (lower()).
 enum class chain_rule : unsigned char {
-  unknown_index,     ///< a stage or activation that does not exist
-  missing_input,     ///< an input is not stored (or F^none's input is abar, or is a_0)
-  already_present,   ///< the output is already stored
+  unknown_index,    ///< a stage or activation that does not exist
+  missing_input,    ///< an input is not stored (or F^none's input is abar, or is a_0)
+  already_present,  ///< the output is already stored
 };
 struct lowering_failure {
   std::size_t op = 0;  ///< the chain op at fault
@@ -205,7 +224,8 @@ struct lowering_failure {
 /// error (status::invalid_problem) names the op, its position and the rule it breaks; with
 /// `failure`, which op and rule. With `origin`, origin[j] is the index of the chain op
 /// instruction j comes from.
-inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<std::size_t>* origin = nullptr,
+inline result<schedule> lower(int n, std::span<const chain_op> ops,
+                              std::vector<std::size_t>* origin = nullptr,
                               lowering_failure* failure = nullptr) {
   enum class held : unsigned char { none, plain, full };
   const chain_nodes at(n);
@@ -219,13 +239,16 @@ inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<
   out.ops.reserve(ops.size() * 3);
   if (origin) origin->clear();
   auto k = [](int i) { return static_cast<std::size_t>(i); };
-  auto name_of = [&](int i) { return (act[k(i)] == held::full ? "abar_" : "a_") + std::to_string(i); };
+  auto name_of = [&](int i) {
+    return (act[k(i)] == held::full ? "abar_" : "a_") + std::to_string(i);
+  };
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const chain_op& op = ops[i];
     const int l = op.index;
     auto bad = [&](const std::string& why, chain_rule rule = chain_rule::missing_input) {
       if (failure) *failure = {i, rule};
-      return error{status::invalid_problem, to_string(op) + " at op " + std::to_string(i) + ": " + why, {}};
+      return error{
+          status::invalid_problem, to_string(op) + " at op " + std::to_string(i) + ": " + why, {}};
     };
     auto emit = [&](instruction ins) {
       out.ops.push_back(ins);
@@ -233,8 +256,8 @@ inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<
     };
     if (!op.is_compute()) {
       if (l < 0 || l > n)
-        return bad("activation a_" + std::to_string(l) + " does not exist (the chain has a_0..a_" + std::to_string(n) +
-                       ")",
+        return bad("activation a_" + std::to_string(l) + " does not exist (the chain has a_0..a_" +
+                       std::to_string(n) + ")",
                    chain_rule::unknown_index);
       const int d = at.a(l);
       emit(op.kind == chain_op_kind::offload    ? instruction::offload(d)
@@ -243,19 +266,24 @@ inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<
       continue;
     }
     if (l < 1 || l > n)
-      return bad("stage " + std::to_string(l) + " does not exist (the chain has stages 1.." + std::to_string(n) + ")",
+      return bad("stage " + std::to_string(l) + " does not exist (the chain has stages 1.." +
+                     std::to_string(n) + ")",
                  chain_rule::unknown_index);
     held& in = act[k(l - 1)];
     held& self = act[k(l)];
     if (op.kind == chain_op_kind::forward) {
       if (l == 1 && op.mode == forward_mode::no_save)
-        return bad("F1_none consumes a_0, the chain's input, which B1 needs and nothing can recompute; use F1_ck");
-      if (in == held::none) return bad("its input a_" + std::to_string(l - 1) + " is not in memory");
+        return bad(
+            "F1_none consumes a_0, the chain's input, which B1 needs and nothing can recompute; "
+            "use F1_ck");
+      if (in == held::none)
+        return bad("its input a_" + std::to_string(l - 1) + " is not in memory");
       if (op.mode == forward_mode::no_save && in == held::full)
-        return bad("F" + std::to_string(l) + "_none consumes a plain a_" + std::to_string(l - 1) + ", but abar_" +
-                   std::to_string(l - 1) + " is stored (a B" + std::to_string(l - 1) +
-                   " needs it); use F" + std::to_string(l) + "_ck");
-      if (self != held::none) return bad(name_of(l) + " is already in memory", chain_rule::already_present);
+        return bad("F" + std::to_string(l) + "_none consumes a plain a_" + std::to_string(l - 1) +
+                   ", but abar_" + std::to_string(l - 1) + " is stored (a B" +
+                   std::to_string(l - 1) + " needs it); use F" + std::to_string(l) + "_ck");
+      if (self != held::none)
+        return bad(name_of(l) + " is already in memory", chain_rule::already_present);
       if (op.mode == forward_mode::save_all) {
         emit(instruction::compute(at.fwd(l)));
         self = held::full;
@@ -271,10 +299,13 @@ inline result<schedule> lower(int n, std::span<const chain_op> ops, std::vector<
     }
     if (!grad[k(l)]) return bad("its input delta_" + std::to_string(l) + " is not in memory");
     if (self != held::full)
-      return bad("it needs abar_" + std::to_string(l) + " (run F" + std::to_string(l) + "_all first)" +
+      return bad("it needs abar_" + std::to_string(l) + " (run F" + std::to_string(l) +
+                 "_all first)" +
                  (self == held::plain ? ", but only a_" + std::to_string(l) + " is stored" : ""));
     if (in == held::none) return bad("its input a_" + std::to_string(l - 1) + " is not in memory");
-    if (grad[k(l - 1)]) return bad("delta_" + std::to_string(l - 1) + " is already in memory", chain_rule::already_present);
+    if (grad[k(l - 1)])
+      return bad("delta_" + std::to_string(l - 1) + " is already in memory",
+                 chain_rule::already_present);
     if (l == n && !loss_done) {
       emit(instruction::compute(at.lay.loss()));
       loss_done = true;
@@ -302,7 +333,8 @@ inline result<schedule> parse_chain_program(int n, std::string_view text) {
     if (!op)
       return error{status::invalid_problem,
                    "'" + std::string(w) +
-                       "' is not an instruction of the chain notation (F<l>_none, F<l>_ck, F<l>_all, B<l>, O<k>, "
+                       "' is not an instruction of the chain notation (F<l>_none, F<l>_ck, "
+                       "F<l>_all, B<l>, O<k>, "
                        "P<k>, W<k>)",
                    {}};
     ops.push_back(*op);
@@ -341,7 +373,8 @@ inline std::optional<std::vector<chain_op>> to_chain_ops(int n, const schedule& 
         const int l = 2 * n - c + 1;
         ops.push_back(chain_op::backward(l));
         i += 3;  // its frees of delta_l, the phantom and a_l ...
-        if (l > 1 && i + 1 < p.size() && p[i + 1] == instruction::free(at.a(l - 1))) ++i;  // ... and a plain a_{l-1}
+        if (l > 1 && i + 1 < p.size() && p[i + 1] == instruction::free(at.a(l - 1)))
+          ++i;  // ... and a plain a_{l-1}
       } else {
         return std::nullopt;
       }
@@ -364,7 +397,8 @@ inline std::optional<std::vector<chain_op>> to_chain_ops(int n, const schedule& 
 /// reads the same in both); nullopt when it is printed as program text.
 inline std::optional<std::vector<chain_op>> printed_chain_ops(int n, const schedule& s) {
   auto ops = to_chain_ops(n, s);
-  if (!ops || std::none_of(ops->begin(), ops->end(), [](const chain_op& o) { return o.is_compute(); }))
+  if (!ops ||
+      std::none_of(ops->begin(), ops->end(), [](const chain_op& o) { return o.is_compute(); }))
     return std::nullopt;
   return ops;
 }

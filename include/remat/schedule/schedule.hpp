@@ -28,12 +28,11 @@
 #include <cstddef>
 #include <optional>
 #include <ostream>
+#include <remat/core/units.hpp>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
-
-#include <remat/core/units.hpp>
 
 namespace remat {
 
@@ -75,11 +74,16 @@ struct schedule {
 inline constexpr char letter(op_kind k) {
   switch (k) {
     case op_kind::compute:
-    case op_kind::fast_forward: return 'C';
-    case op_kind::free: return 'D';
-    case op_kind::offload: return 'O';
-    case op_kind::prefetch: return 'P';
-    case op_kind::wait: return 'W';
+    case op_kind::fast_forward:
+      return 'C';
+    case op_kind::free:
+      return 'D';
+    case op_kind::offload:
+      return 'O';
+    case op_kind::prefetch:
+      return 'P';
+    case op_kind::wait:
+      return 'W';
   }
   return '?';
 }
@@ -103,11 +107,16 @@ inline std::optional<instruction> parse_instruction(std::string_view s) {
       if (rest.empty()) return instruction::compute(idx);
       if (rest == "_ff") return instruction::fast_forward(idx);
       return std::nullopt;
-    case 'D': return rest.empty() ? std::optional(instruction::free(idx)) : std::nullopt;
-    case 'O': return rest.empty() ? std::optional(instruction::offload(idx)) : std::nullopt;
-    case 'P': return rest.empty() ? std::optional(instruction::prefetch(idx)) : std::nullopt;
-    case 'W': return rest.empty() ? std::optional(instruction::wait(idx)) : std::nullopt;
-    default: return std::nullopt;
+    case 'D':
+      return rest.empty() ? std::optional(instruction::free(idx)) : std::nullopt;
+    case 'O':
+      return rest.empty() ? std::optional(instruction::offload(idx)) : std::nullopt;
+    case 'P':
+      return rest.empty() ? std::optional(instruction::prefetch(idx)) : std::nullopt;
+    case 'W':
+      return rest.empty() ? std::optional(instruction::wait(idx)) : std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -150,7 +159,9 @@ inline std::string to_string(const schedule& s) {
   return out;
 }
 
-inline std::ostream& operator<<(std::ostream& os, const instruction& i) { return os << to_string(i); }
+inline std::ostream& operator<<(std::ostream& os, const instruction& i) {
+  return os << to_string(i);
+}
 inline std::ostream& operator<<(std::ostream& os, const schedule& s) { return os << to_string(s); }
 
 }  // namespace remat

@@ -6,10 +6,9 @@
 
 #include <cstddef>
 #include <optional>
+#include <remat/core/units.hpp>
 #include <string>
 #include <vector>
-
-#include <remat/core/units.hpp>
 
 namespace remat::sim {
 
@@ -57,8 +56,8 @@ struct memory_point {
 struct report {
   bool valid = false;  ///< no violation at all, budget included
   seconds makespan = 0;
-  bytes peak = 0;       ///< device memory
-  bytes host_peak = 0;  ///< host memory held by offloaded data
+  bytes peak = 0;                      ///< device memory
+  bytes host_peak = 0;                 ///< host memory held by offloaded data
   std::vector<memory_point> timeline;  ///< one point per instruction
   std::optional<violation> first_violation;
 };

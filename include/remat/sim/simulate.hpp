@@ -47,11 +47,6 @@
 #include <cstddef>
 #include <limits>
 #include <optional>
-#include <stdexcept>
-#include <string>
-#include <utility>
-#include <vector>
-
 #include <remat/core/machine.hpp>
 #include <remat/core/units.hpp>
 #include <remat/problem/builder.hpp>
@@ -60,6 +55,10 @@
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/report.hpp>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace remat::sim {
 
@@ -189,15 +188,22 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
       if (!at(done, d)[k]) w.push_back(pr[k]);
     return ::remat::detail::compute_list(g, w);
   };
-  auto op_at = [&](std::size_t i) { return "instruction " + std::to_string(i) + " (" + to_string(s.ops[i]) + ")"; };
+  auto op_at = [&](std::size_t i) {
+    return "instruction " + std::to_string(i) + " (" + to_string(s.ops[i]) + ")";
+  };
   // Why an alive d cannot be used by compute now; empty when it is resident.
   auto not_resident = [&](int d) -> std::string {
     switch (at(where, d)) {
-      case place::device: return {};
+      case place::device:
+        return {};
       case place::offloading:
-        return " is being offloaded (" + op_at(at(moved_by, d)) + "); wait for it, prefetch it and wait again first";
-      case place::host: return " is on the host (" + op_at(at(moved_by, d)) + "); prefetch it and wait for it first";
-      case place::prefetching: return " is being prefetched (" + op_at(at(moved_by, d)) + "); wait for it first";
+        return " is being offloaded (" + op_at(at(moved_by, d)) +
+               "); wait for it, prefetch it and wait again first";
+      case place::host:
+        return " is on the host (" + op_at(at(moved_by, d)) +
+               "); prefetch it and wait for it first";
+      case place::prefetching:
+        return " is being prefetched (" + op_at(at(moved_by, d)) + "); wait for it first";
     }
     return {};
   };
@@ -215,7 +221,8 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
       const int d = ins.node;
       if (d < 0 || d >= g.data_count()) {
         fail(violation_kind::unknown_node, i,
-             name() + ": data node " + std::to_string(d) + " does not exist (the graph has data nodes 0.." +
+             name() + ": data node " + std::to_string(d) +
+                 " does not exist (the graph has data nodes 0.." +
                  std::to_string(g.data_count() - 1) + ")");
         return stop();
       }
@@ -229,7 +236,8 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
       switch (ins.op) {
         case op_kind::free:
           if (g.data(d).is_protected) {
-            fail(violation_kind::protected_free, i, what() + " is protected (a graph input or output) and is never freed");
+            fail(violation_kind::protected_free, i,
+                 what() + " is protected (a graph input or output) and is never freed");
             return stop();
           }
           if (!at(alive, d)) {
@@ -237,7 +245,8 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
             return stop();
           }
           if (here == place::offloading || here == place::prefetching)
-            return bad("is in transfer (" + op_at(at(moved_by, d)) + "); wait for it before freeing it");
+            return bad("is in transfer (" + op_at(at(moved_by, d)) +
+                       "); wait for it before freeing it");
           at(alive, d) = 0;
           at(missing, d) = 0;
           std::fill(at(done, d).begin(), at(done, d).end(), 0);
@@ -249,25 +258,32 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
           break;
         case op_kind::offload:
           if (g.data(d).kind == data_kind::phantom)
-            return bad("is a phantom (a layer's saved context, its own type); only tensors (activations and "
-                       "gradients) can be offloaded");
+            return bad(
+                "is a phantom (a layer's saved context, its own type); only tensors (activations "
+                "and "
+                "gradients) can be offloaded");
           if (!at(alive, d)) return bad("is not in memory");
           if (here != place::device)
             return bad("is already offloaded or in transfer (" + op_at(at(moved_by, d)) + ")");
           break;
         case op_kind::prefetch:
           if (!at(alive, d) || here == place::device)
-            return bad("is not on the host" + (!at(alive, d) ? std::string(" (it is not stored at all)")
-                                                              : " (it is on the device; offload it first)"));
+            return bad("is not on the host" + (!at(alive, d)
+                                                   ? std::string(" (it is not stored at all)")
+                                                   : " (it is on the device; offload it first)"));
           if (here == place::offloading)
-            return bad("was offloaded (" + op_at(at(moved_by, d)) + ") but not waited for; wait for it before "
+            return bad("was offloaded (" + op_at(at(moved_by, d)) +
+                       ") but not waited for; wait for it before "
                        "prefetching it");
-          if (here == place::prefetching) return bad("is already being prefetched (" + op_at(at(moved_by, d)) + ")");
+          if (here == place::prefetching)
+            return bad("is already being prefetched (" + op_at(at(moved_by, d)) + ")");
           break;
         default:  // wait
           if (!at(alive, d) || here == place::device || here == place::host)
             return bad("has no transfer in flight" +
-                       (at(alive, d) && here == place::host ? std::string(" (its offload was already waited for)") : ""));
+                       (at(alive, d) && here == place::host
+                            ? std::string(" (its offload was already waited for)")
+                            : ""));
           point.end = now = std::max(now, at(moved_until, d));
           at(where, d) = here == place::offloading ? place::host : place::device;
           break;
@@ -279,7 +295,8 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
         seconds& lane_free = off ? d2h_free : h2d_free;
         point.start = std::max(now, lane_free);
         point.end = lane_free =
-            point.start + static_cast<double>(size) / (off ? opt.hw.device_to_host : opt.hw.host_to_device);
+            point.start +
+            static_cast<double>(size) / (off ? opt.hw.device_to_host : opt.hw.host_to_device);
         point.lane = off ? lane::device_to_host : lane::host_to_device;
         mem.schedule(point.start, off ? 0 : size, off ? size : 0);
         mem.schedule(point.end, off ? -size : 0, off ? 0 : -size);
@@ -293,7 +310,8 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
       const int c = ins.node;
       if (c < 0 || c >= g.compute_count()) {
         fail(violation_kind::unknown_node, i,
-             name() + ": compute node " + std::to_string(c) + " does not exist (the graph has compute nodes 0.." +
+             name() + ": compute node " + std::to_string(c) +
+                 " does not exist (the graph has compute nodes 0.." +
                  std::to_string(g.compute_count() - 1) + ")");
         return stop();
       }
@@ -302,22 +320,27 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
       auto what = [&] { return name() + ": " + quoted_compute(g, c); };
       if (fast && node.kind != compute_kind::forward) {
         fail(violation_kind::invalid_instruction, i,
-             what() + " is a " + std::string(to_string(node.kind)) + "; only forwards have a fast-forward variant");
+             what() + " is a " + std::string(to_string(node.kind)) +
+                 "; only forwards have a fast-forward variant");
         return stop();
       }
       if (node.kind == compute_kind::loss && at(runs, c) > 0) {
-        fail(violation_kind::loss_repeated, i, what() + ": the loss runs exactly once, and it already ran");
+        fail(violation_kind::loss_repeated, i,
+             what() + ": the loss runs exactly once, and it already ran");
         return stop();
       }
       if (node.kind == compute_kind::backward && at(runs, c) > 0) {
         fail(violation_kind::backward_repeated, i,
-             what() + ": a backward runs exactly once (a second run would add to the parameter gradients again), and "
-                    "it already ran");
+             what() +
+                 ": a backward runs exactly once (a second run would add to the parameter "
+                 "gradients again), and "
+                 "it already ran");
         return stop();
       }
       for (int d : g.inputs(c)) {
         if (!at(alive, d)) {
-          fail(violation_kind::missing_input, i, what() + ": its input " + quoted_name(g, d) + " is not in memory");
+          fail(violation_kind::missing_input, i,
+               what() + ": its input " + quoted_name(g, d) + " is not in memory");
           return stop();
         }
         if (const std::string why = not_resident(d); !why.empty()) {
@@ -326,7 +349,8 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
         }
         if (at(missing, d) > 0) {
           fail(violation_kind::incomplete_input, i,
-               what() + ": its input " + quoted_name(g, d) + " is incomplete: the contributions of " + waiting_for(d) +
+               what() + ": its input " + quoted_name(g, d) +
+                   " is incomplete: the contributions of " + waiting_for(d) +
                    " have not run since it was created");
           return stop();
         }
@@ -339,14 +363,17 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
           const bool single = g.producers(d).size() == 1;
           fail(violation_kind::already_present, i,
                what() + ": " +
-                   (single ? "its output " + quoted_name(g, d) + " is already in memory; free it before recomputing"
+                   (single ? "its output " + quoted_name(g, d) +
+                                 " is already in memory; free it before recomputing"
                            : "its contribution to " + quoted_name(g, d) +
-                                 " is already summed in (it ran since the gradient was created); running it again "
+                                 " is already summed in (it ran since the gradient was created); "
+                                 "running it again "
                                  "would add it twice"));
           return stop();
         }
         if (const std::string why = not_resident(d); !why.empty()) {
-          fail(violation_kind::not_resident, i, what() + ": it adds to " + quoted_name(g, d) + ", which" + why);
+          fail(violation_kind::not_resident, i,
+               what() + ": it adds to " + quoted_name(g, d) + ", which" + why);
           return stop();
         }
       }
@@ -364,7 +391,8 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
       const seconds dt = fast ? node.fast_time : node.time;
       // The op's peak: the stored data plus what it holds, through the transfers' changes
       // while it runs.
-      peak = std::max(peak, mem.advance(now + dt, false, created + (fast ? node.fast_overhead : node.overhead)));
+      peak = std::max(peak, mem.advance(now + dt, false,
+                                        created + (fast ? node.fast_overhead : node.overhead)));
       mem.change(created);
       now += dt;
       point.end = now;
@@ -372,25 +400,28 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
     }
     if (peak > opt.budget)
       fail(violation_kind::over_budget, i,
-           name() + ": needs " + std::to_string(peak) + " bytes while it runs, over the budget of " +
-               std::to_string(opt.budget) + " bytes");
+           name() + ": needs " + std::to_string(peak) +
+               " bytes while it runs, over the budget of " + std::to_string(opt.budget) + " bytes");
     if (mem.host_peak() > opt.hw.host_memory)
       fail(violation_kind::over_host_memory, i,
-           name() + ": the host holds " + std::to_string(mem.host_peak()) + " bytes of offloaded data, over the " +
-               std::to_string(opt.hw.host_memory) + " bytes of host memory of the machine");
+           name() + ": the host holds " + std::to_string(mem.host_peak()) +
+               " bytes of offloaded data, over the " + std::to_string(opt.hw.host_memory) +
+               " bytes of host memory of the machine");
     point.peak = peak;
     point.after = mem.device();
     if (opt.record_timeline) r.timeline.push_back(point);
   }
   // The transfers still in flight end.
-  if (const bytes tail = mem.advance(std::numeric_limits<seconds>::infinity(), true); tail > opt.budget)
+  if (const bytes tail = mem.advance(std::numeric_limits<seconds>::infinity(), true);
+      tail > opt.budget)
     fail(violation_kind::over_budget, s.ops.size(),
          "prefetches still in flight after the last instruction need " + std::to_string(tail) +
              " bytes, over the budget of " + std::to_string(opt.budget) + " bytes");
   if (mem.host_peak() > opt.hw.host_memory)
     fail(violation_kind::over_host_memory, s.ops.size(),
-         "the host holds " + std::to_string(mem.host_peak()) + " bytes of offloaded data, over the " +
-             std::to_string(opt.hw.host_memory) + " bytes of host memory of the machine");
+         "the host holds " + std::to_string(mem.host_peak()) +
+             " bytes of offloaded data, over the " + std::to_string(opt.hw.host_memory) +
+             " bytes of host memory of the machine");
   r.makespan = std::max({now, d2h_free, h2d_free});
   r.peak = mem.peak();
   r.host_peak = mem.host_peak();
@@ -406,7 +437,8 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
     if (!at(alive, d)) continue;
     const bool on_host = at(where, d) != place::device;
     if (!g.data(d).is_protected)
-      leftover += (leftover.empty() ? "" : ", ") + quoted_name(g, d) + (on_host ? " (on the host)" : "");
+      leftover +=
+          (leftover.empty() ? "" : ", ") + quoted_name(g, d) + (on_host ? " (on the host)" : "");
     else if (on_host)
       away += (away.empty() ? "" : ", ") + quoted_name(g, d);
   }
@@ -417,10 +449,12 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
              (leftover.empty() ? std::string() : "; memory still holds " + leftover));
   else if (!leftover.empty())
     fail(violation_kind::wrong_final_state, end,
-         "the schedule ends with " + leftover + " still in memory; it must end holding only the protected data");
+         "the schedule ends with " + leftover +
+             " still in memory; it must end holding only the protected data");
   else if (!away.empty())
     fail(violation_kind::wrong_final_state, end,
-         "the schedule ends with " + away + " on the host; protected data ends on the device (prefetch it back)");
+         "the schedule ends with " + away +
+             " on the host; protected data ends on the device (prefetch it back)");
   r.valid = !r.first_violation.has_value();
   return r;
 }
@@ -468,9 +502,11 @@ inline report simulate(const chain& c, std::span<const chain_op> ops, options op
   lowering_failure failure;
   auto s = lower(n, ops, &origin, &failure);
   if (!s) {
-    static constexpr violation_kind kinds[] = {violation_kind::unknown_node, violation_kind::missing_input,
+    static constexpr violation_kind kinds[] = {violation_kind::unknown_node,
+                                               violation_kind::missing_input,
                                                violation_kind::already_present};
-    r.first_violation = violation{kinds[static_cast<int>(failure.rule)], failure.op, s.err().message};
+    r.first_violation =
+        violation{kinds[static_cast<int>(failure.rule)], failure.op, s.err().message};
     return r;
   }
   report low = simulate(g, *s, opt);
@@ -480,7 +516,8 @@ inline report simulate(const chain& c, std::span<const chain_op> ops, options op
   r.host_peak = low.host_peak;
   if (low.first_violation) {
     violation v = std::move(*low.first_violation);
-    // "instruction i (X)" becomes "<chain op> at op j" (the first one, the op at fault: "<chain op>").
+    // "instruction i (X)" becomes "<chain op> at op j" (the first one, the op at fault: "<chain
+    // op>").
     std::string text;
     bool first = true;
     for (std::size_t pos = 0;;) {
@@ -505,7 +542,8 @@ inline report simulate(const chain& c, std::span<const chain_op> ops, options op
       first = false;
       pos = end + 1;
     }
-    // The op at fault is named once: "F3_all: its input ..." rather than "F3_all: 'F3': its input ...".
+    // The op at fault is named once: "F3_all: its input ..." rather than "F3_all: 'F3': its input
+    // ...".
     if (v.op < origin.size() && s->ops[v.op].is_compute()) {
       const std::string twice = ": '" + g.compute(s->ops[v.op].node).name + "':";
       if (const auto p = text.find(twice); p != std::string::npos) text.erase(p, twice.size() - 1);

@@ -24,21 +24,20 @@
 // are under a mutex. Memory allocated while a backend lived and freed after it is gone is simply
 // freed (each allocation remembers which backend counted it).
 
-#include <c10/core/Allocator.h>
-#include <c10/core/CPUAllocator.h>
 #include <ATen/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <remat/core/units.hpp>
+#include <remat/exec/host_backend.hpp>  // out_of_budget
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
-
-#include <remat/core/units.hpp>
-#include <remat/exec/host_backend.hpp>  // out_of_budget
 
 namespace remat::libtorch {
 
@@ -89,7 +88,8 @@ class counting_allocator final : public c10::Allocator {
     const c10::Device device = d.device();
     {
       const std::lock_guard lock(self->mutex_);
-      self->records_.insert_or_assign(data, record{std::move(d), static_cast<bytes>(n), generation, true});
+      self->records_.insert_or_assign(
+          data, record{std::move(d), static_cast<bytes>(n), generation, true});
     }
     return {data, data, &counting_allocator::free_counted, device};
   }
@@ -112,11 +112,13 @@ class counting_allocator final : public c10::Allocator {
     const std::lock_guard lock(mutex_);
     if (counting_)
       throw std::logic_error(
-          "remat::libtorch::backend: another backend is already counting LibTorch's CPU allocations (the CPU "
+          "remat::libtorch::backend: another backend is already counting LibTorch's CPU "
+          "allocations (the CPU "
           "allocator is process-wide); destroy it before making a new one, or set_budget() on it");
     inner_ = c10::GetCPUAllocator();
     if (inner_ == this)
-      throw std::logic_error("remat::libtorch::backend: the counting allocator is already installed");
+      throw std::logic_error(
+          "remat::libtorch::backend: the counting allocator is already installed");
     // The highest priority, so that the previous allocator can be put back with it (c10 keeps
     // the priority of the last allocator set and refuses lower ones).
     c10::SetCPUAllocator(this, 255);
@@ -169,7 +171,8 @@ class counting_allocator final : public c10::Allocator {
         // backend counting), released through raw_allocate and freed here by raw_deallocate.
         uncounted_deleter = self.inner_ != nullptr ? self.inner_->raw_deleter() : nullptr;
       } else {
-        if (it->second.counted && it->second.generation == self.generation_) self.in_use_ -= it->second.size;
+        if (it->second.counted && it->second.generation == self.generation_)
+          self.in_use_ -= it->second.size;
         inner = std::move(it->second.inner);
         self.records_.erase(it);
       }
@@ -207,7 +210,9 @@ class backend {
  public:
   using buffer = at::Tensor;
 
-  explicit backend(bytes budget = unlimited_bytes) { detail::counting_allocator::instance().begin(budget); }
+  explicit backend(bytes budget = unlimited_bytes) {
+    detail::counting_allocator::instance().begin(budget);
+  }
   ~backend() { detail::counting_allocator::instance().end(); }
   backend(const backend&) = delete;
   backend& operator=(const backend&) = delete;
@@ -215,26 +220,36 @@ class backend {
   /// n bytes (a byte tensor), counted against the budget; throws exec::out_of_budget past it.
   [[nodiscard]] at::Tensor allocate(bytes n) {
     if (n < 0)
-      throw std::invalid_argument(activity() + ": negative allocation of " + std::to_string(n) + " bytes");
+      throw std::invalid_argument(activity() + ": negative allocation of " + std::to_string(n) +
+                                  " bytes");
     return at::empty({static_cast<std::int64_t>(n)}, at::TensorOptions().dtype(at::kByte));
   }
 
-  [[nodiscard]] bytes budget() const { return get([](auto& a) { return a.budget_; }); }
+  [[nodiscard]] bytes budget() const {
+    return get([](auto& a) { return a.budget_; });
+  }
   void set_budget(bytes b) {
     detail::counting_allocator::instance().locked([b](auto& a) { a.budget_ = b; });
   }
-  [[nodiscard]] bytes in_use() const { return get([](auto& a) { return a.in_use_; }); }
-  [[nodiscard]] bytes high_water() const { return get([](auto& a) { return a.high_water_; }); }
+  [[nodiscard]] bytes in_use() const {
+    return get([](auto& a) { return a.in_use_; });
+  }
+  [[nodiscard]] bytes high_water() const {
+    return get([](auto& a) { return a.high_water_; });
+  }
   void reset_high_water() {
     detail::counting_allocator::instance().locked([](auto& a) { a.high_water_ = a.in_use_; });
   }
   /// Allocations counted so far.
-  [[nodiscard]] long allocations() const { return get([](auto& a) { return a.allocations_; }); }
+  [[nodiscard]] long allocations() const {
+    return get([](auto& a) { return a.allocations_; });
+  }
   void set_activity(std::string what) {
     detail::counting_allocator::instance().locked([&](auto& a) { a.activity_ = std::move(what); });
   }
-  [[nodiscard]] std::string activity() const { return get([](auto& a) { return a.activity_; }); }
-
+  [[nodiscard]] std::string activity() const {
+    return get([](auto& a) { return a.activity_; });
+  }
 };
 
 /// Takes the storage of `t` out of the backend's count (a parameter's gradient, model state from

@@ -35,13 +35,13 @@
 // Offloading (O/P/W) is not supported on this backend: plans must come from the recomputation
 // policies (rotor, revolve, periodic, store_all, checkmate, rockmate on the chain's graph).
 
-#include <torch/nn/module.h>
-#include <torch/nn/modules/container/any.h>
-#include <torch/nn/modules/container/sequential.h>
-#include <torch/autograd.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Type.h>
+#include <torch/autograd.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
 
 #include <algorithm>
 #include <concepts>
@@ -49,14 +49,13 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <remat/core/units.hpp>
+#include <remat/exec/concepts.hpp>
+#include <remat/torch/backend.hpp>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <remat/core/units.hpp>
-#include <remat/exec/concepts.hpp>
-#include <remat/torch/backend.hpp>
 
 namespace remat::exec {
 /// LibTorch tensors: the bytes of the storage they keep alive (a view keeps its whole base).
@@ -79,8 +78,8 @@ namespace remat::libtorch {
 
 /// What forward_save keeps for the backward: the local autograd graph.
 struct context {
-  at::Tensor x;          ///< the input as autograd's leaf (shares the input's storage)
-  at::Tensor y;          ///< the output in the graph (shares the output's storage)
+  at::Tensor x;           ///< the input as autograd's leaf (shares the input's storage)
+  at::Tensor y;           ///< the output in the graph (shares the output's storage)
   remat::bytes held = 0;  ///< bytes the forward left allocated besides its output
   [[nodiscard]] remat::bytes bytes() const noexcept { return held; }
 };
@@ -119,9 +118,14 @@ class layer {
   /// loss (its forward takes (x) or (x, targets)).
   /// `input_gradient`: whether the backward computes the gradient of the input (layers_of makes
   /// the model's first layer without it by default: layers_options).
-  layer(::torch::nn::AnyModule module, std::string name, bool loss = false, bool input_gradient = true)
-      : module_(std::move(module)), name_(std::move(name)), loss_(loss), input_gradient_(input_gradient) {
-    if (module_.is_empty()) throw std::invalid_argument("remat::libtorch::layer '" + name_ + "': the module is empty");
+  layer(::torch::nn::AnyModule module, std::string name, bool loss = false,
+        bool input_gradient = true)
+      : module_(std::move(module)),
+        name_(std::move(name)),
+        loss_(loss),
+        input_gradient_(input_gradient) {
+    if (module_.is_empty())
+      throw std::invalid_argument("remat::libtorch::layer '" + name_ + "': the module is empty");
   }
 
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
@@ -149,13 +153,16 @@ class layer {
   /// The backward; for the loss (with targets, which are then the fourth argument: the executor
   /// tells the two apart by the layer's place) the output gradient is 1.
   template <class B>
-  at::Tensor backward(const at::Tensor& x, const at::Tensor&, const context& ctx, const at::Tensor& dy, B&) {
+  at::Tensor backward(const at::Tensor& x, const at::Tensor&, const context& ctx,
+                      const at::Tensor& dy, B&) {
     return run_backward(x, ctx, loss_ ? nullptr : &dy);
   }
   /// The loss's backward in a run without targets.
   template <class B>
   at::Tensor backward(const at::Tensor& x, const at::Tensor&, const context& ctx, B&) {
-    if (!loss_) throw std::logic_error(where() + ": backward without an output gradient, but the layer is not the loss");
+    if (!loss_)
+      throw std::logic_error(
+          where() + ": backward without an output gradient, but the layer is not the loss");
     return run_backward(x, ctx, nullptr);
   }
 
@@ -206,7 +213,8 @@ class layer {
     return v;
   }
   static void set_generator(at::Generator& gen, const std::vector<std::uint8_t>& v) {
-    at::Tensor st = at::empty({static_cast<std::int64_t>(v.size())}, at::TensorOptions().dtype(at::kByte));
+    at::Tensor st =
+        at::empty({static_cast<std::int64_t>(v.size())}, at::TensorOptions().dtype(at::kByte));
     std::memcpy(st.data_ptr(), v.data(), v.size());
     gen.set_state(st);
   }
@@ -229,24 +237,30 @@ class layer {
         std::string hint;
         const std::string what = e.what_without_backtrace();
         if (what.find("argument") != std::string::npos)
-          hint = loss_ ? (targets ? "; this loss is called as forward(x, targets): a loss without targets runs "
-                                    "without them (run(schedule, input), profile_chain(model, sample, backend))"
-                                  : "; this loss is called as forward(x): a loss that takes targets needs them "
-                                    "(run(schedule, input, targets), profile_chain(model, sample, targets, backend))")
+          hint = loss_ ? (targets ? "; this loss is called as forward(x, targets): a loss without "
+                                    "targets runs "
+                                    "without them (run(schedule, input), profile_chain(model, "
+                                    "sample, backend))"
+                                  : "; this loss is called as forward(x): a loss that takes "
+                                    "targets needs them "
+                                    "(run(schedule, input, targets), profile_chain(model, sample, "
+                                    "targets, backend))")
                        : "; a chain stage's forward takes one tensor (the previous stage's output)";
         throw std::runtime_error(where() + ": " + what + hint);
       }
     }();
     if (auto* t = v.try_get<at::Tensor>()) return *t;
-    throw std::runtime_error(where() + ": its forward returns " + c10::demangle(v.type_info().name()) +
-                             ", not a tensor; a chain stage maps one tensor to one tensor: wrap the module in one "
-                             "whose forward returns the tensor the next stage reads (for a tuple, the element it "
-                             "needs)");
+    throw std::runtime_error(
+        where() + ": its forward returns " + c10::demangle(v.type_info().name()) +
+        ", not a tensor; a chain stage maps one tensor to one tensor: wrap the module in one "
+        "whose forward returns the tensor the next stage reads (for a tuple, the element it "
+        "needs)");
   }
 
   /// A view of x (or of x's storage) is copied: the output must own its memory.
   static at::Tensor own(at::Tensor y, const at::Tensor& x) {
-    if (y.has_storage() && x.has_storage() && y.storage().is_alias_of(x.storage())) return y.clone();
+    if (y.has_storage() && x.has_storage() && y.storage().is_alias_of(x.storage()))
+      return y.clone();
     return y;
   }
 
@@ -262,9 +276,11 @@ class layer {
       y = own(call(x, targets), x);
       resume();
       if (x.use_count() > uses || (x.has_storage() && x.storage().use_count() > storage_uses))
-        throw std::runtime_error(where() + " keeps a reference to its input after its forward (a member holding x, "
-                                 "or an output that is a view of it held elsewhere): the executor frees inputs as "
-                                 "the plan says, so a module must not keep them; copy what it needs");
+        throw std::runtime_error(
+            where() +
+            " keeps a reference to its input after its forward (a member holding x, "
+            "or an output that is a view of it held elsewhere): the executor frees inputs as "
+            "the plan says, so a module must not keep them; copy what it needs");
     } else {
       const ::torch::AutoGradMode grad_on(true);
       const bytes before = b.in_use();
@@ -281,25 +297,28 @@ class layer {
       ctx->held = std::max<bytes>(0, made - exec::tensor_traits<at::Tensor>::size(y));
     }
     if (x._version() != version)
-      throw std::runtime_error(where() + " changed its input in place (an in-place operation such as "
-                               "ReLU(inplace=true) on its input): the executor keeps inputs for recomputations, "
-                               "so a stage must not modify its input; use the out-of-place form");
+      throw std::runtime_error(
+          where() +
+          " changed its input in place (an in-place operation such as "
+          "ReLU(inplace=true) on its input): the executor keeps inputs for recomputations, "
+          "so a stage must not modify its input; use the out-of-place form");
     if (loss_ && y.numel() != 1)
-      throw std::runtime_error(where() + " is the loss but returns a tensor of shape " + detail::shape(y) +
-                               ", not one number; reduce it (mean or sum)");
+      throw std::runtime_error(where() + " is the loss but returns a tensor of shape " +
+                               detail::shape(y) + ", not one number; reduce it (mean or sum)");
     return y;
   }
 
   at::Tensor run_backward(const at::Tensor& x, const context& ctx, const at::Tensor* dy) {
-    if (!ctx.y.defined()) throw std::logic_error(where() + ": backward without the context of a forward_save");
+    if (!ctx.y.defined())
+      throw std::logic_error(where() + ": backward without the context of a forward_save");
     if (ctx.y.requires_grad()) try {
-      if (dy)
-        ::torch::autograd::backward({ctx.y}, {*dy});
-      else
-        ::torch::autograd::backward({ctx.y});
-    } catch (const c10::Error& e) {
-      throw std::runtime_error(where() + ": its backward failed: " + e.what_without_backtrace());
-    }
+        if (dy)
+          ::torch::autograd::backward({ctx.y}, {*dy});
+        else
+          ::torch::autograd::backward({ctx.y});
+      } catch (const c10::Error& e) {
+        throw std::runtime_error(where() + ": its backward failed: " + e.what_without_backtrace());
+      }
     // The parameters' gradients are model state from now on (torch/backend.hpp).
     for (const auto& p : module_.ptr()->parameters())
       if (p.grad().defined()) exempt_from_count(p.grad());
@@ -317,8 +336,8 @@ class layer {
   std::string name_;
   bool loss_ = false;
   bool input_gradient_ = true;
-  mutable bool armed_ = false;           // the next forward is a replay (set_random_state)
-  std::vector<std::uint8_t> resume_;     // the generator's state to return to after it
+  mutable bool armed_ = false;        // the next forward is a replay (set_random_state)
+  std::vector<std::uint8_t> resume_;  // the generator's state to return to after it
 };
 
 /// How layers_of makes a chain model.
@@ -330,11 +349,13 @@ struct layers_options {
 };
 
 /// A chain model of a Sequential's children, in order; the last child is the loss.
-inline std::vector<layer> layers_of(const ::torch::nn::Sequential& net, const layers_options& opt = {}) {
+inline std::vector<layer> layers_of(const ::torch::nn::Sequential& net,
+                                    const layers_options& opt = {}) {
   std::vector<layer> out;
   const auto named = net->named_children();
   if (named.size() != net->size())
-    throw std::invalid_argument("remat::libtorch::layers_of: the Sequential's children and modules differ");
+    throw std::invalid_argument(
+        "remat::libtorch::layers_of: the Sequential's children and modules differ");
   const auto keys = named.keys();
   const auto modules = named.values();
   for (std::size_t i = 0; i < net->size(); ++i) {
@@ -342,20 +363,21 @@ inline std::vector<layer> layers_of(const ::torch::nn::Sequential& net, const la
     out.emplace_back(*(net->begin() + static_cast<std::ptrdiff_t>(i)), label, i + 1 == net->size(),
                      i > 0 || opt.input_gradient);
   }
-  if (out.empty()) throw std::invalid_argument("remat::libtorch::layers_of: the Sequential has no module");
+  if (out.empty())
+    throw std::invalid_argument("remat::libtorch::layers_of: the Sequential has no module");
   return out;
 }
 
 /// A chain model of a Sequential's children followed by the loss module (forward(x, targets), as
 /// torch::nn::CrossEntropyLoss, or forward(x)).
 template <class Loss>
-  requires std::constructible_from<::torch::nn::AnyModule, const Loss&>
-std::vector<layer> layers_of(const ::torch::nn::Sequential& net, const Loss& loss, const layers_options& opt = {}) {
+requires std::constructible_from<::torch::nn::AnyModule, const Loss&> std::vector<layer> layers_of(
+    const ::torch::nn::Sequential& net, const Loss& loss, const layers_options& opt = {}) {
   std::vector<layer> out;
   if (net->size() > 0) {
     out = layers_of(net, opt);
-    out.back() = layer(*(net->begin() + static_cast<std::ptrdiff_t>(net->size() - 1)), out.back().name(), false,
-                       net->size() > 1 || opt.input_gradient);
+    out.back() = layer(*(net->begin() + static_cast<std::ptrdiff_t>(net->size() - 1)),
+                       out.back().name(), false, net->size() > 1 || opt.input_gradient);
   }
   ::torch::nn::AnyModule any(loss);
   const std::string label = opt.loss_name + " (" + detail::short_type(*any.ptr()) + ")";

@@ -4,15 +4,15 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
-#include <string_view>
-
 #include <remat/exec/cuda/device.hpp>
+#include <string_view>
 
 int main(int argc, char** argv) {
   bool listing = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a(argv[i]);
-    if (a.find("list") != std::string_view::npos || a == "-ltc" || a == "-lts" || a == "-lr") listing = true;
+    if (a.find("list") != std::string_view::npos || a == "-ltc" || a == "-lts" || a == "-lr")
+      listing = true;
   }
   if (!listing && remat::cuda::device_count() == 0) {
     std::puts("SKIP: no usable CUDA device");

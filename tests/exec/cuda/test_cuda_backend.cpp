@@ -4,11 +4,10 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
-#include <string>
-#include <vector>
-
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/cuda/backend.hpp>
+#include <string>
+#include <vector>
 
 #include "toy_kernels.hpp"
 
@@ -22,7 +21,8 @@ static_assert(exec::RunAwareBackend<cuda::backend>);
 namespace {
 std::vector<float> to_host(const cuda::device_buffer& d, cudaStream_t s) {
   std::vector<float> h(static_cast<std::size_t>(d.size()) / sizeof(float));
-  REMAT_CUDA_CHECK(cudaMemcpyAsync(h.data(), d.data(), static_cast<std::size_t>(d.size()), cudaMemcpyDeviceToHost, s));
+  REMAT_CUDA_CHECK(cudaMemcpyAsync(h.data(), d.data(), static_cast<std::size_t>(d.size()),
+                                   cudaMemcpyDeviceToHost, s));
   REMAT_CUDA_CHECK(cudaStreamSynchronize(s));
   return h;
 }
@@ -48,10 +48,12 @@ TEST_CASE("cuda.backend: the budget is a hard limit, and the error names the act
   // Fragmentation: two free 256 KiB holes apart; 512 KiB fits the total, not a block.
   x.release();
   y.release();
-  auto a1 = b.allocate(256_KiB), a2 = b.allocate(256_KiB), a3 = b.allocate(256_KiB), a4 = b.allocate(256_KiB);
+  auto a1 = b.allocate(256_KiB), a2 = b.allocate(256_KiB), a3 = b.allocate(256_KiB),
+       a4 = b.allocate(256_KiB);
   a1.release();
   a3.release();
-  CHECK_THROWS_WITH_AS((void)b.allocate(512_KiB), doctest::Contains("fragmented"), exec::out_of_budget);
+  CHECK_THROWS_WITH_AS((void)b.allocate(512_KiB), doctest::Contains("fragmented"),
+                       exec::out_of_budget);
   CHECK(b.worst_fragmentation().stranded() == 256_KiB);
 }
 
@@ -82,7 +84,8 @@ TEST_CASE("cuda.backend: offload and prefetch round trips are bitwise exact") {
     std::memcpy(&v, &bits, sizeof v);  // every bit pattern, NaNs included
   }
   auto d = b.allocate(static_cast<bytes>(sizeof(float)) * n);
-  REMAT_CUDA_CHECK(cudaMemcpyAsync(d.data(), src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice, b.stream()));
+  REMAT_CUDA_CHECK(cudaMemcpyAsync(d.data(), src.data(), src.size() * sizeof(float),
+                                   cudaMemcpyHostToDevice, b.stream()));
   auto [h, t_out] = b.offload(d);
   CHECK(b.host_in_use() == d.size());
   b.release_after(std::move(d), t_out);
@@ -96,10 +99,13 @@ TEST_CASE("cuda.backend: offload and prefetch round trips are bitwise exact") {
   CHECK(std::memcmp(back.data(), src.data(), src.size() * sizeof(float)) == 0);
   b.release_after(std::move(h), t_in);
   CHECK(b.host_in_use() == 0);
-  CHECK_THROWS_WITH_AS((void)b.host_allocate(9_MiB), doctest::Contains("options::host_pool"), std::runtime_error);
+  CHECK_THROWS_WITH_AS((void)b.host_allocate(9_MiB), doctest::Contains("options::host_pool"),
+                       std::runtime_error);
 }
 
-TEST_CASE("cuda.backend: copies start after the compute stream's work, and the compute stream waits for them") {
+TEST_CASE(
+    "cuda.backend: copies start after the compute stream's work, and the compute stream waits for "
+    "them") {
   cuda::backend b(1_MiB, {.host_pool = 1_MiB});
   const int n = 1024;
   auto d = b.allocate(4 * n);

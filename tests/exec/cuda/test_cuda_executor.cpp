@@ -4,9 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <cstddef>
-#include <string>
-#include <vector>
-
 #include <remat/exec/cuda/backend.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
@@ -15,6 +12,8 @@
 #include <remat/policy/store_all.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
+#include <string>
+#include <vector>
 
 #include "exec/test_offload_schedules.hpp"
 #include "toy_kernels.hpp"
@@ -60,9 +59,11 @@ struct layer {
   }
   dtensor forward(const dtensor& x, cuda::backend& b) { return compute(x, b); }
   dtensor forward_save(const dtensor& x, context&, cuda::backend& b) { return compute(x, b); }
-  dtensor backward(const dtensor& x, const dtensor& y, const context&, const dtensor& dy, cuda::backend& b) {
+  dtensor backward(const dtensor& x, const dtensor& y, const context&, const dtensor& dy,
+                   cuda::backend& b) {
     auto dx = dtensor::make(b, x.n);
-    toy_cuda::tanh_backward(x.data(), y.data(), dy.data(), dx.data(), gw.as<float>(), x.n, w, b.stream());
+    toy_cuda::tanh_backward(x.data(), y.data(), dy.data(), dx.data(), gw.as<float>(), x.n, w,
+                            b.stream());
     REMAT_CUDA_CHECK(cudaGetLastError());
     return dx;
   }
@@ -98,9 +99,11 @@ std::vector<layer> make_model(cuda::backend& params) {
 
 dtensor make_input(cuda::backend& b) {
   std::vector<float> h(width);
-  for (int i = 0; i < width; ++i) h[static_cast<std::size_t>(i)] = 0.001f * static_cast<float>(i % 97) - 0.04f;
+  for (int i = 0; i < width; ++i)
+    h[static_cast<std::size_t>(i)] = 0.001f * static_cast<float>(i % 97) - 0.04f;
   auto x = dtensor::make(b, width);
-  REMAT_CUDA_CHECK(cudaMemcpyAsync(x.data(), h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice, b.stream()));
+  REMAT_CUDA_CHECK(cudaMemcpyAsync(x.data(), h.data(), h.size() * sizeof(float),
+                                   cudaMemcpyHostToDevice, b.stream()));
   REMAT_CUDA_CHECK(cudaStreamSynchronize(b.stream()));
   return x;
 }
@@ -108,9 +111,11 @@ dtensor make_input(cuda::backend& b) {
 std::vector<float> gradients(const dtensor& dx, const std::vector<layer>& m, cuda::backend& b) {
   b.synchronize();
   std::vector<float> g(static_cast<std::size_t>(dx.n) + m.size());
-  REMAT_CUDA_CHECK(cudaMemcpy(g.data(), dx.data(), static_cast<std::size_t>(dx.bytes()), cudaMemcpyDeviceToHost));
+  REMAT_CUDA_CHECK(cudaMemcpy(g.data(), dx.data(), static_cast<std::size_t>(dx.bytes()),
+                              cudaMemcpyDeviceToHost));
   for (std::size_t l = 0; l < m.size(); ++l)
-    REMAT_CUDA_CHECK(cudaMemcpy(&g[static_cast<std::size_t>(dx.n) + l], m[l].gw.data(), 4, cudaMemcpyDeviceToHost));
+    REMAT_CUDA_CHECK(cudaMemcpy(&g[static_cast<std::size_t>(dx.n) + l], m[l].gw.data(), 4,
+                                cudaMemcpyDeviceToHost));
   return g;
 }
 
@@ -127,7 +132,8 @@ std::vector<float> store_all_gradients(const chain& c, cuda::backend& params) {
 
 }  // namespace
 
-TEST_CASE("cuda.executor: chain schedules on the CUDA backend give store-all's gradients bit for bit") {
+TEST_CASE(
+    "cuda.executor: chain schedules on the CUDA backend give store-all's gradients bit for bit") {
   cuda::backend params(1_MiB);
   cuda::backend probe(64_MiB);
   auto prof_model = make_model(params);
@@ -157,11 +163,13 @@ TEST_CASE("cuda.executor: chain schedules on the CUDA backend give store-all's g
   }
 }
 
-TEST_CASE("cuda.executor: a recorded run's placement is replayed; the pool extent is the placed peak") {
+TEST_CASE(
+    "cuda.executor: a recorded run's placement is replayed; the pool extent is the placed peak") {
   cuda::backend params(1_MiB);
   cuda::backend probe(64_MiB);
   auto prof_model = make_model(params);
-  const auto c = exec::profile_chain(prof_model, make_input(probe), probe, {.repetitions = 1, .warmup = 0});
+  const auto c =
+      exec::profile_chain(prof_model, make_input(probe), probe, {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
   const bytes lo = rotor::minimum_budget(*c);
   const auto s = rotor{}.solve(*c, lo);
@@ -195,11 +203,14 @@ TEST_CASE("cuda.executor: a recorded run's placement is replayed; the pool exten
 static_assert(exec::TransferBackend<cuda::backend>);
 static_assert(exec::TransferableTensor<dtensor, cuda::backend>);
 
-TEST_CASE("cuda.executor: offloading schedules on the copy streams give store-all's gradients bit for bit") {
+TEST_CASE(
+    "cuda.executor: offloading schedules on the copy streams give store-all's gradients bit for "
+    "bit") {
   cuda::backend params(1_MiB);
   cuda::backend probe(64_MiB);
   auto prof_model = make_model(params);
-  const auto c = exec::profile_chain(prof_model, make_input(probe), probe, {.repetitions = 1, .warmup = 0});
+  const auto c =
+      exec::profile_chain(prof_model, make_input(probe), probe, {.repetitions = 1, .warmup = 0});
   REQUIRE_MESSAGE(c.ok(), c.message());
   const bytes all = store_all{}.solve(*c, unlimited_bytes)->predicted_peak;
   const std::vector<float> reference = store_all_gradients(*c, params);

@@ -1,11 +1,11 @@
-// The executor on DAG models on the CUDA backend, with a small DAG of deterministic CUDA toy ops: "a" is
-// read by three ops (its gradient sums three contributions), "sum" adds three inputs and "res"
-// two (the graph input is read twice), then a chain of five. Store-all, hand-written recomputing
-// and fast-forward schedules and (with a MILP backend) checkmate's give store-all's gradients bit
-// for bit, with a measured peak within the budget and equal to the graph simulator's; a recorded
-// run's static placement is replayed; activations offloaded on the copy streams and prefetched
-// back give the same gradients; profile_dag measures the ops' sizes exactly, with CUDA-event
-// times.
+// The executor on DAG models on the CUDA backend, with a small DAG of deterministic CUDA toy ops:
+// "a" is read by three ops (its gradient sums three contributions), "sum" adds three inputs and
+// "res" two (the graph input is read twice), then a chain of five. Store-all, hand-written
+// recomputing and fast-forward schedules and (with a MILP backend) checkmate's give store-all's
+// gradients bit for bit, with a measured peak within the budget and equal to the graph simulator's;
+// a recorded run's static placement is replayed; activations offloaded on the copy streams and
+// prefetched back give the same gradients; profile_dag measures the ops' sizes exactly, with
+// CUDA-event times.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -244,8 +244,8 @@ schedule store_all_of(const graph& g) { return {store_all_program(g), g.ideal_ti
 
 /// Runs s on a fresh model in b; returns the gradients. The run's result is checked against the
 /// graph simulator: peak within `budget`, equal to the simulator's, instruction by instruction.
-std::vector<float> run_checked(const graph& g, const schedule& s, bytes budget,
-                               cuda::backend& b, cuda::backend& params) {
+std::vector<float> run_checked(const graph& g, const schedule& s, bytes budget, cuda::backend& b,
+                               cuda::backend& params) {
   INFO(to_string(g, s));
   const auto sim = sim::simulate(g, s, {.budget = budget});
   REQUIRE_MESSAGE(sim.valid, (sim.first_violation ? sim.first_violation->message : ""));
@@ -281,8 +281,8 @@ TEST_CASE("cuda.graph: profile_dag measures the toy ops exactly, with CUDA-event
   cuda::backend probe(64_MiB);
   model m = make_model(params);
   const auto sample = make_input(probe);
-  const auto f = exec::profile_dag(m, sample, probe,
-                                     {.repetitions = 2, .warmup = 1, .name = "toy cuda dag"});
+  const auto f =
+      exec::profile_dag(m, sample, probe, {.repetitions = 2, .warmup = 1, .name = "toy cuda dag"});
   REQUIRE_MESSAGE(f.ok(), f.message());
   const forward_dag want = expected_dag();
   CHECK(f->input_bytes == want.input_bytes);
@@ -316,8 +316,8 @@ TEST_CASE(
   for (int keep : {0, 2, 3}) {
     INFO("recompute_all keeping every ", keep, "th activation");
     const schedule s = toy::recompute_all(g, keep);
-    CHECK(
-        std::any_of(s.ops.begin(), s.ops.end(), [](const instruction& i) { return i.op == op_kind::fast_forward; }));
+    CHECK(std::any_of(s.ops.begin(), s.ops.end(),
+                      [](const instruction& i) { return i.op == op_kind::fast_forward; }));
     const bytes budget = sim::simulate(g, s).peak;
     cuda::backend b(budget + slack);
     CHECK(run_checked(g, s, budget, b, params) == reference);
@@ -370,7 +370,9 @@ TEST_CASE(
 
 static_assert(exec::TransferableTensor<gtensor, cuda::backend>);
 
-TEST_CASE("cuda.graph: activations offloaded on the copy streams give store-all's gradients bit for bit") {
+TEST_CASE(
+    "cuda.graph: activations offloaded on the copy streams give store-all's gradients bit for "
+    "bit") {
   cuda::backend params(1_MiB);
   const graph g = toy_graph();
   const auto reference = reference_gradients(g, params);
@@ -384,7 +386,8 @@ TEST_CASE("cuda.graph: activations offloaded on the copy streams give store-all'
       REQUIRE_MESSAGE(sim.valid, (sim.first_violation ? sim.first_violation->message : ""));
       const bytes planned = sim::simulate(g, base).peak;
       // Room on the host for every tensor of the graph at once.
-      cuda::backend b(planned + slack, {.host_pool = static_cast<bytes>(g.data_count()) * tensor_bytes + slack});
+      cuda::backend b(planned + slack,
+                      {.host_pool = static_cast<bytes>(g.data_count()) * tensor_bytes + slack});
       model m = make_model(params);
       exec::executor ex(m, g, b);
       const auto r = ex.run(s, make_input(b));

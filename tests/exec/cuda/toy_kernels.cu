@@ -1,6 +1,6 @@
 // The GPU tests' toy kernels (see toy_kernels.hpp).
 #ifndef __CUDACC__
-#  error "toy_kernels.cu must be compiled by nvcc"
+#error "toy_kernels.cu must be compiled by nvcc"
 #endif
 
 #include "toy_kernels.hpp"
@@ -15,8 +15,8 @@ __global__ void tanh_forward_k(const float* x, float* y, int n, float w) {
   if (i < n) y[i] = tanhf(w * x[i]);
 }
 
-__global__ void tanh_backward_k(const float* x, const float* y, const float* dy, float* dx, float* gw, int n,
-                                float w) {
+__global__ void tanh_backward_k(const float* x, const float* y, const float* dy, float* dx,
+                                float* gw, int n, float w) {
   // One block: each thread sums a fixed stride, then a fixed tree; the same order every run.
   __shared__ float part[threads];
   float acc = 0.0f;
@@ -66,8 +66,8 @@ unsigned blocks(int n) { return static_cast<unsigned>((n + threads - 1) / thread
 void tanh_forward(const float* x, float* y, int n, float w, cudaStream_t s) {
   if (n > 0) tanh_forward_k<<<blocks(n), threads, 0, s>>>(x, y, n, w);
 }
-void tanh_backward(const float* x, const float* y, const float* dy, float* dx, float* gw, int n, float w,
-                   cudaStream_t s) {
+void tanh_backward(const float* x, const float* y, const float* dy, float* dx, float* gw, int n,
+                   float w, cudaStream_t s) {
   tanh_backward_k<<<1, threads, 0, s>>>(x, y, dy, dx, gw, n, w);
 }
 void half_square_sum(const float* x, float* y, int n, cudaStream_t s) {

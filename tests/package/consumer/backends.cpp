@@ -24,7 +24,8 @@ int main() {
   (void)remat::cuda::device_count();  // 0 without a GPU
   std::printf(" cuda");
 #endif
-#if defined(REMAT_HAS_TORCH)  // linked through the install's find_package(Torch); no LibTorch header here
+#if defined(REMAT_HAS_TORCH)  // linked through the install's find_package(Torch); no LibTorch
+                              // header here
   std::printf(" torch");
 #endif
   std::printf("\n");

@@ -27,22 +27,21 @@
 // Part of the opt-in remat::cuda target: no umbrella header includes it.
 
 #if !__has_include(<cuda_runtime_api.h>)
-#  error "remat/exec/cuda needs the CUDA toolkit; link remat::cuda"
+#error "remat/exec/cuda needs the CUDA toolkit; link remat::cuda"
 #endif
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
-#include <stdexcept>
-#include <string>
-#include <utility>
-
 #include <remat/core/units.hpp>
 #include <remat/exec/cuda/device.hpp>
 #include <remat/exec/cuda/error.hpp>
 #include <remat/exec/detail/arena.hpp>
 #include <remat/exec/host_backend.hpp>
 #include <remat/exec/placement.hpp>
+#include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace remat::exec::cuda {
 
@@ -54,7 +53,8 @@ class event {
   event() = default;
   /// A new event; `timing` events can be read by cudaEventElapsedTime, the others are cheaper.
   explicit event(bool timing) {
-    REMAT_CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
+    REMAT_CUDA_CHECK(
+        cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
   }
   event(event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
   event& operator=(event&& o) noexcept {
@@ -88,8 +88,10 @@ class pool_buffer {
  public:
   pool_buffer() = default;
   pool_buffer(pool_buffer&& o) noexcept
-      : owner_(std::exchange(o.owner_, nullptr)), data_(std::exchange(o.data_, nullptr)),
-        size_(std::exchange(o.size_, 0)), offset_(std::exchange(o.offset_, 0)) {}
+      : owner_(std::exchange(o.owner_, nullptr)),
+        data_(std::exchange(o.data_, nullptr)),
+        size_(std::exchange(o.size_, 0)),
+        offset_(std::exchange(o.offset_, 0)) {}
   pool_buffer& operator=(pool_buffer&& o) noexcept {
     if (this != &o) {
       release();
@@ -107,7 +109,9 @@ class pool_buffer {
   /// The pointer (device memory, or pinned host memory); nullptr for an empty buffer.
   [[nodiscard]] void* data() const noexcept { return data_; }
   template <class T>
-  [[nodiscard]] T* as() const noexcept { return static_cast<T*>(data_); }
+  [[nodiscard]] T* as() const noexcept {
+    return static_cast<T*>(data_);
+  }
   /// The requested size in bytes.
   [[nodiscard]] bytes size() const noexcept { return size_; }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
@@ -187,13 +191,17 @@ class backend {
   /// there is no usable device or the budget cannot be allocated.
   explicit backend(bytes budget, int device = 0) : backend(budget, options{.device = device}) {}
   backend(bytes budget, options opt)
-      : budget_(budget), opt_(opt), pool_(budget, opt.alignment), host_pool_(opt.host_pool, opt.alignment) {
+      : budget_(budget),
+        opt_(opt),
+        pool_(budget, opt.alignment),
+        host_pool_(opt.host_pool, opt.alignment) {
     if (device_count() == 0)
       throw cuda_error("cudaGetDeviceCount", 0, "no usable CUDA device (no GPU, or no driver)");
     REMAT_CUDA_CHECK(cudaSetDevice(opt.device));
     try {
       if (budget > 0) REMAT_CUDA_CHECK(cudaMalloc(&base_, static_cast<std::size_t>(budget)));
-      if (opt.host_pool > 0) REMAT_CUDA_CHECK(cudaMallocHost(&host_base_, static_cast<std::size_t>(opt.host_pool)));
+      if (opt.host_pool > 0)
+        REMAT_CUDA_CHECK(cudaMallocHost(&host_base_, static_cast<std::size_t>(opt.host_pool)));
       REMAT_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
       REMAT_CUDA_CHECK(cudaStreamCreateWithFlags(&d2h_, cudaStreamNonBlocking));
       REMAT_CUDA_CHECK(cudaStreamCreateWithFlags(&h2d_, cudaStreamNonBlocking));
@@ -210,7 +218,9 @@ class backend {
 
   /// n bytes of device memory from the pool; throws out_of_budget when they do not fit.
   [[nodiscard]] device_buffer allocate(bytes n) {
-    if (n < 0) throw std::invalid_argument(activity_ + ": negative allocation of " + std::to_string(n) + " bytes");
+    if (n < 0)
+      throw std::invalid_argument(activity_ + ": negative allocation of " + std::to_string(n) +
+                                  " bytes");
     if (n == 0) return {};
     if (n > budget_ - in_use()) throw out_of_budget(activity_, n, in_use(), budget_);
     const auto off = pool_.allocate(n, activity_);
@@ -274,13 +284,15 @@ class backend {
 
   /// n bytes of pinned host memory from the host pool; throws std::runtime_error when it is full.
   [[nodiscard]] host_buffer host_allocate(bytes n) {
-    if (n < 0) throw std::invalid_argument(activity_ + ": negative host allocation of " + std::to_string(n) + " bytes");
+    if (n < 0)
+      throw std::invalid_argument(activity_ + ": negative host allocation of " + std::to_string(n) +
+                                  " bytes");
     if (n == 0) return {};
     const auto off = host_pool_.allocate(n);
     if (!off)
-      throw std::runtime_error(activity_ + ": the pinned host pool (" + format_bytes(opt_.host_pool) +
-                               ") cannot hold " + format_bytes(n) + " more with " +
-                               format_bytes(host_pool_.in_use()) +
+      throw std::runtime_error(activity_ + ": the pinned host pool (" +
+                               format_bytes(opt_.host_pool) + ") cannot hold " + format_bytes(n) +
+                               " more with " + format_bytes(host_pool_.in_use()) +
                                " in use; construct the backend with a larger options::host_pool");
     return host_buffer(this, static_cast<char*>(host_base_) + *off, n, *off);
   }
@@ -316,7 +328,8 @@ class backend {
   }
   /// Makes the compute stream wait for the transfer (the host does not block).
   void wait(const transfer& t) {
-    if (t.event_handle() != nullptr) REMAT_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.event_handle(), 0));
+    if (t.event_handle() != nullptr)
+      REMAT_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.event_handle(), 0));
   }
   /// Releases a device buffer that the transfer reads or writes, once the compute stream is
   /// ordered after the transfer (so no later kernel reuses the memory before the copy ends).
@@ -359,8 +372,9 @@ class backend {
 
   static void check_copy(const char* what, bytes src, bytes dst) {
     if (dst < src)
-      throw std::invalid_argument(std::string("remat::cuda::backend::") + what + ": the destination has " +
-                                  format_bytes(dst) + ", the source " + format_bytes(src));
+      throw std::invalid_argument(std::string("remat::cuda::backend::") + what +
+                                  ": the destination has " + format_bytes(dst) + ", the source " +
+                                  format_bytes(src));
   }
   transfer copy(cudaStream_t s, void* dst, const void* src, bytes n, cudaMemcpyKind kind) {
     event after_compute(false);

@@ -7,14 +7,13 @@
 // cuBLAS and links it: target_link_libraries(app PRIVATE remat::cuda CUDA::cublas).
 
 #if !__has_include(<cublas_api.h>)
-#  error "remat/exec/cuda/cublas_error.hpp needs cuBLAS; link remat::cuda and CUDA::cublas"
+#error "remat/exec/cuda/cublas_error.hpp needs cuBLAS; link remat::cuda and CUDA::cublas"
 #endif
 
 #include <cublas_api.h>
 
-#include <string>
-
 #include <remat/exec/cuda/error.hpp>
+#include <string>
 
 namespace remat::exec::cuda {
 

@@ -4,7 +4,7 @@
 // error counts as "no device". GPU test programs exit 77 (skipped) when device_count() is 0.
 
 #if !__has_include(<cuda_runtime_api.h>)
-#  error "remat/exec/cuda needs the CUDA toolkit; link remat::cuda"
+#error "remat/exec/cuda needs the CUDA toolkit; link remat::cuda"
 #endif
 
 #include <cuda_runtime_api.h>

@@ -8,7 +8,7 @@
 // Part of the opt-in remat::cuda target (style-anchors §9.9): no umbrella header includes it.
 
 #if !__has_include(<cuda_runtime_api.h>)
-#  error "remat/exec/cuda needs the CUDA toolkit; link remat::cuda"
+#error "remat/exec/cuda needs the CUDA toolkit; link remat::cuda"
 #endif
 
 #include <cuda_runtime_api.h>
@@ -23,7 +23,9 @@ namespace remat::exec::cuda {
 class cuda_error : public std::runtime_error {
  public:
   cuda_error(std::string call, int code, std::string message)
-      : std::runtime_error(call + " failed: " + message), call_(std::move(call)), code_(code),
+      : std::runtime_error(call + " failed: " + message),
+        call_(std::move(call)),
+        code_(code),
         message_(std::move(message)) {}
   /// The call as written at the check ("cudaMalloc(&p, n)").
   [[nodiscard]] const std::string& call() const noexcept { return call_; }

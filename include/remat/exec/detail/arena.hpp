@@ -18,12 +18,11 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <remat/core/units.hpp>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
-
-#include <remat/core/units.hpp>
 
 namespace remat::exec::detail {
 
@@ -37,15 +36,17 @@ struct fragmentation_snapshot {
   [[nodiscard]] bytes stranded() const noexcept { return free_total - largest_free; }
   /// 1 - largest/free_total: 0 when the free memory is one block.
   [[nodiscard]] double ratio() const noexcept {
-    return free_total == 0 ? 0.0
-                           : 1.0 - static_cast<double>(largest_free) / static_cast<double>(free_total);
+    return free_total == 0
+               ? 0.0
+               : 1.0 - static_cast<double>(largest_free) / static_cast<double>(free_total);
   }
 };
 
 class arena {
  public:
   /// A region of `capacity` bytes; every block aligned to `alignment` (a power of two).
-  explicit arena(bytes capacity, bytes alignment = 256) : capacity_(capacity), alignment_(alignment) {
+  explicit arena(bytes capacity, bytes alignment = 256)
+      : capacity_(capacity), alignment_(alignment) {
     if (alignment <= 0 || (alignment & (alignment - 1)) != 0)
       throw std::invalid_argument("remat arena: the alignment must be a power of two, not " +
                                   std::to_string(alignment));
@@ -56,7 +57,9 @@ class arena {
   }
 
   /// A request rounded up to the alignment.
-  [[nodiscard]] bytes round_up(bytes n) const noexcept { return (n + alignment_ - 1) / alignment_ * alignment_; }
+  [[nodiscard]] bytes round_up(bytes n) const noexcept {
+    return (n + alignment_ - 1) / alignment_ * alignment_;
+  }
 
   /// Best fit: the offset of a block of at least n bytes (n > 0), or nothing when no free block
   /// is large enough (the arena is unchanged then).
@@ -134,17 +137,23 @@ class arena {
   /// The highest end offset of a live block since the last reset: the pool size this run needed.
   [[nodiscard]] bytes end_high_water() const noexcept { return end_high_water_; }
   /// The moment since the last reset when the most free bytes lay outside the largest block.
-  [[nodiscard]] const fragmentation_snapshot& worst_fragmentation() const noexcept { return worst_; }
+  [[nodiscard]] const fragmentation_snapshot& worst_fragmentation() const noexcept {
+    return worst_;
+  }
   /// The request refused for fragmentation (it fit in the free total, not in any block), if any.
-  [[nodiscard]] const std::optional<fragmentation_snapshot>& fragmentation_failure() const noexcept {
+  [[nodiscard]] const std::optional<fragmentation_snapshot>& fragmentation_failure()
+      const noexcept {
     return frag_failure_;
   }
-  [[nodiscard]] fragmentation_snapshot now() const noexcept { return {free_total(), largest_free(), in_use_}; }
+  [[nodiscard]] fragmentation_snapshot now() const noexcept {
+    return {free_total(), largest_free(), in_use_};
+  }
 
   /// Starts new measurements from the present state.
   void reset_high_water() noexcept {
     high_water_ = in_use_;
-    end_high_water_ = live_.empty() ? 0 : std::prev(live_.end())->first + std::prev(live_.end())->second.reserved;
+    end_high_water_ =
+        live_.empty() ? 0 : std::prev(live_.end())->first + std::prev(live_.end())->second.reserved;
     worst_ = now();
     frag_failure_.reset();
   }
@@ -167,7 +176,8 @@ class arena {
   };
   void check_request(bytes n) const {
     if (n <= 0)
-      throw std::invalid_argument("remat arena: allocations must be positive, not " + std::to_string(n) + " bytes");
+      throw std::invalid_argument("remat arena: allocations must be positive, not " +
+                                  std::to_string(n) + " bytes");
   }
   void add_free(bytes off, bytes size) {
     by_offset_.emplace(off, size);
@@ -200,9 +210,9 @@ class arena {
   }
 
   bytes capacity_, alignment_, usable_ = 0;
-  std::map<bytes, bytes> by_offset_;          // free blocks: offset -> size
+  std::map<bytes, bytes> by_offset_;           // free blocks: offset -> size
   std::set<std::pair<bytes, bytes>> by_size_;  // free blocks: (size, offset)
-  std::map<bytes, block> live_;               // live blocks by offset
+  std::map<bytes, block> live_;                // live blocks by offset
   bytes in_use_ = 0, reserved_ = 0, high_water_ = 0, end_high_water_ = 0;
   fragmentation_snapshot worst_{};
   std::optional<fragmentation_snapshot> frag_failure_;

@@ -26,10 +26,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <numeric>
-#include <vector>
-
 #include <remat/core/units.hpp>
 #include <remat/problem/graph.hpp>
+#include <vector>
 
 namespace remat::detail {
 

@@ -543,7 +543,7 @@ struct checkmate_formulation {
   /// Algorithm 4 over an integral solution, replaying the state to free an alive output before
   /// its recompute.
   [[nodiscard]] result<schedule> extract(const graph& g, const built& b,
-                                               const milp::solution& s) const {
+                                         const milp::solution& s) const {
     const int T = g.compute_count();
     const int I = g.data_count();
     auto on = [&](const milp::linear_expr& e) { return s.value(e) > 0.5; };
@@ -573,8 +573,7 @@ struct checkmate_formulation {
           alive[ix(i)] = 1;
           done[ix(i)][p] = 1;
         }
-        out.ops.push_back(fast ? instruction::fast_forward(k)
-                               : instruction::compute(k));
+        out.ops.push_back(fast ? instruction::fast_forward(k) : instruction::compute(k));
         out.predicted_time += fast ? g.compute(k).fast_time : g.compute(k).time;
         for (int i = 0; i < I; ++i)
           for (const auto& [kk, x] : b.del[ix(t)][ix(i)])
@@ -701,7 +700,6 @@ struct checkmate_formulation {
     return x;
   }
 
-
   /// Cover cuts for the steps of an integral solution whose memory, in bytes, exceeds the
   /// budget (the MILP let them through by its tolerance): at such a step (t, k), a smallest set
   /// C of the data alive there (before the step's frees), largest first, with the op's scratch,
@@ -711,8 +709,8 @@ struct checkmate_formulation {
   /// configuration, whatever its other variables (a no-good cut of the whole point cut off one
   /// at a time, and the MILP has many points that differ only where it does not matter).
   [[nodiscard]] std::vector<milp::constraint> cover_cuts(const graph& g, const built& b,
-                                                          const milp::solution& s,
-                                                          bytes budget) const {
+                                                         const milp::solution& s,
+                                                         bytes budget) const {
     const int T = g.compute_count();
     const int I = g.data_count();
     auto on = [&](const milp::linear_expr& e) { return s.value(e) > 0.5 ? 1 : 0; };
@@ -783,7 +781,6 @@ struct checkmate_formulation {
     }
     return cut >= 1 - ones;
   }
-
 };
 
 }  // namespace remat::detail

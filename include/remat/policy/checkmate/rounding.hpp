@@ -1,8 +1,8 @@
 #pragma once
 // checkmate's LP rounding (Checkmate's two-phase rounding, Jain et al., MLSys 2020, §5, adapted):
 // from a storage plan (which data is alive at the start of each stage) to the cheapest schedule of
-// the stage model (phase 2), and the cheap storage patterns. Not a template: the LP itself is solved
-// by the policy (policy/checkmate.hpp) with its backend.
+// the stage model (phase 2), and the cheap storage patterns. Not a template: the LP itself is
+// solved by the policy (policy/checkmate.hpp) with its backend.
 //
 // LP relaxation (`relax`), Checkmate's two-phase rounding adapted to this model. Decisions where
 // our model differs from Checkmate's, where it has one S per node:
@@ -34,11 +34,9 @@
 //     bound on the exact optimum), -inf when the LP did not finish within time_limit (the
 //     schedule then comes from the cheap patterns; with none that fits, status::time_limit).
 
-
 #include <optional>
-#include <vector>
-
 #include <remat/policy/checkmate/formulation.hpp>
+#include <vector>
 
 namespace remat::detail {
 
@@ -80,8 +78,7 @@ struct checkmate_rounding : checkmate_formulation {
   /// stage t exactly when keep[t][i] (see "LP relaxation" above); nullopt when the storage
   /// needs what no schedule does: the loss again, a protected output again, a contribution to
   /// a gradient that is already summed in.
-  [[nodiscard]] std::optional<schedule> derive(const graph& g,
-                                                     const keep_matrix& keep) const {
+  [[nodiscard]] std::optional<schedule> derive(const graph& g, const keep_matrix& keep) const {
     const int T = g.compute_count();
     const int I = g.data_count();
     schedule out;
@@ -142,8 +139,7 @@ struct checkmate_rounding : checkmate_formulation {
           alive[ix(i)] = 1;
           done[ix(i)][p] = 1;
         }
-        out.ops.push_back(fast ? instruction::fast_forward(k)
-                               : instruction::compute(k));
+        out.ops.push_back(fast ? instruction::fast_forward(k) : instruction::compute(k));
         out.predicted_time += fast ? g.compute(k).fast_time : g.compute(k).time;
         for (int i : g.inputs(k))
           if (droppable(i) && last[ix(i)] == k) release(i);
@@ -211,14 +207,13 @@ struct checkmate_rounding : checkmate_formulation {
   }
 
   /// The heuristic plan at low budgets: of the cheap patterns' schedules, the one with the
-  /// smallest peak (the faster on a tie); nullopt when none is valid (not seen on a valid graph). A schedule of the stage model, so the MILP
-  /// is feasible at its peak and takes it as a warm start: find_minimum's upper end, and the
-  /// least-memory plan of checkmate's messages. Tried: local search over the storage matrix
-  /// (flipping single entries, or a data node's keep over a run of stages, first improvement),
-  /// on four issue-14 graphs of 19-27 ops: it never lowered the best pattern's peak, in 0.1-14 s.
-  /// Patterns are tried from the lowest-memory one until `stop`.
-  [[nodiscard]] std::optional<schedule> least_memory(const graph& g,
-                                                     clock::time_point stop) const {
+  /// smallest peak (the faster on a tie); nullopt when none is valid (not seen on a valid graph). A
+  /// schedule of the stage model, so the MILP is feasible at its peak and takes it as a warm start:
+  /// find_minimum's upper end, and the least-memory plan of checkmate's messages. Tried: local
+  /// search over the storage matrix (flipping single entries, or a data node's keep over a run of
+  /// stages, first improvement), on four issue-14 graphs of 19-27 ops: it never lowered the best
+  /// pattern's peak, in 0.1-14 s. Patterns are tried from the lowest-memory one until `stop`.
+  [[nodiscard]] std::optional<schedule> least_memory(const graph& g, clock::time_point stop) const {
     std::optional<schedule> best;
     for (auto& s : pattern_schedules(g, true, stop))
       if (!best || s.predicted_peak < best->predicted_peak ||
@@ -237,7 +232,6 @@ struct checkmate_rounding : checkmate_formulation {
         best = std::move(s);
     return best;
   }
-
 };
 
 }  // namespace remat::detail

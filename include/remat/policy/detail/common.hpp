@@ -8,19 +8,18 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-#include <remat/core/result.hpp>
-#include <remat/problem/chain.hpp>
 #include <remat/core/machine.hpp>
+#include <remat/core/result.hpp>
 #include <remat/problem/builder.hpp>
+#include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace remat::detail {
 
@@ -29,39 +28,42 @@ using remat::format_bytes;
 inline result<void> check_request(const chain& c, bytes budget) {
   if (auto v = validate(c); !v) return v.err();
   if (budget < 0)
-    return error{status::invalid_problem,
-                 "the budget is negative (" + std::to_string(budget) + " bytes); give a byte count >= 0",
-                 {}};
+    return error{
+        status::invalid_problem,
+        "the budget is negative (" + std::to_string(budget) + " bytes); give a byte count >= 0",
+        {}};
   return {};
 }
 
 inline error budget_too_small(std::string_view policy, const chain& c, bytes budget, bytes minimum,
                               std::string_view what = {}) {
   std::string msg = std::string(policy) + ": the budget of " + format_bytes(budget) +
-                    " is below the minimum of " + format_bytes(minimum) + " that it needs for chain '" +
-                    c.name + "'";
+                    " is below the minimum of " + format_bytes(minimum) +
+                    " that it needs for chain '" + c.name + "'";
   if (!what.empty()) msg += " (" + std::string(what) + ")";
   msg += "; give a budget of at least " + std::to_string(minimum) + " bytes";
   return error{status::budget_too_small, std::move(msg), minimum};
 }
 
 /// The shared finishing step of every policy, chain or graph: given the replay of the schedule
-/// on the policy's machine (r), returns the schedule only if it is valid within the budget and the simulated
-/// makespan equals the policy's claim (s.predicted_time); predicted_peak is set to the simulated
-/// peak. A disagreement is a bug in the policy and is reported as solver_error with the
+/// on the policy's machine (r), returns the schedule only if it is valid within the budget and the
+/// simulated makespan equals the policy's claim (s.predicted_time); predicted_peak is set to the
+/// simulated peak. A disagreement is a bug in the policy and is reported as solver_error with the
 /// simulator's finding.
 inline result<schedule> finish(std::string_view policy, const sim::report& r, schedule s) {
   if (!r.valid)
     return error{status::solver_error,
-                 std::string(policy) + " produced a schedule the simulator rejects (a bug in remat; "
-                                       "please report it with the problem): " +
+                 std::string(policy) +
+                     " produced a schedule the simulator rejects (a bug in remat; "
+                     "please report it with the problem): " +
                      (r.first_violation ? r.first_violation->message : std::string("?")),
                  {}};
   const double tol = 1e-9 * std::max(1.0, std::abs(r.makespan));
   if (std::abs(r.makespan - s.predicted_time) > tol)
     return error{status::solver_error,
-                 std::string(policy) + " claimed a makespan of " + std::to_string(s.predicted_time) +
-                     " s but its schedule simulates to " + std::to_string(r.makespan) +
+                 std::string(policy) + " claimed a makespan of " +
+                     std::to_string(s.predicted_time) + " s but its schedule simulates to " +
+                     std::to_string(r.makespan) +
                      " s (a bug in remat; please report it with the problem)",
                  {}};
   s.predicted_peak = r.peak;
@@ -79,13 +81,14 @@ inline result<schedule> finish(std::string_view policy, const graph& g, bytes bu
 inline graph chain_graph(const chain& c) { return *build_graph(c); }
 
 /// Lowers a chain policy's decisions (schedule/notation.hpp); a failure is a bug in the policy.
-inline result<schedule> lower_decisions(std::string_view policy, int n, const std::vector<chain_op>& ops,
-                                        seconds claimed_time) {
+inline result<schedule> lower_decisions(std::string_view policy, int n,
+                                        const std::vector<chain_op>& ops, seconds claimed_time) {
   auto s = lower(n, ops);
   if (!s)
     return error{status::solver_error,
-                 std::string(policy) + " produced chain ops that break the chain notation's rules (a bug in "
-                                       "remat; please report it with the chain): " +
+                 std::string(policy) +
+                     " produced chain ops that break the chain notation's rules (a bug in "
+                     "remat; please report it with the chain): " +
                      s.err().message,
                  {}};
   s->predicted_time = claimed_time;
@@ -94,8 +97,8 @@ inline result<schedule> lower_decisions(std::string_view policy, int n, const st
 
 /// finish() for a chain policy's decisions, on the chain's graph g (chain_graph: its loss is
 /// compute node N).
-inline result<schedule> finish(std::string_view policy, const graph& g, bytes budget, const std::vector<chain_op>& ops,
-                               seconds claimed_time) {
+inline result<schedule> finish(std::string_view policy, const graph& g, bytes budget,
+                               const std::vector<chain_op>& ops, seconds claimed_time) {
   auto s = lower_decisions(policy, g.loss(), ops, claimed_time);
   if (!s) return s.err();
   return finish(policy, g, budget, std::move(*s));
@@ -129,7 +132,9 @@ inline seconds time_of(const chain& c, const std::vector<chain_op>& ops) {
 class deadline {
  public:
   explicit deadline(seconds limit)
-      : start_(std::chrono::steady_clock::now()), limit_(limit), on_(std::isfinite(limit) && limit > 0) {}
+      : start_(std::chrono::steady_clock::now()),
+        limit_(limit),
+        on_(std::isfinite(limit) && limit > 0) {}
   [[nodiscard]] bool passed() const { return on_ && elapsed() > limit_; }
   [[nodiscard]] seconds limit() const { return limit_; }
   [[nodiscard]] seconds elapsed() const {
@@ -166,8 +171,8 @@ class deadline_poll {
 };
 
 /// status::time_limit: "<policy>: the time limit of L s was reached <while>; <advice>".
-inline error time_limit_reached(std::string_view policy, const deadline& dl, std::string_view while_doing,
-                                std::string_view advice) {
+inline error time_limit_reached(std::string_view policy, const deadline& dl,
+                                std::string_view while_doing, std::string_view advice) {
   char limit[32];
   std::snprintf(limit, sizeof limit, "%g", dl.limit());
   return error{status::time_limit,

@@ -10,16 +10,16 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <vector>
-
 #include <remat/problem/chain.hpp>
 #include <remat/schedule/notation.hpp>
+#include <vector>
 
 // q(x) needs the exact product x * S of two sizes of up to 2^63 bytes: 128 bits. __int128 is a
 // GCC and Clang extension on 64-bit targets, the compilers remat supports (README, "Compilers");
 // MSVC has no 128-bit integer type.
 #if !defined(__SIZEOF_INT128__)
-#error "remat needs a compiler with __int128, GCC or Clang on a 64-bit target (README, Compilers): <remat/policy/detail/discretize.hpp> rounds sizes to slots with 128-bit products"
+#error \
+    "remat needs a compiler with __int128, GCC or Clang on a 64-bit target (README, Compilers): <remat/policy/detail/discretize.hpp> rounds sizes to slots with 128-bit products"
 #endif
 
 namespace remat::detail {
@@ -34,14 +34,14 @@ struct discrete_option {
 /// abar/of_all/ob/uf/ub are option 0 (the stage's own); uf and of are also F^ck's and F^none's.
 struct discrete_chain {
   int n = 0;
-  std::int64_t slots = 0;        ///< S
-  std::int64_t dp_budget = 0;    ///< S - q(a_0)
-  bool exact = false;            ///< one slot per byte
+  std::int64_t slots = 0;                                    ///< S
+  std::int64_t dp_budget = 0;                                ///< S - q(a_0)
+  bool exact = false;                                        ///< one slot per byte
   std::vector<std::int64_t> a, abar, delta, of, of_all, ob;  // of/of_all/ob: index 1..n
   /// q(abar_k - a_k): what stays of abar_k when its a_k is offloaded (rounded on its own, not
   /// q(abar_k) - q(a_k), which may be smaller than the bytes).
   std::vector<std::int64_t> context;
-  std::vector<double> uf, ub;                        // index 1..n
+  std::vector<double> uf, ub;  // index 1..n
   /// index 1..n: the options the DP chooses F_s^all / B_s among; options[s][0] is the stage's
   /// own, the others its cost set when discretize() was asked for them (RK-Rotor).
   std::vector<std::vector<discrete_option>> options;
@@ -53,7 +53,9 @@ struct discrete_chain {
     const auto s = static_cast<std::size_t>(s_), t = static_cast<std::size_t>(t_);
     return std::max(delta[t] + o.abar + o.of_all, o.abar + delta[s] + delta[s - 1] + o.ob);
   }
-  [[nodiscard]] std::int64_t m_all(int s, int t) const { return m_all(s, t, options[static_cast<std::size_t>(s)][0]); }
+  [[nodiscard]] std::int64_t m_all(int s, int t) const {
+    return m_all(s, t, options[static_cast<std::size_t>(s)][0]);
+  }
   /// max over h in [s, t] of M_F∅(s,t,h) without the delta_t term (add delta[t]).
   [[nodiscard]] std::int64_t f_none(int s_, int h_) const {
     const auto s = static_cast<std::size_t>(s_), h = static_cast<std::size_t>(h_);
@@ -63,7 +65,8 @@ struct discrete_chain {
 
 /// q(x) = ceil(x * S / M), or x itself in exact mode. With `with_options`, every stage offers
 /// its whole cost set to the DP (RK-Rotor); without, its own F^all / B only (Rotor).
-inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slots, bool with_options = false) {
+inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slots,
+                                 bool with_options = false) {
   discrete_chain d;
   d.n = c.length();
   d.exact = slots <= 0 || slots >= budget;
@@ -75,8 +78,15 @@ inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slot
     return static_cast<std::int64_t>((num + budget - 1) / budget);
   };
   const auto sz = static_cast<std::size_t>(d.n + 1);
-  d.a.resize(sz); d.abar.resize(sz); d.delta.resize(sz); d.context.resize(sz); d.of.assign(sz, 0); d.of_all.assign(sz, 0); d.ob.assign(sz, 0);
-  d.uf.assign(sz, 0.0); d.ub.assign(sz, 0.0);
+  d.a.resize(sz);
+  d.abar.resize(sz);
+  d.delta.resize(sz);
+  d.context.resize(sz);
+  d.of.assign(sz, 0);
+  d.of_all.assign(sz, 0);
+  d.ob.assign(sz, 0);
+  d.uf.assign(sz, 0.0);
+  d.ub.assign(sz, 0.0);
   d.options.assign(sz, {});
   for (int k = 0; k <= d.n; ++k) {
     const auto i = static_cast<std::size_t>(k);
@@ -85,13 +95,16 @@ inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slot
     d.context[i] = q(c.abar(k) - c.a(k));
     d.delta[i] = q(c.delta(k));
     if (k > 0) {
-      d.of[i] = q(c.of(k)); d.of_all[i] = q(c.of_all(k)); d.ob[i] = q(c.ob(k));
-      d.uf[i] = c.uf(k); d.ub[i] = c.ub(k);
+      d.of[i] = q(c.of(k));
+      d.of_all[i] = q(c.of_all(k));
+      d.ob[i] = q(c.ob(k));
+      d.uf[i] = c.uf(k);
+      d.ub[i] = c.ub(k);
       const int count = with_options ? c.option_count(k) : 1;
       for (int o = 0; o < count; ++o) {
         const stage_option x = c.option(k, o);
-        d.options[i].push_back({x.forward_time, x.backward_time, q(x.saved_bytes), q(x.forward_overhead_bytes),
-                                q(x.backward_overhead_bytes)});
+        d.options[i].push_back({x.forward_time, x.backward_time, q(x.saved_bytes),
+                                q(x.forward_overhead_bytes), q(x.backward_overhead_bytes)});
       }
     }
   }

@@ -10,14 +10,13 @@
 #include <functional>
 #include <limits>
 #include <optional>
-#include <string>
-#include <utility>
-#include <vector>
-#include <string_view>
-
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/store_all.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace remat {
 
@@ -35,7 +34,9 @@ struct chain_dp_solution {
   std::int64_t slots = 0;    ///< how == dp: the slots the DP ran at (refined from the knob's)
   bool exact_sizes = false;  ///< how == dp: one slot per byte, the plan is optimal
   /// No schedule of the policy's search space is faster.
-  [[nodiscard]] bool optimal() const { return how == method::store_all || (how == method::dp && exact_sizes); }
+  [[nodiscard]] bool optimal() const {
+    return how == method::store_all || (how == method::dp && exact_sizes);
+  }
 };
 
 }  // namespace remat
@@ -78,7 +79,8 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
                                    std::int64_t slots, std::int64_t max_table_bytes,
                                    const deadline& dl, const std::function<void(double)>& progress,
                                    Cells cells, Minimum minimum_of, std::string_view advice,
-                                   Fallback fallback, const Target& target, bool with_options = false,
+                                   Fallback fallback, const Target& target,
+                                   bool with_options = false,
                                    chain_dp_solution* outcome = nullptr) {
   auto reached = [&](chain_dp_solution::method how, std::int64_t s = 0, bool exact = false) {
     if (outcome) *outcome = {{}, how, s, exact};
@@ -103,10 +105,14 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
   };
   // The first table's size, before the minimum (O(N^3) or more) is computed: a chain far too
   // long for the slots is refused at once.
-  if (const double need = table_bytes(discretize(c, budget, first, with_options)); need > static_cast<double>(max_table_bytes))
-    return error{status::invalid_problem, too_large(first, need) + "; use fewer slots (or raise max_table_bytes)", {}};
+  if (const double need = table_bytes(discretize(c, budget, first, with_options));
+      need > static_cast<double>(max_table_bytes))
+    return error{status::invalid_problem,
+                 too_large(first, need) + "; use fewer slots (or raise max_table_bytes)",
+                 {}};
   const std::optional<bytes> min_budget = minimum_of();
-  if (!min_budget) return time_limit_reached(policy, dl, "while computing the minimum memory", advice);
+  if (!min_budget)
+    return time_limit_reached(policy, dl, "while computing the minimum memory", advice);
   const bytes minimum = *min_budget;
   if (budget < minimum) return budget_too_small(policy, c, budget, minimum);
   // Each refinement fills a new table from scratch; the user sees one solve whose fraction
@@ -120,7 +126,8 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
   for (std::int64_t s = first;;) {
     const discrete_chain d = discretize(c, budget, s, with_options);
     const double need = table_bytes(d);
-    if (s != first && need > static_cast<double>(std::min(max_table_bytes, refinement_table_bytes))) {
+    if (s != first &&
+        need > static_cast<double>(std::min(max_table_bytes, refinement_table_bytes))) {
       // No affordable discretisation leaves a plan: the budget is within rounding of the
       // minimum. The fallback fits the exact minimum, hence the budget.
       if (std::optional<decisions> fb = fallback()) {
@@ -128,22 +135,27 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
         reached(chain_dp_solution::method::minimum_memory);
         return target.finish(std::move(*fb));
       }
-      if (dl.passed()) return time_limit_reached(policy, dl, "while computing a fallback schedule", advice);
+      if (dl.passed())
+        return time_limit_reached(policy, dl, "while computing a fallback schedule", advice);
     }
     if (need > static_cast<double>(max_table_bytes)) {
       std::string msg = too_large(s, need);
       if (s == first)
-        return error{status::invalid_problem, msg + "; use fewer slots (or raise max_table_bytes)", {}};
+        return error{
+            status::invalid_problem, msg + "; use fewer slots (or raise max_table_bytes)", {}};
       return error{status::infeasible,
-                   msg + "; at " + std::to_string(first) + " slots the rounding of sizes leaves no schedule "
-                   "for a budget this close to the minimum (" + std::to_string(minimum) +
-                   " bytes): raise the budget a little, or raise max_table_bytes",
+                   msg + "; at " + std::to_string(first) +
+                       " slots the rounding of sizes leaves no schedule "
+                       "for a budget this close to the minimum (" +
+                       std::to_string(minimum) +
+                       " bytes): raise the budget a little, or raise max_table_bytes",
                    {}};
     }
     if (d.dp_budget >= 0 && Dp::feasible(d, dl)) {
       Dp dp(d);
       if (!dp.fill(dl, report))
-        return time_limit_reached(policy, dl, "while filling the table (" + std::to_string(s) + " slots)", advice);
+        return time_limit_reached(
+            policy, dl, "while filling the table (" + std::to_string(s) + " slots)", advice);
       if (dp.value() < std::numeric_limits<double>::infinity()) {
         if (progress && shown < 1.0) progress(1.0);
         reached(chain_dp_solution::method::dp, s, d.exact);
@@ -155,8 +167,9 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
     s = std::min<std::int64_t>(s * 4, budget);
   }
   return error{status::solver_error,
-               std::string(policy) + ": no schedule at exact sizes although the budget is above the "
-                                     "minimum (a bug in remat; please report it with the chain)",
+               std::string(policy) +
+                   ": no schedule at exact sizes although the budget is above the "
+                   "minimum (a bug in remat; please report it with the chain)",
                {}};
 }
 
