@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <remat/policy/checkmate.hpp>
 #include <remat/policy/store_all.hpp>
@@ -194,9 +195,9 @@ void run(benchmark::State& state, const remat::graph& g, how h) {
       return;
     }
     optimal = r->optimal ? 1 : 0;
-    makespan = r->schedule.predicted_time;
-    bound = r->bound;
-    benchmark::DoNotOptimize(r->schedule.ops.data());
+    makespan = r->program.predicted_time;
+    bound = r->bound.value_or(-std::numeric_limits<double>::infinity());
+    benchmark::DoNotOptimize(r->program.ops.data());
   }
   state.counters["optimal"] = optimal;
   state.counters["makespan"] = makespan * 1e3;

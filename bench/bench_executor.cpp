@@ -47,7 +47,7 @@ BENCHMARK(BM_handwritten)->Unit(benchmark::kMillisecond)->UseRealTime();
 void BM_executor(benchmark::State& state) {
   const remat::chain& c = profiled_chain();
   const remat::bytes peak = remat::store_all{}.solve(c, remat::unlimited_bytes)->predicted_peak;
-  const remat::bytes lo = remat::rotor::minimum_budget(c);
+  const remat::bytes lo = remat::rotor{}.minimum_budget(c);
   const auto fraction = static_cast<double>(state.range(0)) / 100.0;
   const remat::schedule s =
       state.range(0) == 0

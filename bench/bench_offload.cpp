@@ -96,7 +96,8 @@ double overhead_of(double time, double ideal) {
 }
 
 bytes lowest(const remat::chain& c, double bw) {
-  return std::min(remat::rotor::minimum_budget(c), remat::pofo{.bandwidth = bw}.minimum_budget(c));
+  return std::min(remat::rotor{}.minimum_budget(c),
+                  remat::pofo{.hw = remat::machine::with_bandwidth(bw)}.minimum_budget(c));
 }
 
 void curve_point(benchmark::State& st, const std::string& name, double gbps, int k) {
@@ -111,17 +112,18 @@ void curve_point(benchmark::State& st, const std::string& name, double gbps, int
   const double ideal = c.ideal_time();
   for (auto _ : st) {
     if (auto r = remat::rotor{}.solve(c, budget)) p.rotor = overhead_of(r->predicted_time, ideal);
-    if (auto d = remat::offload_dynprog{.bandwidth = bw}.plan(c, budget))
+    if (auto d = remat::offload_dynprog{.hw = remat::machine::with_bandwidth(bw)}.solve_detailed(
+            c, budget))
       p.dynprog = overhead_of(d->program.predicted_time, ideal);
-    auto q = remat::pofo{.bandwidth = bw}.plan(c, budget);
+    auto q = remat::pofo{.hw = remat::machine::with_bandwidth(bw)}.solve_detailed(c, budget);
     if (!q) {
       st.SkipWithError(q.message().c_str());
       return;
     }
     p.pofo = overhead_of(q->program.predicted_time, ideal);
-    p.pofo_model = overhead_of(q->model_time, ideal);
-    p.overlap = q->overlap();
-    p.offloaded = q->offloaded_bytes;
+    p.pofo_model = overhead_of(q->details.model_time, ideal);
+    p.overlap = q->details.overlap();
+    p.offloaded = q->details.offloaded_bytes;
     p.kept = kept_plan(*q);
   }
   st.counters["budget"] = p.fraction;
@@ -143,14 +145,15 @@ struct threshold_result {
 
 void threshold_scan(benchmark::State& st) {
   const remat::chain& c = example("resnet_like");
-  const bytes peak = store_all_peak(c), lo = remat::pofo{.bandwidth = 12e9}.minimum_budget(c);
+  const bytes peak = store_all_peak(c),
+              lo = remat::pofo{.hw = remat::machine::with_bandwidth(12e9)}.minimum_budget(c);
   const double ideal = c.ideal_time();
   for (auto _ : st) {
     threshold = {};
     for (int i = 0;; ++i) {
       const bytes budget = std::min(peak, lo + peak * i / 100);
       ++threshold.solves;
-      auto q = remat::pofo{.bandwidth = 12e9}.plan(c, budget);
+      auto q = remat::pofo{.hw = remat::machine::with_bandwidth(12e9)}.solve_detailed(c, budget);
       if (q && overhead_of(q->program.predicted_time, ideal) <= 0.2) {
         threshold.budget = budget;
         threshold.overhead = overhead_of(q->program.predicted_time, ideal);
@@ -175,18 +178,22 @@ void solve_time(benchmark::State& st, solver which, int n) {
   bytes budget = peak * 2 / 5;
   if (which == solver::dynprog_fits) {
     // Half way from DYNPROG's minimum (its refusal says it) to the store-all peak.
-    const auto r = remat::offload_dynprog{.bandwidth = 12e9}.plan(c, 1);
+    const auto r =
+        remat::offload_dynprog{.hw = remat::machine::with_bandwidth(12e9)}.solve_detailed(c, 1);
     budget = r ? 1 : r.err().minimum_budget.value_or(peak);
     budget += (peak - budget) / 2;
   }
   bool planned = false;
   for (auto _ : st) {
     remat::result<remat::offload_plan> p = remat::error{};
-    if (which == solver::pofo) p = remat::pofo{.bandwidth = 12e9}.plan(c, budget);
+    if (which == solver::pofo)
+      p = remat::pofo{.hw = remat::machine::with_bandwidth(12e9)}.solve_detailed(c, budget);
     if (which == solver::pofo_dp)
-      p = remat::pofo{.bandwidth = 12e9, .portfolio = false}.plan(c, budget);
+      p = remat::pofo{.hw = remat::machine::with_bandwidth(12e9), .portfolio = false}
+              .solve_detailed(c, budget);
     if (which == solver::dynprog || which == solver::dynprog_fits)
-      p = remat::offload_dynprog{.bandwidth = 12e9}.plan(c, budget);
+      p = remat::offload_dynprog{.hw = remat::machine::with_bandwidth(12e9)}.solve_detailed(c,
+                                                                                            budget);
     planned = static_cast<bool>(p);
     if (!p && which != solver::dynprog) st.SkipWithError(p.message().c_str());
     benchmark::DoNotOptimize(p);
@@ -266,7 +273,7 @@ void print_curve() {
       "by more than "
       "%.2f\n",
       static_cast<double>(peak) / (1 << 20),
-      static_cast<double>(remat::rotor::minimum_budget(c)) / (1 << 20),
+      static_cast<double>(remat::rotor{}.minimum_budget(c)) / (1 << 20),
       static_cast<double>(remat::pofo{}.minimum_budget(c)) / (1 << 20),
       static_cast<double>(peak) / static_cast<double>(remat::pofo{}.minimum_budget(c)),
       static_cast<double>(stage) / (1 << 20), largest, c.at(largest).name.c_str(),

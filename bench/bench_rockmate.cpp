@@ -80,15 +80,15 @@ void solve(benchmark::State& st, int layers, double fraction) {
   const problem& p = gpt2(layers);
   const auto budget = static_cast<bytes>(fraction * static_cast<double>(p.peak));
   for (auto _ : st) {
-    auto plan = rockmate_cbc{}.plan(p.g, budget);
+    auto plan = rockmate_cbc{}.solve_detailed(p.g, budget);
     if (!plan) {
       st.SkipWithError(plan.message().c_str());
       return;
     }
     report(st, p, budget, plan->program);
-    st.counters["kinds"] = plan->kinds;
-    st.counters["blocks"] = static_cast<double>(plan->blocks.size());
-    st.counters["options_s"] = plan->options_time;
+    st.counters["kinds"] = plan->details.kinds;
+    st.counters["blocks"] = static_cast<double>(plan->details.blocks.size());
+    st.counters["options_s"] = plan->details.options_time;
   }
 }
 
@@ -114,7 +114,7 @@ void quality(benchmark::State& st, int layers, const std::string& policy, int k)
       auto d = remat::checkmate<remat::milp::cbc>{.time_limit = 600}.solve_detailed(p.g, budget);
       if (d) {
         st.counters["optimal"] = d->optimal;
-        s = d->schedule;
+        s = d->program;
       } else {
         s = d.err();
       }

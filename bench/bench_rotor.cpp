@@ -33,7 +33,7 @@ remat::bytes half_peak(const remat::chain& c) {
 /// half of their peak).
 template <class P>
 remat::bytes midpoint(const remat::chain& c) {
-  const remat::bytes lo = P::minimum_budget(c);
+  const remat::bytes lo = P{}.minimum_budget(c);
   return lo + (2 * half_peak(c) - lo) / 2;
 }
 

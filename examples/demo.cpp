@@ -235,7 +235,7 @@ std::vector<std::string> write_pictures(const options& o, const remat::chain& c,
   };
   const std::filesystem::path dir(o.pictures);
   // 8 budgets: under a second on the default model (19 stages), a few percent of the demo's time.
-  auto sw = remat::sweep(c, {.budgets = 8, .bandwidth = 12e9});
+  auto sw = remat::sweep(c, {.budgets = 8, .hw = remat::machine::with_bandwidth(12e9)});
   if (!sw) return fail(sw.message());
   const auto curve = dir / "overhead_curve.svg";
   if (auto w = remat::io::write_text_file(curve, remat::io::overhead_curve_svg(*sw)); !w)
@@ -244,7 +244,7 @@ std::vector<std::string> write_pictures(const options& o, const remat::chain& c,
                   std::to_string(sw->policies.size()) + " policies at " +
                   std::to_string(sw->budgets.size()) + " budgets");
   // pofo's plan at its lowest budget (recompute and offload), else rotor's.
-  const remat::pofo offloading{.bandwidth = 12e9};
+  const remat::pofo offloading{.hw = remat::machine::with_bandwidth(12e9)};
   auto planned = offloading.solve(c, pofo_budget);
   std::string policy = "pofo";
   remat::bytes budget = pofo_budget;
@@ -284,7 +284,7 @@ int main(int argc, char** argv) {
   const auto make = [&] { return build(o); };
   const auto reference = plain_training(o, make);
   const remat::bytes peak = remat::store_all{}.solve(c, remat::unlimited_bytes)->predicted_peak;
-  const remat::bytes lo = remat::rotor::minimum_budget(c);
+  const remat::bytes lo = remat::rotor{}.minimum_budget(c);
   const bool floating = c.length() <= 24;
 
   std::vector<row> rows;
@@ -310,21 +310,21 @@ int main(int argc, char** argv) {
   // pofo: recompute and offload (docs/offloading.md), at PCIe 3 x16's 12 GB/s each way, at the
   // same budgets and below rotor's minimum where offloading the checkpoints lets it go lower.
   // host_backend copies synchronously: its measured time is not the point, its peaks are.
-  const remat::pofo offloading{.bandwidth = 12e9};
+  const remat::pofo offloading{.hw = remat::machine::with_bandwidth(12e9)};
   const remat::bytes pofo_lo = offloading.minimum_budget(c);
   std::vector<remat::bytes> pofo_budgets;
   if (pofo_lo < lo) pofo_budgets = {pofo_lo, pofo_lo + (lo - pofo_lo) / 2};
   for (int i = 0; i < o.budgets; ++i)
     pofo_budgets.push_back(lo + (peak - lo) * i / (o.budgets - 1));
   for (const remat::bytes budget : pofo_budgets) {
-    auto p = offloading.plan(c, budget);
+    auto p = offloading.solve_detailed(c, budget);
     if (!p) {
       rows.push_back({"pofo", budget, std::string(remat::to_string(p.code())), 0, 0, 0, 0, false});
       continue;
     }
     rows.push_back(train(o, make, c, p->program, "pofo", budget, reference));
-    rows.back().offloaded = p->offloaded_bytes;
-    rows.back().overlap = p->overlap();
+    rows.back().offloaded = p->details.offloaded_bytes;
+    rows.back().overlap = p->details.overlap();
   }
 
   // A DAG model: profiled into a forward DAG, planned by checkmate, run by the executor.

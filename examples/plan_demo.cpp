@@ -57,7 +57,7 @@ int demo(const std::filesystem::path& file) {
   const remat::chain& c = *loaded;
   const auto all = remat::store_all{}.solve(c, remat::unlimited_bytes);
   const remat::bytes peak = all->predicted_peak;
-  const remat::bytes lo = remat::rotor::minimum_budget(c);
+  const remat::bytes lo = remat::rotor{}.minimum_budget(c);
   const bool floating = c.length() <= floating_max_stages;
 
   std::printf("\n== %s (%d stages, input %.2f GiB)\n", c.name.c_str(), c.length(),

@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cli.hpp"
+#include "cli.hpp"  // tools/common
 
 int main(int argc, char** argv) {
   int layers = 2, width = 64, heads = 4, sequence = 32, batch = 4, repetitions = 5;

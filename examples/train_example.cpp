@@ -6,11 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <remat/exec.hpp>   // the executor, host_backend, the profiler, train_step
-#include <remat/remat.hpp>  // the planners
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include <remat/exec.hpp>   // the executor, host_backend, the profiler, train_step
+#include <remat/remat.hpp>  // the planners
 
 using remat::exec::host_backend;
 

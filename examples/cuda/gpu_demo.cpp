@@ -292,7 +292,7 @@ int run_demo(const options& o) {
   double loop_time = 0;
   const auto reference = d.plain_training(loop_time);
   const remat::bytes peak = remat::store_all{}.solve(c, remat::unlimited_bytes)->predicted_peak;
-  const remat::bytes lo = remat::rotor::minimum_budget(c);
+  const remat::bytes lo = remat::rotor{}.minimum_budget(c);
   if (peak > d.pool_bytes) {
     std::fprintf(
         stderr,

@@ -225,7 +225,7 @@ std::vector<row> demo(const options& o, const problem& p, remat::chain& c,
     c = std::move(*profiled);
   }
   const remat::bytes peak = remat::peak_of_store_all(c);
-  const remat::bytes lo = remat::rotor::minimum_budget(c);
+  const remat::bytes lo = remat::rotor{}.minimum_budget(c);
   auto store_all = remat::store_all{}.solve(c, peak);
   const double store_all_time = store_all->predicted_time;
   std::vector<row> rows;
@@ -312,8 +312,8 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "%s: %d stages, store-all activation peak %.2f MiB, rotor's minimum %.2f MiB (%.0f%%)\n",
-        p.name.c_str(), c.length(), mib(peak), mib(remat::rotor::minimum_budget(c)),
-        100.0 * static_cast<double>(remat::rotor::minimum_budget(c)) / static_cast<double>(peak));
+        p.name.c_str(), c.length(), mib(peak), mib(remat::rotor{}.minimum_budget(c)),
+        100.0 * static_cast<double>(remat::rotor{}.minimum_budget(c)) / static_cast<double>(peak));
     std::printf("  %-15s %9s %5s %10s %10s %10s %10s  %s\n", "policy", "budget", "%", "planned",
                 "measured", "predicted", "measured", "bitwise");
     std::printf("  %-15s %9s %5s %10s %10s %10s %10s\n", "", "MiB", "", "peak MiB", "peak MiB",

@@ -1,31 +1,24 @@
 #pragma once
-// remat::sweep: the budget -> overhead curve of every chain policy on one chain (issue 15 §2).
-// Each policy plans the chain at the same budgets, evenly spaced from below the smallest budget
-// any of them plans with up to store-all's peak; every plan is replayed by the simulator on the
-// machine the policy planned for (machine_of), and the point holds the simulator's peak and
-// makespan, not the policy's claim. A budget a policy cannot plan gives a point with the
-// policy's status and message, so the curve shows where each policy stops.
+// remat::sweep: the budget -> overhead curve of every chain policy of the catalogue
+// (policy/catalogue.hpp) on one chain. Each policy plans the chain at the same budgets, evenly
+// spaced from below the smallest budget rotor (or pofo, with transfers) plans with up to
+// store-all's peak; every plan is replayed by the simulator on the machine the policy planned for
+// (machine_of), and the point holds the simulator's peak and makespan, not the policy's claim. A
+// budget a policy cannot plan gives a point with the policy's status and message, so the curve
+// shows where each policy stops.
 //
-// Which policies: the chain policies of <remat/remat.hpp>: store_all, periodic, revolve, rotor,
-// rotor_floating (its DP is O(N^6 S): only on chains up to `floating_max_stages` stages), and the
-// offloading ones, pofo, offload_dynprog, offload_greedy, offload_autocapper, at `bandwidth`
-// (0 leaves them out). The graph planners (checkmate, rockmate) are not swept: they need a MILP
-// backend (an opt-in header and library) and take seconds to minutes per budget, where the whole
-// sweep of the chain policies takes a second or two on the example chains (12 budgets); plan them
-// with remat-plan at the budgets of interest.
+// A policy that plans transfers is swept on `hw`, and left out on a machine without a link; one
+// that declares practical_stages (rotor_floating) only on chains up to that length. The graph
+// planners (checkmate, rockmate) are not swept: they need a MILP backend and take seconds to
+// minutes per budget; plan them with remat-plan at the budgets of interest.
 
 #include <algorithm>
 #include <cstddef>
 #include <limits>
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
+#include <remat/policy/catalogue.hpp>
 #include <remat/policy/concepts.hpp>
-#include <remat/policy/offload.hpp>
-#include <remat/policy/periodic.hpp>
-#include <remat/policy/revolve.hpp>
-#include <remat/policy/rotor.hpp>
-#include <remat/policy/rotor_floating.hpp>
-#include <remat/policy/store_all.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
@@ -66,10 +59,20 @@ void sweep_policy(const chain& c, const P& policy, sweep_result& out) {
     out.points.push_back(std::move(pt));
   }
 }
+
+/// Policy P configured for a sweep: the sweep's machine and time limit.
+template <class P>
+P swept(const sweep_options& opt) {
+  P p{};
+  if constexpr (PlansTransfers<P>) p.hw = opt.hw;
+  if constexpr (requires { p.time_limit = seconds{}; }) p.time_limit = opt.time_limit;
+  return p;
+}
 }  // namespace detail
 
-/// Plans c with every chain policy (header comment) at opt.budgets budgets and simulates each plan.
-/// Fails (invalid_problem) on an invalid chain or options, never for a budget a policy cannot plan.
+/// Plans c with every chain policy (header comment) at opt.budgets budgets and simulates each
+/// plan. Fails (invalid_problem) on an invalid chain or options, never for a budget a policy
+/// cannot plan.
 inline result<sweep_result> sweep(const chain& c, const sweep_options& opt = {}) {
   if (auto v = validate(c); !v) return v.err();
   auto bad = [](const std::string& why) {
@@ -77,23 +80,23 @@ inline result<sweep_result> sweep(const chain& c, const sweep_options& opt = {})
   };
   if (opt.budgets < 2)
     return bad("budgets is " + std::to_string(opt.budgets) + "; a curve needs at least 2");
-  if (!(opt.bandwidth >= 0))
-    return bad("bandwidth must be >= 0 bytes per second (0: no offloading policies)");
+  if (auto why = machine_error(opt.hw)) return bad("hw: " + *why);
   if (opt.lowest < 0 || opt.highest < 0)
     return bad("lowest and highest are budgets in bytes, >= 0 (0: automatic)");
 
   sweep_result out;
   out.problem = c.name;
-  out.bandwidth = opt.bandwidth;
+  out.hw = opt.hw;
   const auto all = lower(c.length(), store_all::program(c));
   const auto base = sim::simulate(c, *all, {.record_timeline = false});
   out.store_all_time = base.makespan;
   out.store_all_peak = base.peak;
 
-  const bool offloading = opt.bandwidth > 0;
-  const pofo off{.bandwidth = opt.bandwidth, .time_limit = opt.time_limit};
-  bytes minimum = rotor::minimum_budget(c);
-  if (offloading) minimum = std::min(minimum, off.minimum_budget(c));
+  // rotor's minimum is the least of every persistent schedule (store_all, periodic, revolve's),
+  // pofo's of every offloading plan's.
+  const bool transfers = opt.hw.transfers();
+  bytes minimum = rotor{}.minimum_budget(c);
+  if (transfers) minimum = std::min(minimum, detail::swept<pofo>(opt).minimum_budget(c));
   const bytes hi = opt.highest > 0 ? opt.highest : out.store_all_peak;
   const bytes lo = opt.lowest > 0 ? opt.lowest : minimum / 10 * 9;
   if (lo >= hi)
@@ -105,25 +108,28 @@ inline result<sweep_result> sweep(const chain& c, const sweep_options& opt = {})
   for (bytes i = 0; i < n; ++i) out.budgets.push_back(lo + step * i + rest * i / (n - 1));
   out.budgets.erase(std::unique(out.budgets.begin(), out.budgets.end()), out.budgets.end());
 
-  const seconds t = opt.time_limit;
-  detail::sweep_policy(c, store_all{}, out);
-  detail::sweep_policy(c, periodic{.time_limit = t}, out);
-  detail::sweep_policy(c, revolve{.time_limit = t}, out);
-  detail::sweep_policy(c, rotor{.time_limit = t}, out);
-  if (c.length() <= opt.floating_max_stages)
-    detail::sweep_policy(c, rotor_floating{.time_limit = t}, out);
-  else
-    out.notes.push_back("rotor_floating left out: its DP is O(N^6 S) and the chain has " +
-                        std::to_string(c.length()) + " stages (floating_max_stages = " +
-                        std::to_string(opt.floating_max_stages) + ")");
-  if (offloading) {
-    detail::sweep_policy(c, off, out);
-    detail::sweep_policy(c, offload_dynprog{.bandwidth = opt.bandwidth, .time_limit = t}, out);
-    detail::sweep_policy(c, offload_greedy{.bandwidth = opt.bandwidth}, out);
-    detail::sweep_policy(c, offload_autocapper{.bandwidth = opt.bandwidth, .time_limit = t}, out);
-  } else {
+  bool transfer_planners_left_out = false;
+  for_each_policy<chain_policies>([&]<class P>(std::type_identity<P>) {
+    if constexpr (PlansTransfers<P>) {
+      if (!transfers) {
+        transfer_planners_left_out = true;
+        return;
+      }
+    }
+    if constexpr (requires { P::practical_stages; }) {
+      const int limit = opt.practical_stages.value_or(P::practical_stages);
+      if (c.length() > limit) {
+        out.notes.push_back(std::string(P::name) + " left out: its DP is " +
+                            std::string(P::complexity) + " and the chain has " +
+                            std::to_string(c.length()) +
+                            " stages (practical_stages = " + std::to_string(limit) + ")");
+        return;
+      }
+    }
+    detail::sweep_policy(c, detail::swept<P>(opt), out);
+  });
+  if (transfer_planners_left_out)
     out.notes.push_back("the offloading policies left out: no bandwidth (0)");
-  }
   return out;
 }
 

@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <limits>
+#include <optional>
+#include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <string>
@@ -28,9 +30,13 @@ struct sweep_options {
   /// The lowest budget; 0: 90% of the smallest budget that rotor (or pofo, with transfers) plans
   /// with, so that the first points show where the policies stop.
   bytes lowest = 0;
-  bytes highest = 0;             ///< the highest budget; 0: store-all's peak
-  double bandwidth = 12e9;       ///< the offloading policies' rates each way; 0: leave them out
-  int floating_max_stages = 24;  ///< rotor_floating only on chains up to this length
+  bytes highest = 0;  ///< the highest budget; 0: store-all's peak
+  /// The machine of the policies that plan transfers (their `hw`); without a link
+  /// (machine::without_transfers()) they are left out.
+  machine hw = machine::with_bandwidth(pcie3_x16_bandwidth);
+  /// A policy that declares practical_stages (rotor_floating, whose DP is O(N^6 S): 24) is swept
+  /// only on chains up to that length; this overrides it for every such policy.
+  std::optional<int> practical_stages = std::nullopt;
   seconds time_limit = std::numeric_limits<double>::infinity();  ///< each solve's limit
 };
 
@@ -41,7 +47,7 @@ struct sweep_result {
   std::vector<sweep_point> points;    ///< policy-major: points[p * budgets.size() + b]
   seconds store_all_time = 0;         ///< store-all's simulated makespan: the overheads' baseline
   bytes store_all_peak = 0;           ///< store-all's simulated peak
-  double bandwidth = 0;               ///< the offloading policies' rates (0: not swept)
+  machine hw;                         ///< the transfer planners' machine (no link: not swept)
   std::vector<std::string> notes;     ///< policies left out, and why
 
   /// The point of policy p at budget b.

@@ -175,7 +175,7 @@ int main() {
   remat::testing::chain_generator gen(2026);
   const remat::chain c =
       gen({.min_length = 6, .max_length = 6, .p_zero_size = 0, .p_zero_time = 0}, "browser check");
-  const auto sw = remat::sweep(c, {.budgets = 8, .bandwidth = 1e6});
+  const auto sw = remat::sweep(c, {.budgets = 8, .hw = remat::machine::with_bandwidth(1e6)});
   if (!sw) return failed(sw.message());
   const std::string svg = remat::io::overhead_curve_svg(*sw);
 

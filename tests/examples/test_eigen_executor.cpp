@@ -43,7 +43,7 @@ void check_model(const std::function<eg::model()>& build, eg::index batch, eg::i
 
   const bytes peak = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
   CHECK(ref.peak <= peak);  // plain training within what the chain predicts for store-all
-  const bytes lo = rotor::minimum_budget(c);
+  const bytes lo = rotor{}.minimum_budget(c);
   REQUIRE(lo < peak);
   std::vector<float> first_input_grad;
   for (int step = 0; step <= 3; ++step) {
@@ -102,7 +102,7 @@ TEST_CASE("eg models with the batch's targets: mse_loss takes them, the loss val
   auto c = exec::profile_chain(pm, eg::make_input(pb, 8, 16, 5), fixed, pb,
                                {.repetitions = 1, .warmup = 0});
   REQUIRE_MESSAGE(c.ok(), c.message());
-  const auto s = rotor{.slots = 0}.solve(*c, rotor::minimum_budget(*c));
+  const auto s = rotor{.slots = 0}.solve(*c, rotor{}.minimum_budget(*c));
   REQUIRE(s.ok());
   struct step {
     std::vector<float> grads;

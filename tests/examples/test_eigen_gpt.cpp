@@ -363,12 +363,13 @@ TEST_CASE(
   // is higher (the chain of blocks keeps each block's input through its backward).
   const rockmate<checkmate<milp_backend>> rk{
       .inner = {.relax = true}, .peak_budgets = 4, .save_budgets = 3};
-  auto rk_plan = rk.plan(g, budget);
+  auto rk_plan = rk.solve_detailed(g, budget);
   if (rk_plan.code() == status::budget_too_small)
-    rk_plan = rk.plan(g, *rk_plan.err().minimum_budget);
+    rk_plan = rk.solve_detailed(g, *rk_plan.err().minimum_budget);
   REQUIRE_MESSAGE(rk_plan.ok(), rk_plan.message());
-  CHECK(rk_plan->blocks.size() >= 3);
-  CHECK(rk_plan->kinds < static_cast<int>(rk_plan->blocks.size()));  // the two layers are one kind
+  CHECK(rk_plan->details.blocks.size() >= 3);
+  CHECK(rk_plan->details.kinds <
+        static_cast<int>(rk_plan->details.blocks.size()));  // the two layers are one kind
   programs.emplace_back("rockmate", rk_plan->program);
 #else
   MESSAGE("no MILP backend (CBC or lp_solve) built in: store-all only");

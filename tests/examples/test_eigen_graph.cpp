@@ -220,9 +220,9 @@ std::function<std::vector<schedule>(const graph&)> rockmate_at(std::vector<doubl
 #if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
       add(rockmate<checkmate<milp_backend>>{
           .peak_budgets = 4, .save_budgets = 4, .inner_time_limit = 10, .threads = 2}
-              .plan(g, budget));
+              .solve_detailed(g, budget));
 #endif
-      if (f == fractions.back()) add(rockmate<store_all>{}.plan(g, budget));
+      if (f == fractions.back()) add(rockmate<store_all>{}.solve_detailed(g, budget));
     }
     return out;
   };

@@ -82,7 +82,7 @@ TEST_CASE(
     const bytes peak = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
     const auto reference = run(*store_all{}.solve(c, peak), peak);
     REQUIRE(reference.ok());
-    const bytes lo = rotor::minimum_budget(c);
+    const bytes lo = rotor{}.minimum_budget(c);
     for (int step = 0; step <= 4; ++step) {
       const bytes budget = lo + (peak - lo) * step / 4;
       auto check = [&](const result<schedule>& s, const char* policy) {
@@ -118,7 +118,7 @@ TEST_CASE("executor: a layer that throws gives a clear error, and the model is a
   auto c =
       exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
-  const auto s = rotor{.slots = 0}.solve(*c, rotor::minimum_budget(*c));
+  const auto s = rotor{.slots = 0}.solve(*c, rotor{}.minimum_budget(*c));
   REQUIRE(s.ok());
   auto& bad = m[2];
   const auto rng_before = bad.random_state();
@@ -240,7 +240,7 @@ TEST_CASE("executor: a std::tuple of different layer types is a model") {
   std::get<1>(m).n_out = 5;
   auto c = exec::profile_chain(m, make_input(backend, 6), backend, {.repetitions = 1, .warmup = 0});
   REQUIRE_MESSAGE(c.ok(), c.message());
-  const auto s = rotor{.slots = 0}.solve(*c, rotor::minimum_budget(*c));
+  const auto s = rotor{.slots = 0}.solve(*c, rotor{}.minimum_budget(*c));
   REQUIRE(s.ok());
   exec::executor ex(m, *c, backend);
   const int profiled = std::get<2>(m).backward_calls;
@@ -388,7 +388,7 @@ TEST_CASE("profile: fixed times make profiles equal and plans the same; bad opti
     CHECK(a->at(l).backward_time == fixed[static_cast<std::size_t>(l - 1)].backward);
   }
   const bytes budget =
-      (rotor::minimum_budget(*a) + store_all{}.solve(*a, unlimited_bytes)->predicted_peak) / 2;
+      (rotor{}.minimum_budget(*a) + store_all{}.solve(*a, unlimited_bytes)->predicted_peak) / 2;
   CHECK(*rotor{}.solve(*a, budget) == *rotor{}.solve(*b, budget));
   // A resolution above every measured time rounds them all to 0.
   const auto coarse = exec::profile_chain(

@@ -107,7 +107,7 @@ TEST_CASE(
     const auto want = grads(rm, ref->input_gradient);
 
     const bytes peak = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
-    const bytes lo = rotor::minimum_budget(c);
+    const bytes lo = rotor{}.minimum_budget(c);
     for (int step = 0; step <= 2; ++step) {
       const auto planned = rotor{.slots = 0}.solve(c, lo + (peak - lo) * step / 2);
       REQUIRE(planned.ok());
@@ -158,15 +158,15 @@ TEST_CASE("offload: pofo's plans train toy chains with bitwise gradients and the
     const bytes peak = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
     const double beta = static_cast<double>(c.a(1)) / std::max(c.uf(1), 1e-9);
     for (double bw : {beta, std::numeric_limits<double>::infinity()}) {
-      const pofo policy{.bandwidth = bw, .slots = 0};
+      const pofo policy{.hw = machine::with_bandwidth(bw), .slots = 0};
       const bytes lo = policy.minimum_budget(c);
       for (int step = 0; step <= 3; ++step) {
         const bytes budget = lo + (peak - lo) * step / 3;
-        const auto plan = policy.plan(c, budget);
+        const auto plan = policy.solve_detailed(c, budget);
         REQUIRE_MESSAGE(plan.ok(), plan.message());
         const schedule& s = plan->program;
         INFO("seed ", seed, " budget ", budget, ": ",
-             to_string(std::span<const chain_op>(plan->ops)));
+             to_string(std::span<const chain_op>(plan->details.ops)));
         // host_backend copies synchronously: its memory is the simulator's with immediate copies.
         const auto sim = sim::simulate(c, s, {.budget = budget});
         REQUIRE_MESSAGE(sim.valid, sim.first_violation->message);
@@ -179,8 +179,8 @@ TEST_CASE("offload: pofo's plans train toy chains with bitwise gradients and the
         CHECK(r->measured_peak <= budget);
         CHECK(b.host_in_use() == 0);
         ++runs;
-        if (!plan->offloaded.empty()) ++with_transfers;
-        if (budget < rotor::minimum_budget(c)) ++below_rotor;
+        if (!plan->details.offloaded.empty()) ++with_transfers;
+        if (budget < rotor{}.minimum_budget(c)) ++below_rotor;
       }
     }
   }
@@ -314,7 +314,7 @@ TEST_CASE("offload: an Eigen MLP with its input and checkpoints on the host") {
   const auto want = eg::flat_gradients(rm);
 
   const bytes peak = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
-  const bytes lo = rotor::minimum_budget(c);
+  const bytes lo = rotor{}.minimum_budget(c);
   for (const bytes budget : {lo, (lo + peak) / 2, peak}) {
     const auto planned = rotor{.slots = 0}.solve(c, budget);
     REQUIRE(planned.ok());

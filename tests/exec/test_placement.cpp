@@ -396,7 +396,7 @@ TEST_CASE(
   REQUIRE_MESSAGE(ref.ok(), ref.message());
   const auto expected = grads(ref->input_gradient, reference_model);
 
-  const bytes lo = rotor::minimum_budget(*c);
+  const bytes lo = rotor{}.minimum_budget(*c);
   for (const bytes budget : {lo, (lo + all) / 2, all}) {
     CAPTURE(budget);
     const auto s = rotor{}.solve(*c, budget);

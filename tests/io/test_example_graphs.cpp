@@ -42,9 +42,9 @@ TEST_CASE("checkmate (cbc) on residual_net.json: the same optimum with and witho
       const auto r = cm->solve_detailed(g, budget);
       REQUIRE_MESSAGE(r.ok(), r.message());
       CHECK(r->optimal);
-      CHECK(r->schedule.predicted_time ==
-            doctest::Approx(reference->schedule.predicted_time).epsilon(1e-12));
-      CHECK(r->schedule.predicted_peak <= budget);
+      CHECK(r->program.predicted_time ==
+            doctest::Approx(reference->program.predicted_time).epsilon(1e-12));
+      CHECK(r->program.predicted_peak <= budget);
     }
 #if defined(REMAT_HAS_LPSOLVE)
     // lp_solve's depth-first search does not close the gap at 360 MiB within 60 s (nor did it
@@ -55,9 +55,9 @@ TEST_CASE("checkmate (cbc) on residual_net.json: the same optimum with and witho
     const auto r = lp.solve_detailed(g, budget);
     REQUIRE_MESSAGE(r.ok(), r.message());
     CHECK(r->optimal);
-    CHECK(r->schedule.predicted_time ==
-          doctest::Approx(reference->schedule.predicted_time).epsilon(1e-12));
-    CHECK(r->schedule.predicted_peak <= budget);
+    CHECK(r->program.predicted_time ==
+          doctest::Approx(reference->program.predicted_time).epsilon(1e-12));
+    CHECK(r->program.predicted_peak <= budget);
 #endif
   }
 }

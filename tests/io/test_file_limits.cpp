@@ -1,5 +1,5 @@
 // Files that are not chain or graph files: endless streams, huge files, directories, missing and
-// unreadable files (issue 10, defect 7: `remat-plan --chain /dev/zero` read the whole stream).
+// unreadable files (`remat-plan --chain /dev/zero` once read the whole stream).
 
 #include <doctest/doctest.h>
 
@@ -33,18 +33,21 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 static_assert(io::max_file_bytes == 256u * 1024u * 1024u);
 
 #ifndef _WIN32
-TEST_CASE("load_chain, load_graph: an endless stream is refused at the cap, within a second") {
+// Reading the 256 MiB cap takes a fraction of a second on an idle machine and up to about 2 s
+// when the test suite's other programs share its two cores: 5 s still shows that the stream is
+// not read to its end.
+TEST_CASE("load_chain, load_graph: an endless stream is refused at the cap, within seconds") {
   if (!std::filesystem::exists("/dev/zero")) return;
   auto t0 = std::chrono::steady_clock::now();
   CHECK(
       says(io::load_chain("/dev/zero"), {"cannot read chain file '/dev/zero'", "not a regular file",
                                          "more than the 256 MiB a chain file may have"}));
-  CHECK(seconds_since(t0) < 1.0);
+  CHECK(seconds_since(t0) < 5.0);
   t0 = std::chrono::steady_clock::now();
   CHECK(
       says(io::load_graph("/dev/zero"), {"cannot read graph file '/dev/zero'", "not a regular file",
                                          "more than the 256 MiB a graph file may have"}));
-  CHECK(seconds_since(t0) < 1.0);
+  CHECK(seconds_since(t0) < 5.0);
   // An empty stream is an empty text, not a read error.
   if (std::filesystem::exists("/dev/null"))
     CHECK(says(io::load_chain("/dev/null"), {"'/dev/null'", "the text is empty"}));

@@ -454,7 +454,7 @@ TEST_CASE("json: the example chains load, validate and look like their networks"
 
   // Both are plannable by the optimal DP at a budget between the minimum and store-all.
   for (const chain* c : {&*resnet, &*gpt}) {
-    const bytes lo = rotor::minimum_budget(*c);
+    const bytes lo = rotor{}.minimum_budget(*c);
     const bytes hi = sim::simulate(*c, *lower(c->length(), store_all::program(*c))).peak;
     CHECK(lo < hi);
     auto s = rotor{}.solve(*c, (lo + hi) / 2);

@@ -106,13 +106,13 @@ void check_policy_points(const chain& c, const sweep_result& sw, const P& p) {
 
 TEST_CASE("sweep: every point is the simulator's replay of the policy's plan at that budget") {
   const chain c = small_chain(7);
-  const auto sw = sweep(c, {.budgets = 6, .bandwidth = 1e6});
+  const auto sw = sweep(c, {.budgets = 6, .hw = machine::with_bandwidth(1e6)});
   REQUIRE(sw.ok());
   CHECK(sw->problem == c.name);
   REQUIRE(sw->budgets.size() == 6);
   CHECK(sw->budgets.back() == sw->store_all_peak);
-  CHECK(sw->budgets.front() <
-        std::min(rotor::minimum_budget(c), pofo{.bandwidth = 1e6}.minimum_budget(c)));
+  CHECK(sw->budgets.front() < std::min(rotor{}.minimum_budget(c),
+                                       pofo{.hw = machine::with_bandwidth(1e6)}.minimum_budget(c)));
   for (std::size_t b = 1; b < sw->budgets.size(); ++b) CHECK(sw->budgets[b] > sw->budgets[b - 1]);
   CHECK(sw->points.size() == sw->policies.size() * sw->budgets.size());
   const auto base = sim::simulate(c, *lower(c.length(), store_all::program(c)));
@@ -127,15 +127,16 @@ TEST_CASE("sweep: every point is the simulator's replay of the policy's plan at 
   check_policy_points(c, *sw, revolve{});
   check_policy_points(c, *sw, rotor{});
   check_policy_points(c, *sw, rotor_floating{});
-  check_policy_points(c, *sw, pofo{.bandwidth = 1e6});
-  check_policy_points(c, *sw, offload_dynprog{.bandwidth = 1e6});
-  check_policy_points(c, *sw, offload_greedy{.bandwidth = 1e6});
-  check_policy_points(c, *sw, offload_autocapper{.bandwidth = 1e6});
+  check_policy_points(c, *sw, pofo{.hw = machine::with_bandwidth(1e6)});
+  check_policy_points(c, *sw, offload_dynprog{.hw = machine::with_bandwidth(1e6)});
+  check_policy_points(c, *sw, offload_greedy{.hw = machine::with_bandwidth(1e6)});
+  check_policy_points(c, *sw, offload_autocapper{.hw = machine::with_bandwidth(1e6)});
 }
 
 TEST_CASE("sweep: options, and what it leaves out") {
   const chain c = small_chain(8);
-  const auto none = sweep(c, {.budgets = 3, .bandwidth = 0, .floating_max_stages = 2});
+  const auto none =
+      sweep(c, {.budgets = 3, .hw = machine::without_transfers(), .practical_stages = 2});
   REQUIRE(none.ok());
   CHECK(none->policies == std::vector<std::string>{"store_all", "periodic", "revolve", "rotor"});
   CHECK(none->notes.size() == 2);
@@ -151,7 +152,7 @@ TEST_CASE("sweep: options, and what it leaves out") {
 
 TEST_CASE("overhead_curve_svg: well-formed, and its points are the sweep's") {
   const chain c = small_chain(9, "a <chain> & \"its\" 'name'\x01");
-  const auto sw = sweep(c, {.budgets = 5, .bandwidth = 1e6});
+  const auto sw = sweep(c, {.budgets = 5, .hw = machine::with_bandwidth(1e6)});
   REQUIRE(sw.ok());
   const std::string svg = io::overhead_curve_svg(*sw);
   const auto doc = parse_xml(svg);
@@ -199,8 +200,8 @@ TEST_CASE(
   // pofo's own DP below rotor's minimum: it must offload.
   // static: GCC 12 at -O1 (the sanitizer build) falsely says the optional rates of a local pofo
   // may be used uninitialized (-Wmaybe-uninitialized in std::optional::value_or).
-  static const pofo p{.bandwidth = 1e6, .portfolio = false};
-  const bytes lo = p.minimum_budget(c), hi = rotor::minimum_budget(c);
+  static const pofo p{.hw = machine::with_bandwidth(1e6), .portfolio = false};
+  const bytes lo = p.minimum_budget(c), hi = rotor{}.minimum_budget(c);
   REQUIRE(lo < hi);
   const bytes budget = lo + (hi - lo) / 2;
   const auto s = p.solve(c, budget);

@@ -159,24 +159,26 @@ TEST_CASE_TEMPLATE("bad input: the largest sizes allowed and an unlimited budget
 
 TEST_CASE("bad input: periodic segments out of range") {
   const chain c = good_chain();  // 4 stages
-  for (const int k : {-1, -1000, 5, 1000, std::numeric_limits<int>::max()}) {
+  for (const int k : {0, -1, -1000, 5, 1000, std::numeric_limits<int>::max()}) {
     INFO("segments = ", k);
     expect_invalid(periodic{.segments = k}.solve(c, 1 << 20), {"segments", std::to_string(k)});
   }
-  for (int k = 0; k <= 4; ++k) CHECK(periodic{.segments = k}.solve(c, 1 << 20).ok());
+  for (int k = 1; k <= 4; ++k) CHECK(periodic{.segments = k}.solve(c, 1 << 20).ok());
+  CHECK(periodic{}.solve(c, 1 << 20).ok());  // the best k
 }
 
-TEST_CASE("bad input: revolve snapshots below -1") {
+TEST_CASE("bad input: revolve snapshots below 0") {
   const chain c = good_chain();
-  for (const int s : {-2, -1000, std::numeric_limits<int>::min()}) {
+  for (const int s : {-1, -2, -1000, std::numeric_limits<int>::min()}) {
     INFO("snapshots = ", s);
     expect_invalid(revolve{.snapshots = s}.solve(c, 1 << 20), {"snapshots"});
   }
   // More snapshots than stages is fine: the extra ones are not used.
-  for (const int s : {-1, 0, 1, 2, 1000, std::numeric_limits<int>::max()}) {
+  for (const int s : {0, 1, 2, 1000, std::numeric_limits<int>::max()}) {
     INFO("snapshots = ", s);
     CHECK(revolve{.snapshots = s}.solve(c, 1 << 20).ok());
   }
+  CHECK(revolve{}.solve(c, 1 << 20).ok());  // the best count
 }
 
 TEST_CASE_TEMPLATE("bad input: absurd slot counts give a clear error, not a huge table", P, rotor,
@@ -230,7 +232,7 @@ TEST_CASE_TEMPLATE("bad input: absurd slot counts give a clear error, not a huge
 
 TEST_CASE("bad input: a tiny time limit stops the DPs promptly with status time_limit") {
   const chain c = long_chain(30);
-  const bytes budget = rotor::minimum_budget(c) * 3 / 2;
+  const bytes budget = rotor{}.minimum_budget(c) * 3 / 2;
   {
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = rotor_floating{.time_limit = 1e-9}.solve(c, budget);
@@ -241,7 +243,7 @@ TEST_CASE("bad input: a tiny time limit stops the DPs promptly with status time_
   {
     const chain longer = long_chain(150);
     const auto t0 = std::chrono::steady_clock::now();
-    const auto r = rotor{.time_limit = 1e-9}.solve(longer, rotor::minimum_budget(longer) * 2);
+    const auto r = rotor{.time_limit = 1e-9}.solve(longer, rotor{}.minimum_budget(longer) * 2);
     CHECK(seconds_since(t0) < prompt);
     CHECK(r.code() == status::time_limit);
     CHECK(contains(r.message(), "time limit"));
@@ -283,7 +285,7 @@ TEST_CASE_TEMPLATE("bad input: progress fractions are non-decreasing and end at 
                    rotor_floating) {
   for (const int n : {1, 2, 3, 8}) {
     const chain c = long_chain(n, 997);
-    const bytes minimum = P::minimum_budget(c);
+    const bytes minimum = P{}.minimum_budget(c);
     check_progress(P{}, c, minimum * 2);
     check_progress(P{.slots = 0}, c, minimum + 1);
     // At the minimum, 500 slots round too coarsely and the solve refines S: several tables.

@@ -238,14 +238,15 @@ TEST_CASE("checkmate relax: where no rounding fits, the exact solve, and a note 
   cm.relax = true;
   const auto r = cm.solve_detailed(g, minimum);
   REQUIRE_MESSAGE(r.ok(), r.message());
-  CHECK(r.value().note.find("solved exactly instead") != std::string::npos);
-  const auto rep = sim::simulate(g, r.value().schedule, {.budget = minimum});
+  REQUIRE(r.value().notes.size() == 1);
+  CHECK(r.value().notes.front().find("solved exactly instead") != std::string::npos);
+  const auto rep = sim::simulate(g, r.value().program, {.budget = minimum});
   CHECK(rep.valid);
   CHECK(rep.peak <= minimum);
   // Where a rounding fits, no note.
   const auto easy = cm.solve_detailed(g, peak_of_store_all(g));
   REQUIRE(easy.ok());
-  CHECK(easy.value().note.empty());
+  CHECK(easy.value().notes.empty());
 }
 #endif
 
@@ -260,7 +261,7 @@ TEST_CASE("checkmate: out of time before any schedule, the fastest cheap pattern
   const auto r = cm.solve_detailed(g, peak_of_store_all(g));
   REQUIRE_MESSAGE(r.ok(), r.message());
   CHECK_FALSE(r.value().optimal);
-  CHECK(r.value().schedule.predicted_time == doctest::Approx(g.ideal_time()));
+  CHECK(r.value().program.predicted_time == doctest::Approx(g.ideal_time()));
   // Below every pattern's peak there is nothing to fall back on: time_limit.
   const bytes low = cm.least_memory(g).value().predicted_peak - 1;
   const auto t = cm.solve(g, low);

@@ -60,11 +60,11 @@ void check_plans(const checkmate<Backend>& cm, const graph& g, bytes budget, dou
   CAPTURE(budget);
   const auto r = cm.solve_detailed(g, budget);
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.err().message));
-  const auto rep = sim::simulate(g, r.value().schedule, {.budget = budget});
+  const auto rep = sim::simulate(g, r.value().program, {.budget = budget});
   CHECK_MESSAGE(rep.valid, (rep.first_violation ? rep.first_violation->message : ""));
   CHECK(rep.peak <= budget);
   CHECK(r.value().optimal);
-  CHECK(r.value().schedule.predicted_time <= rival_time * (1 + 1e-9) + 1e-12);
+  CHECK(r.value().program.predicted_time <= rival_time * (1 + 1e-9) + 1e-12);
 }
 
 template <class Backend>
@@ -158,7 +158,7 @@ void keeps_time_limit(const char* backend_name) {
     CHECK(took < 1.2);  // the limit plus the stated margin, with room for a loaded machine
     REQUIRE_MESSAGE((r.ok() || r.code() == status::time_limit), (r.ok() ? "" : r.err().message));
     if (r.ok()) {
-      const auto rep = sim::simulate(g, r.value().schedule, {.budget = store_all_peak(g) / 2});
+      const auto rep = sim::simulate(g, r.value().program, {.budget = store_all_peak(g) / 2});
       CHECK(rep.valid);
     }
   }
@@ -201,9 +201,9 @@ void time_scale_invariant(const char* backend_name) {
       const auto r = checkmate<Backend>{}.solve_detailed(g, budget);
       REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.err().message));
       CHECK(r.value().optimal);
-      CHECK(r.value().schedule.predicted_time / f ==
-            doctest::Approx(base.value().schedule.predicted_time).epsilon(1e-9));
-      CHECK(r.value().bound <= r.value().schedule.predicted_time * (1 + 1e-9));
+      CHECK(r.value().program.predicted_time / f ==
+            doctest::Approx(base.value().program.predicted_time).epsilon(1e-9));
+      CHECK(r.value().bound <= r.value().program.predicted_time * (1 + 1e-9));
     }
   }
 }

@@ -1,7 +1,10 @@
-// The conformance suite every chain policy joins (DESIGN.md §5: the simulator is the referee).
+// The conformance suite every chain policy of the catalogue joins (policy/catalogue.hpp: the
+// simulator is the referee). The policies come from remat::chain_policies; conformance<P> says
+// how the suite runs one (its sizes, its knobs) and what it promises beyond the common checks, and
+// a few extra configurations (a fixed k, fixed snapshots, rotor's default slots) are listed below.
 //
-// For each policy configuration below, over a few hundred seeded random chains and budgets
-// spread from below the policy's minimum to above the store-all peak:
+// For each configuration, over seeded random chains and budgets spread from below the policy's
+// minimum to above the store-all peak:
 //   * a successful schedule simulates valid, within the budget, with the predicted peak and
 //     makespan, and no faster than plain training (chain::ideal_time);
 //   * a budget below the minimum gives budget_too_small with err().minimum_budget, every budget
@@ -9,7 +12,8 @@
 //   * the cost is non-increasing in the budget where the policy promises it;
 //   * the exact DPs meet the no-recompute threshold of shilova-spec §7.3, rotor_floating is
 //     never worse than rotor, and rotor is never worse than the baselines it contains.
-// To add a policy: write a case struct like those below and list it in TEST_CASE_TEMPLATE.
+// A policy added to the catalogue runs here with the default conformance<P> (the common checks);
+// specialise conformance<P> for what it promises beyond them.
 
 #include <doctest/doctest.h>
 
@@ -29,11 +33,10 @@ using namespace remat;
 using remat::testing::chain_generator;
 using remat::testing::chain_shape;
 
-static_assert(ChainPolicy<store_all>);
-static_assert(ChainPolicy<periodic>);
-static_assert(ChainPolicy<revolve>);
-static_assert(ChainPolicy<rotor>);
-static_assert(ChainPolicy<rotor_floating>);
+// Every catalogue policy has the whole surface (policy/concepts.hpp).
+static_assert([]<class... Ps>(policy_list<Ps...>) {
+  return ((ChainPolicy<Ps> && DetailedPolicy<Ps, chain>)&&...);
+}(chain_policies{}));
 
 namespace {
 
@@ -76,58 +79,55 @@ constexpr chain_shape big_sizes{.min_length = 1, .max_length = 12, .max_bytes = 
 // non-increasing in the budget. exact: optimal with exact sizes (threshold property).
 // store_all_fits: the store-all program is among those the policy considers, so its minimum is
 // at most the store-all peak (not so for revolve, which runs every forward at least twice, nor
-// for a fixed k).
+// for a fixed k). plans_from_minimum: every budget from the minimum it reports up plans (false:
+// some such budget may answer infeasible, with a reason). dominates: the policies whose plans are
+// in its search space, which it is never slower than (exact DPs only).
 
-struct store_all_case {
-  static constexpr const char* label = "store_all";
+/// The default: a catalogue policy as it is, on chains of bytes to MiB, the common checks
+/// (conformance<void>: the defaults the specialisations start from).
+template <class P>
+struct conformance {
+  static constexpr std::string_view label = [] {
+    if constexpr (std::is_void_v<P>)
+      return std::string_view("?");
+    else
+      return P::name;
+  }();
+  static constexpr int chains = 100;
+  static constexpr bool store_all_fits = true, plans_from_minimum = true;
+  static constexpr bool monotone = false, exact = false;
+  static P make(const chain&) requires(!std::is_void_v<P>) { return {}; }
+  static chain_shape shape(int) { return big_sizes; }
+};
+
+template <>
+struct conformance<store_all> : conformance<void> {
+  static constexpr std::string_view label = store_all::name;
   static constexpr int chains = 300;
-  static constexpr bool store_all_fits = true;
-  static constexpr bool monotone = true, exact = false;
+  static constexpr bool monotone = true;
   static store_all make(const chain&) { return {}; }
-  static chain_shape shape(int) { return big_sizes; }
 };
 
-struct periodic_auto_case {
-  static constexpr const char* label = "periodic{.segments = 0}";
+template <>
+struct conformance<periodic> : conformance<void> {
+  static constexpr std::string_view label = "periodic (the best k)";
   static constexpr int chains = 300;
-  static constexpr bool store_all_fits = true;
-  static constexpr bool monotone = true, exact = false;
+  static constexpr bool monotone = true;
   static periodic make(const chain&) { return {}; }
-  static chain_shape shape(int) { return big_sizes; }
 };
 
-struct periodic_fixed_case {
-  static constexpr const char* label = "periodic{.segments = 3}";
+template <>
+struct conformance<revolve> : conformance<void> {
+  static constexpr std::string_view label = "revolve (the best snapshot count)";
   static constexpr int chains = 300;
-  static constexpr bool store_all_fits = false;
-  // With a fixed k the program does not depend on the budget: its cost is constant.
-  static constexpr bool monotone = true, exact = false;
-  static periodic make(const chain& c) { return {.segments = std::min(3, c.length())}; }
-  static chain_shape shape(int) { return big_sizes; }
-};
-
-struct revolve_auto_case {
-  static constexpr const char* label = "revolve{.snapshots = -1}";
-  static constexpr int chains = 300;
-  static constexpr bool store_all_fits = false;
-  static constexpr bool monotone = true, exact = false;
+  static constexpr bool store_all_fits = false, monotone = true;
   static revolve make(const chain&) { return {}; }
-  static chain_shape shape(int) { return big_sizes; }
 };
 
-struct revolve_fixed_case {
-  static constexpr const char* label = "revolve{.snapshots = 2}";
-  static constexpr int chains = 300;
-  static constexpr bool store_all_fits = false;
-  static constexpr bool monotone = true, exact = false;
-  static revolve make(const chain&) { return {.snapshots = 2}; }
-  static chain_shape shape(int) { return big_sizes; }
-};
-
-struct rotor_exact_case {
-  static constexpr const char* label = "rotor{.slots = 0}";
+template <>
+struct conformance<rotor> : conformance<void> {
+  static constexpr std::string_view label = "rotor{.slots = 0}";
   static constexpr int chains = 400;
-  static constexpr bool store_all_fits = true;
   static constexpr bool monotone = true, exact = true;
   static rotor make(const chain&) { return {.slots = 0}; }
   static chain_shape shape(int i) {
@@ -135,14 +135,83 @@ struct rotor_exact_case {
   }
 };
 
-struct rotor_default_case {
-  static constexpr const char* label = "rotor{} (500 slots)";
+template <>
+struct conformance<rotor_floating> : conformance<void> {
+  static constexpr std::string_view label = "rotor_floating{.slots = 0}";
+  static constexpr int chains = 300;
+  static constexpr bool monotone = true, exact = true;
+  static rotor_floating make(const chain&) { return {.slots = 0}; }
+  static chain_shape shape(int i) {
+    return {.max_length = 8, .max_bytes = 100, .positive_forward_times = i % 2 == 0};
+  }
+};
+
+// The offloading policies: on small chains (their DPs and realizations simulate many programs),
+// at a bandwidth where transfers matter (the chains' sizes are bytes to KiB, their times a few
+// units).
+constexpr chain_shape offload_sizes{.min_length = 1, .max_length = 8, .max_bytes = 4096};
+constexpr machine offload_link = machine::with_bandwidth(2000);
+
+template <>
+struct conformance<pofo> : conformance<void> {
+  static constexpr std::string_view label = pofo::name;
+  static constexpr int chains = 60;
+  static pofo make(const chain&) { return {.hw = offload_link}; }
+  static chain_shape shape(int) { return offload_sizes; }
+};
+
+template <>
+struct conformance<offload_dynprog> : conformance<void> {
+  static constexpr std::string_view label = offload_dynprog::name;
+  static constexpr int chains = 60;
+  static offload_dynprog make(const chain&) { return {.hw = offload_link}; }
+  static chain_shape shape(int) { return offload_sizes; }
+};
+
+template <>
+struct conformance<offload_greedy> : conformance<void> {
+  static constexpr std::string_view label = offload_greedy::name;
+  static constexpr int chains = 60;
+  static offload_greedy make(const chain&) { return {.hw = offload_link}; }
+  static chain_shape shape(int) { return offload_sizes; }
+};
+
+template <>
+struct conformance<offload_autocapper> : conformance<void> {
+  static constexpr std::string_view label = offload_autocapper::name;
+  static constexpr int chains = 60;
+  // Its minimum is pofo's (what offloading every movable input allows); capping offloads only
+  // what rotor's plans keep across their peak, so just above it no cap may give a plan, and it
+  // answers infeasible, saying so.
+  static constexpr bool plans_from_minimum = false;
+  static offload_autocapper make(const chain&) { return {.hw = offload_link}; }
+  static chain_shape shape(int) { return offload_sizes; }
+};
+
+// Configurations beyond the catalogue's defaults.
+
+struct periodic_fixed_case : conformance<void> {
+  static constexpr std::string_view label = "periodic{.segments = 3}";
+  static constexpr int chains = 300;
+  static constexpr bool store_all_fits = false;
+  // With a fixed k the program does not depend on the budget: its cost is constant.
+  static constexpr bool monotone = true;
+  static periodic make(const chain& c) { return {.segments = std::min(3, c.length())}; }
+};
+
+struct revolve_fixed_case : conformance<void> {
+  static constexpr std::string_view label = "revolve{.snapshots = 2}";
+  static constexpr int chains = 300;
+  static constexpr bool store_all_fits = false, monotone = true;
+  static revolve make(const chain&) { return {.snapshots = 2}; }
+};
+
+struct rotor_default_case : conformance<void> {
+  static constexpr std::string_view label = "rotor{} (500 slots)";
   static constexpr int chains = 400;
-  static constexpr bool store_all_fits = true;
   // With S slots the sizes are rounded to budget/S bytes, a grid that moves with the budget: a
   // larger budget can round a size up to one more slot and lose a schedule, so the cost is not
   // monotone in the budget, nor optimal. Only validity, peak and the minimum are checked.
-  static constexpr bool monotone = false, exact = false;
   static constexpr bytes small_limit = 600;
   static rotor make(const chain& c) {
     rotor p;
@@ -165,22 +234,19 @@ struct rotor_default_case {
   }
 };
 
-struct rotor_floating_case {
-  static constexpr const char* label = "rotor_floating{.slots = 0}";
-  static constexpr int chains = 300;
-  static constexpr bool store_all_fits = true;
-  static constexpr bool monotone = true, exact = true;
-  static rotor_floating make(const chain&) { return {.slots = 0}; }
-  static chain_shape shape(int i) {
-    return {.max_length = 8, .max_bytes = 100, .positive_forward_times = i % 2 == 0};
-  }
+/// The cases of every catalogue policy.
+template <class L>
+struct cases_of;
+template <class... Ps>
+struct cases_of<policy_list<Ps...>> {
+  using type = std::tuple<conformance<Ps>...>;
 };
 
 // ---- the checks --------------------------------------------------------------------------------
 
 /// A successful schedule, checked by the simulator.
-void check_schedule(const chain& c, bytes budget, const schedule& s) {
-  const sim::report r = sim::simulate(c, s, {.budget = budget, .record_timeline = false});
+void check_schedule(const chain& c, bytes budget, const schedule& s, const machine& hw) {
+  const sim::report r = sim::simulate(c, s, {.budget = budget, .record_timeline = false, .hw = hw});
   CHECK_MESSAGE(r.valid, (r.first_violation ? r.first_violation->message : std::string()));
   CHECK(r.peak <= budget);
   CHECK(s.predicted_peak == r.peak);
@@ -193,7 +259,7 @@ void check_schedule(const chain& c, bytes budget, const schedule& s) {
 
 /// Budgets from below the minimum to above the store-all peak, ascending.
 std::vector<bytes> budgets_for(const chain& c, bytes minimum, bytes threshold) {
-  const bytes lo = std::min(minimum, rotor::minimum_budget(c));
+  const bytes lo = std::min(minimum, rotor{}.minimum_budget(c));
   const bytes hi = std::max(threshold, minimum);
   std::vector<bytes> b{0,           lo / 2,        lo - 1,    minimum - 1,   minimum,
                        minimum + 1, threshold - 1, threshold, threshold + 1, hi + hi / 3 + 1};
@@ -218,7 +284,7 @@ void cross_check(const chain& c, bytes budget, const result<schedule>& r) {
   } else if constexpr (std::is_same_v<decltype(Case::make(c)), rotor_floating>) {
     dominated_by_r(rotor{.slots = 0}.solve(c, budget), "rotor{.slots = 0}");
   } else if constexpr (std::is_same_v<decltype(Case::make(c)), rotor>) {
-    // store_all, periodic and revolve schedules are all memory-persistent (shilova-spec §2.5).
+    // store_all, periodic and revolve schedules are all memory-persistent: in rotor's space.
     dominated_by_r(store_all{}.solve(c, budget), "store_all");
     dominated_by_r(periodic{}.solve(c, budget), "periodic");
     dominated_by_r(revolve{}.solve(c, budget), "revolve");
@@ -247,6 +313,9 @@ void run_conformance(std::uint64_t seed) {
       CHECK(minimum > 0);
     }
     if constexpr (Case::store_all_fits) CHECK(minimum <= threshold);
+    // The minimum it reports is the one minimum_budget() says, where it has one.
+    if constexpr (HasMinimumBudget<decltype(policy), chain>)
+      CHECK(policy.minimum_budget(c) == minimum);
 
     const bool exact_threshold = Case::exact && forward_times_positive(c);
     std::optional<double> previous;  // cost at the previous successful budget
@@ -259,6 +328,14 @@ void run_conformance(std::uint64_t seed) {
         if (!r.ok() && r.code() == status::budget_too_small)
           CHECK(r.err().minimum_budget == minimum);
         continue;
+      }
+      if constexpr (!Case::plans_from_minimum) {
+        // Allowed to find no plan above its minimum, with a reason.
+        if (!r.ok() && r.code() == status::infeasible) {
+          CHECK_FALSE(r.message().empty());
+          ++n.infeasible;
+          continue;
+        }
       }
       if constexpr (std::is_same_v<Case, rotor_default_case>) {
         // Too close to the minimum for 500 slots, and the refinement would pass the table cap:
@@ -274,7 +351,7 @@ void run_conformance(std::uint64_t seed) {
         }
       }
       REQUIRE_MESSAGE(r.ok(), r.message());
-      check_schedule(c, b, *r);
+      check_schedule(c, b, *r, machine_of(policy));
       ++n.solved;
       if (b == minimum) ++n.at_minimum;
       if constexpr (Case::monotone) {
@@ -298,6 +375,8 @@ void run_conformance(std::uint64_t seed) {
     // At least the small chains, through the refinement. (Whether the big ones solve at their
     // minimum or stop with the infeasible checked above is up to the policy.)
     CHECK(n.at_minimum >= Case::chains / 2);
+  } else if constexpr (!Case::plans_from_minimum) {
+    CHECK(n.at_minimum + n.infeasible >= Case::chains);
   } else {
     CHECK(n.at_minimum == Case::chains);
   }
@@ -309,17 +388,20 @@ void run_conformance(std::uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("conformance: chain policies against the simulator", Case, store_all_case,
-                   periodic_auto_case, periodic_fixed_case, revolve_auto_case, revolve_fixed_case,
-                   rotor_exact_case, rotor_default_case, rotor_floating_case) {
+TEST_CASE_TEMPLATE_DEFINE("conformance: chain policies against the simulator", Case,
+                          conformance_suite) {
   run_conformance<Case>(0x5eed'c0ffee);
 }
+// Every policy of the catalogue, then the extra configurations.
+TEST_CASE_TEMPLATE_APPLY(conformance_suite, cases_of<chain_policies>::type);
+TEST_CASE_TEMPLATE_APPLY(conformance_suite,
+                         std::tuple<periodic_fixed_case, revolve_fixed_case, rotor_default_case>);
 
 TEST_CASE("conformance: rotor_floating needs no more memory than rotor") {
   chain_generator gen(7);
   for (int i = 0; i < 200; ++i) {
     const chain c = gen({.max_length = 7, .max_bytes = 1 << 20});
     INFO(remat::testing::describe(c));
-    CHECK(rotor_floating::minimum_budget(c) <= rotor::minimum_budget(c));
+    CHECK(rotor_floating{}.minimum_budget(c) <= rotor{}.minimum_budget(c));
   }
 }

@@ -31,9 +31,9 @@ bytes store_all_peak(const chain& c) {
 /// The compute ops of a plan (the oracle's schedules carry no transfers).
 test::offload_schedule decisions_of(const offload_plan& p) {
   test::offload_schedule s;
-  for (const chain_op& op : p.ops)
+  for (const chain_op& op : p.details.ops)
     if (op.is_compute()) s.ops.push_back(op);
-  s.offloaded = p.offloaded;
+  s.offloaded = p.details.offloaded;
   return s;
 }
 
@@ -48,10 +48,12 @@ TEST_CASE("pofo: exact on small chains against exhaustive search in its model") 
     const chain c = small_chain(g, g.between(1, 5));
     const double beta = static_cast<double>(g.between(1, 3));
     const bytes peak = store_all_peak(c);
-    const bytes rotor_min = rotor::minimum_budget(c);
+    const bytes rotor_min = rotor{}.minimum_budget(c);
     for (bytes m = 0; m <= peak + 1; ++m) {
       const auto best = test::offload_brute_force(c, m, beta, beta, true);
-      const auto plan = pofo{.bandwidth = beta, .slots = 0, .portfolio = false}.plan(c, m);
+      const auto plan =
+          pofo{.hw = machine::with_bandwidth(beta), .slots = 0, .portfolio = false}.solve_detailed(
+              c, m);
       CAPTURE(trial);
       CAPTURE(m);
       CAPTURE(beta);
@@ -62,11 +64,12 @@ TEST_CASE("pofo: exact on small chains against exhaustive search in its model") 
       }
       REQUIRE_MESSAGE(plan.ok(), plan.message());
       ++compared;
-      CHECK(close(plan->model_time, best.time));
+      CHECK(close(plan->details.model_time, best.time));
       // The DP's own schedule has its claimed time in the model.
-      CHECK(close(test::fluid_time(c, decisions_of(*plan), m, beta, beta), plan->model_time));
+      CHECK(
+          close(test::fluid_time(c, decisions_of(*plan), m, beta, beta), plan->details.model_time));
       CHECK(plan->program.predicted_peak <= m);
-      if (!plan->offloaded.empty()) ++offloading;
+      if (!plan->details.offloaded.empty()) ++offloading;
       if (m < rotor_min) ++below_rotor;
     }
   }
@@ -86,9 +89,10 @@ TEST_CASE("offload_dynprog is exact without recomputation; greedy and OFF_frac b
       CAPTURE(trial);
       CAPTURE(m);
       const auto best = test::offload_brute_force(c, m, beta, beta, false);
-      const auto dyn = offload_dynprog{.bandwidth = beta, .slots = 0}.plan(c, m);
-      const auto greedy = offload_greedy{.bandwidth = beta}.plan(c, m);
-      const auto frac = offload_fractional_bound(c, m, beta);
+      const auto dyn =
+          offload_dynprog{.hw = machine::with_bandwidth(beta), .slots = 0}.solve_detailed(c, m);
+      const auto greedy = offload_greedy{.hw = machine::with_bandwidth(beta)}.solve_detailed(c, m);
+      const auto frac = offload_fractional_bound(c, m, machine::with_bandwidth(beta));
       REQUIRE(frac.ok());
       if (!best.feasible()) {
         CHECK_FALSE(dyn.ok());
@@ -97,13 +101,14 @@ TEST_CASE("offload_dynprog is exact without recomputation; greedy and OFF_frac b
       }
       REQUIRE_MESSAGE(dyn.ok(), dyn.message());
       ++compared;
-      CHECK(close(dyn->model_time, best.time));
-      CHECK(close(test::fluid_time(c, decisions_of(*dyn), m, beta, beta), dyn->model_time));
+      CHECK(close(dyn->details.model_time, best.time));
+      CHECK(close(test::fluid_time(c, decisions_of(*dyn), m, beta, beta), dyn->details.model_time));
       // OFF_frac bounds every plan without recomputation.
       CHECK(*frac <= best.time + 1e-9);
       if (greedy.ok()) {
-        CHECK(greedy->model_time >= best.time - 1e-9);
-        CHECK(close(test::fluid_time(c, decisions_of(*greedy), m, beta, beta), greedy->model_time));
+        CHECK(greedy->details.model_time >= best.time - 1e-9);
+        CHECK(close(test::fluid_time(c, decisions_of(*greedy), m, beta, beta),
+                    greedy->details.model_time));
       }
     }
   }
@@ -114,22 +119,24 @@ TEST_CASE("pofo with bandwidth 0 is rotor") {
   remat::testing::chain_generator g(11);
   for (int trial = 0; trial < 60; ++trial) {
     const chain c = g({.min_length = 1, .max_length = 14});
-    const bytes lo = rotor::minimum_budget(c), peak = store_all_peak(c);
+    const bytes lo = rotor{}.minimum_budget(c), peak = store_all_peak(c);
     for (int i = 0; i <= 6; ++i) {
       const bytes m = lo + (peak - lo) * i / 6;
       for (std::int64_t slots : {50, 200}) {
         const auto r = rotor{.slots = slots}.solve(c, m);
-        const auto p = pofo{.bandwidth = 0, .slots = slots}.plan(c, m);
+        const auto p = pofo{.hw = machine::with_bandwidth(0), .slots = slots}.solve_detailed(c, m);
         CAPTURE(trial);
         CAPTURE(m);
         REQUIRE_EQ(r.ok(), p.ok());
         if (!r.ok()) continue;
-        CHECK(p->offloaded.empty());
+        CHECK(p->details.offloaded.empty());
         CHECK(close(p->program.predicted_time, r->predicted_time));
       }
     }
     // Below rotor's minimum nothing fits without transfers.
-    if (lo > 0) CHECK(pofo{.bandwidth = 0}.plan(c, lo - 1).code() == status::budget_too_small);
+    if (lo > 0)
+      CHECK(pofo{.hw = machine::with_bandwidth(0)}.solve_detailed(c, lo - 1).code() ==
+            status::budget_too_small);
   }
 }
 
@@ -138,14 +145,15 @@ TEST_CASE(
   remat::testing::chain_generator g(3);
   for (int trial = 0; trial < 80; ++trial) {
     const chain c = small_chain(g, g.between(1, 6));
-    const bytes floor = detail::pofo_minimum_budget(c, true, false);
+    const bytes floor =
+        detail::pofo_minimum_budget(c, machine::with_bandwidth(inf), detail::recomputation::none);
     for (bytes m = floor; m <= floor + 3; ++m) {
-      const auto p = pofo{.bandwidth = inf, .slots = 0}.plan(c, m);
+      const auto p = pofo{.hw = machine::with_bandwidth(inf), .slots = 0}.solve_detailed(c, m);
       REQUIRE_MESSAGE(p.ok(), p.message());
-      CHECK(close(p->model_time, c.ideal_time()));
+      CHECK(close(p->details.model_time, c.ideal_time()));
       CHECK(close(p->program.predicted_time, c.ideal_time()));
     }
-    CHECK(pofo{.bandwidth = inf}.minimum_budget(c) <= floor);
+    CHECK(pofo{.hw = machine::with_bandwidth(inf)}.minimum_budget(c) <= floor);
   }
 }
 
@@ -153,7 +161,7 @@ TEST_CASE("pofo: never slower than rotor at the same slots") {
   remat::testing::chain_generator g(5);
   for (int trial = 0; trial < 30; ++trial) {
     const chain c = g({.min_length = 2, .max_length = 16});
-    const bytes lo = rotor::minimum_budget(c), peak = store_all_peak(c);
+    const bytes lo = rotor{}.minimum_budget(c), peak = store_all_peak(c);
     // From a tenth above rotor's minimum, where neither refines its slots (near the minimum
     // rotor refines to finer slots, and the comparison is no longer at the same slots).
     for (int i = 1; i <= 8; ++i) {
@@ -161,23 +169,24 @@ TEST_CASE("pofo: never slower than rotor at the same slots") {
       if (m < lo + lo / 10) continue;
       const auto r = rotor{.slots = 50}.solve(c, m);
       const double bw = 1e6 * (1 + trial % 3);
-      const auto p = pofo{.bandwidth = bw, .portfolio = false}.plan(c, m);
-      const auto best = pofo{.bandwidth = bw}.plan(c, m);
+      const auto p =
+          pofo{.hw = machine::with_bandwidth(bw), .portfolio = false}.solve_detailed(c, m);
+      const auto best = pofo{.hw = machine::with_bandwidth(bw)}.solve_detailed(c, m);
       CAPTURE(trial);
       CAPTURE(m);
       REQUIRE_MESSAGE(p.ok(), p.message());
-      if (r.ok()) CHECK(p->model_time <= r->predicted_time * (1 + 1e-12));
+      if (r.ok()) CHECK(p->details.model_time <= r->predicted_time * (1 + 1e-12));
       // The portfolio returns the fastest program of the DP's, rotor's, DYNPROG's and autocapper's.
       REQUIRE(best.ok());
       const double got = best->program.predicted_time * (1 - 1e-12);  // sums in another order
       CHECK(got <= p->program.predicted_time);
       if (const auto r500 = rotor{}.solve(c, m)) CHECK(got <= r500->predicted_time);
-      if (const auto a = offload_autocapper{.bandwidth = bw}.plan(c, m))
+      if (const auto a = offload_autocapper{.hw = machine::with_bandwidth(bw)}.solve_detailed(c, m))
         CHECK(got <= a->program.predicted_time);
-      CHECK(p->model_time >= c.ideal_time() * (1 - 1e-12));
+      CHECK(p->details.model_time >= c.ideal_time() * (1 - 1e-12));
       CHECK(p->program.predicted_peak <= m);
-      CHECK(p->overlap() >= 0.0);
-      CHECK(p->overlap() <= 1.0);
+      CHECK(p->details.overlap() >= 0.0);
+      CHECK(p->details.overlap() <= 1.0);
     }
   }
 }
@@ -185,41 +194,48 @@ TEST_CASE("pofo: never slower than rotor at the same slots") {
 TEST_CASE("offloading policies: bad input gets a clear error") {
   chain c{"bad", 4, {{"s1", 1, 1, 2, 3}, {"s2", 1, 1, 2, 2}, {"loss", 0, 0, 0, 0}}};
   for (double bw : {-1.0, std::nan("")}) {
-    const auto p = pofo{.bandwidth = bw}.plan(c, 100);
+    const auto p = pofo{.hw = machine::with_bandwidth(bw)}.solve_detailed(c, 100);
     CHECK(p.code() == status::invalid_problem);
     CHECK(p.message().find("bandwidth") != std::string::npos);
-    CHECK(offload_dynprog{.bandwidth = bw}.plan(c, 100).code() == status::invalid_problem);
-    CHECK(offload_greedy{.bandwidth = bw}.plan(c, 100).code() == status::invalid_problem);
-    CHECK(offload_fractional_bound(c, 100, bw).code() == status::invalid_problem);
+    CHECK(offload_dynprog{.hw = machine::with_bandwidth(bw)}.solve_detailed(c, 100).code() ==
+          status::invalid_problem);
+    CHECK(offload_greedy{.hw = machine::with_bandwidth(bw)}.solve_detailed(c, 100).code() ==
+          status::invalid_problem);
+    CHECK(offload_fractional_bound(c, 100, machine::with_bandwidth(bw)).code() ==
+          status::invalid_problem);
   }
-  const auto h2d = pofo{.host_to_device = -3}.plan(c, 100);
+  const auto h2d =
+      pofo{.hw = {.device_to_host = 12e9, .host_to_device = -3}}.solve_detailed(c, 100);
   CHECK(h2d.code() == status::invalid_problem);
-  CHECK(h2d.message().find("host_to_device") != std::string::npos);
+  CHECK(h2d.message().find("host-to-device") != std::string::npos);
   // Below the minimum: budget_too_small with a minimum that works.
-  const bytes lo = pofo{.bandwidth = 10}.minimum_budget(c);
-  const auto small = pofo{.bandwidth = 10, .slots = 0}.plan(c, lo - 1);
+  const bytes lo = pofo{.hw = machine::with_bandwidth(10)}.minimum_budget(c);
+  const auto small = pofo{.hw = machine::with_bandwidth(10), .slots = 0}.solve_detailed(c, lo - 1);
   REQUIRE(small.code() == status::budget_too_small);
   CHECK(small.message().find(std::to_string(lo)) != std::string::npos);
-  CHECK(pofo{.bandwidth = 10, .slots = 0}.plan(c, lo).ok());
-  CHECK(pofo{}.plan(c, -1).code() == status::invalid_problem);
+  CHECK(pofo{.hw = machine::with_bandwidth(10), .slots = 0}.solve_detailed(c, lo).ok());
+  CHECK(pofo{}.solve_detailed(c, -1).code() == status::invalid_problem);
   chain negative = c;
   negative.stages[0].output_bytes = -2;
-  CHECK(pofo{}.plan(negative, 100).code() == status::invalid_problem);
+  CHECK(pofo{}.solve_detailed(negative, 100).code() == status::invalid_problem);
 }
 
 TEST_CASE("pofo: progress reaches 1 and the time limit holds") {
   remat::testing::chain_generator g(9);
   const chain c = g({.min_length = 60, .max_length = 60});
-  const bytes lo = rotor::minimum_budget(c), peak = store_all_peak(c);
+  const bytes lo = rotor{}.minimum_budget(c), peak = store_all_peak(c);
   std::vector<double> seen;
-  const auto p = pofo{.bandwidth = 1e6, .progress = [&](double f) { seen.push_back(f); }}.plan(
-      c, (lo + peak) / 2);
+  const auto p = pofo{
+      .hw = machine::with_bandwidth(1e6), .progress = [&](double f) {
+        seen.push_back(f);
+      }}.solve_detailed(c, (lo + peak) / 2);
   REQUIRE_MESSAGE(p.ok(), p.message());
   REQUIRE_FALSE(seen.empty());
   CHECK(seen.back() == 1.0);
   for (std::size_t i = 1; i < seen.size(); ++i) CHECK(seen[i] >= seen[i - 1]);
   const auto cut =
-      pofo{.bandwidth = 1e6, .slots = 400, .time_limit = 0.05}.plan(c, (lo + peak) / 2);
+      pofo{.hw = machine::with_bandwidth(1e6), .slots = 400, .time_limit = 0.05}.solve_detailed(
+          c, (lo + peak) / 2);
   CHECK(cut.code() == status::time_limit);
 }
 
@@ -228,10 +244,10 @@ TEST_CASE("offloading policies are chain policies that plan for their own machin
   static_assert(ChainPolicy<offload_dynprog>);
   static_assert(ChainPolicy<offload_greedy>);
   static_assert(ChainPolicy<offload_autocapper>);
-  CHECK(machine_of(pofo{.bandwidth = 5e9}) == machine::with_bandwidth(5e9));
-  CHECK(machine_of(pofo{.bandwidth = 5e9, .host_to_device = 7e9}) ==
-        machine{5e9, 7e9, unlimited_bytes});
-  CHECK(machine_of(offload_greedy{.bandwidth = 0}) == machine{});
+  CHECK(machine_of(pofo{.hw = machine::with_bandwidth(5e9)}) == machine::with_bandwidth(5e9));
+  CHECK(machine_of(pofo{.hw = {5e9, 7e9, unlimited_bytes}}) == machine{5e9, 7e9, unlimited_bytes});
+  CHECK(machine_of(offload_greedy{.hw = machine::without_transfers()}) ==
+        machine::with_bandwidth(0));
   CHECK(machine_of(offload_dynprog{}) == machine::with_bandwidth(12e9));
 }
 
@@ -240,10 +256,12 @@ TEST_CASE("offload_autocapper: valid plans, the ideal time where everything fits
   int planned = 0, moved = 0;
   for (int trial = 0; trial < 40; ++trial) {
     const chain c = g({.min_length = 2, .max_length = 12});
-    const bytes lo = pofo{.bandwidth = 1e6}.minimum_budget(c), peak = store_all_peak(c);
+    const bytes lo = pofo{.hw = machine::with_bandwidth(1e6)}.minimum_budget(c),
+                peak = store_all_peak(c);
     for (int i = 0; i <= 5; ++i) {
       const bytes m = lo + (peak - lo) * i / 5;
-      const auto a = offload_autocapper{.bandwidth = 1e6, .caps = 10}.plan(c, m);
+      const auto a =
+          offload_autocapper{.hw = machine::with_bandwidth(1e6), .caps = 10}.solve_detailed(c, m);
       CAPTURE(trial);
       CAPTURE(m);
       if (!a) {
@@ -253,7 +271,7 @@ TEST_CASE("offload_autocapper: valid plans, the ideal time where everything fits
         continue;
       }
       ++planned;
-      if (!a->offloaded.empty()) ++moved;
+      if (!a->details.offloaded.empty()) ++moved;
       CHECK(a->program.predicted_peak <= m);
       CHECK(sim::simulate(c, a->program, {.budget = m, .hw = machine::with_bandwidth(1e6)}).valid);
       CHECK(sim::simulate(c, a->program, {.budget = m}).valid);  // immediate copies too
@@ -263,9 +281,10 @@ TEST_CASE("offload_autocapper: valid plans, the ideal time where everything fits
   CHECK(planned > 150);
   CHECK(moved > 20);
   const chain c{"bad", 4, {{"s1", 1, 1, 2, 3}, {"s2", 1, 1, 2, 2}, {"loss", 0, 0, 0, 0}}};
-  CHECK(offload_autocapper{.bandwidth = -1}.plan(c, 100).code() == status::invalid_problem);
-  CHECK(offload_autocapper{.caps = 0}.plan(c, 100).code() == status::invalid_problem);
-  CHECK(offload_autocapper{}.plan(c, 1).code() == status::budget_too_small);
+  CHECK(offload_autocapper{.hw = machine::with_bandwidth(-1)}.solve_detailed(c, 100).code() ==
+        status::invalid_problem);
+  CHECK(offload_autocapper{.caps = 0}.solve_detailed(c, 100).code() == status::invalid_problem);
+  CHECK(offload_autocapper{}.solve_detailed(c, 1).code() == status::budget_too_small);
 }
 
 TEST_CASE("pofo's DP without transfers is rotor's DP at the same slots, or better") {
@@ -279,13 +298,13 @@ TEST_CASE("pofo's DP without transfers is rotor's DP at the same slots, or bette
   for (int trial = 0; trial < 60; ++trial) {
     const chain c = g({.min_length = 1, .max_length = 14});
     const graph cg = detail::chain_graph(c);
-    const bytes lo = rotor::minimum_budget(c), peak = store_all_peak(c);
+    const bytes lo = rotor{}.minimum_budget(c), peak = store_all_peak(c);
     for (int i = 0; i <= 6; ++i) {
       const bytes m = lo + (peak - lo) * i / 6;
       for (std::int64_t slots : {50, 200}) {
         const detail::discrete_chain d = detail::discretize(c, m, slots);
         const detail::deadline none(0);
-        detail::pofo_dp dp(d, detail::slot_rates{}, true, none);
+        detail::pofo_dp dp(d, detail::slot_rates{}, detail::recomputation::allowed, none);
         const double v = dp.solve();
         detail::rotor_dp r(d);
         REQUIRE(r.fill(none, {}));
@@ -299,7 +318,7 @@ TEST_CASE("pofo's DP without transfers is rotor's DP at the same slots, or bette
         }
         CHECK(v < r.value());
         const auto plan =
-            detail::realize("pofo", c, cg, m, detail::offload_rates{}, dp.reconstruct());
+            detail::realize("pofo", c, cg, m, machine::without_transfers(), dp.reconstruct());
         CHECK_MESSAGE(plan.ok(), plan.message());
       }
     }

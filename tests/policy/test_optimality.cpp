@@ -197,8 +197,8 @@ TEST_CASE("rotor_floating equals brute force on random small chains; rotor is ne
     const test::brute_force bf(c);
     const graph g = test::graph_of(c);  // the oracle's sequences are replayed on it
     const bytes bf_min = bf.minimum_budget();
-    const bytes fl_min = rotor_floating::minimum_budget(c);
-    const bytes ro_min = rotor::minimum_budget(c);
+    const bytes fl_min = rotor_floating{}.minimum_budget(c);
+    const bytes ro_min = rotor{}.minimum_budget(c);
     CHECK(fl_min == bf_min);
     CHECK(ro_min >= fl_min);
     const bytes top = store_all_peak(c);
@@ -251,8 +251,8 @@ TEST_CASE("hand-checkable instance (shilova-spec §7.3)") {
   const chain c = hand_instance();
   const test::brute_force bf(c);
   CHECK(bf.minimum_budget() == 6);
-  CHECK(rotor_floating::minimum_budget(c) == 6);
-  CHECK(rotor::minimum_budget(c) == 6);
+  CHECK(rotor_floating{}.minimum_budget(c) == 6);
+  CHECK(rotor{}.minimum_budget(c) == 6);
   for (bytes m = 0; m <= 11; ++m) {
     INFO("budget ", m);
     const double expect = m <= 5 ? inf : m == 6 ? 12 : m == 7 ? 11 : m == 8 ? 10 : 9;
@@ -307,7 +307,7 @@ TEST_CASE("Fig. 2.3 counterexample family (shilova-spec §2.3, §7.3), M = 15") 
     // Exhaustive search over the Table 2.1 ops agrees (7, 10, 12, 14, 16).
     const test::brute_force bf(c);
     CHECK(bf.optimum(15).time == floating[n - 3]);
-    CHECK(bf.minimum_budget() == rotor_floating::minimum_budget(c));
+    CHECK(bf.minimum_budget() == rotor_floating{}.minimum_budget(c));
   }
 
   // n = 6: the spec's floating sequence is valid with makespan 14. rotor_floating returns a
@@ -439,7 +439,7 @@ TEST_CASE("rotor on a homogeneous chain is Opt_0 / Revolve under M = abar + 1 + 
   for (int n = 2; n <= 30; ++n) {
     const chain unit = homogeneous(n, B, 1, 0, 1);
     const chain timed = homogeneous(n, B, 1, 2, 1);
-    CHECK(rotor::minimum_budget(unit) == B + 1 + 3);
+    CHECK(rotor{}.minimum_budget(unit) == B + 1 + 3);
     for (int m = 3; m - 3 <= std::min<bytes>(8, B - 2); ++m) {
       INFO("n = ", n, ", AD slots m = ", m);
       const bytes M = B + 1 + m;

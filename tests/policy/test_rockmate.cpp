@@ -26,8 +26,8 @@ namespace {
 constexpr double inf = std::numeric_limits<double>::infinity();
 
 /// RK-Rotor's optimum at budget M, exact sizes (one slot per byte).
-double rk_rotor(const chain& c, bytes m, bool with_options = true) {
-  const auto d = detail::discretize(c, m, 0, with_options);
+double rk_rotor(const chain& c, bytes m, detail::cost_sets costs = detail::cost_sets::all) {
+  const auto d = detail::discretize(c, m, 0, costs);
   if (d.dp_budget < 0) return inf;
   detail::rotor_dp dp(d);
   const detail::deadline dl(0);
@@ -108,7 +108,7 @@ TEST_CASE("RK-Rotor: the worked instance of rockmate-spec §10.4") {
     const auto m = static_cast<bytes>(row[0]);
     INFO("M = ", m);
     CHECK(rk_rotor(c, m) == row[1]);
-    CHECK(rk_rotor(c, m, false) == row[2]);
+    CHECK(rk_rotor(c, m, detail::cost_sets::own) == row[2]);
   }
 }
 
@@ -133,7 +133,7 @@ TEST_CASE("RK-Rotor equals exhaustive search over schedules with cost sets") {
     const bytes lo = without.minimum_budget() > 6 ? without.minimum_budget() - 6 : 0;
     for (bytes m = lo; m <= without.minimum_budget() + 30; m += 3) {
       INFO(testing::describe(c), " M = ", m);
-      const double rk = rk_rotor(c, m), rotor = rk_rotor(c, m, false);
+      const double rk = rk_rotor(c, m), rotor = rk_rotor(c, m, detail::cost_sets::own);
       const double opt = with.optimum(m).time;
       if (std::isinf(opt))
         CHECK(std::isinf(rk));
@@ -203,12 +203,12 @@ TEST_CASE("rockmate<store_all> is Rotor on the chain of blocks (rockmate-spec §
     const chain c = gen({.min_length = 2, .max_length = 9, .max_bytes = bytes{1} << 20},
                         "c" + std::to_string(trial));
     const graph g = *build_graph(c);
-    const bytes top = store_all_peak(g), low = rotor::minimum_budget(c);
+    const bytes top = store_all_peak(g), low = rotor{}.minimum_budget(c);
     for (int i = 0; i <= 4; ++i) {
       const bytes budget = low + (top - low) * i / 4;
       INFO(testing::describe(c), " budget ", budget);
       const auto r = rotor{}.solve(c, budget);
-      const auto p = rockmate<store_all>{.threads = 1}.plan(g, budget);
+      const auto p = rockmate<store_all>{.threads = 1}.solve_detailed(g, budget);
       REQUIRE(r.ok() == p.ok());
       if (!r) continue;
       CHECK(p->program.predicted_time == doctest::Approx(r->predicted_time).epsilon(1e-12));
@@ -216,7 +216,7 @@ TEST_CASE("rockmate<store_all> is Rotor on the chain of blocks (rockmate-spec §
       ++planned;
     }
     // The same minimum: below it, both say so with the minimum.
-    const auto below = rockmate<store_all>{.threads = 1}.plan(g, low - 1);
+    const auto below = rockmate<store_all>{.threads = 1}.solve_detailed(g, low - 1);
     REQUIRE_FALSE(below.ok());
     CHECK(below.code() == status::budget_too_small);
     CHECK(below.err().minimum_budget == low);
@@ -236,13 +236,13 @@ TEST_CASE("rockmate: identical blocks are solved once; the plan runs every block
                           CHECK(r.done >= last.done);
                           last = r;
                         }};
-  const auto plan = p.plan(g, store_all_peak(g) * 6 / 10);
+  const auto plan = p.solve_detailed(g, store_all_peak(g) * 6 / 10);
   REQUIRE_MESSAGE(plan.ok(), plan.message());
-  CHECK(plan->kinds == 2);
-  REQUIRE(plan->blocks.size() == 5);
+  CHECK(plan->details.kinds == 2);
+  REQUIRE(plan->details.blocks.size() == 5);
   for (int k = 1; k < 4; ++k)
-    CHECK(plan->blocks[static_cast<std::size_t>(k)].kind == plan->blocks[0].kind);
-  CHECK(plan->blocks[4].kind != plan->blocks[0].kind);
+    CHECK(plan->details.blocks[static_cast<std::size_t>(k)].kind == plan->details.blocks[0].kind);
+  CHECK(plan->details.blocks[4].kind != plan->details.blocks[0].kind);
   CHECK(last.done == 2);
   CHECK(last.solves == progress_calls);
   CHECK(progress_calls > 2);
@@ -251,7 +251,7 @@ TEST_CASE("rockmate: identical blocks are solved once; the plan runs every block
     if (i.is_compute()) ++runs[static_cast<std::size_t>(i.node)];
   for (int c = 0; c < g.compute_count(); ++c)
     if (g.compute(c).kind != compute_kind::forward) CHECK(runs[static_cast<std::size_t>(c)] == 1);
-  CHECK(std::any_of(plan->blocks.begin(), plan->blocks.end(),
+  CHECK(std::any_of(plan->details.blocks.begin(), plan->details.blocks.end(),
                     [](const rockmate_block& b) { return b.forward_runs > 1; }));
 }
 
@@ -275,14 +275,15 @@ TEST_CASE("rockmate: bad input") {
   CHECK(r.message().find("stage 2") != std::string::npos);
   SUBCASE("a block whose inner solves run out of time keeps its store-all option, and says so") {
     const rockmate<never_in_time> slow{.inner_time_limit = 0.5, .threads = 1};
-    const auto plan = slow.plan(g, store_all_peak(g) * 7 / 10);
+    const auto plan = slow.solve_detailed(g, store_all_peak(g) * 7 / 10);
     REQUIRE_MESSAGE(plan.ok(), plan.message());
-    for (const auto& b : plan->blocks) CHECK(b.options == 1);
+    for (const auto& b : plan->details.blocks) CHECK(b.options == 1);
     REQUIRE(plan->notes.size() == 2);  // the two kinds that have inner solves (the loss block too)
     CHECK(plan->notes[0].find("time limit") != std::string::npos);
     CHECK(plan->notes[0].find("store-all option only") != std::string::npos);
     // ... which is Rotor on the blocks.
-    const auto rotor_like = rockmate<store_all>{.threads = 1}.plan(g, store_all_peak(g) * 7 / 10);
+    const auto rotor_like =
+        rockmate<store_all>{.threads = 1}.solve_detailed(g, store_all_peak(g) * 7 / 10);
     REQUIRE(rotor_like.ok());
     CHECK(plan->program.predicted_time == rotor_like->program.predicted_time);
   }
@@ -292,11 +293,11 @@ TEST_CASE("rockmate: bad input") {
     f.ops.push_back(op("loss", {"a", "input"}, 1, 4, {"a", "input"}));
     const graph one = *build_graph(f);
     REQUIRE(cut_into_blocks(one).size() == 1);
-    const auto plan = p.plan(one, store_all_peak(one));
+    const auto plan = p.solve_detailed(one, store_all_peak(one));
     REQUIRE(plan.ok());
     REQUIRE(plan->notes.size() == 1);
     CHECK(plan->notes[0].find("no cut point") != std::string::npos);
-    const auto fail = p.plan(one, 10);
+    const auto fail = p.solve_detailed(one, 10);
     CHECK(fail.code() == status::budget_too_small);
     CHECK(fail.message().find("no cut point") != std::string::npos);
   }
@@ -321,8 +322,8 @@ TEST_CASE(
   for (int i = 0; i <= 5; ++i) {
     const bytes budget = min_rotor + (top - min_rotor) * i / 5;
     INFO("budget ", budget);
-    const auto a = rk.plan(g, budget);
-    const auto b = blocks_only.plan(g, budget);
+    const auto a = rk.solve_detailed(g, budget);
+    const auto b = blocks_only.solve_detailed(g, budget);
     REQUIRE_MESSAGE(a.ok(), a.message());
     REQUIRE_MESSAGE(b.ok(), b.message());
     CHECK(a->program.predicted_time <= b->program.predicted_time * (1 + 1e-12));

@@ -11,7 +11,7 @@ TEST_CASE("rotor: hand-checkable instance of shilova-spec §7.3") {
   const double uf[] = {1, 1, 1, 0}, ub[] = {2, 2, 2, 0};
   const bytes a[] = {1, 1, 1, 0}, ab[] = {2, 2, 2, 0};
   for (int i = 0; i < 4; ++i) c.stages.push_back({"s", uf[i], ub[i], a[i], ab[i], 0, 0});
-  CHECK(rotor::minimum_budget(c) == 6);
+  CHECK(rotor{}.minimum_budget(c) == 6);
   const double expect[] = {12, 11, 10, 9, 9};
   for (bytes m = 6; m <= 10; ++m) {
     auto r = rotor{.slots = 0}.solve(c, m);
@@ -34,7 +34,7 @@ TEST_CASE("rotor: a budget within rounding of the minimum still gets a schedule"
   chain c{"big", 1_GiB, {}};
   for (int i = 0; i < 8; ++i)
     c.stages.push_back({"s", 1.0 + i, 2.0, (1_GiB) + i * 12345, 3 * (1_GiB) + i * 777, 1000, 2000});
-  const bytes minimum = rotor::minimum_budget(c);
+  const bytes minimum = rotor{}.minimum_budget(c);
   for (const bytes budget : {minimum, minimum + 1, minimum + 4096}) {
     auto r = rotor{}.solve(c, budget);
     REQUIRE_MESSAGE(r.ok(), r.message());
@@ -50,17 +50,17 @@ TEST_CASE("rotor: a budget within rounding of the minimum still gets a schedule"
     auto d = rotor{}.solve_detailed(c, budget);
     REQUIRE(d.ok());
     CHECK(d->program == *r);
-    CHECK(d->how == chain_dp_solution::method::minimum_memory);
-    CHECK_FALSE(d->optimal());
+    CHECK(d->details.how == chain_dp_details::method::minimum_memory);
+    CHECK_FALSE(d->optimal);
   }
   // Far enough above the minimum, the DP plans at refined slots (rounded sizes: not proven
   // optimal).
   auto above = rotor{}.solve_detailed(c, minimum + minimum / 100);
   REQUIRE(above.ok());
-  CHECK(above->how == chain_dp_solution::method::dp);
-  CHECK(above->slots >= 500);
-  CHECK_FALSE(above->exact_sizes);
-  CHECK_FALSE(above->optimal());
+  CHECK(above->details.how == chain_dp_details::method::dp);
+  CHECK(above->details.slots >= 500);
+  CHECK_FALSE(above->details.exact_sizes);
+  CHECK_FALSE(above->optimal);
   CHECK(above->program.predicted_peak <= minimum + minimum / 100);
   CHECK(rotor{}.solve(c, minimum - 1).code() == status::budget_too_small);
 }
@@ -85,8 +85,8 @@ TEST_CASE(
     CHECK(f->predicted_time == c.ideal_time());
     auto d = rotor_floating{.slots = slots}.solve_detailed(c, peak);
     REQUIRE(d.ok());
-    CHECK(d->how == chain_dp_solution::method::store_all);
-    CHECK(d->optimal());
+    CHECK(d->details.how == chain_dp_details::method::store_all);
+    CHECK(d->optimal);
     // One byte less: something must be recomputed.
     auto tight = rotor{.slots = slots}.solve(c, peak - 1);
     REQUIRE(tight.ok());
@@ -100,7 +100,7 @@ TEST_CASE(
   chain c{"small", 3, {}};
   for (int i = 0; i < 6; ++i) c.stages.push_back({"s", 1.0 + i, 2.0 + i, 5 + i, 9 + 2 * i, 1, 2});
   const bytes all = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
-  const bytes budget = (rotor::minimum_budget(c) + all) / 2;
+  const bytes budget = (rotor{}.minimum_budget(c) + all) / 2;
   for (const std::int64_t slots : {0, 10}) {
     CAPTURE(slots);
     auto r = rotor{.slots = slots}.solve_detailed(c, budget);
@@ -108,12 +108,12 @@ TEST_CASE(
     REQUIRE(r.ok());
     REQUIRE(f.ok());
     for (const auto* d : {&*r, &*f}) {
-      CHECK(d->how == chain_dp_solution::method::dp);
-      CHECK(d->exact_sizes == (slots == 0));
-      CHECK(d->optimal() == (slots == 0));
+      CHECK(d->details.how == chain_dp_details::method::dp);
+      CHECK(d->details.exact_sizes == (slots == 0));
+      CHECK(d->optimal == (slots == 0));
       // Exact: one slot per byte. Else the knob's slots, times 4 per refinement where rounding
       // left no plan (here 10 slots do not, 40 do).
-      CHECK(d->slots == (slots == 0 ? budget : 40));
+      CHECK(d->details.slots == (slots == 0 ? budget : 40));
     }
     CHECK(r->program == *rotor{.slots = slots}.solve(c, budget));
     CHECK(f->program == *rotor_floating{.slots = slots}.solve(c, budget));
@@ -121,8 +121,8 @@ TEST_CASE(
   // Store-all fits: its plan, optimal, whatever the slots.
   auto s = rotor{.slots = 10}.solve_detailed(c, all);
   REQUIRE(s.ok());
-  CHECK(s->how == chain_dp_solution::method::store_all);
-  CHECK(s->optimal());
+  CHECK(s->details.how == chain_dp_details::method::store_all);
+  CHECK(s->optimal);
   // Errors are solve()'s.
   CHECK(rotor{}.solve_detailed(c, 1).code() == status::budget_too_small);
 }

@@ -251,9 +251,31 @@ TEST_CASE("transfers: an activation makes the round trip as often as the schedul
   CHECK(r.timeline[9].start == 9);
 }
 
-TEST_CASE("transfers: the bandwidth must be positive") {
+TEST_CASE("transfers: a bandwidth is >= 0 (0: no link) or it is refused") {
   const chain c = small_chain();
-  for (double bw : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN()})
+  for (double bw : {-1.0, -1e-300, std::numeric_limits<double>::quiet_NaN()})
     CHECK_THROWS_AS(run(c, offload_input, {.hw = machine::with_bandwidth(bw)}),
                     std::invalid_argument);
+}
+
+TEST_CASE("transfers: a machine without a link (bandwidth 0) refuses offloads and prefetches") {
+  const chain c = small_chain();
+  for (const machine hw : {machine::without_transfers(), machine{0, 1e9, unlimited_bytes}}) {
+    const sim::report r = run(c, offload_input, {.hw = hw});
+    CHECK_FALSE(r.valid);
+    REQUIRE(r.first_violation);
+    CHECK(r.first_violation->kind == sim::violation_kind::invalid_transfer);
+    CHECK(r.first_violation->message.find("no device-to-host link (bandwidth 0)") !=
+          std::string::npos);
+  }
+  const sim::report back = run(c, offload_input, {.hw = machine{1e9, 0, unlimited_bytes}});
+  REQUIRE(back.first_violation);
+  CHECK(back.first_violation->message.find("no host-to-device link") != std::string::npos);
+  // A program without transfers runs on it as on any machine.
+  const sim::report plain =
+      run(c, "F1_all F2_all F3_all B3 B2 B1", {.hw = machine::without_transfers()});
+  CHECK(plain.valid);
+  CHECK_FALSE(machine::without_transfers().transfers());
+  CHECK_FALSE(machine_error(machine::without_transfers()).has_value());
+  CHECK(machine_error(machine{-1, 1, 0}).has_value());
 }

@@ -62,6 +62,7 @@ class bad_result_access : public std::logic_error {
 template <class T>
 class [[nodiscard]] result {
  public:
+  using value_type = T;
   result(T value) : data_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
   result(error e) : data_(std::in_place_index<1>, std::move(e)) {       // NOLINT: implicit
     if (std::get<1>(data_).code == status::ok)

@@ -3,12 +3,14 @@
 // user's input can be detected and reported instead of wrapping around), time in seconds.
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace remat {
 
@@ -18,8 +20,12 @@ using seconds = double;
 /// A budget large enough to mean "no limit".
 inline constexpr bytes unlimited_bytes = std::numeric_limits<bytes>::max() / 4;
 
-/// "123456789 bytes (117.7 MiB)": the exact count, and a readable size from 1 KiB on.
-inline std::string format_bytes(bytes b) {
+namespace detail {
+/// An int index (a stage, a node, a slot) as a position in a vector: the one such cast.
+constexpr std::size_t ix(int i) { return static_cast<std::size_t>(i); }
+
+/// b in the largest binary unit that keeps it at least 1: {value, unit}, e.g. {117.7, "MiB"}.
+inline std::pair<double, const char*> binary_size(bytes b) {
   static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = static_cast<double>(b);
   int u = 0;
@@ -27,13 +33,31 @@ inline std::string format_bytes(bytes b) {
     v /= 1024.0;
     ++u;
   }
+  return {v, units[u]};
+}
+}  // namespace detail
+
+/// "117.7 MiB" (one decimal) from 1 KiB on, "512 bytes" below.
+inline std::string format_size(bytes b) {
+  if (std::abs(b) < 1024) return std::to_string(b) + " bytes";
+  const auto [v, unit] = detail::binary_size(b);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, unit);
+  return buf;
+}
+
+/// "123456789 bytes (117.7 MiB)": the exact count, and a readable size from 1 KiB on.
+inline std::string format_bytes(bytes b) {
   std::string s = std::to_string(b) + " bytes";
-  if (u > 0) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, " (%.1f %s)", v, units[u]);
-    s += buf;
-  }
+  if (std::abs(b) >= 1024) s += " (" + format_size(b) + ")";
   return s;
+}
+
+/// "0.0272 s": four significant digits.
+inline std::string format_seconds(seconds t) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.4g s", t);
+  return buf;
 }
 
 /// The largest time remat accepts, for one op and for a whole problem (the sum of every forward

@@ -508,6 +508,19 @@ concept MilpBackend = std::copyable<B> && std::default_initializable<B> &&
   { b.solve(m, o) } -> std::same_as<result<solution>>;
 };
 
+/// A backend that is never available: it names the MILP policies in a build without a solver
+/// library (remat-plan lists them, and says what to install when one is asked for).
+struct unavailable {
+  static constexpr std::string_view name = "none";
+  [[nodiscard]] static bool available() { return false; }
+  [[nodiscard]] result<solution> solve(const model&, const options&) const {
+    return error{status::solver_error,
+                 "no MILP solver in this build (install coinor-libcbc-dev or liblpsolve55-dev and "
+                 "rebuild with remat::cbc or remat::lpsolve)",
+                 {}};
+  }
+};
+
 /// Use in MILP-based policies: stops a type that is not a backend with a message that names
 /// the requirement.
 template <class B>

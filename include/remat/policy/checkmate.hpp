@@ -59,23 +59,15 @@
 
 namespace remat {
 
-/// What solve_detailed returns besides the schedule.
-struct checkmate_solution {
-  remat::schedule schedule;
-  /// Proven optimal (within relative_gap); false when the limit stopped it, and for relax's
-  /// roundings (relax's exact fallback, see `note`, can be optimal).
-  bool optimal = false;
-  /// The best bound on the makespan (seconds): the solver's, or the LP relaxation's for relax.
-  double bound = 0;
-  double solve_seconds = 0;
-  /// How the schedule was found when not as asked, for people; empty otherwise. With relax:
-  /// "relax: no rounding of the LP relaxation fits in B bytes; solved exactly instead".
-  std::string note;
-};
+/// checkmate's solutions: the common fields say it all (optimal, bound, solve_seconds, notes:
+/// "relax: no rounding of the LP relaxation fits in B bytes; solved exactly instead").
+using checkmate_solution = solution<>;
 
 template <milp::MilpBackend Backend>
 struct checkmate {
   static constexpr std::string_view name = "checkmate";
+  static constexpr std::string_view summary =
+      "Checkmate's MILP on training graphs (exact, or its LP relaxation rounded)";
 
   /// Wall-clock limit of the whole solve (building the MILP, the warm start, every MILP solve of
   /// find_minimum's bisection; the relaxation and rounding with relax), seconds; not finite =
@@ -137,10 +129,15 @@ struct checkmate {
   [[nodiscard]] result<schedule> solve(const graph& g, bytes budget) const {
     auto r = solve_detailed(g, budget);
     if (!r) return r.err();
-    return std::move(r.value().schedule);
+    return std::move(r.value().program);
   }
 
   [[nodiscard]] result<checkmate_solution> solve_detailed(const graph& g, bytes budget) const {
+    return detail::timed([&] { return solve_untimed(g, budget); });
+  }
+
+ private:
+  [[nodiscard]] result<checkmate_solution> solve_untimed(const graph& g, bytes budget) const {
     if (auto v = validate(g); !v) return v.err();
     if (budget < 0)
       return error{status::invalid_problem,
@@ -187,8 +184,8 @@ struct checkmate {
       exact.auto_warm_start = false;
       auto e = exact.solve_once(g, budget, deadline, false, warm_start);
       if (e) {
-        e.value().note = "relax: no rounding of the LP relaxation fits in " +
-                         std::to_string(budget) + " bytes; solved exactly instead";
+        e.value().notes.push_back("relax: no rounding of the LP relaxation fits in " +
+                                  std::to_string(budget) + " bytes; solved exactly instead");
         return e;
       }
       if (e.code() != status::infeasible) {
@@ -268,7 +265,7 @@ struct checkmate {
       const bytes mid = lo + (hi - lo) / unit / 2 * unit;
       auto m = solve_once(g, mid, deadline, true, std::nullopt);
       if (m) {
-        hi = std::min(mid, m.value().schedule.predicted_peak);
+        hi = std::min(mid, m.value().program.predicted_peak);
       } else if (m.code() == status::infeasible) {
         lo = mid + unit;
       } else {  // cannot tell (out of time, a solver failure): the interval so far, and why
@@ -324,9 +321,8 @@ struct checkmate {
       auto ok = checked(g, budget, std::move(*s));
       if (!ok) return ok.err();
       checkmate_solution res;
-      res.schedule = std::move(ok.value());
+      res.program = std::move(ok.value());
       res.optimal = false;
-      res.bound = -std::numeric_limits<double>::infinity();
       res.solve_seconds = std::chrono::duration<double>(clock::now() - t0).count();
       return res;
     };
@@ -392,9 +388,9 @@ struct checkmate {
       auto ok = checked(rep, std::move(out.value()));
       if (!ok) return ok.err();
       checkmate_solution res;
-      res.schedule = std::move(ok.value());
+      res.program = std::move(ok.value());
       res.optimal = s.is_optimal();
-      res.bound = s.bound * b.time_scale;
+      if (std::isfinite(s.bound)) res.bound = s.bound * b.time_scale;
       res.solve_seconds = std::chrono::duration<double>(clock::now() - t0).count();
       return res;
     }
@@ -533,10 +529,9 @@ struct checkmate {
       return error{elapsed() >= time_limit ? status::time_limit : status::infeasible, msg, {}};
     }
     checkmate_solution res;
-    res.schedule = std::move(*best);
+    res.program = std::move(*best);
     res.optimal = false;
-    res.bound = std::isfinite(lp_bound) ? std::min(lp_bound, res.schedule.predicted_time)
-                                        : -std::numeric_limits<double>::infinity();
+    if (std::isfinite(lp_bound)) res.bound = std::min(lp_bound, res.program.predicted_time);
     res.solve_seconds = elapsed();
     return res;
   }

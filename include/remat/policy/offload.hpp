@@ -31,101 +31,55 @@
 #include <limits>
 #include <optional>
 #include <remat/core/machine.hpp>
+#include <remat/policy/best_of.hpp>
 #include <remat/policy/concepts.hpp>
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/detail/pofo_dp.hpp>
+#include <remat/policy/details.hpp>
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/store_all.hpp>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace remat {
 
-/// An offloading policy's plan.
-struct offload_plan {
-  schedule program;            ///< checked by the simulator on the policy's machine
-  std::vector<chain_op> ops;   ///< the same program in the chain notation, O_k / P_k / W_k included
-  std::vector<int> offloaded;  ///< k: a_k goes to the host and back
-  bytes offloaded_bytes = 0;   ///< sum of the a_k moved
-  seconds model_time = 0;      ///< the DP's time in pofo's model (docs/offloading.md)
-  seconds compute_time = 0;    ///< the compute ops' time, recomputations included
-  seconds transfer_time = 0;   ///< both lanes' busy time
-  seconds idle_time = 0;       ///< the compute lane waiting for transfers (program time - compute)
-  std::vector<std::string> notes;
-
-  /// Transfer time hidden behind compute, as a fraction of the transfer time (1 without transfers).
-  [[nodiscard]] double overlap() const {
-    if (transfer_time <= 0) return 1.0;
-    return std::clamp((transfer_time - idle_time) / transfer_time, 0.0, 1.0);
-  }
-};
+/// An offloading policy's solution.
+using offload_plan = solution<offload_details>;
 
 namespace detail {
 
-/// The rates a policy's knobs give (bytes per second): NaN or negative is refused, 0 means no
-/// transfers, infinity instantaneous ones.
-struct offload_rates {
-  double off = 0, pre = 0;
-  [[nodiscard]] bool any() const { return off > 0 && pre > 0; }
-  /// The machine the program is simulated on (no transfers: the default one).
-  [[nodiscard]] machine hw() const {
-    return any() ? machine{off, pre, unlimited_bytes} : machine{};
-  }
-};
-
-inline result<offload_rates> offload_rates_of(std::string_view policy, double bandwidth,
-                                              std::optional<double> d2h,
-                                              std::optional<double> h2d) {
-  auto check = [&](double v, const char* field) -> std::optional<error> {
-    if (std::isnan(v) || v < 0) {
-      char text[32];
-      std::snprintf(text, sizeof text, "%g", v);
-      return error{
-          status::invalid_problem,
-          std::string(policy) + ": " + field + " is " +
-              (std::isnan(v) ? std::string("NaN") : std::string(text)) +
-              "; give bytes per second >= 0 (0: no transfers, infinity: instantaneous ones)",
-          {}};
-    }
-    return std::nullopt;
-  };
-  if (auto e = check(bandwidth, "bandwidth")) return *e;
-  if (d2h)
-    if (auto e = check(*d2h, "device_to_host")) return *e;
-  if (h2d)
-    if (auto e = check(*h2d, "host_to_device")) return *e;
-  return offload_rates{d2h.value_or(bandwidth), h2d.value_or(bandwidth)};
+/// A policy's machine, checked: its message names the policy and the knob.
+inline result<machine> checked_machine(std::string_view policy, const machine& hw) {
+  if (auto why = machine_error(hw))
+    return error{status::invalid_problem, std::string(policy) + ": hw: " + *why, {}};
+  return hw;
 }
 
-/// The offloading policies' planned_machine(): their rates' machine, the default one when the
-/// knobs are invalid (plan() reports those).
-inline machine machine_for(std::string_view policy, double bandwidth, std::optional<double> d2h,
-                           std::optional<double> h2d) {
-  const auto r = offload_rates_of(policy, bandwidth, d2h, h2d);
-  return r ? r->hw() : machine{};
-}
-
-/// The offloading policies' solve(): the plan's program.
-inline result<schedule> program_of(result<offload_plan> p) {
-  if (!p) return p.err();
-  return std::move(p->program);
+/// The transfer rates of a machine in slots per second, for a discretisation of d.slots slots
+/// of a budget of `budget` bytes.
+inline slot_rates rates_in_slots(const machine& hw, double slots_per_byte) {
+  if (!hw.transfers()) return {};
+  return {hw.device_to_host * slots_per_byte, hw.host_to_device * slots_per_byte};
 }
 
 /// Counts of a program's time: compute, transfers, idle.
 inline void account(offload_plan& p, const sim::report& r, const graph& g) {
-  p.compute_time = p.transfer_time = 0;
+  offload_details& d = p.details;
+  d.compute_time = d.transfer_time = 0;
   for (const sim::memory_point& m : r.timeline) {
     const instruction& ins = p.program.ops[m.op];
     if (m.lane != sim::lane::compute)
-      p.transfer_time += m.end - m.start;
+      d.transfer_time += m.end - m.start;
     else if (ins.is_compute())
-      p.compute_time += ins.op == op_kind::fast_forward ? g.compute(ins.node).fast_time
+      d.compute_time += ins.op == op_kind::fast_forward ? g.compute(ins.node).fast_time
                                                         : g.compute(ins.node).time;
   }
-  p.idle_time = std::max(0.0, r.makespan - p.compute_time);
+  d.idle_time = std::max(0.0, r.makespan - d.compute_time);
 }
 
 /// The first, synchronous placement of a plan's transfers: O_k right after the forward-phase
@@ -162,10 +116,8 @@ inline std::vector<chain_op> place_transfers(const chain& c, const offload_decis
 /// Realizes a DP's decisions as whole-tensor transfers (the header's comment) and checks the
 /// program in the simulator; the plan's time is the simulator's.
 inline result<offload_plan> realize(std::string_view policy, const chain& c, const graph& g,
-                                    bytes budget, const offload_rates& rates,
-                                    const offload_decisions& dec) {
+                                    bytes budget, const machine& hw, const offload_decisions& dec) {
   const int n = c.length();
-  const machine hw = rates.hw();
   std::vector<chain_op> ops = place_transfers(c, dec);
   // In the chain's terms (violations at chain ops), for the repair below.
   auto run = [&](const std::vector<chain_op>& p) {
@@ -178,8 +130,17 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
     if (!low) return sim::report{};
     return sim::simulate(g, *low, {.budget = budget, .record_timeline = false, .hw = m});
   };
-  auto run_immediate = [&](const std::vector<chain_op>& p) { return on_graph(p, machine{}); };
+  // Immediate copies, the host memory kept.
+  auto run_immediate = [&](const std::vector<chain_op>& p) {
+    return on_graph(p, machine{.host_memory = hw.host_memory});
+  };
   auto error_of = [&](const sim::report& r) {
+    if (r.first_violation && r.first_violation->kind == sim::violation_kind::over_host_memory)
+      return error{status::infeasible,
+                   std::string(policy) + ": its plan needs more host memory than the machine's " +
+                       format_bytes(hw.host_memory) + " (" + r.first_violation->message +
+                       "); the DP does not model host memory: raise hw.host_memory, or the budget",
+                   {}};
     return error{status::solver_error,
                  std::string(policy) +
                      ": its realized program is rejected by the simulator (a bug in remat; please "
@@ -215,7 +176,7 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
   }
   // Backward phase: each W_k P_k pair as early as memory allows, in the order of need, never
   // before the loss's forward nor before the previous pair.
-  if (rates.any() && !std::isinf(rates.pre)) {
+  if (hw.transfers() && !std::isinf(hw.host_to_device)) {
     double best = run(ops).makespan;
     std::size_t floor = 0;
     while (floor < ops.size() &&
@@ -255,14 +216,17 @@ inline result<offload_plan> realize(std::string_view policy, const chain& c, con
   if (!low) return error{status::solver_error, std::string(policy) + ": " + low.err().message, {}};
   const sim::report r =
       sim::simulate(g, *low, {.budget = budget, .record_timeline = true, .hw = hw});
+  if (!r.valid) return error_of(r);
   low->predicted_time = r.makespan;
   auto done = finish(policy, r, std::move(*low));
   if (!done) return done.err();
   plan.program = std::move(*done);
-  plan.ops = std::move(ops);
-  plan.offloaded = dec.offloaded;
-  for (int k : dec.offloaded) plan.offloaded_bytes += c.a(k);
-  plan.model_time = dec.time;
+  plan.details.ops = std::move(ops);
+  plan.details.offloaded = dec.offloaded;
+  for (int k : dec.offloaded) plan.details.offloaded_bytes += c.a(k);
+  plan.details.model_time = dec.time;
+  plan.details.hw = hw;
+  plan.optimal = plan.program.predicted_time <= c.ideal_time();
   account(plan, r, g);
   return plan;
 }
@@ -276,7 +240,7 @@ inline seconds remaining(const deadline& dl) {
 
 /// autocapper's search (offload_autocapper, below): the fastest program over the caps, if any.
 inline std::optional<offload_plan> autocap(std::string_view policy, const chain& c, const graph& g,
-                                           bytes budget, const offload_rates& rates, int caps,
+                                           bytes budget, const machine& hw, int caps,
                                            std::int64_t slots, const deadline& dl) {
   const bytes high = peak_of(g, store_all::program(c));
   const int n = c.length();
@@ -311,7 +275,7 @@ inline std::optional<offload_plan> autocap(std::string_view policy, const chain&
       const std::vector<chain_op> placed = place_transfers(c, dec);
       const sim::report rep = sim::simulate(c, std::span<const chain_op>(placed), {});
       if (rep.valid && rep.peak <= budget) {
-        if (auto p = realize(policy, c, g, budget, rates, dec))
+        if (auto p = realize(policy, c, g, budget, hw, dec))
           if (!best || p->program.predicted_time < best->program.predicted_time)
             best = std::move(*p);
         break;
@@ -338,26 +302,29 @@ inline std::optional<offload_plan> autocap(std::string_view policy, const chain&
                            *pick);
     }
   }
-  if (best) best->model_time = best->program.predicted_time;
+  if (best) best->details.model_time = best->program.predicted_time;
   return best;
 }
 
-/// The shared solve of pofo and offload_dynprog.
+/// The DP's own plan, for pofo (recomputation::allowed) and offload_dynprog (none): the store-all
+/// plan when it fits, rotor's when there is no link (pofo; DYNPROG is then store-all), else the
+/// DP at `slots`, refined twice near the minimum, then the minimum-memory schedule (or rotor's
+/// plan when it is faster).
 inline result<offload_plan> plan_offloading(std::string_view policy, const chain& c, bytes budget,
-                                            const offload_rates& rates, std::int64_t slots,
-                                            bool recompute, seconds time_limit,
-                                            const std::function<void(double)>& progress,
-                                            bool portfolio) {
+                                            const machine& hw, std::int64_t slots,
+                                            recomputation recompute, seconds time_limit,
+                                            const std::function<void(double)>& progress) {
   if (auto ok = check_request(c, budget); !ok) return ok.err();
   const graph g = chain_graph(c);
+  const bool recomputes = recompute == recomputation::allowed;
   // Storing everything is optimal when it fits (sum(u_F + u_B) bounds every schedule).
   if (peak_of(g, store_all::program(c)) <= budget) {
     if (progress) progress(1.0);
-    return realize(policy, c, g, budget, rates, {store_all::program(c), {}, c.ideal_time()});
+    return realize(policy, c, g, budget, hw, {store_all::program(c), {}, c.ideal_time()});
   }
   // No transfers: pofo is rotor (the same DP at β = 0, tested), with rotor's fallback near its
   // minimum; offload_dynprog is store-all.
-  if (!rates.any() && recompute) {
+  if (!hw.transfers() && recomputes) {
     auto r = rotor{.slots = slots, .time_limit = time_limit, .progress = progress}.solve(c, budget);
     if (!r) {
       error e = r.err();
@@ -369,14 +336,14 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
       return error{status::solver_error,
                    std::string(policy) + ": rotor's program is not chain-shaped (a bug in remat)",
                    {}};
-    return realize(policy, c, g, budget, rates, {std::move(*ops), {}, r->predicted_time});
+    return realize(policy, c, g, budget, hw, {std::move(*ops), {}, r->predicted_time});
   }
-  const pofo_min_memory lowest(c, rates.any(), recompute);
+  const pofo_min_memory lowest(c, hw, recompute);
   const bytes minimum = lowest.budget();
   if (budget < minimum)
     return budget_too_small(policy, c, budget, minimum,
-                            rates.any() ? "with every input that can move offloaded"
-                                        : "with no transfer (bandwidth 0)");
+                            hw.transfers() ? "with every input that can move offloaded"
+                                           : "with no transfer (bandwidth 0)");
   if (slots > pofo_max_slots)
     return error{status::invalid_problem,
                  std::string(policy) + ": slots is " + std::to_string(slots) + "; give at most " +
@@ -400,7 +367,7 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
   for (int round = 0;; ++round) {
     const discrete_chain d = discretize(c, budget, s);
     const double scale = static_cast<double>(d.slots) / static_cast<double>(budget);
-    pofo_dp dp(d, slot_rates{rates.off * scale, rates.pre * scale}, recompute, dl);
+    pofo_dp dp(d, rates_in_slots(hw, scale), recompute, dl);
     double value = 0;
     try {
       value = dp.solve(progress);
@@ -409,53 +376,23 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
                                 "while filling the table (" + std::to_string(d.slots) + " slots)",
                                 "raise time_limit, or use fewer slots");
     }
-    if (value < std::numeric_limits<double>::infinity()) {
-      auto plan = realize(policy, c, g, budget, rates, dp.reconstruct());
-      if (!plan || !portfolio || !recompute) return plan;
-      // The portfolio. The DP rounds every size up to whole slots (50: 2% of the budget each),
-      // and its model is not the executor's (whole tensors; OR.3's wait at the loss): near the
-      // store-all peak the rounding can cost more than offloading saves, and a plan judged on
-      // the program itself can beat the model's optimum. pofo also plans rotor and DYNPROG at
-      // their finer grids (500 slots) and autocapper (which judges its plans by simulating them),
-      // and keeps the fastest program, with a note; `portfolio = false` returns the DP's plan.
-      auto better = [&](result<offload_plan> other, const char* what) {
-        if (other && other->program.predicted_time < plan->program.predicted_time) {
-          char was[64];
-          std::snprintf(was, sizeof was, "%.6g s", plan->program.predicted_time);
-          other->notes.push_back(std::string(what) + " is faster than the DP's own plan (" + was +
-                                 " at " + std::to_string(d.slots) +
-                                 " slots): it is the plan (portfolio = false: the DP's)");
-          plan = std::move(other);
-        }
-      };
-      if (budget >= rotor::minimum_budget(c)) {
-        const auto r = rotor{.time_limit = remaining(dl)}.solve(c, budget);
-        if (r)
-          if (auto ops = to_chain_ops(c.length(), *r))
-            better(realize(policy, c, g, budget, rates, {std::move(*ops), {}, r->predicted_time}),
-                   "rotor's plan (500 slots, no transfer)");
-      }
-      better(plan_offloading(policy, c, budget, rates, 500, false, remaining(dl), {}, false),
-             "DYNPROG's plan (500 slots, no recomputation)");
-      if (auto a = autocap(policy, c, g, budget, rates, 40, 500, dl))
-        better(std::move(*a), "autocapper's plan");
-      return plan;
-    }
+    if (value < std::numeric_limits<double>::infinity())
+      return realize(policy, c, g, budget, hw, dp.reconstruct());
     if (d.exact || round == 2 || 2 * s > pofo_max_slots) break;
     s = std::min<std::int64_t>(s * 2, budget);
   }
-  // The fallback: the fastest of the minimum-memory schedule, rotor's plan when it fits (it
+  // The fallback: the faster of the minimum-memory schedule and rotor's plan when it fits (it
   // refines its slots further, to exact sizes, and has its own minimum-memory fallback), so that
-  // pofo is never slower than rotor there either, and with the portfolio autocapper's.
-  auto plan = realize(policy, c, g, budget, rates, lowest.schedule());
+  // pofo is never slower than rotor there either.
+  auto plan = realize(policy, c, g, budget, hw, lowest.schedule());
   if (!plan) return plan;
-  plan->model_time = plan->program.predicted_time;
+  plan->details.model_time = plan->program.predicted_time;
   std::string how = "the minimum-memory schedule with every movable input offloaded";
-  if (recompute && budget >= rotor::minimum_budget(c)) {
+  if (recomputes && budget >= rotor{}.minimum_budget(c)) {
     const auto r = rotor{.slots = slots, .time_limit = remaining(dl)}.solve(c, budget);
     if (r && r->predicted_time < plan->program.predicted_time) {
       if (auto ops = to_chain_ops(c.length(), *r)) {
-        auto other = realize(policy, c, g, budget, rates, {std::move(*ops), {}, r->predicted_time});
+        auto other = realize(policy, c, g, budget, hw, {std::move(*ops), {}, r->predicted_time});
         if (other) {
           plan = std::move(other);
           how = "rotor's plan (no transfer)";
@@ -463,12 +400,6 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
       }
     }
   }
-  if (recompute && portfolio)
-    if (auto a = autocap(policy, c, g, budget, rates, 40, 500, dl);
-        a && a->program.predicted_time < plan->program.predicted_time) {
-      plan = std::move(*a);
-      how = "autocapper's plan";
-    }
   plan->notes.push_back("the budget is within rounding of the minimum (" + std::to_string(minimum) +
                         " bytes) at " + std::to_string(s) + " slots: the plan is " + how +
                         ", valid but not proven optimal (model_time is its program's time)");
@@ -477,73 +408,65 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
 
 }  // namespace detail
 
-/// pofo: recompute and offload (thesis ch. 4), planned by one DP in pofo's model and realized as
-/// whole-tensor transfers (header comment). With bandwidth 0 it plans without transfers and is
-/// rotor's DP at the same slots.
+/// pofo: recompute and offload [Shilova21, ch. 4], planned by one DP in pofo's model and realized
+/// as whole-tensor transfers (header comment); with the portfolio, the fastest of its DP's plan,
+/// rotor's, DYNPROG's and autocapper's (best_of). On a machine without a link it is rotor.
 struct pofo {
   static constexpr std::string_view name = "pofo";
-  /// Bytes per second each way (PCIe 3 x16: about 12e9); 0: no transfers; infinity: instantaneous.
-  double bandwidth = 12e9;
-  std::optional<double> device_to_host = std::nullopt;  ///< offloads, when they differ
-  std::optional<double> host_to_device = std::nullopt;  ///< prefetches, when they differ
-  /// Memory slots the budget is split into (the thesis' N = 50, S:2168); 0: exact sizes (budgets
-  /// below 2 GiB, small chains: the tests).
+  static constexpr std::string_view summary =
+      "recompute and offload activations, one DP (POFO), with a portfolio of the others";
+  /// The machine: the link's speed each way (PCIe 3 x16: about 12e9 bytes/s; 0: no transfers,
+  /// pofo is then rotor; infinity: instantaneous) and the host memory.
+  machine hw = machine::with_bandwidth(pcie3_x16_bandwidth);
+  /// Memory slots the budget is split into (the thesis' N = 50); 0: exact sizes (budgets below
+  /// 1 MiB, small chains: the tests).
   std::int64_t slots = 50;
   seconds time_limit = std::numeric_limits<double>::infinity();
-  /// The fraction of the top-level choices done (0..1).
+  /// The fraction of the DP's top-level choices done (0..1).
   std::function<void(double)> progress = {};
   /// Also plan rotor, DYNPROG (500 slots) and autocapper, and return the fastest program (a
   /// note says which); false: the DP's own plan (to compare planners, or the model's optimum).
   bool portfolio = true;
 
-  [[nodiscard]] result<offload_plan> plan(const chain& c, bytes budget) const {
-    auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
-    if (!r) return r.err();
-    return detail::plan_offloading(name, c, budget, *r, slots, true, time_limit, progress,
-                                   portfolio);
-  }
+  [[nodiscard]] result<offload_plan> solve_detailed(const chain& c, bytes budget) const;
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
-    return detail::program_of(plan(c, budget));
-  }
-  /// The machine its programs are simulated on (machine_of): its bandwidths; with a bandwidth of
-  /// 0 (no transfers) or an invalid one, the default machine.
-  [[nodiscard]] machine planned_machine() const {
-    return detail::machine_for(name, bandwidth, device_to_host, host_to_device);
+    return detail::program_of(solve_detailed(c, budget));
   }
   /// The smallest budget with which pofo plans c (exact sizes; at any bandwidth > 0 it is that
   /// of instantaneous transfers, the copies then costing idle time).
   [[nodiscard]] bytes minimum_budget(const chain& c) const {
-    const bool moves = bandwidth > 0 && device_to_host.value_or(bandwidth) > 0 &&
-                       host_to_device.value_or(bandwidth) > 0;
-    return detail::pofo_minimum_budget(c, moves, true);
+    return detail::pofo_minimum_budget(c, hw, detail::recomputation::allowed);
   }
 };
 
-/// DYNPROG (thesis §3.5): no recomputation; Alg. 5 chooses which activations to offload. Alg. 5
-/// here synchronises at the loss (OR.3, the thesis' cheaper variant, S:1965), being pofo's DP
+/// DYNPROG [Shilova21, §3.5]: no recomputation; Alg. 5 chooses which activations to offload.
+/// Alg. 5 here synchronises at the loss (the thesis' cheaper variant), being pofo's DP
 /// restricted to F^all segments.
 struct offload_dynprog {
   static constexpr std::string_view name = "offload_dynprog";
-  double bandwidth = 12e9;
-  std::optional<double> device_to_host = std::nullopt;
-  std::optional<double> host_to_device = std::nullopt;
-  /// The thesis' N = 500 (S:1969).
+  static constexpr std::string_view summary =
+      "store every activation, offload the set a DP chooses (DYNPROG), no recomputation";
+  machine hw = machine::with_bandwidth(pcie3_x16_bandwidth);
+  /// The thesis' N = 500.
   std::int64_t slots = 500;
   seconds time_limit = std::numeric_limits<double>::infinity();
   std::function<void(double)> progress = {};
 
-  [[nodiscard]] result<offload_plan> plan(const chain& c, bytes budget) const {
-    auto r = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
-    if (!r) return r.err();
-    return detail::plan_offloading(name, c, budget, *r, slots, false, time_limit, progress, false);
+  [[nodiscard]] result<offload_plan> solve_detailed(const chain& c, bytes budget) const {
+    return detail::timed([&]() -> result<offload_plan> {
+      auto m = detail::checked_machine(name, hw);
+      if (!m) return m.err();
+      return detail::plan_offloading(name, c, budget, hw, slots, detail::recomputation::none,
+                                     time_limit, progress);
+    });
   }
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
-    return detail::program_of(plan(c, budget));
+    return detail::program_of(solve_detailed(c, budget));
   }
-  /// The machine its programs are simulated on (machine_of): its bandwidths; with a bandwidth of
-  /// 0 (no transfers) or an invalid one, the default machine.
-  [[nodiscard]] machine planned_machine() const {
-    return detail::machine_for(name, bandwidth, device_to_host, host_to_device);
+  /// The smallest budget with which it plans c: nothing recomputed, every movable input
+  /// offloaded (exact sizes).
+  [[nodiscard]] bytes minimum_budget(const chain& c) const {
+    return detail::pofo_minimum_budget(c, hw, detail::recomputation::none);
   }
 };
 
@@ -551,17 +474,16 @@ namespace detail {
 
 /// The time of storing everything while offloading `amount[s]` of each segment s's input
 /// (exact sizes), in pofo's model; infinity if it does not fit.
-inline double offload_path_time(const chain& c, bytes budget, const offload_rates& rates,
+inline double offload_path_time(const chain& c, bytes budget, const machine& hw,
                                 std::vector<std::int64_t> amount) {
   const discrete_chain d = exact_sizes(c);
   discrete_chain db = d;
   db.slots = budget;
   const deadline none(0);
-  if (!rates.any())
+  if (!hw.transfers())
     for (std::int64_t x : amount)
       if (x > 0) return std::numeric_limits<double>::infinity();
-  const pofo_dp dp(db, rates.any() ? slot_rates{rates.off, rates.pre} : slot_rates{}, false, none,
-                   std::move(amount));
+  const pofo_dp dp(db, rates_in_slots(hw, 1.0), recomputation::none, none, std::move(amount));
   return dp.walk();
 }
 
@@ -578,18 +500,31 @@ inline std::vector<std::int64_t> eager_prefix(const chain& c, bytes total) {
 
 }  // namespace detail
 
-/// GREEDY (thesis §3.4): store everything and offload a_0, a_1, ..., a_k whole, k the smallest
-/// index that makes the plan fit (the thesis' rule, sum >= M_peak - M, then longer prefixes while
-/// the model still finds an op that does not fit: the input of F_s counts in full while F_s runs).
+/// GREEDY [Shilova21, §3.4]: store everything and offload a_0, a_1, ..., a_k whole, k the
+/// smallest index that makes the plan fit (the thesis' rule, sum >= M_peak - M, then longer
+/// prefixes while the model still finds an op that does not fit: the input of F_s counts in full
+/// while F_s runs).
 struct offload_greedy {
   static constexpr std::string_view name = "offload_greedy";
-  double bandwidth = 12e9;
-  std::optional<double> device_to_host = std::nullopt;
-  std::optional<double> host_to_device = std::nullopt;
+  static constexpr std::string_view summary =
+      "store every activation, offload the shortest prefix that fits (GREEDY)";
+  machine hw = machine::with_bandwidth(pcie3_x16_bandwidth);
 
+  [[nodiscard]] result<offload_plan> solve_detailed(const chain& c, bytes budget) const {
+    return detail::timed([&] { return plan(c, budget); });
+  }
+  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
+    return detail::program_of(solve_detailed(c, budget));
+  }
+  /// Offloading the whole prefix is the last plan it tries: its minimum is that of no
+  /// recomputation with every movable input offloaded.
+  [[nodiscard]] bytes minimum_budget(const chain& c) const {
+    return detail::pofo_minimum_budget(c, hw, detail::recomputation::none);
+  }
+
+ private:
   [[nodiscard]] result<offload_plan> plan(const chain& c, bytes budget) const {
-    auto rates = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
-    if (!rates) return rates.err();
+    if (auto m = detail::checked_machine(name, hw); !m) return m.err();
     if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
     const graph g = detail::chain_graph(c);
     const bytes peak = detail::peak_of(g, store_all::program(c));
@@ -600,63 +535,61 @@ struct offload_greedy {
         set.push_back(k);
         sum += c.a(k);
       }
-      if (k >= 0 && !rates->any()) break;
+      if (k >= 0 && !hw.transfers()) break;
       if (sum < peak - budget) continue;
       std::vector<std::int64_t> amount(static_cast<std::size_t>(c.length()), 0);
       for (int j : set) amount[static_cast<std::size_t>(j + 1)] = c.a(j);
-      const double t = detail::offload_path_time(c, budget, *rates, amount);
+      const double t = detail::offload_path_time(c, budget, hw, amount);
       if (t < std::numeric_limits<double>::infinity()) {
         std::vector<int> moved;
         for (int j : set)
           if (c.a(j) > 0) moved.push_back(j);
-        return detail::realize(name, c, g, budget, *rates, {store_all::program(c), moved, t});
+        return detail::realize(name, c, g, budget, hw, {store_all::program(c), moved, t});
       }
     }
-    // Offloading the whole prefix is the last plan tried: its minimum is that of no recomputation.
-    const bytes minimum = detail::pofo_minimum_budget(c, rates->any(), false);
     return detail::budget_too_small(
-        name, c, budget, minimum, "storing everything, with a prefix of the activations offloaded");
-  }
-  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
-    return detail::program_of(plan(c, budget));
-  }
-  /// The machine its programs are simulated on (machine_of): its bandwidths; with a bandwidth of
-  /// 0 (no transfers) or an invalid one, the default machine.
-  [[nodiscard]] machine planned_machine() const {
-    return detail::machine_for(name, bandwidth, device_to_host, host_to_device);
+        name, c, budget, minimum_budget(c),
+        "storing everything, with a prefix of the activations offloaded");
   }
 };
 
-/// autocapper (thesis §4.7): for each of `caps` budgets M' evenly spaced from the budget M to the
-/// store-all peak, rotor's plan at M' (capper(M')), then, while its program does not fit M, the
-/// lowest-index activation kept across the op at the peak is offloaded; the fastest program that
-/// fits is kept. Without recomputation (M' at the store-all peak) it is GREEDY's idea. Only the
-/// activations a persistent plan keeps from its forward phase to its backward work (the inputs of
-/// F^ck and F^all forwards there, a_0 included, the loss's excepted) can move, as in pofo.
+/// autocapper [Shilova21, §4.7]: for each of `caps` budgets M' evenly spaced from the budget M to
+/// the store-all peak, rotor's plan at M' (capper(M')), then, while its program does not fit M,
+/// the lowest-index activation kept across the op at the peak is offloaded; the fastest program
+/// that fits is kept. Without recomputation (M' at the store-all peak) it is GREEDY's idea. Only
+/// the activations a persistent plan keeps from its forward phase to its backward work (the
+/// inputs of F^ck and F^all forwards there, a_0 included, the loss's excepted) can move, as in
+/// pofo.
 struct offload_autocapper {
   static constexpr std::string_view name = "offload_autocapper";
-  double bandwidth = 12e9;
-  std::optional<double> device_to_host = std::nullopt;
-  std::optional<double> host_to_device = std::nullopt;
+  static constexpr std::string_view summary =
+      "rotor at higher caps, then offload across the peak until it fits (autocapper)";
+  machine hw = machine::with_bandwidth(pcie3_x16_bandwidth);
   int caps = 40;             ///< the thesis' 40 values of M'
   std::int64_t slots = 500;  ///< rotor's, for capper's plans
   seconds time_limit = std::numeric_limits<double>::infinity();
 
+  [[nodiscard]] result<offload_plan> solve_detailed(const chain& c, bytes budget) const {
+    return detail::timed([&] { return plan(c, budget); });
+  }
+  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
+    return detail::program_of(solve_detailed(c, budget));
+  }
+
+ private:
   [[nodiscard]] result<offload_plan> plan(const chain& c, bytes budget) const {
-    auto rates = detail::offload_rates_of(name, bandwidth, device_to_host, host_to_device);
-    if (!rates) return rates.err();
+    if (auto m = detail::checked_machine(name, hw); !m) return m.err();
     if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
     if (caps < 1)
       return error{status::invalid_problem, std::string(name) + ": caps must be >= 1", {}};
     const graph g = detail::chain_graph(c);
     const bytes high = detail::peak_of(g, store_all::program(c));
     if (high <= budget)
-      return detail::realize(name, c, g, budget, *rates,
-                             {store_all::program(c), {}, c.ideal_time()});
+      return detail::realize(name, c, g, budget, hw, {store_all::program(c), {}, c.ideal_time()});
     const detail::deadline dl(time_limit);
-    std::optional<offload_plan> best = detail::autocap(name, c, g, budget, *rates, caps, slots, dl);
+    std::optional<offload_plan> best = detail::autocap(name, c, g, budget, hw, caps, slots, dl);
     if (!best) {
-      const bytes minimum = detail::pofo_minimum_budget(c, rates->any(), true);
+      const bytes minimum = detail::pofo_minimum_budget(c, hw, detail::recomputation::allowed);
       if (budget < minimum)
         return detail::budget_too_small(name, c, budget, minimum,
                                         "with every input that can move offloaded");
@@ -673,31 +606,87 @@ struct offload_autocapper {
     }
     return std::move(*best);
   }
-  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
-    return detail::program_of(plan(c, budget));
-  }
-  [[nodiscard]] machine planned_machine() const {
-    return detail::machine_for(name, bandwidth, device_to_host, host_to_device);
-  }
 };
 
-/// OFF_frac (thesis §3.4, Theorem 8): transfers may be split, so the eager schedule that offloads
-/// the least prefix of (a_0, a_1, ...) that fits is optimal among plans without recomputation;
-/// its time is a lower bound for every such plan (offload_dynprog's, offload_greedy's) in pofo's
-/// model. Infinity when nothing without recomputation fits. Exact sizes; rates as the policies'.
+inline result<offload_plan> pofo::solve_detailed(const chain& c, bytes budget) const {
+  return detail::timed([&]() -> result<offload_plan> {
+    if (auto m = detail::checked_machine(name, hw); !m) return m.err();
+    if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
+    // Without a link pofo is rotor, and when everything fits it is store-all: no portfolio.
+    if (!portfolio || !hw.transfers() || peak_of_store_all(c) <= budget)
+      return detail::plan_offloading(name, c, budget, hw, slots, detail::recomputation::allowed,
+                                     time_limit, progress);
+    // The portfolio. The DP rounds every size up to whole slots (50: 2% of the budget each),
+    // and its model is not the executor's (whole tensors; the wait at the loss): near the
+    // store-all peak the rounding can cost more than offloading saves, and a plan judged on
+    // the program itself can beat the model's optimum. So pofo also plans rotor and DYNPROG at
+    // their finer grids (500 slots) and autocapper (which judges its plans by simulating them),
+    // and keeps the fastest program, with a note.
+    pofo own = *this;
+    own.portfolio = false;
+    const best_of<pofo, rotor, offload_dynprog, offload_autocapper> all{
+        .members = {own, rotor{}, offload_dynprog{}, offload_autocapper{}},
+        .time_limit = time_limit,
+        .hw = hw};
+    auto r = all.solve_detailed(c, budget);
+    if (!r) return r.err();
+    const auto& d = r->details;
+    offload_plan out;
+    if (d.chosen_index == 1) {
+      // rotor's program, which moves nothing: described as an offloading plan.
+      const graph g = detail::chain_graph(c);
+      auto ops = to_chain_ops(c.length(), r->program);
+      if (!ops)
+        return error{status::solver_error,
+                     std::string(name) + ": rotor's program is not chain-shaped (a bug in remat)",
+                     {}};
+      auto described =
+          detail::realize(name, c, g, budget, hw, {std::move(*ops), {}, r->program.predicted_time});
+      if (!described) return described.err();
+      out = std::move(*described);
+    } else {
+      out.program = std::move(r->program);
+      out.details = std::visit(
+          [](const auto& x) -> offload_details {
+            if constexpr (std::is_same_v<std::remove_cvref_t<decltype(x)>, offload_details>)
+              return x;
+            else
+              return {};
+          },
+          d.chosen_details);
+      out.optimal = r->optimal;
+    }
+    out.notes = std::move(r->notes);
+    if (d.chosen_index != 0) {
+      const portfolio_entry& own_entry = d.entries.front();
+      const char* what[] = {"", "rotor's plan (500 slots, no transfer)",
+                            "DYNPROG's plan (500 slots, no recomputation)", "autocapper's plan"};
+      std::string was = own_entry.code == status::ok
+                            ? "the DP's own plan (" + format_seconds(own_entry.makespan) + ")"
+                            : "the DP's own plan (none: " + own_entry.message + ")";
+      out.notes.push_back(std::string(what[d.chosen_index]) + " is faster than " + was +
+                          ": it is the plan (portfolio = false: the DP's)");
+    }
+    out.optimal = out.optimal || out.program.predicted_time <= c.ideal_time();
+    return out;
+  });
+}
+
+/// OFF_frac [Shilova21, §3.4, Thm 8]: transfers may be split, so the eager schedule that
+/// offloads the least prefix of (a_0, a_1, ...) that fits is optimal among plans without
+/// recomputation; its time is a lower bound for every such plan (offload_dynprog's,
+/// offload_greedy's) in pofo's model. Infinity when nothing without recomputation fits. Exact
+/// sizes; the machine as the policies'.
 inline result<seconds> offload_fractional_bound(
-    const chain& c, bytes budget, double bandwidth,
-    std::optional<double> device_to_host = std::nullopt,
-    std::optional<double> host_to_device = std::nullopt) {
-  auto rates = detail::offload_rates_of("offload_fractional_bound", bandwidth, device_to_host,
-                                        host_to_device);
-  if (!rates) return rates.err();
+    const chain& c, bytes budget,
+    const machine& hw = machine::with_bandwidth(pcie3_x16_bandwidth)) {
+  if (auto m = detail::checked_machine("offload_fractional_bound", hw); !m) return m.err();
   if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
   bytes total = 0;
   for (int k = 0; k <= c.length() - 2; ++k) total += c.a(k);
-  if (!rates->any()) total = 0;
+  if (!hw.transfers()) total = 0;
   auto time_of = [&](bytes x) {
-    return detail::offload_path_time(c, budget, *rates, detail::eager_prefix(c, x));
+    return detail::offload_path_time(c, budget, hw, detail::eager_prefix(c, x));
   };
   constexpr double inf = std::numeric_limits<double>::infinity();
   if (time_of(total) == inf) return inf;

@@ -8,16 +8,17 @@
 // is reversed directly, every checkpointed segment is recomputed once with F^all and reversed.
 // Example (N = 5, k = 3): F1_ck F2_ck F3_all F4_all F5_all B5 B4 B3 F2_all B2 F1_all B1.
 //
-// segments = 0 picks the k in 1..N with the smallest makespan whose peak fits the budget: N
-// programs of O(N) operations, each replayed in the simulator, O(N^2) in all (about 5 s for
-// 4,000 stages). time_limit holds (detail/common.hpp): the clock is read after each k, and past
-// the limit the solve returns status::time_limit (not the best k so far, which would depend on
-// the machine's speed). A given k is one program, O(N): the limit is not checked.
+// Without `segments` it picks the k in 1..N with the smallest makespan whose peak fits the budget:
+// N programs of O(N) operations, each replayed in the simulator, O(N^2) in all (about 5 s for 4,000
+// stages). time_limit holds (detail/common.hpp): the clock is read after each k, and past the limit
+// the solve returns status::time_limit (not the best k so far, which would depend on the machine's
+// speed). A given k is one program, O(N): the limit is not checked.
 
 #include <algorithm>
 #include <functional>
 #include <limits>
 #include <remat/policy/detail/common.hpp>
+#include <remat/policy/details.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,8 +28,11 @@ namespace remat {
 
 struct periodic {
   static constexpr std::string_view name = "periodic";
-  int segments = 0;  ///< k; 0 = the best k that fits the budget
-  /// Wall-clock limit of one solve (segments = 0 tries every k); not finite = none.
+  static constexpr std::string_view summary =
+      "PyTorch's checkpoint_sequential: k segments, the best k that fits (Chen et al.)";
+  /// k; nullopt = the best k that fits the budget
+  std::optional<int> segments = std::nullopt;
+  /// Wall-clock limit of one solve (without `segments`, every k is tried); not finite = none.
   seconds time_limit = std::numeric_limits<double>::infinity();
   /// Called with the fraction of the k's tried (0..1) as the solve goes on.
   std::function<void(double)> progress = {};
@@ -55,52 +59,65 @@ struct periodic {
     return ops;
   }
 
+  /// The smallest budget with which periodic plans c: the least peak of its segment counts
+  /// (of `segments` when given). O(N^2) without `segments`.
+  [[nodiscard]] bytes minimum_budget(const chain& c) const {
+    const graph g = detail::chain_graph(c);
+    if (segments) return detail::peak_of(g, program(c, std::clamp(*segments, 1, c.length())));
+    bytes lo = unlimited_bytes;
+    for (int k = 1; k <= c.length(); ++k) lo = std::min(lo, detail::peak_of(g, program(c, k)));
+    return lo;
+  }
+
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
+    return detail::program_of(solve_detailed(c, budget));
+  }
+
+  [[nodiscard]] result<solution<periodic_details>> solve_detailed(const chain& c,
+                                                                  bytes budget) const {
+    return detail::timed([&] { return solve_untimed(c, budget); });
+  }
+
+ private:
+  [[nodiscard]] result<solution<periodic_details>> solve_untimed(const chain& c,
+                                                                 bytes budget) const {
     if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
     const int n = c.length();
-    if (segments < 0 || segments > n)
+    if (segments && (*segments < 1 || *segments > n))
       return error{status::invalid_problem,
-                   "periodic: segments = " + std::to_string(segments) +
+                   "periodic: segments = " + std::to_string(*segments) +
                        " is out of range; use 1.." + std::to_string(n) +
-                       " for this chain, or 0 to pick the best",
+                       " for this chain, or leave it unset to pick the best",
                    {}};
     const graph g = detail::chain_graph(c);
-    if (segments > 0) {
-      auto ops = program(c, segments);
-      const bytes peak = detail::peak_of(g, ops);
-      if (peak > budget)
-        return detail::budget_too_small(name, c, budget, peak,
-                                        "with " + std::to_string(segments) + " segments");
-      const seconds t = detail::time_of(c, ops);
-      if (progress) progress(1.0);
-      return detail::finish(name, g, budget, std::move(ops), t);
-    }
-    std::vector<chain_op> best;
-    seconds best_time = 0;
-    bytes min_peak = unlimited_bytes;
+    detail::family_best best(budget);
     const detail::deadline dl(time_limit);
-    for (int k = 1; k <= n; ++k) {
-      if (dl.passed())
-        return detail::time_limit_reached(
-            name, dl,
-            "after trying " + std::to_string(k - 1) + " of " + std::to_string(n) +
-                " segment counts",
-            "raise time_limit, or give segments = k (one program, O(N))");
-      if (progress && k > 1) progress(static_cast<double>(k - 1) / n);
+    const int first = segments.value_or(1), last = segments.value_or(n);
+    for (int k = first; k <= last; ++k) {
+      if (!segments && dl.passed())
+        return detail::time_limit_reached(name, dl,
+                                          "after trying " + std::to_string(k - 1) + " of " +
+                                              std::to_string(n) + " segment counts",
+                                          "raise time_limit, or give segments = k (one program, "
+                                          "O(N))");
+      if (progress && k > first) progress(static_cast<double>(k - first) / (last - first + 1));
       auto ops = program(c, k);
       const bytes peak = detail::peak_of(g, ops);
-      min_peak = std::min(min_peak, peak);
-      if (peak > budget) continue;
       const seconds t = detail::time_of(c, ops);
-      if (best.empty() || t < best_time) {
-        best = std::move(ops);
-        best_time = t;
-      }
+      best.consider(k, std::move(ops), peak, t);
     }
     if (progress) progress(1.0);
-    if (best.empty())
-      return detail::budget_too_small(name, c, budget, min_peak, "with any number of segments");
-    return detail::finish(name, g, budget, std::move(best), best_time);
+    if (!best.found())
+      return detail::budget_too_small(name, c, budget, best.min_peak(),
+                                      segments ? "with " + std::to_string(*segments) + " segments"
+                                               : "with any number of segments");
+    auto s = detail::finish(name, g, budget, std::move(best.program()), best.time());
+    if (!s) return s.err();
+    solution<periodic_details> out;
+    out.program = std::move(*s);
+    out.optimal = out.program.predicted_time <= c.ideal_time();
+    out.details.segments = best.parameter();
+    return out;
   }
 };
 

@@ -12,9 +12,9 @@
 // count G(n, c) of forwards (besides the n F^all's) equals Griewank's t(n, c+1) (shilova-spec
 // §7.1: c free slots + the one holding the input = c+1 snapshots).
 //
-// snapshots = -1 picks the c with the smallest makespan whose peak fits the budget.
+// Without `snapshots` it picks the c with the smallest makespan whose peak fits the budget.
 //
-// time_limit holds (detail/common.hpp): the split table (O(N^3) for snapshots = -1: minutes for
+// time_limit holds (detail/common.hpp): the split table (O(N^3) without `snapshots`: minutes for
 // 4,000 stages) and each program (O(N^2) operations with few snapshots) check the clock every
 // millisecond or so, and a program is replayed in the simulator only when the replay, timed
 // from the simulator's speed on the store-all program, fits in the time left. Past the limit:
@@ -25,7 +25,9 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <remat/policy/detail/common.hpp>
+#include <remat/policy/details.hpp>
 #include <remat/policy/store_all.hpp>
 #include <string>
 #include <string_view>
@@ -36,7 +38,10 @@ namespace remat {
 
 struct revolve {
   static constexpr std::string_view name = "revolve";
-  int snapshots = -1;  ///< free snapshot slots c besides the chain input; -1 = the best that fits
+  static constexpr std::string_view summary =
+      "Griewank's binomial checkpointing (Revolve), the best snapshot count that fits";
+  /// Free snapshot slots c besides the chain input; nullopt = the best that fits.
+  std::optional<int> snapshots = std::nullopt;
   /// Wall-clock limit of one solve; not finite = none.
   seconds time_limit = std::numeric_limits<double>::infinity();
   /// Called with the fraction of the work done (0..1) as the solve goes on: the split table
@@ -137,20 +142,45 @@ struct revolve {
     return ops;
   }
 
+  /// The smallest budget with which revolve plans c: the least peak of its snapshot counts (of
+  /// `snapshots` when given). O(N^2 c) for the split table, and a program per count.
+  [[nodiscard]] bytes minimum_budget(const chain& c) const {
+    const graph g = detail::chain_graph(c);
+    const int n = c.length(), c_max = std::max(0, n - 2);
+    if (snapshots) {
+      const int snaps = std::clamp(*snapshots, 0, c_max);
+      return detail::peak_of(g, program(c, snaps));
+    }
+    const table tab(n, c_max);
+    bytes lo = unlimited_bytes;
+    for (int k = c_max; k >= 0; --k) lo = std::min(lo, detail::peak_of(g, program(c, k, tab)));
+    return lo;
+  }
+
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
+    return detail::program_of(solve_detailed(c, budget));
+  }
+
+  [[nodiscard]] result<solution<revolve_details>> solve_detailed(const chain& c,
+                                                                 bytes budget) const {
+    return detail::timed([&] { return solve_untimed(c, budget); });
+  }
+
+ private:
+  [[nodiscard]] result<solution<revolve_details>> solve_untimed(const chain& c,
+                                                                bytes budget) const {
     if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
     const int n = c.length();
     const int c_max = std::max(0, n - 2);  // with n-2 free slots no state is recomputed
-    if (snapshots < -1)
+    if (snapshots && *snapshots < 0)
       return error{status::invalid_problem,
-                   "revolve: snapshots = " + std::to_string(snapshots) + " is negative; use 0.." +
-                       std::to_string(c_max) + ", or -1 to pick the best",
+                   "revolve: snapshots = " + std::to_string(*snapshots) + " is negative; use 0.." +
+                       std::to_string(c_max) + ", or leave it unset to pick the best",
                    {}};
     const graph g = detail::chain_graph(c);
     const detail::deadline dl(time_limit);
     const std::string advice =
-        "raise time_limit" +
-        std::string(snapshots < 0 ? ", or give snapshots = c (one program)" : "") +
+        "raise time_limit" + std::string(snapshots ? "" : ", or give snapshots = c (one program)") +
         "; the split table is O(N^2 c) and a program with few snapshots has O(N^2) operations";
     // The clock is read often while the table and the programs are built; replaying a program
     // in the simulator cannot be stopped, so a program is only replayed (and then replayed
@@ -168,55 +198,44 @@ struct revolve {
     };
     std::function<void(double)> table_progress;
     if (progress) table_progress = [&](double f) { progress(0.5 * f); };
-    if (snapshots >= 0) {
-      const int snaps = std::min(snapshots, c_max);
-      const table tab(n, snaps, dl, table_progress);
-      if (!tab.complete())
-        return detail::time_limit_reached(name, dl, "while building the split table", advice);
-      if (out_of_time(static_cast<std::size_t>(2 * n + tab.forwards(n, snaps))))
-        return detail::time_limit_reached(name, dl, "before replaying the program", advice);
-      auto ops = program(c, snaps, tab, dl);
-      if (ops.empty())
-        return detail::time_limit_reached(name, dl, "while writing the program", advice);
-      const bytes peak = detail::peak_of(g, ops);
-      if (peak > budget)
-        return detail::budget_too_small(name, c, budget, peak,
-                                        "with " + std::to_string(snapshots) + " snapshots");
-      const seconds t = detail::time_of(c, ops);
-      if (progress) progress(1.0);
-      return detail::finish(name, g, budget, std::move(ops), t);
-    }
-    std::vector<chain_op> best;
-    seconds best_time = 0;
-    bytes min_peak = unlimited_bytes;
-    const table tab(n, c_max, dl, table_progress);
+    // The counts tried: the one given, else all of them, the most snapshots first (the programs
+    // grow as the count falls, to O(N^2) operations at 0).
+    const int high = snapshots ? std::min(*snapshots, c_max) : c_max;
+    const int low = snapshots ? high : 0;
+    const table tab(n, high, dl, table_progress);
     if (!tab.complete())
       return detail::time_limit_reached(name, dl, "while building the split table", advice);
-    // The most snapshots first: the programs grow as k falls (to O(N^2) operations at k = 0).
-    // On equal times the fewest snapshots win.
-    for (int k = c_max; k >= 0; --k) {
+    detail::family_best best(budget);
+    for (int k = high; k >= low; --k) {
       const auto length = static_cast<std::size_t>(2 * n + tab.forwards(n, k));
       if (out_of_time(length + best.size()))
         return detail::time_limit_reached(name, dl,
-                                          "with " + std::to_string(c_max - k) + " of " +
-                                              std::to_string(c_max + 1) + " snapshot counts tried",
+                                          snapshots ? std::string("before replaying the program")
+                                                    : "with " + std::to_string(c_max - k) + " of " +
+                                                          std::to_string(c_max + 1) +
+                                                          " snapshot counts tried",
                                           advice);
       auto ops = program(c, k, tab, dl);
       if (ops.empty())
-        return detail::time_limit_reached(name, dl, "while writing a program", advice);
+        return detail::time_limit_reached(
+            name, dl, snapshots ? "while writing the program" : "while writing a program", advice);
       const bytes peak = detail::peak_of(g, ops);
-      min_peak = std::min(min_peak, peak);
-      if (progress) progress(0.5 + 0.5 * static_cast<double>(c_max - k + 1) / (c_max + 1));
-      if (peak > budget) continue;
+      if (progress) progress(0.5 + 0.5 * static_cast<double>(high - k + 1) / (high - low + 1));
       const seconds t = detail::time_of(c, ops);
-      if (best.empty() || t <= best_time) {
-        best = std::move(ops);
-        best_time = t;
-      }
+      best.consider(k, std::move(ops), peak, t);
     }
-    if (best.empty())
-      return detail::budget_too_small(name, c, budget, min_peak, "with any number of snapshots");
-    return detail::finish(name, g, budget, std::move(best), best_time);
+    if (!best.found())
+      return detail::budget_too_small(name, c, budget, best.min_peak(),
+                                      snapshots
+                                          ? "with " + std::to_string(*snapshots) + " snapshots"
+                                          : std::string("with any number of snapshots"));
+    auto s = detail::finish(name, g, budget, std::move(best.program()), best.time());
+    if (!s) return s.err();
+    solution<revolve_details> out;
+    out.program = std::move(*s);
+    out.optimal = out.program.predicted_time <= c.ideal_time();
+    out.details.snapshots = best.parameter();
+    return out;
   }
 };
 

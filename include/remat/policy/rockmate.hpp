@@ -59,6 +59,7 @@
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/detail/refine.hpp>
+#include <remat/policy/details.hpp>
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/block.hpp>
@@ -81,26 +82,8 @@ struct rockmate_progress {
   int solves = 0;
 };
 
-/// One block of a rockmate plan.
-struct rockmate_block {
-  std::vector<int> forwards;  ///< its forward compute nodes in the graph
-  int kind = 0;               ///< its kind (identical blocks share one), 0-based
-  int options = 0;            ///< the options of its kind (store-all is option 0)
-  int chosen = 0;             ///< the option its F^all / B run with in the plan
-  int forward_runs = 0;       ///< how many times its forward runs (1: never recomputed)
-};
-
-/// A rockmate plan with what it is made of (remat-plan --json shows it).
-struct rockmate_plan {
-  schedule program;
-  std::vector<rockmate_block> blocks;
-  int kinds = 0;  ///< kinds of blocks solved (each once)
-  chain
-      block_chain;  ///< the sequence RK-Rotor planned: a stage per block, its options as cost sets
-  std::vector<std::string> notes;  ///< what the user should know (one block; fallbacks)
-  seconds options_time = 0;        ///< making the options (the inner solves)
-  seconds solve_time = 0;          ///< everything
-};
+/// A rockmate solution.
+using rockmate_plan = solution<rockmate_details>;
 
 namespace detail {
 
@@ -327,6 +310,8 @@ struct rockmate {
   static_assert(require_graph_policy<Large>,
                 "remat::rockmate<Inner, Large>: Large plans the large blocks");
   static constexpr std::string_view name = "rockmate";
+  static constexpr std::string_view summary =
+      "Rockmate: blocks planned by an inner graph policy, then RK-Rotor over the sequence";
 
   Inner inner{};
   Large large{};
@@ -374,6 +359,11 @@ struct rockmate {
   }
 
   /// The plan with its blocks, options and times.
+  [[nodiscard]] result<rockmate_plan> solve_detailed(const graph& g, bytes budget) const {
+    return detail::timed([&] { return plan(g, budget); });
+  }
+
+ private:
   [[nodiscard]] result<rockmate_plan> plan(const graph& g, bytes budget) const;
 };
 
@@ -411,11 +401,10 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
       return e;
     }
     out.program = std::move(*s);
-    out.blocks.push_back({cut.empty() ? std::vector<int>{} : cut[0], 0, 1, 0, 1});
-    out.kinds = 1;
+    out.details.blocks.push_back({cut.empty() ? std::vector<int>{} : cut[0], 0, 1, 0, 1});
+    out.details.kinds = 1;
     out.notes.push_back("graph '" + g.name + "' has no cut point: it is one block, planned by " +
                         std::string(Inner::name) + " as it is");
-    out.solve_time = elapsed();
     return out;
   }
 
@@ -425,9 +414,8 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
     auto s = detail::finish(name, g, budget, std::move(all));
     if (!s) return s.err();
     out.program = std::move(*s);
-    for (const auto& fw : cut) out.blocks.push_back({fw, 0, 1, 0, 1});
+    for (const auto& fw : cut) out.details.blocks.push_back({fw, 0, 1, 0, 1});
     out.notes.push_back("every activation fits the budget: plain training, nothing recomputed");
-    out.solve_time = elapsed();
     return out;
   }
 
@@ -454,7 +442,7 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
     }
   }
   const int kinds = static_cast<int>(representative.size());
-  out.kinds = kinds;
+  out.details.kinds = kinds;
 
   // 2. Options per kind: the grid's inner solves, on threads.
   std::vector<detail::block_programs> programs(
@@ -633,11 +621,11 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
           ") before any found a plan, so it has its store-all option only");
     }
   }
-  out.options_time = elapsed();
+  out.details.options_time = elapsed();
 
   // 3. The block chain: a stage per block, store-all as its own F^all / B, the others as its
   // cost set, F^0 as its F^ck / F^none.
-  chain& bc = out.block_chain;
+  chain& bc = out.details.block_chain;
   bc.name = g.name + " [blocks]";
   for (int d = 0; d < g.data_count(); ++d)
     if (g.is_source(d)) bc.input_bytes += g.data(d).size;
@@ -657,7 +645,7 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
     st.backward_overhead_bytes = own.backward_overhead_bytes;
     for (std::size_t o = 1; o < p.options.size(); ++o) st.options.push_back(p.options[o].cost);
     bc.stages.push_back(std::move(st));
-    out.blocks.push_back(
+    out.details.blocks.push_back(
         {fw, kind_of[static_cast<std::size_t>(k)], static_cast<int>(p.options.size()), 0, 0});
   }
   if (auto v = validate(bc); !v)
@@ -773,33 +761,41 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
   const target tg{g, budget, exact_fast, assemble, bc};
   std::optional<detail::rotor_min_memory> exact;
   auto s = detail::solve_discretized<detail::rotor_dp>(
-      name, bc, budget, slots, max_table_bytes, dl, {},
-      [](int n, double w) {
-        return n * (n + 1) / 2.0 * std::max(w, detail::rotor_min_memory::bytes_per_pair / 8);
-      },
-      [&]() -> std::optional<bytes> {
-        exact.emplace(detail::exact_sizes(bc, true), dl);
-        if (!exact->complete()) return std::nullopt;
-        return bc.a(0) + (*exact)(1, bc.length());
-      },
-      "raise time_limit, or use fewer slots",
-      [&]() -> std::optional<detail::decisions> {
-        // Within rounding of the minimum: the faster of the minimum-memory schedules with the
-        // options and with store-all's only (the recurrence breaks ties by time sub-problem by
-        // sub-problem, which more options do not make faster everywhere), when it fits.
-        detail::decisions best = exact->schedule();
-        const detail::rotor_min_memory own(detail::exact_sizes(bc, false), dl);
-        if (own.complete() && bc.a(0) + own(1, bc.length()) <= budget)
-          if (detail::decisions d = own.schedule(); d.time < best.time) best = std::move(d);
-        return best;
-      },
-      tg, true);
+      {.policy = name,
+       .problem = &bc,
+       .budget = budget,
+       .slots = slots,
+       .max_table_bytes = max_table_bytes,
+       .costs = detail::cost_sets::all,
+       .limit = &dl,
+       .progress = {},
+       .table_cells =
+           [](int n, double w) {
+             return n * (n + 1) / 2.0 * std::max(w, detail::rotor_min_memory::bytes_per_pair / 8);
+           },
+       .minimum = [&]() -> std::optional<bytes> {
+         exact.emplace(detail::exact_sizes(bc, detail::cost_sets::all), dl);
+         if (!exact->complete()) return std::nullopt;
+         return bc.a(0) + (*exact)(1, bc.length());
+       },
+       .fallback = [&]() -> std::optional<detail::decisions> {
+         // Within rounding of the minimum: the faster of the minimum-memory schedules with the
+         // options and with store-all's only (the recurrence breaks ties by time sub-problem by
+         // sub-problem, which more options do not make faster everywhere), when it fits.
+         detail::decisions best = exact->schedule();
+         const detail::rotor_min_memory own(detail::exact_sizes(bc), dl);
+         if (own.complete() && bc.a(0) + own(1, bc.length()) <= budget)
+           if (detail::decisions d = own.schedule(); d.time < best.time) best = std::move(d);
+         return best;
+       },
+       .time_limit_advice = "raise time_limit, or use fewer slots"},
+      tg);
   if (!s) {
     error e = s.err();
     if (e.code == status::budget_too_small) {
       // The block that needs most on its own (its input, the graph's input and its leanest
       // option's F^all / B): what to look at when the minimum is too high.
-      const detail::discrete_chain d = detail::exact_sizes(bc, true);
+      const detail::discrete_chain d = detail::exact_sizes(bc, detail::cost_sets::all);
       int worst = 1;
       bytes worst_need = -1;
       for (int l = 1; l <= bc.length(); ++l) {
@@ -818,12 +814,13 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
     }
     return e;
   }
-  out.program = std::move(*s);
+  out.program = std::move(s->program);
+  out.optimal = out.program.predicted_time <= g.ideal_time();
   for (int k = 0; k < nb; ++k) {
-    out.blocks[static_cast<std::size_t>(k)].chosen = chosen[static_cast<std::size_t>(k)];
-    out.blocks[static_cast<std::size_t>(k)].forward_runs = runs[static_cast<std::size_t>(k)];
+    out.details.blocks[static_cast<std::size_t>(k)].chosen = chosen[static_cast<std::size_t>(k)];
+    out.details.blocks[static_cast<std::size_t>(k)].forward_runs =
+        runs[static_cast<std::size_t>(k)];
   }
-  out.solve_time = elapsed();
   return out;
 }
 

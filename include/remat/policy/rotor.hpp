@@ -191,7 +191,10 @@ class rotor_min_memory {
 
 struct rotor {
   static constexpr std::string_view name = "rotor";
-  /// S: memory slots the budget is split into (shilova-spec §2.6); 0 = one slot per byte (exact).
+  static constexpr std::string_view summary =
+      "Rotor's optimal dynamic program for heterogeneous chains (persistent schedules)";
+  /// S: memory slots the budget is split into (docs/chain-dps.md, "Memory slots"); 0 = one
+  /// slot per byte (exact).
   std::int64_t slots = 500;
   /// Wall-clock limit of one solve; not finite = none.
   seconds time_limit = std::numeric_limits<double>::infinity();
@@ -202,15 +205,18 @@ struct rotor {
   std::int64_t max_table_bytes = std::int64_t{2} << 30;
 
   /// The smallest budget (bytes) with which rotor finds a schedule (with exact sizes).
-  [[nodiscard]] static bytes minimum_budget(const chain& c) {
+  [[nodiscard]] bytes minimum_budget(const chain& c) const {
     const auto d = detail::exact_sizes(c);
     return c.a(0) + detail::rotor_min_memory(d)(1, c.length());
   }
 
-  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const;
+  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
+    return detail::program_of(solve_detailed(c, budget));
+  }
   /// solve(), and how the plan was reached: store-all, the DP at some slots (optimal at exact
   /// sizes) or, within rounding of the minimum, the fastest minimum-memory schedule.
-  [[nodiscard]] result<chain_dp_solution> solve_detailed(const chain& c, bytes budget) const;
+  [[nodiscard]] result<solution<chain_dp_details>> solve_detailed(const chain& c,
+                                                                  bytes budget) const;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -386,36 +392,37 @@ class rotor_dp {
 
 }  // namespace detail
 
-inline result<schedule> rotor::solve(const chain& c, bytes budget) const {
-  auto r = solve_detailed(c, budget);
-  if (!r) return r.err();
-  return std::move(r->program);
-}
-
-inline result<chain_dp_solution> rotor::solve_detailed(const chain& c, bytes budget) const {
-  if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
-  const detail::deadline dl(time_limit);
-  std::optional<detail::rotor_min_memory> exact;  // of exact sizes, once computed
-  // A budget within rounding of the minimum that no affordable discretisation can plan gets
-  // the fastest of the minimum-memory schedules (exact sizes): valid, but not proven optimal.
-  chain_dp_solution out;
-  auto planned = detail::solve_discretized<detail::rotor_dp>(
-      name, c, budget, slots, max_table_bytes, dl, progress,
-      // The minimum-memory table is O(N^2) too: it counts as 2.5 slots a pair.
-      [](int n, double w) {
-        return n * (n + 1) / 2.0 * std::max(w, detail::rotor_min_memory::bytes_per_pair / 8);
-      },
-      [&]() -> std::optional<bytes> {
-        exact.emplace(detail::exact_sizes(c), dl);
-        if (!exact->complete()) return std::nullopt;
-        return c.a(0) + (*exact)(1, c.length());
-      },
-      "raise time_limit, or use fewer slots (the DP is O(N^3 S), its minimum-memory step O(N^3))",
-      [&] { return std::optional(exact->schedule()); }, detail::chain_target{name, c, budget},
-      false, &out);
-  if (!planned) return planned.err();
-  out.program = std::move(*planned);
-  return out;
+inline result<solution<chain_dp_details>> rotor::solve_detailed(const chain& c,
+                                                                bytes budget) const {
+  return detail::timed([&]() -> result<solution<chain_dp_details>> {
+    if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
+    const detail::deadline dl(time_limit);
+    std::optional<detail::rotor_min_memory> exact;  // of exact sizes, once computed
+    // A budget within rounding of the minimum that no affordable discretisation can plan gets
+    // the fastest of the minimum-memory schedules (exact sizes): valid, but not proven optimal.
+    return detail::solve_discretized<detail::rotor_dp>(
+        {.policy = name,
+         .problem = &c,
+         .budget = budget,
+         .slots = slots,
+         .max_table_bytes = max_table_bytes,
+         .limit = &dl,
+         .progress = progress,
+         // The minimum-memory table is O(N^2) too: it counts as 2.5 slots a pair.
+         .table_cells =
+             [](int n, double w) {
+               return n * (n + 1) / 2.0 * std::max(w, detail::rotor_min_memory::bytes_per_pair / 8);
+             },
+         .minimum = [&]() -> std::optional<bytes> {
+           exact.emplace(detail::exact_sizes(c), dl);
+           if (!exact->complete()) return std::nullopt;
+           return c.a(0) + (*exact)(1, c.length());
+         },
+         .fallback = [&] { return std::optional(exact->schedule()); },
+         .time_limit_advice = "raise time_limit, or use fewer slots (the DP is O(N^3 S), its "
+                              "minimum-memory step O(N^3))"},
+        detail::chain_target{name, c, budget});
+  });
 }
 
 }  // namespace remat

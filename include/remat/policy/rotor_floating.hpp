@@ -157,6 +157,11 @@ inline std::int64_t floating_min_memory(const discrete_chain& d, const deadline&
 
 struct rotor_floating {
   static constexpr std::string_view name = "rotor_floating";
+  static constexpr std::string_view summary =
+      "optimal DP with floating activations for chains, never worse than rotor (O(N^6 S))";
+  /// Its DP is O(N^6 S): a sweep leaves it out on chains longer than this.
+  static constexpr int practical_stages = 24;
+  static constexpr std::string_view complexity = "O(N^6 S)";
   /// S: memory slots the budget is split into; 0 = one slot per byte (exact).
   std::int64_t slots = 500;
   /// Wall-clock limit of one solve; not finite = none.
@@ -166,14 +171,17 @@ struct rotor_floating {
   std::int64_t max_table_bytes = std::int64_t{2} << 30;
 
   /// The smallest budget (bytes) with which rotor_floating finds a schedule (exact sizes).
-  [[nodiscard]] static bytes minimum_budget(const chain& c) {
+  [[nodiscard]] bytes minimum_budget(const chain& c) const {
     return c.a(0) + detail::floating_min_memory(detail::exact_sizes(c), detail::deadline(0));
   }
 
-  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const;
+  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
+    return detail::program_of(solve_detailed(c, budget));
+  }
   /// solve(), and how the plan was reached: store-all, the DP at some slots (optimal at exact
   /// sizes) or, within rounding of the minimum, the fastest minimum-memory schedule.
-  [[nodiscard]] result<chain_dp_solution> solve_detailed(const chain& c, bytes budget) const;
+  [[nodiscard]] result<solution<chain_dp_details>> solve_detailed(const chain& c,
+                                                                  bytes budget) const;
 
  private:
   class dp;
@@ -389,38 +397,37 @@ class rotor_floating::dp {
   std::vector<std::int64_t> lo_;
 };
 
-inline result<schedule> rotor_floating::solve(const chain& c, bytes budget) const {
-  auto r = solve_detailed(c, budget);
-  if (!r) return r.err();
-  return std::move(r->program);
-}
-
-inline result<chain_dp_solution> rotor_floating::solve_detailed(const chain& c,
-                                                                bytes budget) const {
-  if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
-  const detail::deadline dl(time_limit);
-  // Within rounding of the minimum, fall back on rotor's minimum-memory schedule when it fits
-  // (rotor's minimum can be above rotor_floating's; then the budget must be raised a little).
-  chain_dp_solution out;
-  auto planned = detail::solve_discretized<dp>(
-      name, c, budget, slots, max_table_bytes, dl, progress, &detail::floating_index::cells,
-      [&]() -> std::optional<bytes> {
-        const std::int64_t lo = detail::floating_min_memory(detail::exact_sizes(c), dl);
-        if (lo < 0) return std::nullopt;
-        return c.a(0) + lo;
-      },
-      "raise time_limit, or use fewer slots; the floating DP is O(N^6 S): use rotor (O(N^3 S)) for "
-      "long chains",
-      [&]() -> std::optional<detail::decisions> {
-        const detail::rotor_min_memory persistent(detail::exact_sizes(c), dl);
-        if (!persistent.complete() || c.a(0) + persistent(1, c.length()) > budget)
-          return std::nullopt;
-        return persistent.schedule();
-      },
-      detail::chain_target{name, c, budget}, false, &out);
-  if (!planned) return planned.err();
-  out.program = std::move(*planned);
-  return out;
+inline result<solution<chain_dp_details>> rotor_floating::solve_detailed(const chain& c,
+                                                                         bytes budget) const {
+  return detail::timed([&]() -> result<solution<chain_dp_details>> {
+    if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
+    const detail::deadline dl(time_limit);
+    // Within rounding of the minimum, fall back on rotor's minimum-memory schedule when it fits
+    // (rotor's minimum can be above rotor_floating's; then the budget must be raised a little).
+    return detail::solve_discretized<dp>(
+        {.policy = name,
+         .problem = &c,
+         .budget = budget,
+         .slots = slots,
+         .max_table_bytes = max_table_bytes,
+         .limit = &dl,
+         .progress = progress,
+         .table_cells = &detail::floating_index::cells,
+         .minimum = [&]() -> std::optional<bytes> {
+           const std::int64_t lo = detail::floating_min_memory(detail::exact_sizes(c), dl);
+           if (lo < 0) return std::nullopt;
+           return c.a(0) + lo;
+         },
+         .fallback = [&]() -> std::optional<detail::decisions> {
+           const detail::rotor_min_memory persistent(detail::exact_sizes(c), dl);
+           if (!persistent.complete() || c.a(0) + persistent(1, c.length()) > budget)
+             return std::nullopt;
+           return persistent.schedule();
+         },
+         .time_limit_advice = "raise time_limit, or use fewer slots; the floating DP is "
+                              "O(N^6 S): use rotor (O(N^3 S)) for long chains"},
+        detail::chain_target{name, c, budget});
+  });
 }
 
 }  // namespace remat

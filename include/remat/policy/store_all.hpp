@@ -73,6 +73,8 @@ requires requires(const Problem& p) { peak_of_store_all(p); }
 
 struct store_all {
   static constexpr std::string_view name = "store_all";
+  static constexpr std::string_view summary =
+      "plain training: every activation kept, nothing recomputed (chains and graphs)";
 
   [[nodiscard]] static std::vector<chain_op> program(const chain& c) {
     std::vector<chain_op> ops;
@@ -83,33 +85,58 @@ struct store_all {
     return ops;
   }
 
+  /// The smallest budget with which store_all plans: the store-all peak.
+  [[nodiscard]] bytes minimum_budget(const chain& c) const { return peak_of_store_all(c); }
+  [[nodiscard]] bytes minimum_budget(const graph& g) const { return peak_of_store_all(g); }
+
   [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
-    if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
-    auto ops = program(c);
-    const graph g = detail::chain_graph(c);
-    const bytes peak = detail::peak_of(g, ops);
-    if (peak > budget)
-      return detail::budget_too_small(name, c, budget, peak, "it keeps every activation");
-    return detail::finish(name, g, budget, std::move(ops), c.ideal_time());
+    return detail::program_of(solve_detailed(c, budget));
+  }
+  [[nodiscard]] result<schedule> solve(const graph& g, bytes budget) const {
+    return detail::program_of(solve_detailed(g, budget));
   }
 
-  [[nodiscard]] result<schedule> solve(const graph& g, bytes budget) const {
-    if (auto v = validate(g); !v) return v.err();
-    if (budget < 0)
-      return error{
-          status::invalid_problem,
-          "the budget is negative (" + std::to_string(budget) + " bytes); give a byte count >= 0",
-          {}};
-    schedule s{store_all_program(g), g.ideal_time(), 0};
-    const bytes peak = sim::simulate(g, s, {.record_timeline = false}).peak;
-    if (peak > budget)
-      return error{status::budget_too_small,
-                   std::string(name) + ": the budget of " + format_bytes(budget) +
-                       " is below the " + format_bytes(peak) + " that graph '" + g.name +
-                       "' needs when every activation is kept; give a budget of at least " +
-                       std::to_string(peak) + " bytes, or use a policy that recomputes",
-                   peak};
-    return detail::finish(name, g, budget, std::move(s));
+  /// Its makespan is the ideal time, a lower bound for every schedule: always optimal.
+  [[nodiscard]] result<solution<>> solve_detailed(const chain& c, bytes budget) const {
+    return detail::timed([&]() -> result<solution<>> {
+      if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
+      auto ops = program(c);
+      const graph g = detail::chain_graph(c);
+      const bytes peak = detail::peak_of(g, ops);
+      if (peak > budget)
+        return detail::budget_too_small(name, c, budget, peak, "it keeps every activation");
+      return optimal(detail::finish(name, g, budget, std::move(ops), c.ideal_time()));
+    });
+  }
+
+  [[nodiscard]] result<solution<>> solve_detailed(const graph& g, bytes budget) const {
+    return detail::timed([&]() -> result<solution<>> {
+      if (auto v = validate(g); !v) return v.err();
+      if (budget < 0)
+        return error{
+            status::invalid_problem,
+            "the budget is negative (" + std::to_string(budget) + " bytes); give a byte count >= 0",
+            {}};
+      schedule s{store_all_program(g), g.ideal_time(), 0};
+      const bytes peak = sim::simulate(g, s, {.record_timeline = false}).peak;
+      if (peak > budget)
+        return error{status::budget_too_small,
+                     std::string(name) + ": the budget of " + format_bytes(budget) +
+                         " is below the " + format_bytes(peak) + " that graph '" + g.name +
+                         "' needs when every activation is kept; give a budget of at least " +
+                         std::to_string(peak) + " bytes, or use a policy that recomputes",
+                     peak};
+      return optimal(detail::finish(name, g, budget, std::move(s)));
+    });
+  }
+
+ private:
+  static result<solution<>> optimal(result<schedule> s) {
+    if (!s) return s.err();
+    solution<> out;
+    out.program = std::move(*s);
+    out.optimal = true;
+    return out;
   }
 };
 

@@ -257,6 +257,8 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
           at(where, d) = place::device;
           break;
         case op_kind::offload:
+          if (!(opt.hw.device_to_host > 0))
+            return bad("cannot be offloaded: the machine has no device-to-host link (bandwidth 0)");
           if (g.data(d).kind == data_kind::phantom)
             return bad(
                 "is a phantom (a layer's saved context, its own type); only tensors (activations "
@@ -267,6 +269,9 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
             return bad("is already offloaded or in transfer (" + op_at(at(moved_by, d)) + ")");
           break;
         case op_kind::prefetch:
+          if (!(opt.hw.host_to_device > 0))
+            return bad(
+                "cannot be prefetched: the machine has no host-to-device link (bandwidth 0)");
           if (!at(alive, d) || here == place::device)
             return bad("is not on the host" + (!at(alive, d)
                                                    ? std::string(" (it is not stored at all)")

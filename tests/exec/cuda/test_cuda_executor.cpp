@@ -144,7 +144,7 @@ TEST_CASE(
 
   const bytes all = store_all{}.solve(*c, unlimited_bytes)->predicted_peak;
   const std::vector<float> reference = store_all_gradients(*c, params);
-  const bytes lo = rotor::minimum_budget(*c);
+  const bytes lo = rotor{}.minimum_budget(*c);
   for (const bytes budget : {lo, (lo + all) / 2, all}) {
     for (const auto& s : {rotor{}.solve(*c, budget), revolve{}.solve(*c, budget)}) {
       if (!s) continue;
@@ -171,7 +171,7 @@ TEST_CASE(
   const auto c =
       exec::profile_chain(prof_model, make_input(probe), probe, {.repetitions = 1, .warmup = 0});
   REQUIRE(c.ok());
-  const bytes lo = rotor::minimum_budget(*c);
+  const bytes lo = rotor{}.minimum_budget(*c);
   const auto s = rotor{}.solve(*c, lo);
   REQUIRE(s.ok());
   cuda::backend b(lo + slack);
@@ -214,7 +214,7 @@ TEST_CASE(
   REQUIRE_MESSAGE(c.ok(), c.message());
   const bytes all = store_all{}.solve(*c, unlimited_bytes)->predicted_peak;
   const std::vector<float> reference = store_all_gradients(*c, params);
-  const bytes lo = rotor::minimum_budget(*c);
+  const bytes lo = rotor{}.minimum_budget(*c);
   for (const bytes budget : {lo, (lo + all) / 2, all}) {
     const auto planned = rotor{}.solve(*c, budget);
     REQUIRE(planned.ok());

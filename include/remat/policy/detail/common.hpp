@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
+#include <remat/policy/solution.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
@@ -169,6 +170,55 @@ class deadline_poll {
   std::int64_t every_;
   std::int64_t work_ = 0;
 };
+
+/// The best member of a family of chain programs (periodic's segment counts, revolve's snapshot
+/// counts), tried in any order: the fastest that fits the budget; on equal times the member with
+/// the smallest parameter, so that the answer does not depend on the order they are tried in.
+class family_best {
+ public:
+  explicit family_best(bytes budget) : budget_(budget) {}
+  /// Member k's program, its peak and its time.
+  void consider(int k, std::vector<chain_op> ops, bytes peak, seconds time) {
+    min_peak_ = std::min(min_peak_, peak);
+    if (peak > budget_) return;
+    if (!ops_.empty() && (time > time_ || (time == time_ && k > k_))) return;
+    ops_ = std::move(ops);
+    time_ = time;
+    k_ = k;
+  }
+  [[nodiscard]] bool found() const { return !ops_.empty(); }
+  [[nodiscard]] int parameter() const { return k_; }
+  [[nodiscard]] seconds time() const { return time_; }
+  [[nodiscard]] std::vector<chain_op>& program() { return ops_; }
+  /// The smallest peak of the members considered (the family's minimum budget).
+  [[nodiscard]] bytes min_peak() const { return min_peak_; }
+  /// The length of the best program so far (for time-limit estimates).
+  [[nodiscard]] std::size_t size() const { return ops_.size(); }
+
+ private:
+  bytes budget_;
+  bytes min_peak_ = unlimited_bytes;
+  std::vector<chain_op> ops_;
+  seconds time_ = 0;
+  int k_ = 0;
+};
+
+/// Runs a solve and records its wall-clock time in the solution it returns (solve_seconds).
+template <class F>
+auto timed(F&& solve) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = std::forward<F>(solve)();
+  if (r)
+    r->solve_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+/// solve() from solve_detailed(): the solution's program, or its error.
+template <class D>
+result<schedule> program_of(result<solution<D>> r) {
+  if (!r) return r.err();
+  return std::move(r->program);
+}
 
 /// status::time_limit: "<policy>: the time limit of L s was reached <while>; <advice>".
 inline error time_limit_reached(std::string_view policy, const deadline& dl,

@@ -63,10 +63,13 @@ struct discrete_chain {
   }
 };
 
-/// q(x) = ceil(x * S / M), or x itself in exact mode. With `with_options`, every stage offers
+/// Whether the DP chooses among every stage's cost set (RK-Rotor) or runs its own F^all / B.
+enum class cost_sets { own, all };
+
+/// q(x) = ceil(x * S / M), or x itself in exact mode. With cost_sets::all, every stage offers
 /// its whole cost set to the DP (RK-Rotor); without, its own F^all / B only (Rotor).
 inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slots,
-                                 bool with_options = false) {
+                                 cost_sets costs = cost_sets::own) {
   discrete_chain d;
   d.n = c.length();
   d.exact = slots <= 0 || slots >= budget;
@@ -100,7 +103,7 @@ inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slot
       d.ob[i] = q(c.ob(k));
       d.uf[i] = c.uf(k);
       d.ub[i] = c.ub(k);
-      const int count = with_options ? c.option_count(k) : 1;
+      const int count = costs == cost_sets::all ? c.option_count(k) : 1;
       for (int o = 0; o < count; ++o) {
         const stage_option x = c.option(k, o);
         d.options[i].push_back({x.forward_time, x.backward_time, q(x.saved_bytes),
@@ -113,8 +116,8 @@ inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slot
 }
 
 /// The chain in exact bytes, for the minimum-memory recurrences.
-inline discrete_chain exact_sizes(const chain& c, bool with_options = false) {
-  return discretize(c, 0, 0, with_options);
+inline discrete_chain exact_sizes(const chain& c, cost_sets costs = cost_sets::own) {
+  return discretize(c, 0, 0, costs);
 }
 
 /// What a chain DP decided: its ops in the chain notation, the option of each (0 for the

@@ -48,6 +48,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <remat/core/machine.hpp>
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/rotor.hpp>
@@ -126,6 +127,10 @@ class segment_writer {
   std::vector<std::vector<chain_op>> backward_;  ///< per segment, in forward order
 };
 
+/// Whether a plan may recompute (pofo: checkpointed segments) or only store and offload
+/// (DYNPROG, GREEDY).
+enum class recomputation { allowed, none };
+
 /// Thrown through the recursion when the deadline passes; caught by the policies.
 struct deadline_passed {};
 
@@ -179,15 +184,15 @@ inline constexpr int pofo_max_stages = (1 << 12) - 1;
 
 class pofo_dp {
  public:
-  /// recompute: checkpoint segments allowed (pofo); without, Alg. 5 (DYNPROG). forced (index
+  /// recomputation::allowed: checkpoint segments (pofo); none: Alg. 5 (DYNPROG). forced (index
   /// s = 1..N-1, optional): -1 lets the DP decide whether segment s offloads; a value >= 0 is
   /// the part of its input that moves (0: kept; GREEDY's and OFF_frac's fixed decisions, a
   /// fraction of a_{s-1} allowed).
-  pofo_dp(const discrete_chain& d, slot_rates r, bool recompute, const deadline& dl,
+  pofo_dp(const discrete_chain& d, slot_rates r, recomputation recompute, const deadline& dl,
           std::vector<std::int64_t> forced = {})
       : d_(d),
         r_(r),
-        recompute_(recompute),
+        recompute_(recompute == recomputation::allowed),
         n_(d.n),
         m_(d.slots),
         poll_(dl, 1 << 14),
@@ -564,9 +569,9 @@ class pofo_dp {
 /// built without recompute).
 class pofo_min_memory {
  public:
-  pofo_min_memory(const chain& c, bool transfers, bool recompute)
-      : d_(exact_sizes(c)), n_(d_.n), transfers_(transfers) {
-    if (recompute) lo_.emplace(d_);
+  pofo_min_memory(const chain& c, const machine& hw, recomputation recompute)
+      : d_(exact_sizes(c)), n_(d_.n), transfers_(hw.transfers()) {
+    if (recompute == recomputation::allowed) lo_.emplace(d_);
     for (auto* v : {&need_[0], &need_[1]}) v->assign(u(n_ + 2), inf);
     for (auto* v : {&end_[0], &end_[1]}) v->assign(u(n_ + 2), 0);
     for (int s = n_; s >= 1; --s) {
@@ -639,8 +644,8 @@ class pofo_min_memory {
   std::vector<int> end_[2];
 };
 
-inline bytes pofo_minimum_budget(const chain& c, bool transfers, bool recompute) {
-  return pofo_min_memory(c, transfers, recompute).budget();
+inline bytes pofo_minimum_budget(const chain& c, const machine& hw, recomputation recompute) {
+  return pofo_min_memory(c, hw, recompute).budget();
 }
 
 }  // namespace remat::detail

@@ -1,65 +1,75 @@
 #pragma once
-// The discretised solve shared by rotor and rotor_floating: run the DP at S slots; when the
-// budget is at least the exact minimum but rounding makes it infeasible at S, refine S (x4 each
-// time, up to one slot per byte, where the DP is exact and hence feasible) while the table
-// stays small (refinement_table_bytes). Past that, the budget is within rounding of the
-// minimum: the caller's fallback (a schedule that fits the exact minimum) is returned.
+// The discretised solve shared by rotor, rotor_floating and rockmate's RK-Rotor: run the DP at
+// S slots; when the budget is at least the exact minimum but rounding makes it infeasible at S,
+// refine S (x4 each time, up to one slot per byte, where the DP is exact and hence feasible)
+// while the table stays small (refinement_table_bytes). Past that, the budget is within rounding
+// of the minimum: the caller's fallback (a schedule that fits the exact minimum) is returned.
+// docs/chain-dps.md, "Memory slots".
 
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <optional>
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
+#include <remat/policy/details.hpp>
+#include <remat/policy/solution.hpp>
 #include <remat/policy/store_all.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-namespace remat {
-
-/// How rotor and rotor_floating reached a plan: their solve_detailed(), for tools that report
-/// what a plan is worth (remat-plan's "proven optimal" line).
-struct chain_dp_solution {
-  enum class method {
-    store_all,       ///< store-all fits the budget: the ideal time, optimal
-    dp,              ///< the DP's optimum at `slots` (optimal when exact_sizes)
-    minimum_memory,  ///< the budget is within rounding of the minimum at every affordable slot
-                     ///< count: the fastest minimum-memory schedule, valid but not proven optimal
-  };
-  schedule program;
-  method how = method::dp;
-  std::int64_t slots = 0;    ///< how == dp: the slots the DP ran at (refined from the knob's)
-  bool exact_sizes = false;  ///< how == dp: one slot per byte, the plan is optimal
-  /// No schedule of the policy's search space is faster.
-  [[nodiscard]] bool optimal() const {
-    return how == method::store_all || (how == method::dp && exact_sizes);
-  }
-};
-
-}  // namespace remat
+namespace remat {}  // namespace remat
 
 namespace remat::detail {
 
-/// Dp: constructible from a discrete_chain; fill(deadline, progress) -> bool (false: time out);
-/// value() -> double (infinity when infeasible); reconstruct() -> decisions;
-/// static feasible(discrete_chain, deadline) -> bool: whether value() will be finite, from the
-/// min-memory recurrence on the same sizes (no table), so that refinement skips the fills of
-/// discretisations that cannot plan.
-/// cells(n, w): the table's size in doubles for a chain of n stages and rows of w slots.
-/// minimum() -> optional<bytes>: the policy's exact minimum budget, nullopt when `dl` passed
-/// first (then `advice` ends the time_limit message). It is O(N^3) or worse, so the size of
-/// the first table is checked before it.
-/// fallback() -> optional<decisions>: a schedule that fits the minimum (called only after
-/// minimum()).
-/// Target: where the decisions become a program: store_all_peak() -> bytes, the peak of
-/// storing everything (every F^all with option 0, then every B), and finish(decisions) ->
-/// result<schedule>, the program checked by the referee (chain_target: the chain's graph).
-/// with_options: the DP chooses among every stage's cost set (RK-Rotor), else option 0.
-/// The deadline is checked by minimum(), Dp::feasible and Dp::fill, every few milliseconds.
-/// outcome (optional): how the plan was reached (chain_dp_solution's method, slots, exact_sizes).
+/// A discretised chain DP's table: built from a discrete_chain, filled under a deadline (false:
+/// the deadline passed first), its value (infinity when infeasible) and the decisions that reach
+/// it. feasible(d, dl) tells from the minimum-memory recurrence on the same sizes (no table)
+/// whether value() will be finite, so that refinement skips the fills that cannot plan.
+template <class Dp>
+concept DiscretizedDp = std::constructible_from<Dp, const discrete_chain&> &&
+    requires(Dp& dp, const Dp& cdp, const discrete_chain& d, const deadline& dl,
+             const std::function<void(double)>& report) {
+  { dp.fill(dl, report) } -> std::same_as<bool>;
+  { cdp.value() } -> std::convertible_to<double>;
+  { cdp.reconstruct() } -> std::same_as<decisions>;
+  { Dp::feasible(d, dl) } -> std::same_as<bool>;
+};
+
+/// Where a DP's decisions become a program: the peak of storing everything (every F^all with
+/// option 0, then every B), and the program made of decisions, checked by the referee.
+template <class T>
+concept DecisionTarget = requires(const T& t, decisions d) {
+  { t.store_all_peak() } -> std::convertible_to<bytes>;
+  { t.finish(std::move(d)) } -> std::same_as<result<schedule>>;
+};
+
+/// What solve_discretized is asked.
+struct discretized_request {
+  std::string_view policy;  ///< for messages
+  const chain* problem = nullptr;
+  bytes budget = 0;
+  std::int64_t slots = 0;  ///< the knob: S, or 0 for one slot per byte
+  std::int64_t max_table_bytes = 0;
+  cost_sets costs = cost_sets::own;
+  const deadline* limit = nullptr;
+  std::function<void(double)> progress;
+  /// The table's size in doubles for a chain of n stages and rows of w slots.
+  std::function<double(int n, double w)> table_cells;
+  /// The policy's exact minimum budget, nullopt when the deadline passed first. It is O(N^3) or
+  /// worse, so the size of the first table is checked before it.
+  std::function<std::optional<bytes>()> minimum;
+  /// A schedule that fits the minimum (called only after minimum()), nullopt if none fits.
+  std::function<std::optional<decisions>()> fallback;
+  /// How to avoid the time limit, ending its message.
+  std::string_view time_limit_advice;
+};
+
+/// Past this table size the refinement stops and the fallback is taken.
 inline constexpr std::int64_t refinement_table_bytes = std::int64_t{256} << 20;
 
 /// The chain policies' target: their decisions lowered onto the chain's graph (built once).
@@ -74,71 +84,79 @@ struct chain_target {
   }
 };
 
-template <class Dp, class Target, class Cells, class Minimum, class Fallback>
-result<schedule> solve_discretized(std::string_view policy, const chain& c, bytes budget,
-                                   std::int64_t slots, std::int64_t max_table_bytes,
-                                   const deadline& dl, const std::function<void(double)>& progress,
-                                   Cells cells, Minimum minimum_of, std::string_view advice,
-                                   Fallback fallback, const Target& target,
-                                   bool with_options = false,
-                                   chain_dp_solution* outcome = nullptr) {
-  auto reached = [&](chain_dp_solution::method how, std::int64_t s = 0, bool exact = false) {
-    if (outcome) *outcome = {{}, how, s, exact};
+template <DiscretizedDp Dp, DecisionTarget Target>
+result<solution<chain_dp_details>> solve_discretized(const discretized_request& r,
+                                                     const Target& target) {
+  using method = chain_dp_details::method;
+  const chain& c = *r.problem;
+  const bytes budget = r.budget;
+  const deadline& dl = *r.limit;
+  auto done = [&](result<schedule> s, chain_dp_details how) -> result<solution<chain_dp_details>> {
+    if (!s) return s.err();
+    solution<chain_dp_details> out;
+    out.program = std::move(*s);
+    out.details = how;
+    out.optimal = how.how == method::store_all || (how.how == method::dp && how.exact_sizes);
+    return out;
   };
   // Storing everything costs sum(u_F + u_B), a lower bound for any schedule: when it fits, it
   // is optimal, and the rounding of a coarse discretisation must not hide it.
   if (target.store_all_peak() <= budget) {
-    if (progress) progress(1.0);
-    reached(chain_dp_solution::method::store_all);
-    return target.finish({store_all::program(c), {}, c.ideal_time()});
+    if (r.progress) r.progress(1.0);
+    return done(target.finish({store_all::program(c), {}, c.ideal_time()}), {method::store_all});
   }
-  const std::int64_t first = slots <= 0 ? budget : std::min<std::int64_t>(slots, budget);
+  const std::int64_t first = r.slots <= 0 ? budget : std::min<std::int64_t>(r.slots, budget);
   auto table_bytes = [&](const discrete_chain& d) {
     // In doubles: with a budget near 2^63 neither dp_budget + 1 nor the size fits in bytes.
-    return cells(d.n, static_cast<double>(std::max<std::int64_t>(d.dp_budget, 0)) + 1.0) * 8.0;
+    return r.table_cells(d.n, static_cast<double>(std::max<std::int64_t>(d.dp_budget, 0)) + 1.0) *
+           8.0;
   };
   auto too_large = [&](std::int64_t s, double need) {
     const std::string need_text = need < 0x1p62 ? format_bytes(static_cast<bytes>(need))
                                                 : "more than " + format_bytes(bytes{1} << 62);
-    return std::string(policy) + ": " + std::to_string(s) + " slots would need a DP table of " +
-           need_text + ", over max_table_bytes (" + format_bytes(max_table_bytes) + ")";
+    return std::string(r.policy) + ": " + std::to_string(s) + " slots would need a DP table of " +
+           need_text + ", over max_table_bytes (" + format_bytes(r.max_table_bytes) + ")";
   };
   // The first table's size, before the minimum (O(N^3) or more) is computed: a chain far too
   // long for the slots is refused at once.
-  if (const double need = table_bytes(discretize(c, budget, first, with_options));
-      need > static_cast<double>(max_table_bytes))
+  if (const double need = table_bytes(discretize(c, budget, first, r.costs));
+      need > static_cast<double>(r.max_table_bytes))
     return error{status::invalid_problem,
                  too_large(first, need) + "; use fewer slots (or raise max_table_bytes)",
                  {}};
-  const std::optional<bytes> min_budget = minimum_of();
+  const std::optional<bytes> min_budget = r.minimum();
   if (!min_budget)
-    return time_limit_reached(policy, dl, "while computing the minimum memory", advice);
+    return time_limit_reached(r.policy, dl, "while computing the minimum memory",
+                              r.time_limit_advice);
   const bytes minimum = *min_budget;
-  if (budget < minimum) return budget_too_small(policy, c, budget, minimum);
+  if (budget < minimum) return budget_too_small(r.policy, c, budget, minimum);
   // Each refinement fills a new table from scratch; the user sees one solve whose fraction
   // never goes back, and ends at 1.
   double shown = 0;
   std::function<void(double)> report;
-  if (progress)
+  if (r.progress)
     report = [&](double f) {
-      if (f > shown) progress(shown = std::min(f, 1.0));
+      if (f > shown) r.progress(shown = std::min(f, 1.0));
     };
+  auto finished = [&] {
+    if (r.progress && shown < 1.0) r.progress(1.0);
+  };
   for (std::int64_t s = first;;) {
-    const discrete_chain d = discretize(c, budget, s, with_options);
+    const discrete_chain d = discretize(c, budget, s, r.costs);
     const double need = table_bytes(d);
     if (s != first &&
-        need > static_cast<double>(std::min(max_table_bytes, refinement_table_bytes))) {
+        need > static_cast<double>(std::min(r.max_table_bytes, refinement_table_bytes))) {
       // No affordable discretisation leaves a plan: the budget is within rounding of the
       // minimum. The fallback fits the exact minimum, hence the budget.
-      if (std::optional<decisions> fb = fallback()) {
-        if (progress && shown < 1.0) progress(1.0);
-        reached(chain_dp_solution::method::minimum_memory);
-        return target.finish(std::move(*fb));
+      if (std::optional<decisions> fb = r.fallback()) {
+        finished();
+        return done(target.finish(std::move(*fb)), {method::minimum_memory});
       }
       if (dl.passed())
-        return time_limit_reached(policy, dl, "while computing a fallback schedule", advice);
+        return time_limit_reached(r.policy, dl, "while computing a fallback schedule",
+                                  r.time_limit_advice);
     }
-    if (need > static_cast<double>(max_table_bytes)) {
+    if (need > static_cast<double>(r.max_table_bytes)) {
       std::string msg = too_large(s, need);
       if (s == first)
         return error{
@@ -154,20 +172,21 @@ result<schedule> solve_discretized(std::string_view policy, const chain& c, byte
     if (d.dp_budget >= 0 && Dp::feasible(d, dl)) {
       Dp dp(d);
       if (!dp.fill(dl, report))
-        return time_limit_reached(
-            policy, dl, "while filling the table (" + std::to_string(s) + " slots)", advice);
+        return time_limit_reached(r.policy, dl,
+                                  "while filling the table (" + std::to_string(s) + " slots)",
+                                  r.time_limit_advice);
       if (dp.value() < std::numeric_limits<double>::infinity()) {
-        if (progress && shown < 1.0) progress(1.0);
-        reached(chain_dp_solution::method::dp, s, d.exact);
-        return target.finish(dp.reconstruct());
+        finished();
+        return done(target.finish(dp.reconstruct()), {method::dp, s, d.exact});
       }
     }
-    if (dl.passed()) return time_limit_reached(policy, dl, "while refining the slots", advice);
+    if (dl.passed())
+      return time_limit_reached(r.policy, dl, "while refining the slots", r.time_limit_advice);
     if (d.exact) break;
     s = std::min<std::int64_t>(s * 4, budget);
   }
   return error{status::solver_error,
-               std::string(policy) +
+               std::string(r.policy) +
                    ": no schedule at exact sizes although the budget is above the "
                    "minimum (a bug in remat; please report it with the chain)",
                {}};

@@ -1,11 +1,13 @@
 #pragma once
-// remat-plan's progress display for long solves (issue 15 §3): one reporter for every policy
-// that reports, the DP policies (a fraction of the table done), the MILP ones (checkmate's
-// incumbent and bound) and rockmate (kinds of blocks and block solves done). It writes one line:
+// remat-plan's progress display for long solves: one reporter for every policy that reports, the
+// DP policies (a fraction of the table done), the MILP ones (checkmate's incumbent and bound),
+// rockmate (kinds of blocks and block solves done) and a portfolio (the member running). It
+// writes one line:
 //   remat-plan: rotor 1.3 s: 42%
 //   remat-plan: checkmate 12.3 s: best 1.234 s, bound 1.1 s, gap 10.86%
 //   remat-plan: checkmate 0.4 s: no schedule yet, bound 1.1 s
 //   remat-plan: rockmate 3.1 s: blocks 2 of 5 kinds, solves 130 of 500
+//   remat-plan: auto 0.8 s: rotor (4 of 9)
 // On a terminal the line overwrites itself ('\r', then "erase to the end of the line") at most
 // ten times a second and is erased when the solve ends, so the summary or the JSON that follows
 // starts on a clean line; on a log (--progress with stderr redirected) it is a line per tenth of
@@ -35,6 +37,7 @@ struct progress_state {
   std::optional<double> bound = {};                ///< a MILP: its proven lower bound (seconds)
   std::optional<std::pair<int, int>> blocks = {};  ///< rockmate: kinds of blocks done, of all
   std::optional<std::pair<int, int>> solves = {};  ///< rockmate: block solves done, of all
+  std::optional<std::string> step = {};            ///< a portfolio: the member running
 };
 
 /// The progress line, without a line end: "remat-plan: <policy> <elapsed> s: <what>".
@@ -47,6 +50,7 @@ inline std::string progress_line(std::string_view policy, const progress_state& 
   auto add = [&what](const char* text) {
     what += (what.empty() ? ": " : ", ") + std::string(text);
   };
+  if (s.step) add(s.step->c_str());
   if (s.fraction) {
     std::snprintf(buf, sizeof buf, "%d%%",
                   static_cast<int>(std::clamp(*s.fraction, 0.0, 1.0) * 100.0));
@@ -107,9 +111,10 @@ class progress_display {
       const int tenth =
           s.fraction ? static_cast<int>(std::clamp(*s.fraction, 0.0, 1.0) * 10.0) : -1;
       const int blocks = s.blocks ? s.blocks->first : -1;
-      const bool news = s.fraction ? tenth != last_tenth_
-                        : s.blocks ? blocks != last_blocks_
-                                   : now - last_time_ >= 5.0;
+      const bool news = s.step       ? *s.step != last_step_
+                        : s.fraction ? tenth != last_tenth_
+                        : s.blocks   ? blocks != last_blocks_
+                                     : now - last_time_ >= 5.0;
       if (shown_ && !news) {
         skipped_ = s;  // the MILP's last state, for done()
         return;
@@ -117,6 +122,7 @@ class progress_display {
       skipped_.reset();
       last_tenth_ = tenth;
       last_blocks_ = blocks;
+      if (s.step) last_step_ = *s.step;
       if (s.fraction) s.fraction = tenth / 10.0;
       std::fprintf(out_, "%s\n", progress_line(policy_, s).c_str());
       finished_ = s.fraction && tenth == 10;
@@ -151,6 +157,7 @@ class progress_display {
   bool shown_ = false, finished_ = false;
   double last_time_ = 0;
   int last_tenth_ = -1, last_blocks_ = -1;
+  std::string last_step_;
   std::optional<progress_state> skipped_;
 };
 

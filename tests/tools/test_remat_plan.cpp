@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
@@ -181,7 +182,7 @@ TEST_CASE("remat-plan: --progress reports on stderr only") {
 TEST_CASE("remat-plan: a budget below the minimum fails with the minimum") {
   auto c = io::load_chain(chain_file("resnet_like.json"));
   REQUIRE(c.ok());
-  const bytes minimum = rotor::minimum_budget(*c);
+  const bytes minimum = rotor{}.minimum_budget(*c);
   const outcome o = run_plan({"--chain", chain_file("resnet_like.json"), "--budget", "100MiB",
                               "--policy", "rotor", "--json"});
   CHECK(o.exit_code == 1);
@@ -250,9 +251,9 @@ TEST_CASE("remat-plan: times too large to sum are a clear invalid_problem for ev
 }
 
 TEST_CASE("remat-plan: --time-limit holds for every chain policy") {
-  // Issue 10, defect 4: 2,000 stages took 30 s with rotor at --time-limit 1; periodic and
-  // revolve took no limit. Now each stops within the limit and a small margin, with a plan or
-  // status time_limit.
+  // 2,000 stages once took 30 s with rotor at --time-limit 1, and periodic and revolve took no
+  // limit: each stops within the limit and a small margin, with a plan or status time_limit.
+  // store_all has no time limit (it is linear): the option does not apply to it.
   const auto path = remat::testing::scratch("remat_plan_test_", "long_chain.json");
   {
     json c{{"name", "long"}, {"input_bytes", 1000}, {"stages", json::array()}};
@@ -264,7 +265,11 @@ TEST_CASE("remat-plan: --time-limit holds for every chain policy") {
                              {"saved_bytes", 2000 + 10 * (l % 3)}});
     std::ofstream(path) << c.dump();
   }
-  for (const std::string policy : {"store_all", "periodic", "revolve", "rotor", "rotor_floating"}) {
+  const outcome linear = run_plan({"--chain", path.string(), "--budget", "120000", "--policy",
+                                   "store_all", "--time-limit", "0.2"});
+  CHECK(linear.exit_code == 2);
+  CHECK(linear.err.find("--time-limit applies to") != std::string::npos);
+  for (const std::string policy : {"periodic", "revolve", "rotor", "rotor_floating"}) {
     CAPTURE(policy);
     std::vector<std::string> args = {"--chain", path.string(),  "--budget", "120000", "--policy",
                                      policy,    "--time-limit", "0.2",      "--json"};
@@ -282,10 +287,8 @@ TEST_CASE("remat-plan: --time-limit holds for every chain policy") {
       CHECK(r["peak_bytes"].get<bytes>() <= 120000);
     } else {
       CHECK(o.exit_code == 1);
-      // store_all: the budget is below its peak; rotor_floating: its table is refused at once.
-      const char* expect = policy == "store_all"        ? "budget_too_small"
-                           : policy == "rotor_floating" ? "invalid_problem"
-                                                        : "time_limit";
+      // rotor_floating: its table is refused at once.
+      const char* expect = policy == "rotor_floating" ? "invalid_problem" : "time_limit";
       CHECK(r["status"] == expect);
     }
   }
@@ -459,7 +462,7 @@ TEST_CASE("remat-plan: checkmate on a chain plans its graph, never slower than r
   REQUIRE(c.ok());
   auto g = build_graph(*c);
   REQUIRE(g.ok());
-  const bytes low = rotor_floating::minimum_budget(*c);
+  const bytes low = rotor_floating{}.minimum_budget(*c);
   const bytes high = sim::simulate(*c, *lower(c->length(), store_all::program(*c)), {}).peak;
   for (const auto& solver : plan_solvers()) {
     for (bytes budget : {low, (low + high) / 2, high}) {
@@ -999,15 +1002,13 @@ TEST_CASE("remat-plan --simulate: usage errors exit 2") {
       {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--time-limit", "3"},
        "--time-limit applies to planning (--policy) only"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--bandwidth", "1e9"},
-       "--bandwidth applies to --simulate and to the offloading policies"},
-      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "0"},
-       "--bandwidth '0'"},
+       "--bandwidth applies to --simulate and to the policies that plan transfers"},
+      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "0.5"},
+       "--bandwidth '0.5' is below 1 byte per second"},
       {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "fast"},
        "not a bandwidth"},
       {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "1GB/s"},
        "unknown unit"},
-      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth", "inf"},
-       "--bandwidth"},
       {{"--chain", c, "--budget", "1GiB", "--simulate="}, "--simulate needs a program"},
       {{"--chain", c, "--simulate", "F1_all B1"}, "missing --budget"},
       {{"--budget", "1GiB", "--simulate", "F1_all B1"}, "missing --chain"},
@@ -1016,6 +1017,15 @@ TEST_CASE("remat-plan --simulate: usage errors exit 2") {
   const outcome help = run_plan({"--help"});
   CHECK(has(help.out, "--simulate PROGRAM"));
   CHECK(has(help.out, "--bandwidth BYTES_PER_S"));
+  // --bandwidth 0 is a machine without a link: a program that offloads is invalid there, one
+  // that does not is not; inf is instantaneous copies.
+  const outcome none = run_plan({"--chain", c, "--budget", "100GiB", "--simulate",
+                                 "F1_ck O0 F2_all W0 P0 W0", "--bandwidth", "0"});
+  CHECK(none.exit_code == 1);
+  CHECK(has(none.err, "no device-to-host link (bandwidth 0)"));
+  CHECK(run_plan(
+            {"--chain", c, "--budget", "100GiB", "--simulate", "F1_all B1", "--bandwidth", "inf"})
+            .exit_code != 2);
 }
 
 TEST_CASE("remat-plan --policy rockmate: graphs and chains, its blocks in --json") {
@@ -1082,8 +1092,8 @@ TEST_CASE("remat-plan --policy rockmate: graphs and chains, its blocks in --json
             "--grid '3' is not"},
            {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--threads", "-1"},
             "--threads"},
-           {{"--chain", file, "--budget", "1GiB", "--policy", "checkmate", "--threads", "2"},
-            "rockmate only"}}) {
+           {{"--chain", file, "--budget", "1GiB", "--policy", "rotor", "--threads", "2"},
+            "--threads applies to checkmate and rockmate only"}}) {
     const std::string& reason = uc.second;
     CAPTURE(reason);
     const outcome u = run_plan(uc.first);
@@ -1123,7 +1133,7 @@ TEST_CASE(
   const bytes store_all_peak =
       sim::simulate(*c, *lower(c->length(), store_all::program(*c)), {.record_timeline = false})
           .peak;
-  REQUIRE(rotor::minimum_budget(*c) < budget);
+  REQUIRE(rotor{}.minimum_budget(*c) < budget);
   REQUIRE(budget < store_all_peak);
 
   // The summary: the program with O/P words, the times, the overlap, the offloaded set.
@@ -1349,13 +1359,14 @@ TEST_CASE("remat-plan: usage errors of the offloading policies") {
         "--budget", "1GiB", "--policy", "pofo"},
        "pofo plans chains"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--bandwidth-d2h", "1e9"},
-       "--bandwidth-d2h applies to --simulate and to the offloading policies"},
+       "--bandwidth-d2h applies to --simulate and to the policies that plan transfers (pofo, "
+       "offload_dynprog, offload_greedy and offload_autocapper)"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "offload_greedy", "--slots", "10"},
        "--slots applies to"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "offload_greedy", "--time-limit", "1"},
-       "--time-limit does not apply to --policy offload_greedy"},
-      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth-h2d", "0"},
-       "--bandwidth-h2d '0'"},
+       "not to --policy offload_greedy"},
+      {{"--chain", c, "--budget", "1GiB", "--simulate", "F1_all B1", "--bandwidth-h2d", "0.1"},
+       "--bandwidth-h2d '0.1' is below 1 byte per second"},
   };
   expect_usage_errors(cases);
   const outcome help = run_plan({"--help"});
@@ -1577,4 +1588,79 @@ TEST_CASE("remat-plan --sweep and --svg: usage errors exit 2") {
   expect_usage_errors(cases);
 }
 
+TEST_CASE("remat-plan --policy auto: the fastest plan of every chain policy, and what each gave") {
+  const auto c = io::load_chain(chain_file("resnet_like.json"));
+  REQUIRE(c.ok());
+  const outcome o = run_plan({"--chain", chain_file("resnet_like.json"), "--budget", "1GiB",
+                              "--policy", "auto", "--json"});
+  CAPTURE(o.err);
+  REQUIRE(o.exit_code == 0);
+  const json r = json::parse(o.out, nullptr, false);
+  REQUIRE(r.is_object());
+  CHECK(r["status"] == "ok");
+  const json& p = r["portfolio"];
+  REQUIRE(p.is_object());
+  REQUIRE(p["entries"].size() == 9);  // every chain policy of the catalogue
+  double fastest = std::numeric_limits<double>::infinity();
+  for (const auto& e : p["entries"])
+    if (e["status"] == "ok") fastest = std::min(fastest, e["makespan"].get<double>());
+  CHECK(r["makespan"].get<double>() == doctest::Approx(fastest).epsilon(1e-9));
+  // Never slower than rotor on its own.
+  const outcome rotor_only = run_plan({"--chain", chain_file("resnet_like.json"), "--budget",
+                                       "1GiB", "--policy", "rotor", "--json"});
+  const json ro = json::parse(rotor_only.out, nullptr, false);
+  CHECK(r["makespan"].get<double>() <= ro["makespan"].get<double>() * (1 + 1e-9));
+  auto s = io::schedule_from_json(r, *c);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  const auto rep =
+      sim::simulate(*c, *s, {.budget = bytes{1} << 30, .hw = machine::with_bandwidth(12e9)});
+  CHECK(rep.valid);
+  // The summary lists the members.
+  const outcome text =
+      run_plan({"--chain", chain_file("resnet_like.json"), "--budget", "1GiB", "--policy", "auto"});
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("portfolio ") != std::string::npos);
+  CHECK(text.out.find("rotor_floating: ") != std::string::npos);
+  // auto takes the portfolio's knobs only.
+  const outcome knob = run_plan({"--chain", chain_file("resnet_like.json"), "--budget", "1GiB",
+                                 "--policy", "auto", "--slots", "10"});
+  CHECK(knob.exit_code == 2);
+  CHECK(knob.err.find("--slots applies to") != std::string::npos);
+}
+
+TEST_CASE("remat-plan --find-minimum without --budget: the policy's smallest budget, planned") {
+  const auto c = io::load_chain(chain_file("resnet_like.json"));
+  REQUIRE(c.ok());
+  for (const std::string policy : {"rotor", "revolve", "pofo", "offload_greedy"}) {
+    CAPTURE(policy);
+    const outcome o = run_plan({"--chain", chain_file("resnet_like.json"), "--policy", policy,
+                                "--find-minimum", "--json"});
+    CAPTURE(o.err);
+    REQUIRE(o.exit_code == 0);
+    const json r = json::parse(o.out, nullptr, false);
+    REQUIRE(r.is_object());
+    const bytes minimum = r["minimum_budget_bytes"].get<bytes>();
+    CHECK(r["peak_bytes"].get<bytes>() <= minimum);
+    // One byte less does not plan; the minimum does.
+    const outcome below = run_plan({"--chain", chain_file("resnet_like.json"), "--policy", policy,
+                                    "--budget", std::to_string(minimum - 1), "--json"});
+    CHECK(below.exit_code == 1);
+    CHECK(json::parse(below.out, nullptr, false)["minimum_budget_bytes"].get<bytes>() == minimum);
+    const outcome at = run_plan({"--chain", chain_file("resnet_like.json"), "--policy", policy,
+                                 "--budget", std::to_string(minimum), "--json"});
+    CHECK(at.exit_code == 0);
+  }
+  CHECK(run_plan({"--chain", chain_file("resnet_like.json"), "--policy", "rotor", "--find-minimum",
+                  "--json"})
+            .out.find(std::to_string(rotor{}.minimum_budget(*c))) != std::string::npos);
+  // The text says what it is.
+  const outcome text =
+      run_plan({"--chain", chain_file("resnet_like.json"), "--policy", "rotor", "--find-minimum"});
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("the smallest budget rotor plans with") != std::string::npos);
+  // Nothing to draw without a plan.
+  CHECK(run_plan({"--chain", chain_file("resnet_like.json"), "--policy", "rotor", "--find-minimum",
+                  "--svg", "x.svg"})
+            .exit_code == 2);
+}
 #endif

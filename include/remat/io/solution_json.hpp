@@ -1,0 +1,182 @@
+#pragma once
+// JSON of remat's own results (nlohmann_json; link remat::json): a solution of any policy of the
+// catalogue, a simulator report and a sweep. remat-plan writes its --json output with these, and
+// docs/json-format.md describes every field.
+//   to_json(solution, program)  makespan, peak_bytes, optimal, solve_seconds, bound, notes, the
+//                               policy's details and the program (io/json.hpp's to_json of it)
+//   write_details(j, details)   a policy's details into j: a customization point, one overload
+//                               per details type (found by argument-dependent lookup)
+//   to_json(sim::report)        valid, peak_bytes, host_peak_bytes, makespan, violation
+//   to_json(sweep_result)       the points of every policy at every budget
+
+#include <cmath>
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <remat/core/machine.hpp>
+#include <remat/core/result.hpp>
+#include <remat/policy/best_of.hpp>
+#include <remat/policy/details.hpp>
+#include <remat/policy/solution.hpp>
+#include <remat/sim/report.hpp>
+#include <remat/sweep_result.hpp>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace remat {
+
+/// A transfer rate in JSON: bytes per second, null for infinity (instantaneous transfers).
+inline nlohmann::ordered_json rate_json(double v) {
+  return std::isinf(v) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v);
+}
+
+// The details of the catalogue's policies. They live in namespace remat, beside the types, so
+// that a policy of a user's own namespace adds its overload beside its own details type.
+
+inline void write_details(nlohmann::ordered_json&, const no_details&) {}
+
+/// rotor, rotor_floating: "method" (store_all, dp, minimum_memory), and "dp_slots" for dp.
+inline void write_details(nlohmann::ordered_json& j, const chain_dp_details& d) {
+  j["method"] = std::string(to_string(d.how));
+  if (d.how == chain_dp_details::method::dp) j["dp_slots"] = d.slots;
+}
+
+inline void write_details(nlohmann::ordered_json& j, const periodic_details& d) {
+  j["segments"] = d.segments;
+}
+
+inline void write_details(nlohmann::ordered_json& j, const revolve_details& d) {
+  j["snapshots"] = d.snapshots;
+}
+
+/// The offloading policies: "offload": {rates, what moved, model and program times}.
+inline void write_details(nlohmann::ordered_json& j, const offload_details& d) {
+  nlohmann::ordered_json off;
+  off["bandwidth_d2h"] = rate_json(d.hw.device_to_host);
+  off["bandwidth_h2d"] = rate_json(d.hw.host_to_device);
+  off["offloaded"] = d.offloaded;
+  off["offloaded_bytes"] = d.offloaded_bytes;
+  off["model_time"] = d.model_time;
+  off["compute_time"] = d.compute_time;
+  off["transfer_time"] = d.transfer_time;
+  off["idle_time"] = d.idle_time;
+  off["overlap"] = d.overlap();
+  j["offload"] = std::move(off);
+}
+
+/// rockmate: "rockmate": {kinds of blocks, the options' time, every block}.
+inline void write_details(nlohmann::ordered_json& j, const rockmate_details& d) {
+  nlohmann::ordered_json r;
+  r["kinds_of_blocks"] = d.kinds;
+  r["options_seconds"] = d.options_time;
+  nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
+  for (std::size_t k = 0; k < d.blocks.size(); ++k) {
+    const rockmate_block& b = d.blocks[k];
+    nlohmann::ordered_json x;
+    x["name"] = k < d.block_chain.stages.size() ? d.block_chain.stages[k].name : std::string();
+    x["forward_nodes"] = b.forwards;
+    x["kind"] = b.kind;
+    x["options"] = b.options;
+    x["chosen_option"] = b.chosen;
+    x["forward_runs"] = b.forward_runs;
+    blocks.push_back(std::move(x));
+  }
+  r["blocks"] = std::move(blocks);
+  j["rockmate"] = std::move(r);
+}
+
+/// best_of: "portfolio": {the chosen member, every member's outcome}, then the chosen member's
+/// own details.
+template <class... Ds>
+void write_details(nlohmann::ordered_json& j, const portfolio_details<Ds...>& d) {
+  nlohmann::ordered_json p;
+  p["chosen"] = d.chosen;
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+  for (const portfolio_entry& e : d.entries) {
+    nlohmann::ordered_json x;
+    x["policy"] = e.policy;
+    x["status"] = std::string(to_string(e.code));
+    if (e.code == status::ok) {
+      x["makespan"] = e.makespan;
+      x["peak_bytes"] = e.peak;
+      x["optimal"] = e.optimal;
+    } else {
+      x["message"] = e.message;
+    }
+    x["solve_seconds"] = e.solve_seconds;
+    entries.push_back(std::move(x));
+  }
+  p["entries"] = std::move(entries);
+  j["portfolio"] = std::move(p);
+  std::visit([&](const auto& chosen) { write_details(j, chosen); }, d.chosen_details);
+}
+
+namespace io {
+
+/// A solution as JSON: its figures (the program's predicted makespan and peak, which the
+/// simulator set), what is known of its quality, the notes, the policy's details, and
+/// "schedule": `program_json` (to_json(program) or to_json(program, chain), io/json.hpp).
+template <class D>
+nlohmann::ordered_json to_json(const solution<D>& s, nlohmann::json program_json) {
+  nlohmann::ordered_json j;
+  j["makespan"] = s.program.predicted_time;
+  j["peak_bytes"] = s.program.predicted_peak;
+  j["optimal"] = s.optimal;
+  j["solve_seconds"] = s.solve_seconds;
+  if (s.bound && std::isfinite(*s.bound)) j["bound"] = *s.bound;
+  if (!s.notes.empty()) j["notes"] = s.notes;
+  write_details(j, s.details);
+  j["schedule"] = std::move(program_json);
+  return j;
+}
+
+/// A replay's outcome: valid, peak_bytes, host_peak_bytes, makespan, and violation (its message,
+/// or null).
+inline nlohmann::ordered_json to_json(const sim::report& r) {
+  nlohmann::ordered_json j;
+  j["valid"] = r.valid;
+  j["peak_bytes"] = r.peak;
+  j["host_peak_bytes"] = r.host_peak;
+  j["makespan"] = r.makespan;
+  j["violation"] = r.first_violation ? nlohmann::ordered_json(r.first_violation->message)
+                                     : nlohmann::ordered_json(nullptr);
+  return j;
+}
+
+/// A sweep: the chain, store-all's figures, the transfer planners' machine, the budgets, the
+/// policies, every point (policy-major) and the notes.
+inline nlohmann::ordered_json to_json(const sweep_result& sw) {
+  nlohmann::ordered_json j;
+  j["chain"] = sw.problem;
+  j["store_all_time"] = sw.store_all_time;
+  j["store_all_peak_bytes"] = sw.store_all_peak;
+  j["bandwidth_d2h"] = rate_json(sw.hw.device_to_host);
+  j["bandwidth_h2d"] = rate_json(sw.hw.host_to_device);
+  j["budgets"] = sw.budgets;
+  j["policies"] = sw.policies;
+  nlohmann::ordered_json points = nlohmann::ordered_json::array();
+  for (const auto& p : sw.points) {
+    nlohmann::ordered_json x;
+    x["policy"] = p.policy;
+    x["budget_bytes"] = p.budget;
+    x["status"] = std::string(to_string(p.code));
+    if (p.ok()) {
+      x["peak_bytes"] = p.peak;
+      x["makespan"] = p.makespan;
+      x["overhead"] = p.overhead;
+    } else {
+      x["peak_bytes"] = nullptr;
+      x["makespan"] = nullptr;
+      x["overhead"] = nullptr;
+      x["message"] = p.message;
+    }
+    points.push_back(std::move(x));
+  }
+  j["points"] = std::move(points);
+  j["notes"] = sw.notes;
+  return j;
+}
+
+}  // namespace io
+}  // namespace remat

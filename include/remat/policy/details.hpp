@@ -1,0 +1,93 @@
+#pragma once
+// The details the catalogue's policies put in their solutions (policy/solution.hpp), apart from
+// the policies so that what only reads or writes them (io/solution_json.hpp, remat-plan's
+// summary) does not compile the planners.
+
+#include <algorithm>
+#include <cstdint>
+#include <remat/core/machine.hpp>
+#include <remat/core/units.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/schedule/notation.hpp>
+#include <string_view>
+#include <vector>
+
+namespace remat {
+
+/// How rotor, rotor_floating (and rockmate's RK-Rotor) reached a plan.
+struct chain_dp_details {
+  enum class method {
+    store_all,       ///< store-all fits the budget: the ideal time, optimal
+    dp,              ///< the DP's optimum at `slots` (optimal when exact_sizes)
+    minimum_memory,  ///< the budget is within rounding of the minimum at every affordable slot
+                     ///< count: the fastest minimum-memory schedule, valid but not proven optimal
+  };
+  method how = method::dp;
+  std::int64_t slots = 0;    ///< how == dp: the slots the DP ran at (refined from the knob's)
+  bool exact_sizes = false;  ///< how == dp: one slot per byte, the plan is optimal
+  friend bool operator==(const chain_dp_details&, const chain_dp_details&) = default;
+};
+
+/// The name of a method, as remat-plan's JSON writes it: store_all, dp, minimum_memory.
+inline constexpr std::string_view to_string(chain_dp_details::method m) {
+  switch (m) {
+    case chain_dp_details::method::store_all:
+      return "store_all";
+    case chain_dp_details::method::dp:
+      return "dp";
+    case chain_dp_details::method::minimum_memory:
+      return "minimum_memory";
+  }
+  return "unknown";
+}
+
+/// What periodic chose: the number of segments.
+struct periodic_details {
+  int segments = 0;
+  friend bool operator==(const periodic_details&, const periodic_details&) = default;
+};
+
+/// What revolve chose: the free snapshot slots.
+struct revolve_details {
+  int snapshots = 0;
+  friend bool operator==(const revolve_details&, const revolve_details&) = default;
+};
+
+/// What an offloading policy's plan is made of.
+struct offload_details {
+  std::vector<chain_op> ops;   ///< the program in the chain notation, O_k / P_k / W_k included
+  std::vector<int> offloaded;  ///< k: a_k goes to the host and back
+  bytes offloaded_bytes = 0;   ///< sum of the a_k moved
+  seconds model_time = 0;      ///< the DP's time in pofo's model (docs/offloading.md)
+  seconds compute_time = 0;    ///< the compute ops' time, recomputations included
+  seconds transfer_time = 0;   ///< both links' busy time
+  seconds idle_time = 0;       ///< the compute lane waiting for transfers (program time - compute)
+  machine hw;                  ///< the machine it planned for
+
+  /// Transfer time hidden behind compute, as a fraction of the transfer time (1 without
+  /// transfers).
+  [[nodiscard]] double overlap() const {
+    if (transfer_time <= 0) return 1.0;
+    return std::clamp((transfer_time - idle_time) / transfer_time, 0.0, 1.0);
+  }
+};
+
+/// One block of a rockmate plan.
+struct rockmate_block {
+  std::vector<int> forwards;  ///< its forward compute nodes in the graph
+  int kind = 0;               ///< its kind (identical blocks share one), 0-based
+  int options = 0;            ///< the options of its kind (store-all is option 0)
+  int chosen = 0;             ///< the option its F^all / B run with in the plan
+  int forward_runs = 0;       ///< how many times its forward runs (1: never recomputed)
+};
+
+/// What a rockmate plan is made of.
+struct rockmate_details {
+  std::vector<rockmate_block> blocks;
+  int kinds = 0;  ///< kinds of blocks solved (each once)
+  /// The sequence RK-Rotor planned: a stage per block, its options as cost sets.
+  chain block_chain;
+  seconds options_time = 0;  ///< making the options (the inner solves)
+};
+
+}  // namespace remat

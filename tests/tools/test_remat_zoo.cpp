@@ -1,0 +1,78 @@
+// remat-zoo, the command: the README's commands of examples/graphs/ write the shipped files, and
+// bad flags exit 2 with a message that names them (REMAT_ZOO_EXE and REMAT_EXAMPLES_DIR come
+// from tests/CMakeLists.txt when the tools are built).
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "support/io_checks.hpp"
+
+#ifndef _WIN32
+#include <sys/wait.h>
+#endif
+
+using remat::testing::slurp;
+
+namespace {
+std::filesystem::path graphs_dir() { return std::filesystem::path(REMAT_EXAMPLES_DIR) / "graphs"; }
+}  // namespace
+
+#if defined(REMAT_ZOO_EXE) && !defined(_WIN32)
+TEST_CASE("remat-zoo: the README's commands write the shipped files; bad flags exit 2") {
+  static const std::string tag = std::to_string(std::random_device{}());
+  auto run = [](const std::string& args, const std::string& out_name) {
+    const auto out =
+        std::filesystem::temp_directory_path() / ("remat_zoo_test_" + tag + "_" + out_name);
+    const std::string cmd =
+        std::string("'") + REMAT_ZOO_EXE + "' " + args + " >'" + out.string() + "' 2>&1";
+    const int raw = std::system(cmd.c_str());
+    std::string text = slurp(out);
+    std::filesystem::remove(out);
+    return std::pair{WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, text};
+  };
+  // Each "remat-zoo ... -o examples/graphs/X.json" line of the README, run into a scratch file.
+  std::istringstream readme(slurp(graphs_dir() / "README.md"));
+  int commands = 0;
+  for (std::string line; std::getline(readme, line);) {
+    if (line.rfind("remat-zoo ", 0) != 0) continue;
+    const auto o = line.find(" -o examples/graphs/");
+    REQUIRE(o != std::string::npos);
+    const std::string file = line.substr(o + std::string(" -o examples/graphs/").size());
+    CAPTURE(line);
+    const auto scratch =
+        std::filesystem::temp_directory_path() / ("remat_zoo_test_" + tag + "_" + file);
+    const auto ran = run(line.substr(10, o - 10) + " -o '" + scratch.string() + "'", "log");
+    CHECK_MESSAGE(ran.first == 0, ran.second);
+    CHECK(slurp(scratch) == slurp(graphs_dir() / file));
+    std::filesystem::remove(scratch);
+    ++commands;
+  }
+  CHECK(commands == 3);
+
+  const std::pair<const char*, const char*> bad[] = {
+      {"gpt2 --width 100", "width 100 is not divisible by heads 12"},
+      {"gpt2 --layers x", "--layers 'x' is not an integer"},
+      {"gpt2 --depth 50", "--depth is an option of resnet"},
+      {"resnet --depth 51", "18, 34, 50, 101, 152"},
+      {"gpt2 --dtype fp8", "the types are fp16, bf16, fp32, fp64"},
+      {"gpt2 --device B200", "unknown device 'B200'"},
+      {"bert", "unknown model 'bert'"},
+      {"gpt2 --frobnicate 1", "unknown option '--frobnicate'"},
+  };
+  for (const auto& b : bad) {
+    CAPTURE(b.first);
+    const auto ran = run(b.first, "bad");
+    CHECK(ran.first == 2);
+    CHECK_MESSAGE(ran.second.find(b.second) != std::string::npos, ran.second);
+  }
+  const auto [code, said] = run("--help", "help");
+  CHECK(code == 0);
+  CHECK(said.find("remat-zoo gpt2") != std::string::npos);
+}
+#endif

@@ -1,0 +1,640 @@
+// remat-plan's options: the table of them, what each accepts, which policies take which (from
+// the catalogue: the knobs each policy has), and the help, whose policy lists are generated.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "args.hpp"
+#include "policies.hpp"
+#include "remat_plan.hpp"
+
+namespace remat_plan {
+
+remat::machine options::machine_from(remat::machine base) const {
+  if (bandwidth) {
+    base.device_to_host = bandwidth->value;
+    base.host_to_device = bandwidth->value;
+  }
+  if (bandwidth_d2h) base.device_to_host = bandwidth_d2h->value;
+  if (bandwidth_h2d) base.host_to_device = bandwidth_h2d->value;
+  return base;
+}
+
+namespace {
+
+/// "a, b and c".
+std::string listed(const std::vector<std::string_view>& names, std::string_view last = " and ") {
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? std::string(last) : ", ") + std::string(names[i]);
+  return s;
+}
+
+/// "a | b | c".
+std::string joined(const std::vector<std::string_view>& names, std::string_view sep) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    s += (i ? std::string(sep) : "") + std::string(names[i]);
+  return s;
+}
+
+/// The names of every policy (and auto), in the catalogue's order.
+std::vector<std::string_view> policy_names() {
+  std::vector<std::string_view> v(policies<naming_milp>::names.begin(),
+                                  policies<naming_milp>::names.end());
+  v.push_back(auto_policy);
+  return v;
+}
+
+bool plans_graphs(std::string_view name) {
+  if (name == auto_policy) return true;
+  bool graph = false;
+  remat::with_policy<remat::graph_policies<naming_milp>>(name, [&](auto) { graph = true; });
+  return graph;
+}
+
+/// The graph policies' names ("store_all, checkmate or rockmate").
+std::string graph_policy_names(std::string_view last = " or ") {
+  const auto& n = remat::graph_policies<naming_milp>::names;
+  return listed(std::vector<std::string_view>(n.begin(), n.end()), last);
+}
+
+/// The options that apply to --policy `name` (auto: its portfolio on a chain or a graph).
+std::vector<std::string_view> options_of(std::string_view name, bool graph) {
+  std::vector<std::string_view> v;
+  options dummy;
+  dummy.policy = std::string(name);
+  dummy.solver = has_solver ? std::string(solvers_built().front()) : std::string();
+  with_policy(dummy, graph,
+              [&]<class P>(std::type_identity<P>) { v = remat_plan::options_of<P>(); });
+  return v;
+}
+
+/// The policies that take `option`, for the help and the messages.
+std::vector<std::string_view> takers(std::string_view option) {
+  std::vector<std::string_view> v;
+  remat::for_each_policy<policies<naming_milp>>([&]<class P>(std::type_identity<P>) {
+    const auto opts = remat_plan::options_of<P>();
+    if (std::find(opts.begin(), opts.end(), option) != opts.end()) v.push_back(P::name);
+  });
+  return v;
+}
+
+/// Each policy that has a knob `field` with its default, e.g. "rotor 500, pofo 50".
+template <class Get>
+std::string defaults_of(std::string_view option, Get get) {
+  std::vector<std::string> v;
+  remat::for_each_policy<policies<naming_milp>>([&]<class P>(std::type_identity<P>) {
+    const auto opts = remat_plan::options_of<P>();
+    if (std::find(opts.begin(), opts.end(), option) != opts.end())
+      if (auto d = get(P{})) v.push_back(std::string(P::name) + " " + *d);
+  });
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+/// Wraps `text` at 88 columns with the help's indentation (24 spaces after the first line).
+std::string wrapped(std::string_view head, const std::string& text) {
+  std::string out = "  " + std::string(head);
+  std::size_t col = out.size();
+  if (col < 24) {
+    out += std::string(24 - col, ' ');
+    col = 24;
+  } else {
+    out += "\n" + std::string(24, ' ');
+    col = 24;
+  }
+  std::istringstream words(text);
+  std::string w;
+  bool first = true;
+  while (words >> w) {
+    if (!first && col + 1 + w.size() > 88) {
+      out += "\n" + std::string(24, ' ');
+      col = 24;
+      first = true;
+    }
+    if (!first) {
+      out += ' ';
+      ++col;
+    }
+    out += w;
+    col += w.size();
+    first = false;
+  }
+  return out + "\n";
+}
+
+}  // namespace
+
+std::string help_text() {
+  std::string h =
+      R"(usage: remat-plan (--chain FILE | --graph FILE) --budget BYTES --policy NAME [options]
+       remat-plan (--chain FILE | --graph FILE) --policy NAME --find-minimum [options]
+       remat-plan (--chain FILE | --graph FILE) --budget BYTES --simulate PROGRAM
+                  [--bandwidth BYTES_PER_S] [--json]
+       remat-plan --chain FILE --sweep [--budgets N] [--bandwidth BYTES_PER_S]
+                  [--svg FILE] [--json]
+
+Plans a chain's or a graph's training (a JSON chain profile or forward DAG, see
+docs/json-format.md) within a memory budget, re-simulates the schedule, and prints
+the plan. Chain plans are written in the chain notation (F<l>_none, F<l>_ck,
+F<l>_all, B<l>, O<k>, P<k>, W<k>), graph plans (checkmate's, and every plan of
+--graph) as programs over the training graph (C<c>, C<c>_ff, D<d>, O<d>, P<d>,
+W<d>, 0-based node indices).
+
+required:
+  --chain FILE          the chain profile (JSON), or
+  --graph FILE          the forward DAG (JSON) of a network that is not a chain
+  --budget BYTES        memory budget for the activations: plain bytes, or a number
+                        with a suffix KiB, MiB, GiB, TiB (also K, M, G, T), e.g.
+                        6GiB, 512MiB, 1.5GiB
+)";
+  std::vector<std::string_view> chains, graphs;
+  for (std::string_view n : policy_names()) {
+    if (n == auto_policy) continue;
+    chains.push_back(n);
+    if (plans_graphs(n)) graphs.push_back(n);
+  }
+  h += wrapped("--policy NAME", "chains: " + joined(chains, " | ") +
+                                    "; graphs: " + joined(graphs, " | ") +
+                                    " (graph policies plan a chain through its training graph); "
+                                    "or auto: every policy for the problem's kind, the fastest "
+                                    "plan (a portfolio, best_of; on a graph its time limit is 60 s "
+                                    "unless --time-limit says otherwise)");
+  h += "\npolicies:\n";
+  remat::for_each_policy<policies<naming_milp>>(
+      [&]<class P>(std::type_identity<P>) { h += wrapped(P::name, std::string(P::summary)); });
+  h += wrapped(auto_policy, std::string(remat::best_of<remat::store_all>::summary));
+  h += "\npolicy knobs (each for the policies named):\n";
+  auto knob = [&](std::string_view head, std::string_view option, const std::string& what) {
+    h += wrapped(head, listed(takers(option)) + ": " + what);
+  };
+  knob("--slots N", "--slots",
+       "memory slots of the DP (0 = one per byte, exact); defaults: " +
+           defaults_of("--slots", [](const auto& p) -> std::optional<std::string> {
+             if constexpr (requires { p.slots; })
+               return std::to_string(p.slots);
+             else
+               return std::nullopt;
+           }));
+  knob("--segments K", "--segments", "number of segments (default 0 = the best that fits)");
+  knob("--snapshots C", "--snapshots", "free snapshot slots (default -1 = the best that fits)");
+  knob("--time-limit SECONDS", "--time-limit",
+       "wall-clock limit of the solve (kept within a small margin); checkmate returns the best "
+       "schedule found by then (not proven optimal) or fails if it found none, the others fail "
+       "with \"time limit\"; auto: the whole portfolio's");
+  h += wrapped("--solver NAME", listed(takers("--solver")) +
+                                    ": the MILP solver, cbc | lpsolve (default: cbc when this "
+                                    "build has it, else lpsolve)");
+  knob("--find-minimum", "--find-minimum",
+       "with --budget, when no schedule fits, find the smallest budget that has one (several "
+       "MILP solves); without --budget, see \"the smallest budget\" below");
+  knob("--no-portfolio", "--no-portfolio",
+       "return its DP's own plan (by default pofo also plans rotor, DYNPROG and autocapper and "
+       "returns the fastest program)");
+  knob("--relax", "--relax",
+       "solve the LP relaxation and round it (Checkmate's two-phase rounding) instead of the "
+       "exact MILP; for large graphs, not optimal");
+  knob("--grid P,S", "--grid",
+       "the budget grid of each block's solves, P peak budgets and S saved-memory budgets per "
+       "peak (default 10,10)");
+  knob("--threads N", "--threads", "threads for the solves (0: all cores)");
+  knob("--bandwidth BYTES_PER_S", "--bandwidth",
+       "the machine's link between device and host, each way, in bytes per second: a number "
+       "(e.g. 12e9) or one with a suffix KiB, MiB, GiB, TiB, optionally \"/s\" (e.g. 12GiB/s); "
+       "0 = no link (no transfers: pofo is then rotor), inf = instantaneous copies; default 12e9 "
+       "(PCIe 3 x16)");
+  h += wrapped("--bandwidth-d2h BYTES_PER_S, --bandwidth-h2d BYTES_PER_S",
+               "the same, for offloads (device to host) or prefetches (host to device) alone, "
+               "when they differ");
+  h += R"(
+the smallest budget (instead of --budget):
+  --find-minimum        with --policy and no --budget: print the smallest budget the
+                        policy plans the problem with (its minimum_budget, or the
+                        minimum its solve reports; checkmate bisects with MILP
+                        solves), after planning at it. --json prints {"status",
+                        "policy", "minimum_budget_bytes", "store_all_peak_bytes",
+                        "makespan", "peak_bytes", ...}
+
+replaying a program (instead of --policy):
+  --simulate PROGRAM    replay PROGRAM in the simulator within the budget and print
+                        whether it is valid, its peak, its makespan and the first
+                        violation. PROGRAM is the text of a program, or @FILE to read
+                        it from FILE: with --chain, the chain notation ("F1_ck F2_all
+                        B2 F1_all B1", told apart by its F and B words) or a program
+                        over the chain's training graph ("C0 C1_ff D2 ..."); with
+                        --graph, a program. --json prints {"status": "ok" |
+                        "invalid_schedule", "valid", "peak_bytes", "makespan",
+                        "violation" (a string or null), "budget_bytes", ...}
+  --bandwidth BYTES_PER_S
+                        with --simulate: the speed of offloads and prefetches (O, P),
+                        each way, as above (0: no link, a program that transfers is
+                        then invalid); default: instantaneous transfers.
+                        --bandwidth-d2h and --bandwidth-h2d set the offloads' and the
+                        prefetches' apart
+
+every policy at many budgets (instead of --policy and --budget):
+  --sweep               plan the chain with every chain policy (those of "chains"
+                        above; rotor_floating up to 24 stages) at evenly spaced budgets
+                        from 90% of the smallest that rotor or pofo plans with up to
+                        store-all's peak, simulate every plan and print the time
+                        overhead over store-all of each (- : no plan at that budget).
+                        The graph policies are not swept (a MILP per budget): plan them
+                        one budget at a time. --json prints {"status", "chain",
+                        "store_all_time", "store_all_peak_bytes", "bandwidth_d2h",
+                        "bandwidth_h2d", "budgets", "policies", "points": [{"policy",
+                        "budget_bytes", "status", "peak_bytes", "makespan", "overhead",
+                        "message"}], "notes"}
+  --budgets N           with --sweep: how many budgets (default 12, 2 to 200)
+  --bandwidth BYTES_PER_S
+                        with --sweep: the offloading policies' link each way
+                        (default 12e9; 0 leaves them out)
+  --time-limit SECONDS  with --sweep: each solve's limit
+
+output:
+  --json                print one JSON object instead of the summary
+  --svg FILE            write a picture (SVG): with --sweep, the budget -> overhead
+                        curve of every policy; otherwise the device memory over
+                        time of the plan (or --simulate's program) against the
+                        budget, transfers on a band of their own
+  --trace FILE          also write the plan's timeline (with --simulate: the
+                        replay's, up to a violation) as a Chrome trace to FILE:
+                        open it in ui.perfetto.dev or chrome://tracing (lanes
+                        compute, device->host, host->device; device memory and
+                        the budget as counters)
+  --progress            report the solve's progress on stderr even when stdout or
+                        stderr is not a terminal (a line per step on a log); by
+                        default a line that overwrites itself is shown while a
+                        solve runs when both are terminals: elapsed time and the
+                        DP's percent, checkmate's best makespan, bound and gap,
+                        rockmate's kinds of blocks and block solves done, auto's
+                        member running
+  --quiet               no progress display at all
+  -h, --help            print this help and exit
+
+Options also take the form --option=VALUE.
+exit status: 0 planned (with --simulate: the program is valid); 1 planning failed
+(budget too small, time limit, invalid chain, ...) or, with --simulate, the
+program is invalid (over the budget, a broken rule, a word that is not an
+instruction); the reason is on stderr; 2 usage error.
+)";
+  return h;
+}
+
+namespace {
+
+/// The bandwidth options given, with their names.
+std::vector<std::pair<const std::optional<bandwidth_arg>*, std::string_view>> bandwidths(
+    const options& o) {
+  return {{&o.bandwidth, "--bandwidth"},
+          {&o.bandwidth_d2h, "--bandwidth-d2h"},
+          {&o.bandwidth_h2d, "--bandwidth-h2d"}};
+}
+
+/// A link of less than a byte per second: copies of large tensors would not end in a finite
+/// makespan.
+std::optional<usage_error> check_rates(const options& o) {
+  for (const auto& [arg, name] : bandwidths(o)) {
+    if (!*arg) continue;
+    const double v = (*arg)->value;
+    if (v > 0 && v < 1)
+      return usage_error{std::string(name) + " '" + (*arg)->text +
+                         "' is below 1 byte per second; give 0 (no link), a number >= 1 (e.g. "
+                         "12e9 or 12GiB/s) or inf (instantaneous copies)"};
+  }
+  return std::nullopt;
+}
+
+/// The knobs of one policy that were given (the options named), in the order of --help.
+std::vector<std::string_view> knobs_given(const options& o) {
+  std::vector<std::string_view> given;
+  for (const auto& [is, opt] :
+       {std::pair{o.slots.has_value(), "--slots"}, std::pair{!o.solver.empty(), "--solver"},
+        std::pair{o.relax, "--relax"}, std::pair{o.no_portfolio, "--no-portfolio"},
+        std::pair{o.find_minimum, "--find-minimum"},
+        std::pair{o.segments.has_value(), "--segments"},
+        std::pair{o.snapshots.has_value(), "--snapshots"}, std::pair{o.grid.has_value(), "--grid"},
+        std::pair{o.threads.has_value(), "--threads"}})
+    if (is) given.push_back(opt);
+  return given;
+}
+
+/// --sweep's options: a chain, no single policy or budget; --bandwidth (one rate, both ways),
+/// --time-limit, --budgets, --svg, --json apply.
+std::variant<options, usage_error> check_sweep(const options& o) {
+  if (!o.graph_path.empty())
+    return usage_error{
+        "--sweep plans chains (the chain policies at many budgets); give --chain FILE. For "
+        "--graph, plan one budget at a time with --policy " +
+        graph_policy_names()};
+  if (!o.policy.empty())
+    return usage_error{"--sweep plans with every chain policy: give --sweep or --policy, not both"};
+  if (o.simulate) return usage_error{"give --sweep or --simulate, not both"};
+  if (o.trace)
+    return usage_error{
+        "--trace writes one plan's timeline; --sweep plans many: give --svg FILE for its curve"};
+  if (!o.budget_text.empty())
+    return usage_error{
+        "--sweep chooses its budgets (from below the smallest that plans to store-all's peak); "
+        "drop --budget, and give --budgets N for how many"};
+  auto knobs = knobs_given(o);
+  for (const auto& [given, opt] : {std::pair{o.progress, "--progress"},
+                                   std::pair{o.bandwidth_d2h.has_value(), "--bandwidth-d2h"},
+                                   std::pair{o.bandwidth_h2d.has_value(), "--bandwidth-h2d"}})
+    if (given) knobs.push_back(opt);
+  if (!knobs.empty())
+    return usage_error{
+        std::string(knobs.front()) +
+        " applies to one --policy, not to --sweep (which plans every chain policy with its "
+        "defaults; --bandwidth, --time-limit, --budgets, --svg and --json apply)"};
+  if (auto e = check_rates(o)) return *e;
+  return o;
+}
+
+/// The options of a plan (or --find-minimum) against what the policy takes.
+std::optional<usage_error> check_policy(options& o) {
+  const bool graph = !o.graph_path.empty();
+  if (graph && !plans_graphs(o.policy))
+    return usage_error{o.policy + " plans chains only; for --graph use --policy " +
+                       graph_policy_names()};
+  const auto takes = options_of(o.policy, graph);
+  auto applies = [&](std::string_view opt) {
+    return std::find(takes.begin(), takes.end(), opt) != takes.end();
+  };
+  std::vector<std::string_view> given = knobs_given(o);
+  if (o.time_limit) given.insert(given.begin(), "--time-limit");
+  for (const auto& [arg, name] : bandwidths(o))
+    if (*arg) given.push_back(name);
+  for (std::string_view opt : given) {
+    if (applies(opt)) continue;
+    if (opt == "--find-minimum" && o.finds_minimum()) continue;  // the command
+    if (opt.substr(0, 11) == "--bandwidth")
+      return usage_error{std::string(opt) +
+                         " applies to --simulate and to the policies that plan "
+                         "transfers (" +
+                         listed(takers("--bandwidth")) + ") only, not to --policy " + o.policy};
+    const auto who = takers(opt);
+    return usage_error{std::string(opt) + " applies to " + listed(who) + " only, not to --policy " +
+                       o.policy};
+  }
+  if (auto e = check_rates(o)) return *e;
+  if (applies("--solver")) {
+    const auto built = solvers_built();
+    if (built.empty())
+      return usage_error{o.policy +
+                         " needs a MILP solver and this remat-plan was built without one (install "
+                         "coinor-libcbc-dev or liblpsolve55-dev and rebuild)"};
+    if (o.solver.empty()) o.solver = std::string(built.front());
+    if (std::find(built.begin(), built.end(), o.solver) == built.end())
+      return usage_error{"this remat-plan was built without " + o.solver + "; use --solver " +
+                         std::string(built.front())};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::variant<options, usage_error> parse_args(int argc, char** argv) {
+  options o;
+  using remat_cli::parse_int;
+  auto flag = [](std::string_view name, bool& target) {
+    return remat_cli::option{name, false, {}, [&target](const std::string&) {
+                               target = true;
+                               return std::optional<std::string>();
+                             }};
+  };
+  auto not_a = [](std::string_view name, std::string_view what) {
+    return [name, what](const std::string& v) {
+      return std::string(name) + " '" + v + "' is not " + std::string(what);
+    };
+  };
+  auto bandwidth = [](std::string_view name, std::optional<bandwidth_arg>& target) {
+    return remat_cli::option{name, true, {}, [name, &target](const std::string& v) {
+                               std::string why;
+                               const auto b = remat_cli::parse_bandwidth(v, why);
+                               if (!b) return std::optional(std::string(name) + " " + why);
+                               target = bandwidth_arg{*b, v};
+                               return std::optional<std::string>();
+                             }};
+  };
+  const std::vector<remat_cli::option> table = {
+      {"--chain",
+       true,
+       {},
+       [&](const std::string& v) -> std::optional<std::string> {
+         if (v.empty()) return "--chain needs a file name";
+         o.chain_path = v;
+         return std::nullopt;
+       }},
+      {"--graph",
+       true,
+       {},
+       [&](const std::string& v) -> std::optional<std::string> {
+         if (v.empty()) return "--graph needs a file name";
+         o.graph_path = v;
+         return std::nullopt;
+       }},
+      {"--budget",
+       true,
+       {},
+       [&](const std::string& v) -> std::optional<std::string> {
+         std::string why;
+         const auto b = remat_cli::parse_bytes(v, why);
+         if (!b) return "--budget " + why;
+         o.budget_text = v;
+         o.budget = *b;
+         return std::nullopt;
+       }},
+      {"--policy",
+       true,
+       {},
+       [&](const std::string& v) -> std::optional<std::string> {
+         const auto names = policy_names();
+         if (std::find(names.begin(), names.end(), v) == names.end()) {
+           const auto guess = remat::closest_name(v, names);
+           return "unknown policy '" + v + "'" +
+                  (guess ? " (did you mean " + std::string(*guess) + "?)" : std::string()) +
+                  "; the policies are " + listed(names, ", ");
+         }
+         o.policy = v;
+         return std::nullopt;
+       }},
+      {"--slots",
+       true,
+       {},
+       [&, bad = not_a("--slots", "an integer >= 0 (0 = exact)")](
+           const std::string& v) -> std::optional<std::string> {
+         const auto n = parse_int<std::int64_t>(v);
+         if (!n || *n < 0) return bad(v);
+         o.slots = *n;
+         return std::nullopt;
+       }},
+      {"--segments",
+       true,
+       {},
+       [&, bad = not_a("--segments", "an integer >= 0 (0 = the best that fits)")](
+           const std::string& v) -> std::optional<std::string> {
+         const auto n = parse_int<int>(v);
+         if (!n || *n < 0) return bad(v);
+         o.segments = *n;
+         return std::nullopt;
+       }},
+      {"--snapshots",
+       true,
+       {},
+       [&, bad = not_a("--snapshots", "an integer >= -1 (-1 = the best that fits)")](
+           const std::string& v) -> std::optional<std::string> {
+         const auto n = parse_int<int>(v);
+         if (!n || *n < -1) return bad(v);
+         o.snapshots = *n;
+         return std::nullopt;
+       }},
+      {"--time-limit",
+       true,
+       {},
+       [&, bad = not_a("--time-limit", "a number of seconds > 0")](
+           const std::string& v) -> std::optional<std::string> {
+         const auto t = remat_cli::parse_double(v);
+         if (!t || !std::isfinite(*t) || *t <= 0) return bad(v);
+         o.time_limit = *t;
+         return std::nullopt;
+       }},
+      {"--solver",
+       true,
+       {},
+       [&](const std::string& v) -> std::optional<std::string> {
+         if (v != "cbc" && v != "lpsolve")
+           return "unknown solver '" + v + "'; the solvers are cbc and lpsolve";
+         o.solver = v;
+         return std::nullopt;
+       }},
+      {"--simulate",
+       true,
+       {},
+       [&](const std::string& v) -> std::optional<std::string> {
+         if (v.empty() || v == "@")
+           return "--simulate needs a program: its text (e.g. \"F1_ck F2_all B2 F1_all B1\") or "
+                  "@FILE";
+         o.simulate = v;
+         return std::nullopt;
+       }},
+      bandwidth("--bandwidth", o.bandwidth),
+      bandwidth("--bandwidth-d2h", o.bandwidth_d2h),
+      bandwidth("--bandwidth-h2d", o.bandwidth_h2d),
+      {"--grid",
+       true,
+       {},
+       [&, bad = not_a("--grid", "two integers from 1 to 1000 separated by a comma (e.g. 10,10)")](
+           const std::string& v) -> std::optional<std::string> {
+         const auto comma = v.find(',');
+         const auto p = parse_int<int>(std::string_view(v).substr(0, comma));
+         const auto q = comma == std::string::npos
+                            ? std::nullopt
+                            : parse_int<int>(std::string_view(v).substr(comma + 1));
+         if (!p || !q || *p < 1 || *q < 1 || *p > 1000 || *q > 1000) return bad(v);
+         o.grid = {*p, *q};
+         return std::nullopt;
+       }},
+      {"--threads",
+       true,
+       {},
+       [&, bad = not_a("--threads", "an integer from 0 to 1024 (0 = all cores)")](
+           const std::string& v) -> std::optional<std::string> {
+         const auto n = parse_int<int>(v);
+         if (!n || *n < 0 || *n > 1024) return bad(v);
+         o.threads = *n;
+         return std::nullopt;
+       }},
+      {"--trace",
+       true,
+       {},
+       [&](const std::string& v) -> std::
+                                     optional<std::string> {
+                                       if (v.empty())
+                                         return "--trace needs a file name (e.g. plan.json)";
+                                       o.trace = v;
+                                       return std::nullopt;
+                                     }},
+      {"--svg",
+       true,
+       {},
+       [&](const std::string& v) -> std::
+                                     optional<std::string> {
+                                       if (v.empty())
+                                         return "--svg needs a file name (e.g. plan.svg)";
+                                       if (auto why = remat_cli::unwritable(v))
+                                         return "--svg: " + *why;
+                                       o.svg = v;
+                                       return std::nullopt;
+                                     }},
+      {"--budgets",
+       true,
+       {},
+       [&, bad = not_a("--budgets", "an integer from 2 to 200")](
+           const std::string& v) -> std::optional<std::string> {
+         const auto n = parse_int<int>(v);
+         if (!n || *n < 2 || *n > 200) return bad(v);
+         o.budgets = *n;
+         return std::nullopt;
+       }},
+      flag("--help", o.help),
+      flag("--json", o.json),
+      flag("--progress", o.progress),
+      flag("--quiet", o.quiet),
+      flag("--relax", o.relax),
+      flag("--no-portfolio", o.no_portfolio),
+      flag("--find-minimum", o.find_minimum),
+      flag("--sweep", o.sweep),
+  };
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  for (auto& a : args)
+    if (a == "-h") a = "--help";
+  if (auto why = remat_cli::parse_options(args, table, "remat-plan",
+                                          "every argument is an option (run 'remat-plan --help')"))
+    return usage_error{*why};
+  if (o.help) return o;
+  if (o.progress && o.quiet) return usage_error{"give --progress or --quiet, not both"};
+  if (o.chain_path.empty() && o.graph_path.empty())
+    return usage_error{
+        "missing --chain FILE (a chain profile, JSON) or --graph FILE (a forward DAG, JSON)"};
+  if (!o.chain_path.empty() && !o.graph_path.empty())
+    return usage_error{"give --chain or --graph, not both"};
+  if (o.sweep) return check_sweep(o);
+  if (o.budgets)
+    return usage_error{"--budgets applies to --sweep only (how many budgets it plans at)"};
+  if (o.simulate) {
+    if (o.budget_text.empty()) return usage_error{"missing --budget BYTES (e.g. 6GiB)"};
+    if (!o.policy.empty())
+      return usage_error{
+          "--simulate replays a program and plans nothing: give --simulate or --policy, not both"};
+    auto knobs = knobs_given(o);
+    if (o.time_limit) knobs.insert(knobs.begin(), "--time-limit");
+    if (!knobs.empty())
+      return usage_error{std::string(knobs.front()) +
+                         " applies to planning (--policy) only, not to --simulate"};
+    if (auto e = check_rates(o)) return *e;
+    return o;
+  }
+  if (o.budget_text.empty() && !o.find_minimum)
+    return usage_error{"missing --budget BYTES (e.g. 6GiB), or --find-minimum for the smallest"};
+  if (o.policy.empty())
+    return usage_error{"missing --policy NAME (or --simulate PROGRAM); the policies are " +
+                       listed(policy_names(), ", ")};
+  if (o.finds_minimum() && (o.trace || !o.svg.empty()))
+    return usage_error{
+        "--find-minimum without --budget prints the smallest budget; give --budget for a plan "
+        "to draw (--trace, --svg)"};
+  if (auto e = check_policy(o)) return *e;
+  return o;
+}
+
+}  // namespace remat_plan
