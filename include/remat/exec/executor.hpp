@@ -141,17 +141,6 @@ template <class V>
 V& unbox(const std::unique_ptr<box_base>& p) {
   return static_cast<box<V>*>(p.get())->value;
 }
-/// The host copy and transfer types of a TransferBackend (std::monostate for the others).
-template <class B, bool = TransferBackend<B>>
-struct transfer_types {
-  using host = std::monostate;
-  using handle = std::monostate;
-};
-template <class B>
-struct transfer_types<B, true> {
-  using host = std::remove_cvref_t<decltype(std::declval<offload_result_t<B>&>().first)>;
-  using handle = std::remove_cvref_t<decltype(std::declval<offload_result_t<B>&>().second)>;
-};
 template <class V>
 std::unique_ptr<box_base> boxed(V v) {
   auto b = std::make_unique<box<V>>();
@@ -508,11 +497,6 @@ inline std::vector<op_nodes> chain_op_nodes(int n) {
                                         {i == 0 ? lay.input_gradient : lay.gradient(i - 1)}};
   return out;
 }
-
-template <class M>
-inline constexpr bool is_dag_model = false;
-template <class Layers>
-inline constexpr bool is_dag_model<dag_model<Layers>> = true;
 
 }  // namespace detail
 
