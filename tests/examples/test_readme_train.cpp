@@ -1,6 +1,7 @@
 // The README's "Train with your own layers" stays true: its program is examples/train_example.cpp
 // (which example.train runs) with the checks left out, and its table of optional members names
-// every member the executor, the profiler and train.hpp look for on a tensor or a layer.
+// every member the exec headers (the executor, the profiler, train.hpp and what they include)
+// look for on a tensor or a layer.
 #include <doctest/doctest.h>
 
 #include <algorithm>
