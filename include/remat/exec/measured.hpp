@@ -1,28 +1,12 @@
 #pragma once
 // measured_report(schedule, run_result): what a run of the executor measured, as a sim::report,
 // so that everything drawn from the simulator's reports (io/trace.hpp's Chrome traces; pictures
-// of memory over time) draws measured runs too, next to the plan (issue 15 §2).
-//
-// The executor measures per instruction its time (op_times) and its high water of device memory
-// (op_peaks), and the run's peak and elapsed time (exec/executor.hpp); the report is built from
-// those alone:
-//   * the instructions ran one after the other on the host thread, so instruction i starts at the
-//     sum of op_times[0..i) and ends op_times[i] later. Offloads and prefetches sit on their lanes
-//     (device_to_host, host_to_device) at those measured times: on host_backend their copies are
-//     synchronous, so they never overlap compute; on a TimingBackend (CUDA) an op's time is
-//     between two marks of the compute stream, and a copy issued on its own stream is seen only
-//     through the waits that block on it;
-//   * before, peak and after of instruction i are all op_peaks[i]: the executor keeps no memory
-//     in use before and after each instruction, only its high water (an upper bound of both);
-//   * peak is the run's measured_peak, makespan its elapsed time (it may exceed the sum of the
-//     op times by the executor's own work between instructions), valid is true (the run
-//     succeeded), host_peak is 0 (not measured), no violation.
-// A run_result of another schedule (op_times or op_peaks not one per instruction) is refused
-// (status::invalid_problem).
+// of memory over time) draws measured runs too, next to the plan. The report is built from the
+// run's per-instruction times and peaks alone. docs/executor.md, "Measured reports".
 
 #include <cstddef>
 #include <remat/core/result.hpp>
-#include <remat/exec/executor.hpp>
+#include <remat/exec/run_result.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/report.hpp>
 #include <string>
@@ -36,7 +20,13 @@ inline constexpr sim::lane lane_of(const instruction& i) {
                                      : sim::lane::compute;
 }
 
-/// The measured run as a report: a timeline point per instruction (the rules at the top).
+/// The measured run as a report: a timeline point per instruction, which starts when the one
+/// before ended (the instructions ran one after the other on the host thread) and lasts its
+/// op_times[i]; its memory before, at its peak and after are all op_peaks[i] (only the high water
+/// is measured, an upper bound of all three). Offloads and prefetches sit on their lanes. peak is
+/// the run's measured_peak, makespan its elapsed time, valid true, host_peak 0 (not measured). A
+/// run_result of another schedule (not one time and peak per instruction) is refused
+/// (status::invalid_problem).
 template <class T>
 result<sim::report> measured_report(const schedule& s, const run_result<T>& run) {
   if (run.op_times.size() != s.ops.size() || run.op_peaks.size() != s.ops.size())

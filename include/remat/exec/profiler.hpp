@@ -1,54 +1,15 @@
 #pragma once
-// The profiler: one measurement loop for every model (DESIGN.md §6; the parameter estimation of
-// shilova-spec §2.6, thesis S:1472-1478), so a user goes from layers to a plan without writing a
-// cost by hand. Its result feeds every planner:
-//   profile_chain(chain_model, sample, backend)   -> chain        (the chain DPs; build_graph for
-//   the
-//                                                            graph planners)
-//   profile_dag(dag_model, sample, backend) -> forward_dag (build_graph for the graph planners)
-// A chain model is measured through the same adapter the executor runs it with
-// (detail::chain_stage): the same loop, the same numbers.
-//
-// The ops run in the graph's topological order, each on the outputs of the ops it reads (the
-// sample for the graph input), `warmup + repetitions` times: forward (the fast-forward, a chain's
-// F^none / F^ck), forward_save (F^all) and the backward, whose output gradient is the op's output
-// itself (only its shape matters, as the thesis assumes data-independent layers). It records per
-// op
-//   forward_time / backward_time   the statistic of the timed runs (profile_options: the median
-//                                  by default), forward_save's as the thesis times F (the
-//                                  fast-forward takes the same)
-//   output_bytes, phantom_bytes    the output and the context forward_save keeps (a chain's
-//                                  saved_bytes is their sum)
-//   backward_reads                 from the layer's backward_reads() (a chain layer's backward
-//                                  reads its input and its output)
-//   forward_overhead_bytes         the backend's high-water mark above what was in use plus the
-//                                  result, the largest seen; forward_save_overhead_bytes the same
-//                                  for forward_save, whose temporaries often end up in the context
-//   backward_overhead_bytes        the larger of two cases: every input gradient created by this
-//                                  backward (high-water mark above what was in use plus the
-//                                  gradients it made), and every input gradient that other ops
-//                                  also contribute to already there, so that the backward adds
-//                                  into it (above what was in use plus the gradients it made).
-//                                  A layer that accumulates in place has the same overhead in
-//                                  both, and the simulator predicts its peak exactly.
-// A profile is refused (status::execution_error) when the backend saw less than half of the bytes
-// the forwards' outputs claim allocated (detail::allocation_check, the executor's check too): the
-// tensors do not hold the backend's memory (a std::vector, say), so no size could be trusted.
-// Times are the wall clock's, or the backend's own (events on a GPU stream) for a TimingBackend.
-// The loss gets the sample targets when given (profile_chain(model, sample, sample_targets,
-// backend), profile_dag likewise), as a run's loss gets the batch's.
-// Reproducible profiles (profile_options): wall-clock times differ from one profile to the next,
-// and so can the plans made from them. `statistic` chooses the summary of the repetitions (median,
-// min or mean), `resolution` rounds each time to the nearest multiple of it (1e-5: to 10 us), so
-// profiles whose times differ by less than the resolution usually come out identical, though two
-// times on either side of a rounding boundary still differ by one step; `fixed_times` gives every
-// op's forward and backward time instead of measuring them (sizes are still measured, and are
-// exact for layers that allocate only through the backend), so two profiles are equal and plan the
-// same. Bad options (repetitions < 1, warmup < 0, a negative or non-finite resolution, fixed_times
-// of the wrong length or with negative or non-finite times) give status::invalid_problem.
-// Layers with random state are restored to it afterwards; parameter gradients accumulated by the
-// profiling backwards are cleared when the layer offers zero_grad(), and left in place otherwise
-// (train_step, exec/train.hpp, zeroes them before each step).
+// The profiler: one measurement loop for every model, so a user goes from layers to a plan
+// without writing a cost by hand:
+//   profile_chain(chain_model, sample, backend)  -> chain        (the chain planners; build_graph
+//                                                                 for the graph planners)
+//   profile_dag(dag_model, sample, backend)      -> forward_dag  (build_graph for the graph
+//                                                                 planners)
+// A chain model is measured through the adapter the executor runs it with (detail::chain_stage):
+// the same loop, the same numbers. Each op runs on the outputs of the ops it reads, `warmup +
+// repetitions` times, and its times, output, context and overheads are recorded; a loss gets the
+// sample targets when given. profile_options makes profiles reproducible. docs/executor.md, "The
+// profiler".
 
 #include <algorithm>
 #include <chrono>
@@ -59,10 +20,20 @@
 #include <memory>
 #include <optional>
 #include <remat/core/result.hpp>
-#include <remat/exec/concepts.hpp>
-#include <remat/exec/executor.hpp>
+#include <remat/core/units.hpp>
+#include <remat/exec/as_graph_layer.hpp>
+#include <remat/exec/concepts/backend.hpp>
+#include <remat/exec/concepts/dag_layer.hpp>
+#include <remat/exec/concepts/layer.hpp>
+#include <remat/exec/concepts/model.hpp>
+#include <remat/exec/concepts/tensor.hpp>
+#include <remat/exec/detail/allocation_check.hpp>
+#include <remat/exec/detail/check_model.hpp>
+#include <remat/exec/detail/layer_calls.hpp>
+#include <remat/exec/detail/model_graph.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
+#include <remat/problem/graph.hpp>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -139,9 +110,14 @@ inline std::string profile_options_problem(const profile_options& opt, std::size
   return {};
 }
 
-/// The measurement loop (the header comment) over the ops of `layers` whose nodes in g are
-/// `nodes`. f holds the ops' names and inputs; their costs are filled in. `names[i]` receives the
-/// layer's own name() when it has one. `label(i)` names op i in errors.
+/// The measurement loop over the ops of `layers` whose nodes in g are `nodes`. f holds the ops'
+/// names and inputs; their costs are filled in. `names[i]` receives the layer's own name() when
+/// it has one. `label(i)` names op i in errors. The ops run in the graph's topological order, each
+/// on the outputs of the ops it reads (the sample for the graph input), `warmup + repetitions`
+/// times: forward, forward_save and the backward, whose output gradient is the op's output itself
+/// (only its shape matters). Each op's random state is put back before every call, and its
+/// parameter gradients cleared afterwards when it offers zero_grad(). A profile whose tensors are
+/// not the backend's memory is refused (allocation_check).
 template <class Layers, class T, class Tg, class B>
 result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>& nodes,
                      const std::vector<backward_needs>& reads, const T& sample_input,
@@ -201,7 +177,7 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
         for (int rep = 0; rep < opt.warmup + opt.repetitions; ++rep) {
           const bool timed = rep >= opt.warmup;
           rng.restore();
-          {
+          {  // forward: its overhead is the high water above what was in use plus its output
             const bytes before = backend.in_use();
             backend.reset_high_water();
             T y = call_forward(layer, xs, loss, sample_targets, backend, "it");
@@ -209,6 +185,7 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
             if (rep == 0) allocated.add(before, backend.in_use(), fo.output_bytes);
             fwd_overhead = std::max(fwd_overhead, backend.high_water() - before - fo.output_bytes);
           }
+          // forward_save: its time is the op's forward time (the fast-forward takes the same)
           rng.restore();
           const bytes before = backend.in_use();
           backend.reset_high_water();
@@ -220,6 +197,8 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
           save_overhead =
               std::max(save_overhead, backend.high_water() - before - tensor_traits<T>::size(y) -
                                           traits::context_bytes(ctx));
+          // The backward overhead is the larger of two cases: every input gradient created by this
+          // backward, and every one other ops also contribute to already there (it adds into it).
           std::vector<std::optional<T>> dx(x.size());
           bytes held = backend.in_use();
           backend.reset_high_water();

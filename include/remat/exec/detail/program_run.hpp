@@ -1,0 +1,505 @@
+#pragma once
+// detail::program_run: one run of a schedule over a model's layers, the executor's core. It
+// refuses up front what cannot run (check), then runs the instructions one by one (compute, free,
+// offload, prefetch, wait), measuring each one's peak and time, and ends every run the same way
+// however it ends: the layers' random states put back, copies in flight drained, a
+// RunAwareBackend told. docs/executor.md, "Running a schedule".
+
+#include <algorithm>
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/exec/concepts/backend.hpp>
+#include <remat/exec/concepts/dag_layer.hpp>
+#include <remat/exec/concepts/model.hpp>
+#include <remat/exec/concepts/tensor.hpp>
+#include <remat/exec/detail/allocation_check.hpp>
+#include <remat/exec/detail/layer_calls.hpp>
+#include <remat/exec/detail/model_graph.hpp>
+#include <remat/exec/detail/random_states.hpp>
+#include <remat/exec/detail/sum_order.hpp>
+#include <remat/exec/detail/type_erasure.hpp>
+#include <remat/exec/host_backend.hpp>
+#include <remat/exec/run_result.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/schedule.hpp>
+#include <remat/sim/simulate.hpp>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace remat::exec::detail {
+
+/// What the executor runs: the graph (the one given, or the chain's), where each op's nodes are,
+/// and what each op's backward reads.
+struct run_plan {
+  const graph* g = nullptr;
+  std::vector<op_nodes> nodes;
+  std::vector<backward_needs> reads;
+};
+
+/// Tells a RunAwareBackend where a run begins and ends: end_run() however the run ends.
+template <class B>
+struct run_scope {
+  B& b;
+  bool begun = false;
+  void begin() {
+    if constexpr (RunAwareBackend<B>) b.begin_run();
+    begun = true;
+  }
+  ~run_scope() {
+    if constexpr (RunAwareBackend<B>)
+      if (begun) b.end_run();
+  }
+};
+
+/// For an out-of-budget message: `held` bytes were in use in backend b when the run started,
+/// besides the input; with the largest holders when b names them (host_backend::live_summary).
+template <class B>
+std::string held_at_start(const B& b, bytes held) {
+  std::string s = "; " + format_bytes(held) +
+                  " were already in use in the backend when the run started, besides the input";
+  if constexpr (requires {
+                  {
+                    b.live_summary(std::size_t{3}).front().activity
+                    } -> std::convertible_to<std::string>;
+                  { b.live_summary(std::size_t{3}).front().size } -> std::convertible_to<bytes>;
+                }) {
+    std::string who;
+    for (const auto& l : b.live_summary(3))
+      who += (who.empty() ? "" : ", ") + format_bytes(l.size) +
+             (l.activity == "an allocation"
+                  ? std::string(" allocated outside a run")  // the backend's default
+                  : " allocated by " + l.activity);
+    if (!who.empty()) s += " (the largest holders then, the input included: " + who + ")";
+  }
+  return s +
+         ", such as a run_result's input_gradient kept from an earlier step: free them, or give "
+         "the backend room "
+         "for them";
+}
+
+/// One run of schedule s on backend b over the layers l (a DAG model's, or a chain model's
+/// through chain_layers), whose graph and op nodes are p's; the loss gets the targets tg
+/// (no_targets: none). Op i runs layer i; data node d's tensor, context and host copy are kept
+/// at d.
+template <class B, class T, class Tg, class Layers>
+class program_run {
+ public:
+  // Short parameter names: a constructor's are checked by -Wshadow where it is instantiated,
+  // against the user's global names (a `using targets = ...`, say).
+  program_run(B& b, Layers& l, const run_plan& p, const schedule& s, const Tg& tg)
+      : backend_(b),
+        layers_(l),
+        g_(*p.g),
+        nodes_(p.nodes),
+        reads_(p.reads),
+        s_(s),
+        targets_(tg),
+        op_of_(k(g_.compute_count()), -1),
+        tensors_(k(g_.data_count())),
+        contexts_(k(g_.data_count())),
+        random_(nodes_.size()),
+        host_copy_(can_transfer ? k(g_.data_count()) : 0),
+        moving_(can_transfer ? k(g_.data_count()) : 0),
+        offloading_(can_transfer ? k(g_.data_count()) : 0, 0),
+        leaving_(can_transfer ? k(g_.data_count()) : 0, 0),
+        forwards_(nodes_.size(), 0) {
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      op_of_[k(nodes_[i].fwd)] = op_of_[k(nodes_[i].bwd)] = static_cast<int>(i);
+    op_peaks_.reserve(s_.ops.size());
+    op_times_.reserve(s_.ops.size());
+  }
+
+  /// Runs the schedule on `input` (the graph input, which the run consumes): the input gradient
+  /// and the measurements, or why the run failed (status::invalid_problem before anything ran,
+  /// status::execution_error after). After a failure the layers' random states are as before.
+  result<run_result<T>> run(T input);
+
+ private:
+  using clock = std::chrono::steady_clock;
+  using host_t = typename transfer_types<B>::host;
+  using handle_t = typename transfer_types<B>::handle;
+  /// Whether offload, prefetch and wait can run: a TransferBackend and a TransferableTensor.
+  static constexpr bool can_transfer = TransferBackend<B> && TransferableTensor<T, B>;
+  static std::size_t k(int i) { return static_cast<std::size_t>(i); }
+
+  /// Copies in flight end before the buffers they use are freed, however the run ends.
+  struct drain_on_exit {
+    program_run& owner;
+    ~drain_on_exit() {
+      try {
+        owner.retire(true);
+      } catch (...) {  // a failing device: the backend reports it on its next call
+      }
+    }
+  };
+
+  result<void> check(const T& input) const;
+  void execute(std::size_t at);
+  void compute(const instruction& ins, std::size_t at);
+  template <class L>
+  void forward(L& layer, std::size_t i, bool fast, const std::string& who);
+  template <class L>
+  void backward(L& layer, std::size_t i, const std::string& who);
+  std::vector<const T*> inputs(std::size_t i, bool read) const;
+  void free_data(int d);
+  void transfer(const instruction& ins, std::size_t at);
+  void offload(std::size_t d);
+  void prefetch(std::size_t d);
+  void wait(std::size_t d);
+  void retire(bool all);
+  void check_planned(int d, bytes got, const std::string& who, const std::string& what) const;
+  std::string where(std::size_t at) const;
+  error failed(std::string message);
+
+  B& backend_;
+  Layers& layers_;
+  const graph& g_;
+  const std::vector<op_nodes>& nodes_;
+  const std::vector<backward_needs>& reads_;
+  const schedule& s_;
+  const Tg& targets_;
+  std::vector<int> op_of_;  // compute node (fwd and bwd) -> its op
+  // Destroyed in reverse order, after the run has drained its copies and ended: the tensors
+  // last (they are the run's results or the leftovers of a failure).
+  std::vector<std::optional<T>> tensors_;            // activations and gradients
+  std::vector<std::unique_ptr<box_base>> contexts_;  // phantoms
+  run_random_states random_;
+  // Transfers: d's host copy, its transfer in flight (offload or prefetch, until its wait),
+  // whether that is an offload, whether the offload's device buffer is still held, and
+  // prefetches waited for whose host copy is released once the copy is ready.
+  std::vector<std::optional<host_t>> host_copy_;
+  std::vector<std::optional<handle_t>> moving_;
+  std::vector<char> offloading_, leaving_;
+  std::vector<std::pair<host_t, handle_t>> retiring_;
+  // What the run measures (run_result).
+  std::vector<bytes> op_peaks_;
+  std::vector<seconds> op_times_;
+  std::vector<int> forwards_;
+  std::optional<double> loss_;
+  allocation_check allocated_;
+};
+
+/// What cannot run is refused before anything runs: a schedule the simulator rejects, one that
+/// breaks the sum-order rules (sum_order_violation), transfers on a backend or tensor that cannot
+/// move data (status::invalid_problem); an input larger than planned (status::execution_error).
+template <class B, class T, class Tg, class Layers>
+result<void> program_run<B, T, Tg, Layers>::check(const T& input) const {
+  auto invalid = [](std::string m) { return error{status::invalid_problem, std::move(m), {}}; };
+  if (const auto rep = sim::simulate(g_, s_, {.record_timeline = false}); !rep.valid)
+    return invalid("executor: the schedule is not valid for graph '" + g_.name +
+                   "': " + rep.first_violation->message);
+  if (auto why = sum_order_violation(g_, s_); !why.empty())
+    return invalid("executor: graph '" + g_.name + "', " + why);
+  if constexpr (!can_transfer) {
+    for (std::size_t j = 0; j < s_.ops.size(); ++j)
+      if (!s_.ops[j].is_compute() && s_.ops[j].op != op_kind::free)
+        return invalid(
+            "executor: instruction " + std::to_string(j) + " (" + to_string(s_.ops[j]) +
+            ") moves a tensor, but " +
+            (TransferBackend<B>
+                 ? std::string("the tensor type does not name its backend buffer: give it a "
+                               "`storage()` member returning the buffer by reference, or "
+                               "specialise tensor_traits<T>::storage")
+                 : std::string("the backend has no offload/prefetch/wait (it is not a "
+                               "remat::exec::TransferBackend)")));
+  }
+  const bytes input_bytes = g_.data(training_layout::input).size;
+  if (tensor_traits<T>::size(input) > input_bytes)
+    return error{status::execution_error,
+                 "executor: the input has " + format_bytes(tensor_traits<T>::size(input)) +
+                     ", more than the graph input's " + format_bytes(input_bytes) +
+                     " it was planned with",
+                 {}};
+  return {};
+}
+
+/// The run's memory is measured from its start, with the input counted; each instruction's peak
+/// is the backend's high water while it ran, its time the wall clock's or, on a TimingBackend,
+/// the time between the backend's marks around it (read once the run has ended, so that the host
+/// never waits in between).
+template <class B, class T, class Tg, class Layers>
+result<run_result<T>> program_run<B, T, Tg, Layers>::run(T input) {
+  if (auto ok = check(input); !ok) return ok.err();
+  const bytes baseline = backend_.in_use() - tensor_traits<T>::size(input);
+  // Memory held before the run, besides the input: named if the run runs out of budget.
+  const std::string held = baseline > 0 ? held_at_start(backend_, baseline) : std::string();
+  tensors_[k(training_layout::input)] = std::move(input);
+  backend_.reset_high_water();
+  bytes peak = backend_.high_water() - baseline;
+
+  // A RunAwareBackend hears of the end of the run however it ends (before the tensors left in
+  // tensors_ are freed: they are the run's results or leftovers of a failure, not its buffers),
+  // after the copies in flight have drained.
+  run_scope<B> scope{backend_};
+  drain_on_exit drain{*this};
+  // A TimingBackend's marks, one before the run and one after each instruction.
+  using mark_t = decltype(start_timer(backend_));
+  std::vector<mark_t> marks;
+  if constexpr (TimingBackend<B>) marks.reserve(s_.ops.size() + 1);
+
+  const auto t_start = clock::now();
+  try {
+    scope.begin();
+    if constexpr (TimingBackend<B>) marks.push_back(backend_.mark_time());
+    for (std::size_t i = 0; i < s_.ops.size(); ++i) {
+      backend_.reset_high_water();
+      [[maybe_unused]] const auto t0 = clock::now();
+      if constexpr (can_transfer) retire(false);
+      execute(i);
+      if constexpr (TimingBackend<B>)
+        marks.push_back(backend_.mark_time());
+      else
+        op_times_.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+      op_peaks_.push_back(backend_.high_water() - baseline);
+      peak = std::max(peak, op_peaks_.back());
+    }
+    if constexpr (TimingBackend<B>)
+      for (std::size_t j = 0; j + 1 < marks.size(); ++j)
+        op_times_.push_back(backend_.seconds_between(marks[j], marks[j + 1]));
+  } catch (const out_of_budget& e) {
+    return failed("executor: " + std::string(e.what()) + "; the schedule predicted a peak of " +
+                  format_bytes(s_.predicted_peak) +
+                  " (allocations outside the profile, or a budget below the plan's)" + held);
+  } catch (const execution_failure& e) {
+    return failed(std::string("executor: ") + e.what());
+  } catch (const std::exception& e) {
+    return failed("executor: " + std::string(backend_.activity()) + " threw: " + e.what());
+  }
+  seconds elapsed = std::chrono::duration<double>(clock::now() - t_start).count();
+  if constexpr (TimingBackend<B>) elapsed = backend_.seconds_between(marks.front(), marks.back());
+  // Checked after the run, since its measured memory means nothing if it fails.
+  if (auto why = allocated_.problem(); !why.empty()) return failed("executor: " + why);
+  random_.restore(layers_, true);
+  backend_.set_activity("an allocation");
+  return run_result<T>{std::move(*tensors_[k(training_layout::input_gradient)]),
+                       peak,
+                       elapsed,
+                       std::move(op_peaks_),
+                       std::move(op_times_),
+                       std::move(forwards_),
+                       loss_};
+}
+
+/// Ends a failed run (status::execution_error): the layers' random states as before the run, the
+/// parameters untouched (their gradients may hold a partial accumulation).
+template <class B, class T, class Tg, class Layers>
+error program_run<B, T, Tg, Layers>::failed(std::string message) {
+  random_.restore(layers_, false);
+  backend_.set_activity("an allocation");
+  return error{status::execution_error, std::move(message), {}};
+}
+
+/// Instruction `at` of the schedule.
+template <class B, class T, class Tg, class Layers>
+void program_run<B, T, Tg, Layers>::execute(std::size_t at) {
+  const instruction& ins = s_.ops[at];
+  if (ins.op == op_kind::free)
+    free_data(ins.node);
+  else if (ins.is_compute())
+    compute(ins, at);
+  else
+    transfer(ins, at);
+}
+
+/// A compute instruction: the forward or backward of the op whose node it is, with the activity
+/// naming the instruction and the node. The loss node stores nothing: its output gradient is the
+/// constant 1, which the loss's backward takes as dy == nullptr.
+template <class B, class T, class Tg, class Layers>
+void program_run<B, T, Tg, Layers>::compute(const instruction& ins, std::size_t at) {
+  const int c = ins.node;
+  if (g_.compute(c).kind == compute_kind::loss) return;  // dy = 1: nothing to store
+  const auto i = k(op_of_[k(c)]);
+  model_traits<Layers>::visit(layers_, i, [&](auto& layer) {
+    const std::string who = where(at) + ", " + ::remat::detail::compute_label(g_, c);
+    backend_.set_activity(who);
+    if (c == nodes_[i].fwd)
+      forward(layer, i, ins.op == op_kind::fast_forward, who);
+    else
+      backward(layer, i, who);
+  });
+}
+
+/// Op i's inputs for its layer's x, in the op's order; all null when `read` is false (a backward
+/// that does not read them).
+template <class B, class T, class Tg, class Layers>
+std::vector<const T*> program_run<B, T, Tg, Layers>::inputs(std::size_t i, bool read) const {
+  std::vector<const T*> x;
+  x.reserve(nodes_[i].in.size());
+  for (int d : nodes_[i].in) x.push_back(read ? &*tensors_[k(d)] : nullptr);
+  return x;
+}
+
+/// compute(fwd o) runs forward_save, storing o's output and its context (the phantom);
+/// fast_forward runs forward, storing the output only. The random state is saved at the op's
+/// first forward and put back at every later one; the loss's value is read at its first forward.
+template <class B, class T, class Tg, class Layers>
+template <class L>
+void program_run<B, T, Tg, Layers>::forward(L& layer, std::size_t i, bool fast,
+                                            const std::string& who) {
+  using traits = dag_layer_traits<L>;
+  using C = typename traits::context;
+  const op_nodes& on = nodes_[i];
+  const std::vector<const T*> x = inputs(i, true);
+  random_.before_forward(i, layer);
+  const bool loss = i + 1 == nodes_.size();
+  [[maybe_unused]] const bool first = forwards_[i]++ == 0;
+  const bytes before = backend_.in_use();
+  if (fast) {
+    T y = call_forward(layer, std::span<const T* const>(x), loss, targets_, backend_, who);
+    allocated_.add(before, backend_.in_use(), tensor_traits<T>::size(y));
+    check_planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
+    tensors_[k(on.act)] = std::move(y);
+  } else {
+    auto ctx = std::make_unique<box<C>>();
+    T y = call_forward_save(layer, std::span<const T* const>(x), loss, targets_, ctx->value,
+                            backend_, who);
+    allocated_.add(before, backend_.in_use(),
+                   tensor_traits<T>::size(y) + traits::context_bytes(ctx->value));
+    check_planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
+    check_planned(on.phantom, traits::context_bytes(ctx->value), who, "kept a context");
+    tensors_[k(on.act)] = std::move(y);
+    contexts_[k(on.phantom)] = std::move(ctx);
+  }
+  if constexpr (ScalarTensor<T>)  // the loss's value, at its first forward
+    if (loss && first) loss_ = tensor_traits<T>::item(*tensors_[k(on.act)]);
+  random_.after_forward(i, layer);
+}
+
+/// compute(bwd o) runs backward(x..., y, ctx, dy, dx...): o's contribution to the gradient of
+/// each input, created by the first contribution, accumulated in place by the next ones. x and y
+/// are passed only if the layer's backward reads them. A backward must leave every input's
+/// gradient filled (execution_error otherwise).
+template <class B, class T, class Tg, class Layers>
+template <class L>
+void program_run<B, T, Tg, Layers>::backward(L& layer, std::size_t i, const std::string& who) {
+  using C = typename dag_layer_traits<L>::context;
+  const op_nodes& on = nodes_[i];
+  const std::vector<const T*> x = inputs(i, reads_[i].inputs);
+  const T* y = reads_[i].output ? &*tensors_[k(on.act)] : nullptr;
+  const C& ctx = unbox<C>(contexts_[k(on.phantom)]);
+  std::vector<std::optional<T>> dx(on.in.size());
+  for (std::size_t j = 0; j < dx.size(); ++j) dx[j] = std::move(tensors_[k(on.in_grad[j])]);
+  const T* dy = i + 1 == nodes_.size() ? nullptr : &*tensors_[k(on.grad)];
+  call_backward(layer, std::span<const T* const>(x), y, ctx, dy, targets_,
+                std::span<std::optional<T>>(dx), backend_, who);
+  for (std::size_t j = 0; j < dx.size(); ++j) {
+    const int d = on.in_grad[j];
+    if (!dx[j])
+      throw execution_failure(who + " left the gradient of its input " + std::to_string(j) + ", " +
+                              ::remat::detail::data_label(g_, d) +
+                              ", empty; a backward creates or adds "
+                              "to the gradient of every input");
+    check_planned(d, tensor_traits<T>::size(*dx[j]), who, "made a gradient");
+    tensors_[k(d)] = std::move(dx[j]);
+  }
+}
+
+/// free(d) releases the tensor (or context) of data node d, or its host copy.
+template <class B, class T, class Tg, class Layers>
+void program_run<B, T, Tg, Layers>::free_data(int d) {
+  tensors_[k(d)].reset();
+  contexts_[k(d)].reset();
+  if constexpr (can_transfer) host_copy_[k(d)].reset();
+}
+
+/// An offload, prefetch or wait of data node ins.node, with the activity naming the instruction
+/// and the node; then what finished copies no longer need is released.
+template <class B, class T, class Tg, class Layers>
+void program_run<B, T, Tg, Layers>::transfer(const instruction& ins, std::size_t at) {
+  if constexpr (can_transfer) {
+    const auto d = k(ins.node);
+    backend_.set_activity(where(at) + ", " + ::remat::detail::data_label(g_, ins.node));
+    if (ins.op == op_kind::offload)
+      offload(d);
+    else if (ins.op == op_kind::prefetch)
+      prefetch(d);
+    else
+      wait(d);
+    retire(false);
+  }
+}
+
+/// offload(d): d's buffer goes to the host through backend.offload; its device memory is released
+/// as soon as the copy is ready (at once on host_backend, whose copies are synchronous), at the
+/// latest at wait(d).
+template <class B, class T, class Tg, class Layers>
+void program_run<B, T, Tg, Layers>::offload(std::size_t d) {
+  auto [h, x] = backend_.offload(tensor_traits<T>::storage(*tensors_[d]));
+  host_copy_[d] = std::move(h);
+  moving_[d] = std::move(x);
+  offloading_[d] = 1;
+  leaving_[d] = 1;
+}
+
+/// prefetch(d): backend.prefetch makes a new device buffer, counted from now, refilled from the
+/// host copy.
+template <class B, class T, class Tg, class Layers>
+void program_run<B, T, Tg, Layers>::prefetch(std::size_t d) {
+  auto [buf, x] = backend_.prefetch(*host_copy_[d]);
+  tensor_traits<T>::storage(*tensors_[d]) = std::move(buf);
+  moving_[d] = std::move(x);
+}
+
+/// wait(d): later work waits for d's copy (backend.wait). An offload's device buffer goes now; a
+/// prefetch's host copy once the copy is ready (at the latest when the run ends).
+template <class B, class T, class Tg, class Layers>
+void program_run<B, T, Tg, Layers>::wait(std::size_t d) {
+  backend_.wait(*moving_[d]);
+  if (offloading_[d]) {  // the offload is done for the compute lane: its buffer can go
+    tensor_traits<T>::storage(*tensors_[d]) = buffer_t<B>{};
+    offloading_[d] = leaving_[d] = 0;
+  } else {  // the prefetch: its host copy goes once the copy is ready
+    retiring_.emplace_back(std::move(*host_copy_[d]), std::move(*moving_[d]));
+    host_copy_[d].reset();
+  }
+  moving_[d].reset();
+}
+
+/// Releases what finished copies no longer need: the device buffers of offloads, the host copies
+/// of waited prefetches (`all`: every one, waiting for the copies; when the run ends).
+template <class B, class T, class Tg, class Layers>
+void program_run<B, T, Tg, Layers>::retire(bool all) {
+  if constexpr (can_transfer) {
+    for (std::size_t d = 0; d < leaving_.size(); ++d) {
+      auto& x = moving_[d];
+      if (leaving_[d] && (all || x->ready())) {
+        if (all) x->wait_host();
+        tensor_traits<T>::storage(*tensors_[d]) = buffer_t<B>{};
+        leaving_[d] = 0;
+      }
+    }
+    std::erase_if(retiring_, [&](auto& r) {
+      if (all) r.second.wait_host();
+      return all || r.second.ready();
+    });
+  }
+}
+
+/// A layer that returned more than the plan's size for data node d (`got` bytes of `what`) fails
+/// the run: the plan no longer holds; profile the model again.
+template <class B, class T, class Tg, class Layers>
+void program_run<B, T, Tg, Layers>::check_planned(int d, bytes got, const std::string& who,
+                                                  const std::string& what) const {
+  if (got > g_.data(d).size)
+    throw execution_failure(who + ": " + what + " of " + format_bytes(got) + " for " +
+                            ::remat::detail::data_label(g_, d) + ", more than the " +
+                            format_bytes(g_.data(d).size) +
+                            " it was planned with; profile the model again");
+}
+
+/// Instruction `at`, for messages and the backend's activity.
+template <class B, class T, class Tg, class Layers>
+std::string program_run<B, T, Tg, Layers>::where(std::size_t at) const {
+  return "instruction " + std::to_string(at) + " (" + to_string(s_.ops[at]) + ")";
+}
+
+}  // namespace remat::exec::detail
