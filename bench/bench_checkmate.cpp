@@ -19,20 +19,21 @@
 // each at 50% or the smallest budget that has a schedule; counters mean_s, max_s, optimal) for
 // the spread of solve times at one size.
 //   bench/bench_checkmate --benchmark_filter='cbc.*exact'
-#include <benchmark/benchmark.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
 #include <remat/policy/checkmate.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <string_view>
-#include <vector>
 
 #include "support/side_branch_graph.hpp"
 #ifdef REMAT_HAS_LPSOLVE

@@ -10,8 +10,8 @@
 // 1024, batch 64, no dropout), profiled once through the host backend.
 
 #include <benchmark/benchmark.h>
-
 #include <eigen/models.hpp>
+
 #include <remat/exec.hpp>
 #include <remat/remat.hpp>
 

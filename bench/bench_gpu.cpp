@@ -18,25 +18,27 @@
 //
 // Without a CUDA device it prints why and exits 77, as the GPU tests do.
 
-#include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cuda/model.hpp>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <cuda/model.hpp>
+
 #include <remat/exec/cuda/backend.hpp>
 #include <remat/exec/cuda/device.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/store_all.hpp>
-#include <string>
-#include <string_view>
-#include <vector>
 
 namespace {
 

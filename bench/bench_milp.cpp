@@ -2,12 +2,13 @@
 // correlated knapsacks and set covers of a few sizes (instances from tests/milp/instances.hpp).
 // Each solve has a 20 s limit; the counters say whether it proved optimality and what it found.
 //   bench/bench_milp --benchmark_filter=knapsack
-#include <benchmark/benchmark.h>
-
 #include <cstdint>
-#include <remat/milp/model.hpp>
 #include <string>
 #include <string_view>
+
+#include <benchmark/benchmark.h>
+
+#include <remat/milp/model.hpp>
 #ifdef REMAT_HAS_LPSOLVE
 #include <remat/milp/lpsolve.hpp>
 #endif

@@ -19,16 +19,17 @@
 //   build/bench/bench_offload                     (everything: about 3 minutes on 2 cores)
 //   build/bench/bench_offload --benchmark_filter='curve|threshold'   (the tables only)
 
-#include <benchmark/benchmark.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
 #include <remat/io/json.hpp>
 #include <remat/policy/offload.hpp>
 #include <remat/policy/rotor.hpp>
-#include <string>
-#include <vector>
 
 #ifndef REMAT_EXAMPLES_DIR
 #error "bench_offload needs REMAT_EXAMPLES_DIR (bench/CMakeLists.txt)"

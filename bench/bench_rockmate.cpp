@@ -19,19 +19,20 @@
 //   minimum/<layers>/<policy>  the policy's minimum budget (budget_too_small's), as a fraction
 //
 //   build/bench/bench_rockmate --benchmark_filter='solve'
-#include <benchmark/benchmark.h>
-
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
 #include <remat/milp/cbc.hpp>
 #include <remat/policy/checkmate.hpp>
 #include <remat/policy/rockmate.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/zoo/gpt2.hpp>
-#include <string>
-#include <vector>
 
 namespace {
 

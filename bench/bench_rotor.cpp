@@ -5,9 +5,10 @@
 //
 //   build/bench/bench_rotor --benchmark_filter='BM_rotor/100/500'
 
+#include <random>
+
 #include <benchmark/benchmark.h>
 
-#include <random>
 #include <remat/remat.hpp>
 
 namespace {

@@ -10,12 +10,12 @@
 // Every step is the same batch; the optimizer is left out of both.
 
 #include <benchmark/benchmark.h>
+#include <torch/models.hpp>
 #include <torch/nn.h>
+#include <torch/plain.hpp>
 
 #include <remat/remat.hpp>
 #include <remat/torch.hpp>
-#include <torch/models.hpp>
-#include <torch/plain.hpp>
 
 namespace {
 

@@ -29,15 +29,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <eigen/models.hpp>
 #include <filesystem>
 #include <optional>
-#include <remat/io/svg.hpp>
-#include <remat/remat.hpp>
-#include <remat/sweep.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <eigen/models.hpp>
+
+#include <remat/io/svg.hpp>
+#include <remat/remat.hpp>
+#include <remat/sweep.hpp>
 
 #if defined(REMAT_HAS_CBC)
 #include <remat/milp/cbc.hpp>

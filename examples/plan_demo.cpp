@@ -9,10 +9,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <remat/io/json.hpp>
-#include <remat/remat.hpp>
 #include <string>
 #include <vector>
+
+#include <remat/io/json.hpp>
+#include <remat/remat.hpp>
 
 namespace {
 

@@ -14,15 +14,17 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <eigen/models.hpp>
 #include <fstream>
 #include <iostream>
-#include <remat/exec/profiler.hpp>
-#include <remat/io/graph_json.hpp>
-#include <remat/zoo/gpt2.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <eigen/models.hpp>
+
+#include <remat/exec/profiler.hpp>
+#include <remat/io/graph_json.hpp>
+#include <remat/zoo/gpt2.hpp>
 
 #include "cli.hpp"  // tools/common
 

@@ -1,5 +1,6 @@
 // The README's example, compiled and run by the test suite so that it stays true.
 #include <iostream>
+
 #include <remat/remat.hpp>
 using namespace remat::literals;
 

@@ -6,11 +6,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
+
 #include <remat/io/json.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <string_view>
 
 #include "check.hpp"
 

@@ -6,11 +6,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
+
 #include <remat/io/graph_json.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <string_view>
 
 #include "check.hpp"
 

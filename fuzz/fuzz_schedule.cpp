@@ -11,17 +11,19 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
 #include <remat/core/machine.hpp>
 #include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <string_view>
-#include <vector>
 
 #include "check.hpp"
 

@@ -22,9 +22,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cuda/model.hpp>
 #include <exception>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <cuda/model.hpp>
+
 #include <remat/exec/cuda/backend.hpp>
 #include <remat/exec/cuda/device.hpp>
 #include <remat/exec/executor.hpp>
@@ -34,9 +39,6 @@
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/rotor_floating.hpp>
 #include <remat/policy/store_all.hpp>
-#include <string>
-#include <string_view>
-#include <vector>
 
 namespace {
 

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cstdint>
+
 #include <cuda/gpt_math.hpp>
 #include <cuda/kernels.hpp>
+
 #include <remat/exec/cuda/error.hpp>
 
 namespace gpt::kernels {

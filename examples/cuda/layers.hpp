@@ -33,18 +33,20 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cuda/kernels.hpp>
-#include <cuda/tensor.hpp>
 #include <memory>
-#include <remat/core/units.hpp>
-#include <remat/exec/cuda/backend.hpp>
-#include <remat/exec/cuda/cublas_error.hpp>
-#include <remat/exec/cuda/error.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <cuda/kernels.hpp>
+#include <cuda/tensor.hpp>
+
+#include <remat/core/units.hpp>
+#include <remat/exec/cuda/backend.hpp>
+#include <remat/exec/cuda/cublas_error.hpp>
+#include <remat/exec/cuda/error.hpp>
 
 namespace gpt {
 

@@ -7,12 +7,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cuda/layers.hpp>
-#include <cuda/tensor.hpp>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <cuda/layers.hpp>
+#include <cuda/tensor.hpp>
 
 namespace gpt {
 

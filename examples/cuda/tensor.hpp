@@ -12,13 +12,14 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <remat/core/units.hpp>
-#include <remat/exec/cuda/backend.hpp>
-#include <remat/exec/cuda/error.hpp>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <remat/core/units.hpp>
+#include <remat/exec/cuda/backend.hpp>
+#include <remat/exec/cuda/error.hpp>
 
 namespace gpt {
 

@@ -30,23 +30,25 @@
 // the activation budget (the chain model counts activations only; weights are subtracted
 // from the device memory beforehand).
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <eigen/tensor.hpp>
 #include <limits>
 #include <optional>
 #include <random>
-#include <remat/core/units.hpp>
-#include <remat/exec/concepts.hpp>
-#include <remat/exec/host_backend.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <Eigen/Core>
+#include <eigen/tensor.hpp>
+
+#include <remat/core/units.hpp>
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/host_backend.hpp>
 
 namespace eg {
 

@@ -8,17 +8,19 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <eigen/layers.hpp>
-#include <eigen/tensor.hpp>
 #include <memory>
 #include <optional>
-#include <remat/exec/concepts.hpp>
-#include <remat/exec/host_backend.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include <eigen/layers.hpp>
+#include <eigen/tensor.hpp>
+
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/host_backend.hpp>
 
 namespace eg {
 

@@ -10,14 +10,16 @@
 // backend aligns every allocation to host_backend::alignment (64 bytes), which is at least
 // Eigen's largest alignment requirement.
 
-#include <Eigen/Core>
 #include <cstdint>
 #include <cstring>
-#include <remat/core/units.hpp>
-#include <remat/exec/host_backend.hpp>
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include <Eigen/Core>
+
+#include <remat/core/units.hpp>
+#include <remat/exec/host_backend.hpp>
 
 namespace eg {
 

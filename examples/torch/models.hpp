@@ -8,10 +8,10 @@
 //                                 blocks of causal self-attention and a GELU MLP with dropout, a
 //                                 final norm and the language-model head; lm_loss is its loss
 // Used by examples/torch/remat_torch_demo.cpp and tests/torch.
-#include <torch/nn.h>
-
 #include <cmath>
 #include <cstdint>
+
+#include <torch/nn.h>
 
 namespace remat_examples::torch_models {
 

@@ -1,10 +1,10 @@
 #pragma once
 // Plain LibTorch training, the reference of remat-torch-demo and tests/torch: a step without any
 // plan, a deep copy of a model, and a bit-for-bit comparison of tensors.
-#include <torch/nn.h>
-
 #include <cstring>
 #include <memory>
+
+#include <torch/nn.h>
 
 namespace remat_examples::torch_models {
 

@@ -19,22 +19,23 @@
 // --threads sets LibTorch's intra-op threads: on a shared or loaded machine, 1 gives steadier
 // timings (the overheads in README were measured so).
 
-#include <torch/nn.h>
-#include <torch/optim/sgd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cli.hpp>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <remat/io/trace.hpp>
-#include <remat/remat.hpp>
-#include <remat/torch.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <cli.hpp>
+#include <torch/nn.h>
+#include <torch/optim/sgd.h>
+
+#include <remat/io/trace.hpp>
+#include <remat/remat.hpp>
+#include <remat/torch.hpp>
 
 #include "models.hpp"
 #include "plain.hpp"

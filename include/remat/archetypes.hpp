@@ -8,16 +8,17 @@
 // for compiling, not for running.
 
 #include <optional>
-#include <remat/core/result.hpp>
-#include <remat/core/units.hpp>
-#include <remat/problem/chain.hpp>
-#include <remat/problem/graph.hpp>
-#include <remat/schedule/schedule.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/schedule.hpp>
 
 namespace remat::archetypes {
 

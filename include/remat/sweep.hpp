@@ -15,6 +15,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <limits>
+#include <string>
+#include <vector>
+
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/policy/catalogue.hpp>
@@ -23,8 +26,6 @@
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
 #include <remat/sweep_result.hpp>
-#include <string>
-#include <vector>
 
 namespace remat {
 

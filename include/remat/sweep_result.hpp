@@ -5,11 +5,12 @@
 #include <cstddef>
 #include <limits>
 #include <optional>
+#include <string>
+#include <vector>
+
 #include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
-#include <string>
-#include <vector>
 
 namespace remat {
 

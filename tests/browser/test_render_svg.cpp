@@ -16,12 +16,13 @@
 #include <fstream>
 #include <iterator>
 #include <random>
-#include <remat/io/svg.hpp>
-#include <remat/sweep.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <remat/io/svg.hpp>
+#include <remat/sweep.hpp>
 
 #include "support/random_chain.hpp"
 #include "support/xml_check.hpp"

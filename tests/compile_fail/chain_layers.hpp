@@ -2,9 +2,10 @@
 // Chain layers for the compile-fail programs on a model's places and the loss's targets
 // (tests/CMakeLists.txt, compile_fail.*): a layer with the backward with dy, a loss without
 // targets, a loss that takes targets only.
+#include <vector>
+
 #include <remat/exec.hpp>
 #include <remat/remat.hpp>
-#include <vector>
 
 namespace cf {
 using remat::exec::host_backend;

@@ -1,11 +1,12 @@
 // Must NOT compile: an executor on a temporary graph. The executor keeps a reference to the
 // graph, so the temporary would dangle at the first run; the test expects the library's
 // static_assert message (tests/CMakeLists.txt, compile_fail.*).
-#include <remat/exec.hpp>
-#include <remat/remat.hpp>
 #include <span>
 #include <utility>
 #include <vector>
+
+#include <remat/exec.hpp>
+#include <remat/remat.hpp>
 
 using remat::exec::host_backend;
 

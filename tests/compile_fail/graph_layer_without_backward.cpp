@@ -2,10 +2,11 @@
 // the library's static_assert message, which names the missing member (tests/CMakeLists.txt,
 // compile_fail.*).
 #include <optional>
-#include <remat/exec.hpp>
-#include <remat/remat.hpp>
 #include <span>
 #include <vector>
+
+#include <remat/exec.hpp>
+#include <remat/remat.hpp>
 
 using remat::exec::host_backend;
 

@@ -1,8 +1,9 @@
 // Must NOT compile: a layer without forward(). The test expects the library's static_assert
 // message, which names the missing member (tests/CMakeLists.txt, compile_fail.*).
+#include <vector>
+
 #include <remat/exec.hpp>
 #include <remat/remat.hpp>
-#include <vector>
 
 struct tensor {
   remat::exec::host_backend::buffer buf;

@@ -1,7 +1,8 @@
 // Must NOT compile: a tensor type with no size in bytes.
+#include <vector>
+
 #include <remat/exec.hpp>
 #include <remat/remat.hpp>
-#include <vector>
 
 struct tensor {
   remat::exec::host_backend::buffer buf;

@@ -1,8 +1,9 @@
+#include <string>
+
 #include <doctest/doctest.h>
 
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
-#include <string>
 
 using namespace remat;
 using namespace remat::literals;

@@ -1,15 +1,16 @@
 // The traits specialisation of examples/eigen/README.md ("Types you cannot change"), verbatim
 // between the markers, so that the README's example keeps compiling and working.
-#include <doctest/doctest.h>
-
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
-#include <remat/exec/concepts.hpp>
-#include <remat/exec/host_backend.hpp>
 #include <sstream>
 #include <string>
 #include <utility>
+
+#include <doctest/doctest.h>
+
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/host_backend.hpp>
 
 using remat::exec::host_backend;
 

@@ -4,13 +4,13 @@
 // numbers of lanes (the threads of a block on the device), so the split into partials and the
 // fixed-order tree are covered too. The header is plain C++ without nvcc.
 
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <cstdint>
-#include <cuda/gpt_math.hpp>
 #include <functional>
 #include <vector>
+
+#include <cuda/gpt_math.hpp>
+#include <doctest/doctest.h>
 
 namespace {
 

@@ -1,14 +1,15 @@
 // The Eigen example models under the executor: profiled, planned by rotor between its minimum
 // and the store-all peak, run, and compared bit for bit with plain training (eg::backprop).
-#include <doctest/doctest.h>
-
 #include <cstddef>
-#include <eigen/models.hpp>
 #include <functional>
-#include <remat/exec.hpp>
-#include <remat/remat.hpp>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+#include <eigen/models.hpp>
+
+#include <remat/exec.hpp>
+#include <remat/remat.hpp>
 
 using namespace remat;
 using remat::exec::host_backend;

@@ -4,16 +4,20 @@
 // and the training graph, and the executor running store-all and a checkmate plan at about 60%
 // of store-all's peak, bit for bit equal to plain training with the simulator's peak.
 // The tiny configuration: 2 blocks, width 16, 2 heads, sequences of 4 tokens, batch 2.
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <eigen/models.hpp>
 #include <initializer_list>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <eigen/models.hpp>
+
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/policy/rockmate.hpp>
@@ -21,9 +25,6 @@
 #include <remat/problem/builder.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <utility>
-#include <vector>
 
 #include "exec/checkmate_backend.hpp"
 #include "exec/graph_schedules.hpp"

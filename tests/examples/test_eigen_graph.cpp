@@ -2,14 +2,17 @@
 // finite differences, and the residual net and the attention block under the executor
 // (profiled, planned by checkmate when a MILP backend is built in), bit for bit equal to plain
 // training (eg::backprop on the DAG).
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cmath>
-#include <eigen/models.hpp>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <eigen/models.hpp>
+
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/policy/rockmate.hpp>
@@ -17,8 +20,6 @@
 #include <remat/problem/builder.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <vector>
 
 #include "exec/checkmate_backend.hpp"
 #include "exec/graph_schedules.hpp"

@@ -1,18 +1,19 @@
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
 #include <eigen/layers.hpp>
 #include <eigen/models.hpp>
 #include <eigen/tensor.hpp>
-#include <functional>
-#include <memory>
+
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/host_backend.hpp>
-#include <string>
-#include <vector>
 
 using remat::exec::host_backend;
 

@@ -2,8 +2,6 @@
 // (which example.train runs) with the checks left out, and its table of optional members names
 // every member the exec headers (the executor, the profiler, train.hpp and what they include)
 // look for on a tensor or a layer.
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +9,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #ifndef REMAT_SOURCE_DIR
 #define REMAT_SOURCE_DIR "."

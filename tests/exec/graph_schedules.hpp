@@ -4,10 +4,11 @@
 
 #include <cstddef>
 #include <functional>
+#include <vector>
+
 #include <remat/problem/builder.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
-#include <vector>
 
 namespace toy {
 

@@ -3,16 +3,17 @@
 // template parameter. A member the concepts do not promise, used by that code, fails to compile
 // here. Nothing is run: the archetypes only compile.
 
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
 #include <doctest/doctest.h>
 
-#include <optional>
 #include <remat/archetypes.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/policy/concepts.hpp>
-#include <span>
-#include <string>
-#include <vector>
 
 using namespace remat;
 namespace arch = remat::archetypes;

@@ -1,12 +1,13 @@
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <map>
 #include <optional>
 #include <random>
-#include <remat/exec/detail/arena.hpp>
 #include <stdexcept>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/exec/detail/arena.hpp>
 
 using namespace remat;
 using remat::exec::detail::arena;

@@ -1,13 +1,14 @@
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cstring>
 #include <random>
-#include <remat/exec.hpp>
-#include <remat/remat.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/exec.hpp>
+#include <remat/remat.hpp>
 
 #include "toy_layers.hpp"
 

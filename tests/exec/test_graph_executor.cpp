@@ -3,11 +3,14 @@
 // recomputation, fast-forwards and offloads to the host, and checkmate's at several budgets give
 // bitwise the gradients of store-all, with a measured peak equal to the simulator's instruction by
 // instruction; failures come back as statuses.
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <functional>
 #include <random>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/policy/store_all.hpp>
@@ -15,8 +18,6 @@
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <vector>
 
 #include "checkmate_backend.hpp"
 #include "graph_schedules.hpp"

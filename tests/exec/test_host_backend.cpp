@@ -1,8 +1,9 @@
+#include <string>
+#include <utility>
+
 #include <doctest/doctest.h>
 
 #include <remat/exec/host_backend.hpp>
-#include <string>
-#include <utility>
 
 using namespace remat;
 using remat::exec::host_backend;

@@ -4,19 +4,20 @@
 // plain training, the measured memory equals the simulator's instruction by instruction, round
 // trips are exact, and a program with transfers is refused where the backend or the tensor cannot
 // move data. (Transfers on DAG models: test_graph_executor.cpp.)
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <cstddef>
 #include <cstring>
-#include <eigen/models.hpp>
 #include <limits>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <eigen/models.hpp>
+
 #include <remat/exec.hpp>
 #include <remat/exec/measured.hpp>
 #include <remat/io/trace.hpp>
 #include <remat/remat.hpp>
-#include <string>
-#include <vector>
 
 #include "test_offload_schedules.hpp"
 #include "toy_layers.hpp"

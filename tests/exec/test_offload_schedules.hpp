@@ -7,12 +7,13 @@
 
 #include <cstddef>
 #include <functional>
-#include <remat/problem/graph.hpp>
-#include <remat/schedule/notation.hpp>
-#include <remat/schedule/schedule.hpp>
 #include <span>
 #include <stdexcept>
 #include <vector>
+
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/notation.hpp>
+#include <remat/schedule/schedule.hpp>
 
 namespace offload_test {
 

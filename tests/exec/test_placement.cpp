@@ -1,10 +1,15 @@
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <map>
 #include <random>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <doctest/doctest.h>
+
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/exec/placement.hpp>
@@ -12,10 +17,6 @@
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/sim/simulate.hpp>
-#include <stdexcept>
-#include <string>
-#include <utility>
-#include <vector>
 
 using namespace remat;
 using exec::buffer_lifetime;

@@ -2,18 +2,19 @@
 // targets), the loss value comes back (run_result::loss), train_step zeroes, runs and updates,
 // for_each_layer visits every layer, and a chain layer trains inside a DAG model through
 // as_graph_layer, with bitwise the gradients of store-all.
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <optional>
-#include <remat/exec.hpp>
-#include <remat/remat.hpp>
 #include <span>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/exec.hpp>
+#include <remat/remat.hpp>
 
 #include "graph_schedules.hpp"
 

@@ -7,12 +7,13 @@
 #include <cmath>
 #include <optional>
 #include <random>
-#include <remat/exec/concepts.hpp>
-#include <remat/exec/host_backend.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/host_backend.hpp>
 
 #include "toy_layers.hpp"
 

@@ -6,10 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <random>
-#include <remat/exec/host_backend.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <remat/exec/host_backend.hpp>
 
 namespace toy {
 

@@ -9,6 +9,7 @@
 #if defined(REMAT_HAS_CBC) && defined(REMAT_EXAMPLES_DIR)
 
 #include <filesystem>
+
 #include <remat/io/graph_json.hpp>
 #include <remat/milp/cbc.hpp>
 #if defined(REMAT_HAS_LPSOLVE)

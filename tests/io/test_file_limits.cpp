@@ -1,15 +1,16 @@
 // Files that are not chain or graph files: endless streams, huge files, directories, missing and
 // unreadable files (`remat-plan --chain /dev/zero` once read the whole stream).
 
-#include <doctest/doctest.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
+
+#include <doctest/doctest.h>
+
 #include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
-#include <string>
 
 #include "support/io_checks.hpp"
 

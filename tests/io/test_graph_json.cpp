@@ -1,20 +1,21 @@
 // Forward-DAG JSON (io/graph_json.hpp): the example graphs load, build, simulate and round-trip;
 // malformed input comes back as invalid_problem naming the op and the field, without throwing.
 
-#include <doctest/doctest.h>
-
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <random>
+#include <string>
+#include <string_view>
+
+#include <doctest/doctest.h>
+
 #include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <string_view>
 
 #include "support/io_checks.hpp"
 

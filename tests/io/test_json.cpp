@@ -1,13 +1,14 @@
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <remat/io/json.hpp>
-#include <remat/remat.hpp>
 #include <string>
 #include <string_view>
+
+#include <doctest/doctest.h>
+
+#include <remat/io/json.hpp>
+#include <remat/remat.hpp>
 
 #include "support/io_checks.hpp"
 

@@ -2,17 +2,18 @@
 // are the simulator's replay of each policy's plan, the SVG is well-formed XML (a strict reader,
 // tests/support/xml_check.hpp), and what it draws maps back to the simulated values.
 
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <remat/io/svg.hpp>
-#include <remat/remat.hpp>
-#include <remat/sweep.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/io/svg.hpp>
+#include <remat/remat.hpp>
+#include <remat/sweep.hpp>
 
 #include "support/io_checks.hpp"
 #include "support/random_chain.hpp"

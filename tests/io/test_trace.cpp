@@ -1,15 +1,16 @@
 // Chrome traces of plans (io/trace.hpp): the file parses as JSON, has one complete event per
 // instruction on its lane at the simulated times, the memory counter is the timeline's, names
 // are escaped, and planned and measured timelines share one file as two processes.
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <cstddef>
-#include <nlohmann/json.hpp>
-#include <remat/io/trace.hpp>
-#include <remat/remat.hpp>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <remat/io/trace.hpp>
+#include <remat/remat.hpp>
 
 using namespace remat;
 using nlohmann::json;

@@ -3,14 +3,18 @@
 // the shipped examples/graphs files are what the generators and examples/graphs/README.md's
 // remat-zoo commands make today, and bad configurations come back as invalid_problem.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
 #include <remat/io/graph_json.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
@@ -18,9 +22,6 @@
 #include <remat/zoo/gpt2.hpp>
 #include <remat/zoo/resnet.hpp>
 #include <remat/zoo/roofline.hpp>
-#include <sstream>
-#include <string>
-#include <vector>
 
 #include "support/io_checks.hpp"
 

@@ -2,17 +2,18 @@
 // The checks every MILP backend passes; tests/milp/test_<backend>.cpp runs them for its backend
 // (compiled only when that backend is found).
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <mutex>
-#include <remat/milp/model.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/milp/model.hpp>
 
 #include "milp/instances.hpp"
 

@@ -7,9 +7,10 @@
 #include <cstdint>
 #include <optional>
 #include <random>
-#include <remat/milp/model.hpp>
 #include <string>
 #include <vector>
+
+#include <remat/milp/model.hpp>
 
 namespace remat::milp::testing {
 

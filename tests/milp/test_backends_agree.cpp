@@ -1,9 +1,10 @@
 // lp_solve and CBC on the same models: the same status and the same optimum. Both backends in one
 // translation unit (CBC's headers first, then lp_solve's, whose macros end with its header).
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <cstdint>
+
+#include <doctest/doctest.h>
+
 #include <remat/milp/cbc.hpp>
 #include <remat/milp/lpsolve.hpp>
 

@@ -1,7 +1,8 @@
 // The CBC backend (include/remat/milp/cbc.hpp) on the shared backend checks.
+#include <chrono>
+
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <remat/milp/cbc.hpp>
 
 #include "milp/backend_suite.hpp"

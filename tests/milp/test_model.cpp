@@ -1,13 +1,14 @@
 // The MILP model builder (include/remat/milp/model.hpp): expressions, constraints, relaxation,
 // validation, and the backend concept. No solver needed.
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <limits>
-#include <remat/milp/detail/backend.hpp>
-#include <remat/milp/model.hpp>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/milp/detail/backend.hpp>
+#include <remat/milp/model.hpp>
 
 using namespace remat::milp;
 

@@ -3,18 +3,19 @@
 // lowered to programs over the chain's training graph, and programs printed back in the
 // notation, so that expected schedules read as the thesis writes them.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cstddef>
-#include <remat/problem/builder.hpp>
-#include <remat/problem/chain.hpp>
-#include <remat/schedule/notation.hpp>
-#include <remat/schedule/schedule.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/problem/builder.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/schedule/notation.hpp>
+#include <remat/schedule/schedule.hpp>
 
 namespace remat::test {
 

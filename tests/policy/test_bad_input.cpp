@@ -1,16 +1,17 @@
 // Bad input, for every chain policy: malformed chains and budgets come back as a status with a
 // message that names what is wrong (never a crash, a throw, a hang or a huge allocation).
 
-#include <doctest/doctest.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <remat/remat.hpp>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/remat.hpp>
 
 using namespace remat;
 

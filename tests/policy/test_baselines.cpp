@@ -1,16 +1,17 @@
 // The baselines against their references: store_all is plain training, periodic is PyTorch's
 // torch.utils.checkpoint.checkpoint_sequential, revolve is Griewank's binomial checkpointing.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <remat/remat.hpp>
 #include <string>
-#include <support/random_chain.hpp>
 #include <vector>
+
+#include <doctest/doctest.h>
+#include <support/random_chain.hpp>
+
+#include <remat/remat.hpp>
 
 #include "policy/chain_programs.hpp"
 

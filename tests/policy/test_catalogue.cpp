@@ -3,22 +3,23 @@
 // repeats, the README's policy table is the catalogue, and best_of returns the fastest valid plan,
 // says what each member gave, and keeps one time limit.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <limits>
-#include <remat/milp/model.hpp>
-#include <remat/policy/graph_catalogue.hpp>
-#include <remat/remat.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/milp/model.hpp>
+#include <remat/policy/graph_catalogue.hpp>
+#include <remat/remat.hpp>
 
 #include "support/random_chain.hpp"
 

@@ -12,15 +12,16 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <remat/policy/checkmate.hpp>
 #include <remat/policy/rotor_floating.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <utility>
-#include <vector>
 
 #include "support/graph_brute_force.hpp"
 #include "support/random_dag.hpp"

@@ -4,19 +4,20 @@
 // find_minimum returns the exhaustive minimum of the stage model; budgets below the minimum say
 // what the minimum is, or where it lies, never the solver's "infeasible"; relax falls back to
 // the exact solve where no rounding fits; fraction_of_store_all.
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <vector>
 
 #include "support/graph_brute_force.hpp"
 #include "support/random_chain.hpp"

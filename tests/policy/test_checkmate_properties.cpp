@@ -11,6 +11,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <vector>
+
 #include <remat/policy/checkmate.hpp>
 #include <remat/policy/periodic.hpp>
 #include <remat/policy/revolve.hpp>
@@ -18,8 +21,6 @@
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <vector>
 
 #include "support/random_chain.hpp"
 

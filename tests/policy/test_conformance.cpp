@@ -15,17 +15,18 @@
 // A policy added to the catalogue runs here with the default conformance<P> (the common checks);
 // specialise conformance<P> for what it promises beyond them.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
-#include <remat/remat.hpp>
 #include <string>
-#include <support/random_chain.hpp>
 #include <type_traits>
 #include <vector>
+
+#include <doctest/doctest.h>
+#include <support/random_chain.hpp>
+
+#include <remat/remat.hpp>
 
 #include "policy/chain_programs.hpp"
 

@@ -2,14 +2,15 @@
 // (support/offload_brute_force.hpp, written apart from the DP), against rotor, and on bad input.
 // Exactness is checked where the DP does not round: exact sizes (slots = 0), integer sizes,
 // times and bandwidths, so that every computed Δ is an integer.
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <limits>
-#include <remat/policy/offload.hpp>
-#include <remat/policy/rotor.hpp>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/policy/offload.hpp>
+#include <remat/policy/rotor.hpp>
 
 #include "support/offload_brute_force.hpp"
 #include "support/random_chain.hpp"

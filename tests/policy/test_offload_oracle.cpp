@@ -4,14 +4,14 @@
 // rematerialization at infinite bandwidth (a closed form), and the monotonicity properties of
 // the optimum (in the budget, in each bandwidth, and in the permission to recompute).
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "support/brute_force.hpp"
 #include "support/offload_brute_force.hpp"

@@ -9,17 +9,18 @@
 //     threshold (§7.3), Griewank's forward counts and Opt_0 (§7.1), and the memory mapping under
 //     which rotor on a homogeneous chain is Opt_0 / Revolve.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <random>
-#include <remat/remat.hpp>
 #include <span>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/remat.hpp>
 
 #include "policy/chain_programs.hpp"
 #include "support/brute_force.hpp"

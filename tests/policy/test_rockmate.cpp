@@ -3,17 +3,18 @@
 // option per block (§10.3.1), rockmate with checkmate's options never slower than with
 // store-all's only and below its minimum, the whole-graph MILP never slower than rockmate
 // (§10.3.5), identical blocks, and bad input.
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
 #include <remat/policy/rockmate.hpp>
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
-#include <string>
-#include <vector>
 
 #include "exec/checkmate_backend.hpp"
 #include "support/brute_force.hpp"

@@ -4,12 +4,13 @@
 // without the checks each solve takes tens of seconds or more; with them, each check here takes
 // well under a second.
 
-#include <doctest/doctest.h>
-
 #include <chrono>
 #include <cstdint>
-#include <remat/remat.hpp>
 #include <string>
+
+#include <doctest/doctest.h>
+
+#include <remat/remat.hpp>
 
 using namespace remat;
 

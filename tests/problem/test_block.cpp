@@ -1,16 +1,17 @@
 // The block view (problem/block.hpp): a block of a chain's graph and of a residual graph as
 // training graphs of their own, planned as they are, and their programs lifted back.
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include <doctest/doctest.h>
 
-#include <algorithm>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/block.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <vector>
 
 using namespace remat;
 

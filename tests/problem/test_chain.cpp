@@ -1,10 +1,11 @@
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <limits>
+#include <string>
+
+#include <doctest/doctest.h>
+
 #include <remat/policy/rotor.hpp>
 #include <remat/problem/chain.hpp>
-#include <string>
 
 using namespace remat;
 

@@ -2,12 +2,19 @@
 // DAG becomes, every validation error naming the nodes, and chains converted to graphs giving the
 // chain's peaks and times (store-all, and every policy's schedules lowered onto the graph).
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <doctest/doctest.h>
+
 #include <remat/policy/periodic.hpp>
 #include <remat/policy/revolve.hpp>
 #include <remat/policy/rotor.hpp>
@@ -18,12 +25,6 @@
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
-#include <span>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 
 #include "support/chain_reference.hpp"
 #include "support/random_chain.hpp"

@@ -1,13 +1,14 @@
 // Instructions and schedules (schedule/schedule.hpp): text form, parsing, equality.
 
-#include <doctest/doctest.h>
-
 #include <optional>
-#include <remat/schedule/notation.hpp>
-#include <remat/schedule/schedule.hpp>
 #include <span>
 #include <sstream>
 #include <string>
+
+#include <doctest/doctest.h>
+
+#include <remat/schedule/notation.hpp>
+#include <remat/schedule/schedule.hpp>
 
 using namespace remat;
 

@@ -4,17 +4,18 @@
 // simulator agrees with it on validity, peak and makespan, and the printer gives the chain ops
 // back.
 
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
 #include <remat/problem/builder.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <vector>
 
 #include "support/chain_reference.hpp"
 #include "support/random_chain.hpp"

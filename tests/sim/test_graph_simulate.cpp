@@ -2,18 +2,19 @@
 // Code 1.2 and its re-materialised version Code 1.5), store-all, multi-producer gradients,
 // fast-forwards, the timeline, and every kind of violation.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <optional>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <vector>
 
 using namespace remat;
 using gi = instruction;

@@ -1,16 +1,17 @@
 // The simulator (sim/simulate.hpp): the example sequences of shilova-spec §2.1 / §7.3, the
 // timeline, and every kind of violation.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cstddef>
-#include <remat/problem/chain.hpp>
-#include <remat/schedule/notation.hpp>
-#include <remat/sim/simulate.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/problem/chain.hpp>
+#include <remat/schedule/notation.hpp>
+#include <remat/sim/simulate.hpp>
 
 using namespace remat;
 

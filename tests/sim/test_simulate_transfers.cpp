@@ -1,16 +1,17 @@
 // The simulator's transfers (sim/simulate.hpp, shilova-spec §3.1): offload, prefetch and wait
 // on their own lanes, device and host memory, exact timelines, and every violation they bring.
 
-#include <doctest/doctest.h>
-
 #include <cstddef>
 #include <limits>
-#include <remat/problem/chain.hpp>
-#include <remat/schedule/notation.hpp>
-#include <remat/sim/simulate.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/problem/chain.hpp>
+#include <remat/schedule/notation.hpp>
+#include <remat/sim/simulate.hpp>
 
 using namespace remat;
 

@@ -31,13 +31,14 @@
 #include <limits>
 #include <optional>
 #include <queue>
-#include <remat/core/units.hpp>
-#include <remat/problem/chain.hpp>
-#include <remat/schedule/notation.hpp>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <remat/core/units.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/schedule/notation.hpp>
 
 namespace remat::test {
 

@@ -9,14 +9,15 @@
 #include <cstddef>
 #include <limits>
 #include <optional>
-#include <remat/core/units.hpp>
-#include <remat/problem/chain.hpp>
-#include <remat/schedule/notation.hpp>
-#include <remat/sim/simulate.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <remat/core/units.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/schedule/notation.hpp>
+#include <remat/sim/simulate.hpp>
 
 namespace remat::reference {
 

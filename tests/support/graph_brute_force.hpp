@@ -12,10 +12,11 @@
 #include <cstdint>
 #include <limits>
 #include <queue>
-#include <remat/problem/graph.hpp>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include <remat/problem/graph.hpp>
 
 namespace remat::test {
 

@@ -1,16 +1,17 @@
 #pragma once
 // Helpers shared by the JSON tests (tests/io/).
 
-#include <doctest/doctest.h>
-
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <random>
-#include <remat/core/result.hpp>
 #include <sstream>
 #include <string>
 #include <string_view>
+
+#include <doctest/doctest.h>
+
+#include <remat/core/result.hpp>
 
 namespace remat::testing {
 

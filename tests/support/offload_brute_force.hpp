@@ -52,13 +52,14 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <remat/core/units.hpp>
-#include <remat/problem/chain.hpp>
-#include <remat/schedule/notation.hpp>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <remat/core/units.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/schedule/notation.hpp>
 
 namespace remat::test {
 

@@ -8,8 +8,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
-#include <remat/problem/chain.hpp>
 #include <string>
+
+#include <remat/problem/chain.hpp>
 
 namespace remat::testing {
 

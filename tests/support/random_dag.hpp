@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <random>
-#include <remat/problem/builder.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <remat/problem/builder.hpp>
 
 namespace remat::test {
 

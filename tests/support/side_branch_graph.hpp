@@ -3,10 +3,11 @@
 
 #include <cstdint>
 #include <random>
-#include <remat/problem/builder.hpp>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <remat/problem/builder.hpp>
 
 namespace remat::test {
 

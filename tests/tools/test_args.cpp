@@ -1,12 +1,12 @@
 // The tools' option parser and value readers (tools/common/args.hpp).
 
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "args.hpp"
 

@@ -1,12 +1,12 @@
 // remat-plan's progress display (examples/progress.hpp): the line for each kind of report, and
 // what it writes on a terminal, on a log and when off (a temporary file stands for stderr).
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <string>
 #include <utility>
+
+#include <doctest/doctest.h>
 
 #include "progress.hpp"
 

@@ -2,8 +2,6 @@
 // tests/CMakeLists.txt when the examples are built).
 #if defined(REMAT_PLAN_EXE) && defined(REMAT_EXAMPLES_DIR)
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -17,6 +15,8 @@
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #ifndef _WIN32
 #include <sys/wait.h>

@@ -2,14 +2,14 @@
 // bad flags exit 2 with a message that names them (REMAT_ZOO_EXE and REMAT_EXAMPLES_DIR come
 // from tests/CMakeLists.txt when the tools are built).
 
-#include <doctest/doctest.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <sstream>
 #include <string>
 #include <utility>
+
+#include <doctest/doctest.h>
 
 #include "support/io_checks.hpp"
 

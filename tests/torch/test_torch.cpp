@@ -13,19 +13,21 @@
 #undef CHECK_LT
 #undef CHECK_LE
 
-#include <doctest/doctest.h>
 #include <malloc.h>
 
 #include <algorithm>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <remat/policy/rockmate.hpp>
-#include <remat/remat.hpp>
-#include <remat/torch.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/policy/rockmate.hpp>
+#include <remat/remat.hpp>
+#include <remat/torch.hpp>
 #if defined(REMAT_HAS_CBC)
 #include <remat/milp/cbc.hpp>
 #include <remat/policy/checkmate.hpp>

@@ -16,13 +16,14 @@
 #include <cstdlib>
 #include <functional>
 #include <optional>
-#include <remat/core/closest_name.hpp>
-#include <remat/core/units.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
+
+#include <remat/core/closest_name.hpp>
+#include <remat/core/units.hpp>
 
 #include "cli.hpp"
 

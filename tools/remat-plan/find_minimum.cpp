@@ -6,10 +6,12 @@
 
 #include <cstdio>
 #include <iostream>
-#include <nlohmann/json.hpp>
-#include <remat/sim/simulate.hpp>
 #include <string>
 #include <type_traits>
+
+#include <nlohmann/json.hpp>
+
+#include <remat/sim/simulate.hpp>
 
 #include "policies.hpp"
 #include "remat_plan.hpp"

@@ -17,6 +17,7 @@
 #endif
 
 #include <nlohmann/json.hpp>
+
 #include <remat/io/file.hpp>
 #include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>

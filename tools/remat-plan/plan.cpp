@@ -8,18 +8,20 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
 #include <remat/io/json.hpp>
 #include <remat/io/solution_json.hpp>
 #include <remat/io/trace.hpp>
 #include <remat/policy/solution.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <type_traits>
-#include <utility>
-#include <vector>
 
 #include "cli.hpp"
 #include "policies.hpp"

@@ -6,13 +6,14 @@
 // is dispatched, and takes the options whose knob it has.
 
 #include <optional>
-#include <remat/milp/model.hpp>
-#include <remat/policy/catalogue.hpp>
-#include <remat/policy/graph_catalogue.hpp>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <vector>
+
+#include <remat/milp/model.hpp>
+#include <remat/policy/catalogue.hpp>
+#include <remat/policy/graph_catalogue.hpp>
 #ifdef REMAT_HAS_CBC
 #include <remat/milp/cbc.hpp>
 #endif

@@ -4,16 +4,17 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
 #include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/sim/report.hpp>
-#include <string>
-#include <utility>
-#include <variant>
-#include <vector>
 
 #include "progress.hpp"
 

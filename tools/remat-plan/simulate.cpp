@@ -8,18 +8,20 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <remat/io/json.hpp>
-#include <remat/io/solution_json.hpp>
-#include <remat/io/trace.hpp>
-#include <remat/schedule/notation.hpp>
-#include <remat/sim/simulate.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <remat/io/json.hpp>
+#include <remat/io/solution_json.hpp>
+#include <remat/io/trace.hpp>
+#include <remat/schedule/notation.hpp>
+#include <remat/sim/simulate.hpp>
 
 #include "remat_plan.hpp"
 

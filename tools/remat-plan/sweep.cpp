@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
+
 #include <remat/io/solution_json.hpp>
 #include <remat/io/svg.hpp>
 #include <remat/sweep.hpp>
-#include <string>
-#include <vector>
 
 #include "remat_plan.hpp"
 

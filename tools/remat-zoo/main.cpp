@@ -19,17 +19,19 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <remat/io/graph_json.hpp>
-#include <remat/zoo/gpt2.hpp>
-#include <remat/zoo/resnet.hpp>
-#include <remat/zoo/roofline.hpp>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <variant>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <remat/io/graph_json.hpp>
+#include <remat/zoo/gpt2.hpp>
+#include <remat/zoo/resnet.hpp>
+#include <remat/zoo/roofline.hpp>
 
 #include "cli.hpp"
 

@@ -11,8 +11,9 @@
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <remat/core/units.hpp>
 #include <string>
+
+#include <remat/core/units.hpp>
 
 namespace remat {
 

@@ -4,12 +4,13 @@
 // never throw; programming errors do throw (bad_result_access when reading a missing value).
 
 #include <optional>
-#include <remat/core/units.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
+
+#include <remat/core/units.hpp>
 
 namespace remat {
 

@@ -9,16 +9,17 @@
 #include <concepts>
 #include <cstddef>
 #include <optional>
+#include <span>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
 #include <remat/core/units.hpp>
 #include <remat/exec/concepts/chain_layer.hpp>
 #include <remat/exec/concepts/dag_layer.hpp>
 #include <remat/exec/concepts/layer.hpp>
 #include <remat/exec/concepts/model.hpp>
 #include <remat/exec/concepts/tensor.hpp>
-#include <span>
-#include <stdexcept>
-#include <type_traits>
-#include <utility>
 
 namespace remat::exec {
 

@@ -9,6 +9,11 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
 #include <remat/core/result.hpp>
 #include <remat/exec/as_graph_layer.hpp>
 #include <remat/exec/concepts.hpp>
@@ -20,10 +25,6 @@
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
-#include <string>
-#include <type_traits>
-#include <utility>
-#include <vector>
 
 namespace remat::exec {
 

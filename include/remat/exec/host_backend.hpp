@@ -24,12 +24,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <remat/core/units.hpp>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <remat/core/units.hpp>
 
 namespace remat::exec {
 

@@ -5,11 +5,12 @@
 // run's per-instruction times and peaks alone. docs/executor.md, "Measured reports".
 
 #include <cstddef>
+#include <string>
+
 #include <remat/core/result.hpp>
 #include <remat/exec/run_result.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/report.hpp>
-#include <string>
 
 namespace remat::exec {
 

@@ -24,14 +24,15 @@
 #include <limits>
 #include <map>
 #include <optional>
-#include <remat/core/result.hpp>
-#include <remat/core/units.hpp>
-#include <remat/exec/detail/arena.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/exec/detail/arena.hpp>
 
 namespace remat::exec {
 

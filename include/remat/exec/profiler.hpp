@@ -19,6 +19,12 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/exec/as_graph_layer.hpp>
@@ -34,11 +40,6 @@
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
-#include <span>
-#include <string>
-#include <type_traits>
-#include <utility>
-#include <vector>
 
 namespace remat::exec {
 

@@ -5,8 +5,9 @@
 // docs/executor.md, "What a run returns".
 
 #include <optional>
-#include <remat/core/units.hpp>
 #include <vector>
+
+#include <remat/core/units.hpp>
 
 namespace remat::exec {
 

@@ -18,13 +18,14 @@
 // zero_grad and update are called with no work of the backend pending (SynchronizingBackend).
 
 #include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
 #include <remat/core/result.hpp>
 #include <remat/exec/concepts.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/schedule/schedule.hpp>
-#include <tuple>
-#include <type_traits>
-#include <utility>
 
 namespace remat::exec {
 

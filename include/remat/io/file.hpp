@@ -4,10 +4,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <remat/core/result.hpp>
 #include <string>
 #include <string_view>
 #include <system_error>
+
+#include <remat/core/result.hpp>
 
 namespace remat::io {
 

@@ -34,18 +34,20 @@
 
 #include <cstddef>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <remat/core/result.hpp>
-#include <remat/io/json.hpp>
-#include <remat/problem/builder.hpp>
-#include <remat/problem/graph.hpp>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <remat/core/result.hpp>
+#include <remat/io/json.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/problem/graph.hpp>
 
 namespace remat::io {
 

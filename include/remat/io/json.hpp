@@ -47,14 +47,7 @@
 #include <initializer_list>
 #include <limits>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <remat/core/closest_name.hpp>
-#include <remat/core/result.hpp>
-#include <remat/core/units.hpp>
-#include <remat/problem/chain.hpp>
-#include <remat/schedule/notation.hpp>
-#include <remat/schedule/schedule.hpp>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,6 +55,15 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <remat/core/closest_name.hpp>
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/schedule/notation.hpp>
+#include <remat/schedule/schedule.hpp>
 
 namespace remat::io {
 

@@ -11,8 +11,13 @@
 
 #include <cmath>
 #include <cstddef>
-#include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
 #include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
 #include <remat/policy/best_of.hpp>
@@ -20,9 +25,6 @@
 #include <remat/policy/solution.hpp>
 #include <remat/sim/report.hpp>
 #include <remat/sweep_result.hpp>
-#include <string>
-#include <utility>
-#include <variant>
 
 namespace remat {
 

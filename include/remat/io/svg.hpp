@@ -28,14 +28,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/io/file.hpp>
 #include <remat/sim/report.hpp>
 #include <remat/sweep_result.hpp>
-#include <string>
-#include <string_view>
-#include <vector>
 
 namespace remat::io {
 

@@ -43,6 +43,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/problem/builder.hpp>
@@ -51,12 +58,6 @@
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/report.hpp>
-#include <span>
-#include <string>
-#include <string_view>
-#include <system_error>
-#include <utility>
-#include <vector>
 
 namespace remat::io {
 

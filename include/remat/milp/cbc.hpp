@@ -35,13 +35,14 @@
 #include <cstdio>
 #include <limits>
 #include <mutex>
-#include <remat/core/result.hpp>
-#include <remat/milp/detail/backend.hpp>
-#include <remat/milp/model.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/milp/detail/backend.hpp>
+#include <remat/milp/model.hpp>
 
 namespace remat::milp {
 

@@ -37,13 +37,14 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <remat/core/result.hpp>
-#include <remat/milp/detail/backend.hpp>
-#include <remat/milp/model.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/milp/detail/backend.hpp>
+#include <remat/milp/model.hpp>
 
 namespace remat::milp {
 

@@ -28,7 +28,6 @@
 #include <limits>
 #include <optional>
 #include <ranges>
-#include <remat/core/result.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -36,6 +35,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include <remat/core/result.hpp>
 
 namespace remat::milp {
 

@@ -16,10 +16,6 @@
 #include <functional>
 #include <limits>
 #include <optional>
-#include <remat/core/machine.hpp>
-#include <remat/core/result.hpp>
-#include <remat/policy/concepts.hpp>
-#include <remat/policy/solution.hpp>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -27,6 +23,11 @@
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include <remat/core/machine.hpp>
+#include <remat/core/result.hpp>
+#include <remat/policy/concepts.hpp>
+#include <remat/policy/solution.hpp>
 
 namespace remat {
 

@@ -7,6 +7,10 @@
 
 #include <array>
 #include <cstddef>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+
 #include <remat/policy/best_of.hpp>
 #include <remat/policy/concepts.hpp>
 #include <remat/policy/offload.hpp>
@@ -15,9 +19,6 @@
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/rotor_floating.hpp>
 #include <remat/policy/store_all.hpp>
-#include <string_view>
-#include <tuple>
-#include <type_traits>
 
 namespace remat {
 

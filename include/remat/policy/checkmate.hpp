@@ -41,6 +41,12 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/milp/model.hpp>
@@ -51,11 +57,6 @@
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
-#include <set>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 
 namespace remat {
 

@@ -10,6 +10,9 @@
 // docs/write-a-policy.md says how to write one.
 
 #include <concepts>
+#include <string_view>
+#include <type_traits>
+
 #include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
@@ -17,8 +20,6 @@
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
-#include <string_view>
-#include <type_traits>
 
 namespace remat {
 

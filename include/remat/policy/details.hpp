@@ -5,12 +5,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string_view>
+#include <vector>
+
 #include <remat/core/machine.hpp>
 #include <remat/core/units.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/schedule/notation.hpp>
-#include <string_view>
-#include <vector>
 
 namespace remat {
 

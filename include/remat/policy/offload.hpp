@@ -30,6 +30,13 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
 #include <remat/core/machine.hpp>
 #include <remat/policy/best_of.hpp>
 #include <remat/policy/concepts.hpp>
@@ -39,12 +46,6 @@
 #include <remat/policy/details.hpp>
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/store_all.hpp>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-#include <variant>
-#include <vector>
 
 namespace remat {
 

@@ -17,12 +17,13 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
-#include <remat/policy/detail/common.hpp>
-#include <remat/policy/details.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <remat/policy/detail/common.hpp>
+#include <remat/policy/details.hpp>
 
 namespace remat {
 

@@ -26,13 +26,14 @@
 #include <functional>
 #include <limits>
 #include <optional>
-#include <remat/policy/detail/common.hpp>
-#include <remat/policy/details.hpp>
-#include <remat/policy/store_all.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <remat/policy/detail/common.hpp>
+#include <remat/policy/details.hpp>
+#include <remat/policy/store_all.hpp>
 
 namespace remat {
 

@@ -27,14 +27,15 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <remat/policy/detail/common.hpp>
-#include <remat/policy/detail/discretize.hpp>
-#include <remat/policy/detail/refine.hpp>
-#include <remat/policy/detail/rows.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <remat/policy/detail/common.hpp>
+#include <remat/policy/detail/discretize.hpp>
+#include <remat/policy/detail/refine.hpp>
+#include <remat/policy/detail/rows.hpp>
 
 namespace remat {
 

@@ -43,15 +43,16 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/detail/refine.hpp>
 #include <remat/policy/detail/rows.hpp>
 #include <remat/policy/rotor.hpp>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 
 namespace remat {
 

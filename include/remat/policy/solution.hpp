@@ -5,10 +5,11 @@
 // offloading plan's transfer times, ...). solve(problem, budget) is its program alone.
 
 #include <optional>
-#include <remat/core/units.hpp>
-#include <remat/schedule/schedule.hpp>
 #include <string>
 #include <vector>
+
+#include <remat/core/units.hpp>
+#include <remat/schedule/schedule.hpp>
 
 namespace remat {
 

@@ -10,14 +10,15 @@
 
 #include <cstddef>
 #include <limits>
-#include <remat/policy/detail/common.hpp>
-#include <remat/problem/graph.hpp>
-#include <remat/schedule/schedule.hpp>
-#include <remat/sim/simulate.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <remat/policy/detail/common.hpp>
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/schedule.hpp>
+#include <remat/sim/simulate.hpp>
 
 namespace remat {
 

@@ -26,13 +26,14 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <remat/core/result.hpp>
-#include <remat/problem/graph.hpp>
-#include <remat/schedule/schedule.hpp>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/schedule.hpp>
 
 namespace remat {
 

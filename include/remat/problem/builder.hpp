@@ -63,16 +63,17 @@
 #include <functional>
 #include <optional>
 #include <queue>
-#include <remat/core/result.hpp>
-#include <remat/core/units.hpp>
-#include <remat/problem/chain.hpp>
-#include <remat/problem/graph.hpp>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/problem/chain.hpp>
+#include <remat/problem/graph.hpp>
 
 namespace remat {
 

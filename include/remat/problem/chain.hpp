@@ -25,11 +25,12 @@
 
 #include <cstddef>
 #include <optional>
-#include <remat/core/result.hpp>
-#include <remat/core/units.hpp>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
 
 namespace remat {
 

@@ -39,14 +39,15 @@
 #include <algorithm>
 #include <cstddef>
 #include <iterator>
-#include <remat/core/result.hpp>
-#include <remat/core/units.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
 
 namespace remat {
 

@@ -43,15 +43,16 @@
 #include <charconv>
 #include <cstddef>
 #include <optional>
-#include <remat/core/result.hpp>
-#include <remat/problem/builder.hpp>
-#include <remat/problem/graph.hpp>
-#include <remat/schedule/schedule.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/schedule.hpp>
 
 namespace remat {
 

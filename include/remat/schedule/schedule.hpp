@@ -28,11 +28,12 @@
 #include <cstddef>
 #include <optional>
 #include <ostream>
-#include <remat/core/units.hpp>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
+
+#include <remat/core/units.hpp>
 
 namespace remat {
 

@@ -6,9 +6,10 @@
 
 #include <cstddef>
 #include <optional>
-#include <remat/core/units.hpp>
 #include <string>
 #include <vector>
+
+#include <remat/core/units.hpp>
 
 namespace remat::sim {
 

@@ -47,6 +47,11 @@
 #include <cstddef>
 #include <limits>
 #include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <remat/core/machine.hpp>
 #include <remat/core/units.hpp>
 #include <remat/problem/builder.hpp>
@@ -55,10 +60,6 @@
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/report.hpp>
-#include <stdexcept>
-#include <string>
-#include <utility>
-#include <vector>
 
 namespace remat::sim {
 

@@ -24,20 +24,21 @@
 // are under a mutex. Memory allocated while a backend lived and freed after it is gone is simply
 // freed (each allocation remembers which backend counted it).
 
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
 #include <ATen/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 
-#include <cstddef>
-#include <cstdint>
-#include <mutex>
 #include <remat/core/units.hpp>
 #include <remat/exec/host_backend.hpp>  // out_of_budget
-#include <stdexcept>
-#include <string>
-#include <unordered_map>
-#include <utility>
 
 namespace remat::libtorch {
 

@@ -35,6 +35,17 @@
 // Offloading (O/P/W) is not supported on this backend: plans must come from the recomputation
 // policies (rotor, revolve, periodic, store_all, checkmate, rockmate on the chain's graph).
 
+#include <algorithm>
+#include <concepts>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Type.h>
@@ -43,19 +54,9 @@
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/sequential.h>
 
-#include <algorithm>
-#include <concepts>
-#include <cstdint>
-#include <cstring>
-#include <memory>
-#include <mutex>
 #include <remat/core/units.hpp>
 #include <remat/exec/concepts.hpp>
 #include <remat/torch/backend.hpp>
-#include <stdexcept>
-#include <string>
-#include <utility>
-#include <vector>
 
 namespace remat::exec {
 /// LibTorch tensors: the bytes of the storage they keep alive (a view keeps its whole base).

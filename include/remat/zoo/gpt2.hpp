@@ -50,14 +50,15 @@
 
 #include <cmath>
 #include <optional>
-#include <remat/core/result.hpp>
-#include <remat/problem/builder.hpp>
-#include <remat/zoo/detail/dag_maker.hpp>
-#include <remat/zoo/roofline.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/zoo/detail/dag_maker.hpp>
+#include <remat/zoo/roofline.hpp>
 
 namespace remat::zoo {
 

@@ -43,13 +43,14 @@
 #include <cmath>
 #include <cstddef>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
 #include <remat/core/result.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/zoo/detail/dag_maker.hpp>
 #include <remat/zoo/roofline.hpp>
-#include <string>
-#include <string_view>
-#include <utility>
 
 namespace remat::zoo {
 

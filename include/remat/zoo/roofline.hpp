@@ -45,13 +45,14 @@
 #include <cctype>
 #include <cmath>
 #include <optional>
-#include <remat/core/result.hpp>
-#include <remat/core/units.hpp>
-#include <remat/problem/builder.hpp>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/problem/builder.hpp>
 
 namespace remat::zoo {
 

@@ -1,11 +1,12 @@
 // The GPU tests' main: without a usable CUDA device (no GPU, no driver) it says so and exits 77,
 // which CTest reports as Skipped (SKIP_RETURN_CODE 77, label gpu); listing the tests still works.
 #define DOCTEST_CONFIG_IMPLEMENT
+#include <cstdio>
+#include <string_view>
+
 #include <doctest/doctest.h>
 
-#include <cstdio>
 #include <remat/exec/cuda/device.hpp>
-#include <string_view>
 
 int main(int argc, char** argv) {
   bool listing = false;

@@ -1,13 +1,14 @@
 // The CUDA backend on a GPU: budget, high-water mark, fragmentation, copies and their ordering.
-#include <doctest/doctest.h>
-
 #include <cstdint>
 #include <cstring>
 #include <random>
-#include <remat/exec/concepts.hpp>
-#include <remat/exec/cuda/backend.hpp>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/exec/concepts.hpp>
+#include <remat/exec/cuda/backend.hpp>
 
 #include "toy_kernels.hpp"
 

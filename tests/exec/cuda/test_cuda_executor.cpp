@@ -1,9 +1,12 @@
 // The chain executor on the CUDA backend with a small CUDA toy layer: every schedule's gradients
 // are bitwise those of store-all, the pool's peak stays within the budget, and a replayed static
 // placement takes exactly the planned pool.
+#include <cstddef>
+#include <string>
+#include <vector>
+
 #include <doctest/doctest.h>
 
-#include <cstddef>
 #include <remat/exec/cuda/backend.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
@@ -12,8 +15,6 @@
 #include <remat/policy/store_all.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <vector>
 
 #include "exec/test_offload_schedules.hpp"
 #include "toy_kernels.hpp"

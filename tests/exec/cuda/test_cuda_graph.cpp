@@ -6,11 +6,16 @@
 // a recorded run's static placement is replayed; activations offloaded on the copy streams and
 // prefetched back give the same gradients; profile_dag measures the ops' sizes exactly, with
 // CUDA-event times.
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
 #include <remat/exec/cuda/backend.hpp>
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
@@ -19,10 +24,6 @@
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
-#include <span>
-#include <stdexcept>
-#include <string>
-#include <vector>
 
 #include "exec/checkmate_backend.hpp"
 #include "exec/graph_schedules.hpp"

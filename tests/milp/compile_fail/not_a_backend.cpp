@@ -1,7 +1,8 @@
 // Must NOT compile: a type without solve() given where a MILP backend is required. The test
 // expects the library's static_assert naming remat::milp::MilpBackend (tests/CMakeLists.txt).
-#include <remat/milp/model.hpp>
 #include <string_view>
+
+#include <remat/milp/model.hpp>
 
 struct not_a_backend {  // name and available(), but no solve()
   static constexpr std::string_view name = "nothing";

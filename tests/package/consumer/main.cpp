@@ -1,6 +1,7 @@
 // A user project: plans a small chain with rotor through the installed package, and solves a tiny
 // MILP with lp_solve where the package has remat::lpsolve.
 #include <cstdio>
+
 #include <remat/remat.hpp>
 #ifdef REMAT_HAS_LPSOLVE
 #include <remat/milp/lpsolve.hpp>

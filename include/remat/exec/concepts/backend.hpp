@@ -8,12 +8,13 @@
 
 #include <chrono>
 #include <concepts>
-#include <remat/core/units.hpp>
-#include <remat/exec/concepts/tensor.hpp>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <variant>
+
+#include <remat/core/units.hpp>
+#include <remat/exec/concepts/tensor.hpp>
 
 namespace remat::exec {
 

@@ -10,12 +10,13 @@
 
 #include <concepts>
 #include <cstddef>
+#include <type_traits>
+#include <utility>
+
 #include <remat/core/units.hpp>
 #include <remat/exec/concepts/backend.hpp>
 #include <remat/exec/concepts/layer.hpp>
 #include <remat/exec/concepts/tensor.hpp>
-#include <type_traits>
-#include <utility>
 
 namespace remat::exec {
 

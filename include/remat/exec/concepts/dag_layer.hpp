@@ -11,13 +11,14 @@
 #include <concepts>
 #include <cstddef>
 #include <optional>
+#include <span>
+#include <type_traits>
+#include <utility>
+
 #include <remat/core/units.hpp>
 #include <remat/exec/concepts/backend.hpp>
 #include <remat/exec/concepts/layer.hpp>
 #include <remat/exec/concepts/tensor.hpp>
-#include <span>
-#include <type_traits>
-#include <utility>
 
 namespace remat::exec {
 

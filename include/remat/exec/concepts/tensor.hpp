@@ -6,6 +6,7 @@
 // formatter<T>). Host-only: no CUDA header here. docs/executor.md, "Tensors".
 
 #include <concepts>
+
 #include <remat/core/units.hpp>
 
 namespace remat::exec {

@@ -33,15 +33,16 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
 #include <remat/core/units.hpp>
 #include <remat/exec/cuda/device.hpp>
 #include <remat/exec/cuda/error.hpp>
 #include <remat/exec/detail/arena.hpp>
 #include <remat/exec/host_backend.hpp>
 #include <remat/exec/placement.hpp>
-#include <stdexcept>
-#include <string>
-#include <utility>
 
 namespace remat::exec::cuda {
 

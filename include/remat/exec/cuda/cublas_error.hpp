@@ -12,8 +12,9 @@
 
 #include <cublas_api.h>
 
-#include <remat/exec/cuda/error.hpp>
 #include <string>
+
+#include <remat/exec/cuda/error.hpp>
 
 namespace remat::exec::cuda {
 

@@ -5,8 +5,9 @@
 // backend did not see allocated is refused. docs/executor.md, "The allocation check".
 
 #include <algorithm>
-#include <remat/core/units.hpp>
 #include <string>
+
+#include <remat/core/units.hpp>
 
 namespace remat::exec::detail {
 

@@ -18,11 +18,12 @@
 #include <iterator>
 #include <map>
 #include <optional>
-#include <remat/core/units.hpp>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include <remat/core/units.hpp>
 
 namespace remat::exec::detail {
 

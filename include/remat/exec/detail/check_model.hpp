@@ -7,14 +7,15 @@
 // docs/executor.md, "The loss and the targets".
 
 #include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
 #include <remat/exec/as_graph_layer.hpp>
 #include <remat/exec/concepts/chain_layer.hpp>
 #include <remat/exec/concepts/dag_layer.hpp>
 #include <remat/exec/concepts/layer.hpp>
 #include <remat/exec/concepts/model.hpp>
-#include <tuple>
-#include <type_traits>
-#include <utility>
 
 namespace remat::exec::detail {
 

@@ -8,12 +8,13 @@
 
 #include <concepts>
 #include <optional>
-#include <remat/exec/concepts/dag_layer.hpp>
-#include <remat/exec/concepts/layer.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+
+#include <remat/exec/concepts/dag_layer.hpp>
+#include <remat/exec/concepts/layer.hpp>
 
 namespace remat::exec::detail {
 

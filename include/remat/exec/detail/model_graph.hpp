@@ -8,12 +8,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <remat/core/result.hpp>
-#include <remat/exec/as_graph_layer.hpp>
-#include <remat/exec/concepts/dag_layer.hpp>
-#include <remat/exec/concepts/model.hpp>
-#include <remat/problem/builder.hpp>
-#include <remat/problem/graph.hpp>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -21,6 +15,13 @@
 #include <unordered_set>
 #include <utility>
 #include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/exec/as_graph_layer.hpp>
+#include <remat/exec/concepts/dag_layer.hpp>
+#include <remat/exec/concepts/model.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/problem/graph.hpp>
 
 namespace remat::exec::detail {
 

@@ -12,6 +12,11 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/exec/concepts/backend.hpp>
@@ -30,10 +35,6 @@
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
-#include <span>
-#include <string>
-#include <utility>
-#include <vector>
 
 namespace remat::exec::detail {
 

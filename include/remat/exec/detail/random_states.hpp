@@ -7,12 +7,13 @@
 
 #include <cstddef>
 #include <memory>
-#include <remat/exec/concepts/layer.hpp>
-#include <remat/exec/concepts/model.hpp>
-#include <remat/exec/detail/type_erasure.hpp>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include <remat/exec/concepts/layer.hpp>
+#include <remat/exec/concepts/model.hpp>
+#include <remat/exec/detail/type_erasure.hpp>
 
 namespace remat::exec::detail {
 

@@ -7,10 +7,11 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <remat/problem/graph.hpp>
-#include <remat/schedule/schedule.hpp>
 #include <string>
 #include <vector>
+
+#include <remat/problem/graph.hpp>
+#include <remat/schedule/schedule.hpp>
 
 namespace remat::exec::detail {
 

@@ -14,11 +14,12 @@
 #include <limits>
 #include <mutex>
 #include <optional>
-#include <remat/core/result.hpp>
-#include <remat/milp/model.hpp>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/milp/model.hpp>
 
 namespace remat::milp::detail {
 

@@ -26,9 +26,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <numeric>
+#include <vector>
+
 #include <remat/core/units.hpp>
 #include <remat/problem/graph.hpp>
-#include <vector>
 
 namespace remat::detail {
 

@@ -35,8 +35,9 @@
 //     schedule then comes from the cheap patterns; with none that fits, status::time_limit).
 
 #include <optional>
-#include <remat/policy/checkmate/formulation.hpp>
 #include <vector>
+
+#include <remat/policy/checkmate/formulation.hpp>
 
 namespace remat::detail {
 

@@ -8,6 +8,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
 #include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
 #include <remat/policy/solution.hpp>
@@ -17,10 +22,6 @@
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 
 namespace remat::detail {
 

@@ -10,9 +10,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
+
 #include <remat/problem/chain.hpp>
 #include <remat/schedule/notation.hpp>
-#include <vector>
 
 // q(x) needs the exact product x * S of two sizes of up to 2^63 bytes: 128 bits. __int128 is a
 // GCC and Clang extension on 64-bit targets, the compilers remat supports (README, "Compilers");

@@ -48,12 +48,13 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <utility>
+#include <vector>
+
 #include <remat/core/machine.hpp>
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/rotor.hpp>
-#include <utility>
-#include <vector>
 
 namespace remat::detail {
 

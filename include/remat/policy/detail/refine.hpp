@@ -12,15 +12,16 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/details.hpp>
 #include <remat/policy/solution.hpp>
 #include <remat/policy/store_all.hpp>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 
 namespace remat {}  // namespace remat
 

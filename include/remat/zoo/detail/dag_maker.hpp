@@ -6,14 +6,15 @@
 
 #include <cmath>
 #include <optional>
-#include <remat/core/result.hpp>
-#include <remat/core/units.hpp>
-#include <remat/problem/builder.hpp>
-#include <remat/zoo/roofline.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/zoo/roofline.hpp>
 
 namespace remat::zoo::detail {
 
