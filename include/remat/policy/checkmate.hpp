@@ -1,34 +1,15 @@
 #pragma once
-// checkmate: the RK-Checkmate MILP over a training graph (rockmate-spec §3), solved by a MILP
-// backend (remat::milp::lpsolve or remat::milp::cbc; this header includes neither, so it needs
-// no solver library until a backend is named), exactly or through Checkmate's LP relaxation with
-// two-phase rounding (Jain et al., "Checkmate: Breaking the Memory Wall with Optimal Tensor
-// Rematerialization", MLSys 2020, §5: solve the LP, round the storage matrix S with several
-// deterministic thresholds and randomized roundings, then take the cheapest recomputation R that
-// the rounded S allows).
+// checkmate: the RK-Checkmate MILP over a training graph [Zhao24, §2.4], solved by a MILP backend
+// (milp::cbc or milp::lpsolve; this header includes neither), exactly or through Checkmate's LP
+// relaxation with two-phase rounding [Checkmate20, §5].
 //
-// Results: ok with the schedule. At a budget with no schedule (below lower_bound(), or the MILP
-// infeasible there: a proof, see "Memory units" in formulation.hpp): budget_too_small with the
-// minimum budget when it is known, infeasible otherwise with the interval it lies in, from the
-// lower bound to the peak of least_memory()'s heuristic plan, and the hint "set find_minimum =
-// true". `find_minimum` (off by default: it costs a few feasibility MILPs) bisects that interval
-// over multiples of the gcd of the sizes and overheads (every peak is one) and answers
-// budget_too_small with the minimum: always a budget at which a schedule was seen (the
-// heuristic's or a MILP's). time_limit when the limit passed before any schedule was found: the
-// warm start, auto_warm_start's schedule, or else the fastest cheap storage pattern within the
-// budget is returned instead when there is one (not proven optimal). With relax, where no
-// rounding fits, the exact solve follows within the time left (solve_detailed()'s `note` says
-// so). The time limit covers the whole call: the warm start's relaxation (a quarter of it),
-// building the MILP (checked between stages), the solver (CBC: the root LP under Clp's
-// wall-clock limit without presolve, then branch and bound stopped by the event handler;
-// lp_solve: its abort callback), and find_minimum's bisection. Graphs whose MILP would exceed
-// max_variables are refused at once.
-// A time-limited solve that found a schedule returns ok: whether it is proven optimal is in
-// solve_detailed()'s `optimal` (schedule, plain data owned by the schedule layer, carries no
-// solver status).
+// Below lower_bound(), or where the MILP is infeasible (a proof), the answer is budget_too_small
+// with the minimum when it is known, else infeasible with the interval it lies in and the hint
+// find_minimum, which bisects it. The time limit covers the whole call; a solve stopped by it
+// returns its best schedule (not proven optimal: solve_detailed's `optimal`) or time_limit.
 //
-// The formulation, its extraction and the warm start: policy/checkmate/formulation.hpp; the LP
-// rounding: policy/checkmate/rounding.hpp; the measurements behind them: docs/checkmate.md.
+// The formulation: policy/checkmate/formulation.hpp; the rounding: rounding.hpp; the bounds:
+// bounds.hpp; the decisions and measurements: docs/checkmate.md.
 
 #include <algorithm>
 #include <chrono>
@@ -491,9 +472,9 @@ struct checkmate {
         keep_matrix keep = model().base_keep(g);
         for (int t = 0; t < T; ++t)
           for (int i = 0; i < I; ++i) {
-            const auto& e = bm.P[model().ix(t)][model().ix(i)];
+            const auto& e = bm.P[detail::ix(t)][detail::ix(i)];
             if (!model().rounded(g, i)) continue;
-            keep[model().ix(t)][model().ix(i)] = e.terms.empty() ? (e.constant > 0.5 ? 1 : 0)
+            keep[detail::ix(t)][detail::ix(i)] = e.terms.empty() ? (e.constant > 0.5 ? 1 : 0)
                                                  : take(lp.values[e.terms.front().index]) ? 1
                                                                                           : 0;
           }

@@ -1,24 +1,15 @@
 #pragma once
 // rotor: the optimal memory-persistent dynamic program for heterogeneous chains, the one ROTOR
-// uses (shilova-spec §2.5; thesis Theorem 6, Alg. 3-4, S:1355-1466).
+// uses [Shilova21, §2.3.4, Thm 6, Eqs. 2.9-2.10, Alg. 3-4]. C(s,t,m) is the least time of
+// B_t..B_s from F_s with the input of s and delta_t stored and m slots besides the input; C1 runs
+// F_s^all, C2 checkpoints F_s^ck F_{s+1}^∅..F_{s'}^∅. The answer is C(1, N, S - a_0).
 //
-// C(s,t,m) is the optimal time of B_t..B_s starting from F_s with the input of s and delta_t in
-// memory, m slots available besides the input (Eqs. 2.9-2.10):
-//   C(s,s,m) = u_F + u_B                                         if m >= m_all(s,s)
-//   C1 = u_F_s + C(s+1,t,m - abar_s) + u_B_s                     if m >= m_all(s,t)
-//   C2 = min_{s<=s'<t} sum_{k=s..s'} u_F_k + C(s'+1,t,m - a_s') + C(s,s',m)   if m >= m_∅(s,t)
-// A C2 move runs F_s^ck F_{s+1}^∅ .. F_{s'}^∅ (the equation S:1414, not the prose of S:1416).
-// The answer is C(1, N, S - a_0) (not M_GPU as S:1436 says; shilova-spec §9.10).
+// One row of S+1 costs per (s,t), filled by columns; every move a shifted, vectorisable min over
+// a row from the first slot where its sub-problems are feasible; no argmin table (reconstruction
+// re-evaluates the candidates bitwise; ties go to C2). time_limit holds: the table's size is
+// checked first, then the clock every millisecond or so.
 //
-// Implementation: one row of S+1 doubles per (s,t), filled by columns t (see fill()); every move
-// is a shifted, vectorisable min over a whole row, and the range of m is cut to where the
-// sub-problems are feasible (their first finite slot). No argmin table: reconstruction
-// re-evaluates the few candidates of the visited states with the same expressions, so it picks
-// bitwise the value the table holds. Ties go to the checkpointing move C2 (as ROTOR's code).
-//
-// time_limit holds (detail/common.hpp, deadline): the table's size is checked first (at once),
-// then the O(N^3) minimum-memory step and the O(N^3 S) fill check the clock every millisecond
-// or so; the table's memory is touched only as it fills. Past the limit: status::time_limit.
+// The recurrences, the minimum-memory table and the decisions: docs/chain-dps.md §5, §7.
 
 #include <algorithm>
 #include <cstddef>
@@ -57,7 +48,7 @@ class rotor_min_memory {
     off_.assign(static_cast<std::size_t>(n_ + 2), 0);
     std::size_t cur = 0;
     for (int s = 1; s <= n_; ++s) {
-      off_[k(s)] = cur;
+      off_[ix(s)] = cur;
       cur += static_cast<std::size_t>(n_ - s + 1);
     }
     // Not initialised: every cell is written before it is read, and a table of a gigabyte
@@ -68,16 +59,16 @@ class rotor_min_memory {
     option_.reset(new int[cur]);
     // Column t, s descending (as rotor's fill): C(s'+1,t) is this column, kept contiguous in
     // col_lo/col_time, and C(s,s') is row s, contiguous in the table.
-    std::vector<std::int64_t> col_lo(k(n_ + 2), inf);
-    std::vector<double> col_time(k(n_ + 2), 0.0);
+    std::vector<std::int64_t> col_lo(ix(n_ + 2), inf);
+    std::vector<double> col_time(ix(n_ + 2), 0.0);
     deadline_poll poll(dl);
     for (int t = 1; t <= n_; ++t) {
       // C(t,t): the option that needs least memory, the fastest among those.
       std::int64_t best_t = inf;
       double best_t_time = 0;
       int best_t_option = 0;
-      for (std::size_t o = 0; o < d.options[k(t)].size(); ++o) {
-        const discrete_option& x = d.options[k(t)][o];
+      for (std::size_t o = 0; o < d.options[ix(t)].size(); ++o) {
+        const discrete_option& x = d.options[ix(t)][o];
         const std::int64_t m = d.m_all(t, t, x);
         if (m < best_t || (m == best_t && x.uf + x.ub < best_t_time)) {
           best_t = m;
@@ -89,8 +80,8 @@ class rotor_min_memory {
       time_[idx(t, t)] = best_t_time;
       split_[idx(t, t)] = 0;
       option_[idx(t, t)] = best_t_option;
-      col_lo[k(t)] = at(t, t);
-      col_time[k(t)] = time_[idx(t, t)];
+      col_lo[ix(t)] = at(t, t);
+      col_time[ix(t)] = time_[idx(t, t)];
       // max over h in (s, t] of f_none(s, h) (which does not depend on s for h > s).
       std::int64_t fnone_above = 0;
       for (int s = t - 1; s >= 1; --s) {
@@ -98,24 +89,25 @@ class rotor_min_memory {
         std::int64_t best = inf;
         double best_time = 0;
         int split = 0, option = 0;
-        for (std::size_t o = 0; o < d.options[k(s)].size(); ++o) {
-          const discrete_option& x = d.options[k(s)][o];
-          const std::int64_t m = std::max(d.m_all(s, t, x), x.abar + col_lo[k(s + 1)]);
-          const double tm = x.uf + x.ub + col_time[k(s + 1)];
+        for (std::size_t o = 0; o < d.options[ix(s)].size(); ++o) {
+          const discrete_option& x = d.options[ix(s)][o];
+          const std::int64_t m = std::max(d.m_all(s, t, x), x.abar + col_lo[ix(s + 1)]);
+          const double tm = x.uf + x.ub + col_time[ix(s + 1)];
           if (m < best || (m == best && tm < best_time)) {
             best = m;
             best_time = tm;
             option = static_cast<int>(o);
           }
         }
-        const std::int64_t mnone = std::max(d.f_none(s, s), fnone_above) + d.delta[k(t)];
-        const std::int64_t* row_lo = lo_.get() + off_[k(s)];  // row_lo[sp - s] = lo(s, sp)
-        const double* row_time = time_.get() + off_[k(s)];
+        const std::int64_t mnone = std::max(d.f_none(s, s), fnone_above) + d.delta[ix(t)];
+        const std::int64_t* row_lo = lo_.get() + off_[ix(s)];  // row_lo[sp - s] = lo(s, sp)
+        const double* row_time = time_.get() + off_[ix(s)];
         double sum_f = 0;
         for (int sp = s; sp < t; ++sp) {
-          sum_f += d.uf[k(sp)];
-          const std::int64_t m = std::max({mnone, d.a[k(sp)] + col_lo[k(sp + 1)], row_lo[sp - s]});
-          const double tm = sum_f + col_time[k(sp + 1)] + row_time[sp - s];
+          sum_f += d.uf[ix(sp)];
+          const std::int64_t m =
+              std::max({mnone, d.a[ix(sp)] + col_lo[ix(sp + 1)], row_lo[sp - s]});
+          const double tm = sum_f + col_time[ix(sp + 1)] + row_time[sp - s];
           if (m < best || (m == best && tm < best_time)) {
             best = m;
             best_time = tm;
@@ -126,8 +118,8 @@ class rotor_min_memory {
         time_[idx(s, t)] = best_time;
         split_[idx(s, t)] = split;
         option_[idx(s, t)] = option;
-        col_lo[k(s)] = best;
-        col_time[k(s)] = best_time;
+        col_lo[ix(s)] = best;
+        col_time[ix(s)] = best_time;
         if (poll.passed(t - s)) return;
       }
     }
@@ -174,9 +166,8 @@ class rotor_min_memory {
 
  private:
   static constexpr std::int64_t inf = std::numeric_limits<std::int64_t>::max() / 4;
-  static std::size_t k(int i) { return static_cast<std::size_t>(i); }
   [[nodiscard]] std::size_t idx(int s, int t) const {
-    return off_[k(s)] + static_cast<std::size_t>(t - s);
+    return off_[ix(s)] + static_cast<std::size_t>(t - s);
   }
   std::int64_t& at(int s, int t) { return lo_[idx(s, t)]; }
   int n_;
@@ -247,7 +238,7 @@ class rotor_dp {
     for (int s = 1; s <= n_; ++s) {
       double* row = row_of(s, s);
       std::fill(row, row + w_, inf);
-      for (const detail::discrete_option& o : d_.options[idx(s)]) {
+      for (const detail::discrete_option& o : d_.options[ix(s)]) {
         const double v = o.uf + o.ub;
         detail::relax_row(row, std::min(d_.m_all(s, s, o), w_), w_,
                           [&](std::int64_t) { return v; });
@@ -309,8 +300,8 @@ class rotor_dp {
       double sum_f = 0;
       if (s < t && m >= mnone(s, t))
         for (int sp = s; sp < t && split == 0; ++sp) {
-          sum_f += d_.uf[idx(sp)];
-          const std::int64_t mm = m - d_.a[idx(sp)];
+          sum_f += d_.uf[ix(sp)];
+          const std::int64_t mm = m - d_.a[ix(sp)];
           if (mm < 0) continue;
           if (sum_f + row_of(sp + 1, t)[mm] + row_of(s, sp)[m] == target) split = sp;
         }
@@ -318,11 +309,11 @@ class rotor_dp {
         emit(chain_op::forward(s, forward_mode::save_input), 0);
         for (int k = s + 1; k <= split; ++k) emit(chain_op::forward(k, forward_mode::no_save), 0);
         todo.push_back({s, split, m, -1});
-        todo.push_back({split + 1, t, m - d_.a[idx(split)], -1});
+        todo.push_back({split + 1, t, m - d_.a[ix(split)], -1});
         continue;
       }
       // C1 (or C(s,s)): the first option whose value is the table's, as fill() kept it.
-      const auto& options = d_.options[idx(s)];
+      const auto& options = d_.options[ix(s)];
       int option = 0;
       for (std::size_t o = 0; o < options.size(); ++o) {
         const detail::discrete_option& x = options[o];
@@ -342,9 +333,8 @@ class rotor_dp {
   }
 
  private:
-  static std::size_t idx(int k) { return static_cast<std::size_t>(k); }
   [[nodiscard]] std::size_t pair(int s, int t) const {
-    return off_[idx(s)] + static_cast<std::size_t>(t - s);
+    return off_[ix(s)] + static_cast<std::size_t>(t - s);
   }
   double* row_of(int s, int t) { return cost_.get() + pair(s, t) * static_cast<std::size_t>(w_); }
   [[nodiscard]] const double* row_of(int s, int t) const {
@@ -354,7 +344,7 @@ class rotor_dp {
   [[nodiscard]] std::int64_t mnone(int s, int t) const {
     std::int64_t v = 0;
     for (int h = s; h <= t; ++h) v = std::max(v, d_.f_none(s, h));
-    return v + d_.delta[idx(t)];
+    return v + d_.delta[ix(t)];
   }
 
   void fill_one(int s, int t) {
@@ -364,8 +354,8 @@ class rotor_dp {
     const std::int64_t mn = mnone(s, t);
     double sum_f = 0;
     for (int sp = s; sp < t; ++sp) {
-      sum_f += d_.uf[idx(sp)];
-      const std::int64_t a = d_.a[idx(sp)];
+      sum_f += d_.uf[ix(sp)];
+      const std::int64_t a = d_.a[ix(sp)];
       const std::int64_t from = std::max({mn, a + lo(sp + 1, t), lo(s, sp)});
       const double* tail = row_of(sp + 1, t);  // C(s'+1, t, ·)
       const double* head = row_of(s, sp);
@@ -374,7 +364,7 @@ class rotor_dp {
     }
     // C1, an option at a time (RK-Rotor's E; rotor has one): ties keep C2, then the first option.
     const double* next = row_of(s + 1, t);
-    for (const detail::discrete_option& o : d_.options[idx(s)]) {
+    for (const detail::discrete_option& o : d_.options[ix(s)]) {
       const std::int64_t ab = o.abar;
       const std::int64_t from = std::max(d_.m_all(s, t, o), ab + lo(s + 1, t));
       const double ufb = o.uf + o.ub;

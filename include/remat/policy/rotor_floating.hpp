@@ -1,40 +1,14 @@
 #pragma once
-// rotor_floating: the optimal dynamic program with floating materialised activations
-// (shilova-spec §2.4; thesis Theorem 5, Alg. 1-2, S:1263-1353). It is optimal among all
-// sequences of the Table 2.1 operations (shilova-spec §7.3), and never worse than rotor.
+// rotor_floating: the optimal dynamic program with floating activations [Shilova21, §2.3.3,
+// Thm 5, Eqs. 2.4-2.8, Alg. 1-2], plus a move the thesis lacks (C3: the floating activation
+// advances without storing anything; exhaustive search finds chains that need it). It is optimal
+// among all sequences of the Table 2.1 operations and never worse than rotor.
 //
-// C(s,t,l,m), s <= l <= t: optimal time of B_t..B_l starting from F_s, with the input of s and
-// delta_t in memory and only delta_{l-1} at the end; m slots besides the input (Eqs. 2.4-2.8):
-//   C(s,s,s,m) = u_F_s + u_B_s                                   if m >= m_all(s,s)
-//   C1 = u_F_s + C(s+1,t,s+1, m - abar_s) + u_B_s                if s = l and m >= m_all(s,t)
-//   C2 = min over s <= r <= l, a_{r-1} >= a_{s-1}, l < t' <= t, r <= s' < t' of
-//        sum_{k=s..s'} u_F_k + C(s'+1, t, t', m - a_s' - a_{r-1} + a_{s-1})
-//                            + C(r, t'-1, l, m - a_{r-1} + a_{s-1})       if t != l and m >=
-//                            m_∅(s,t)
-//   C3 = min over s < r <= l, a_{r-1} >= a_{s-1} of
-//        sum_{k=s..r-1} u_F_k + C(r, t, l, m - a_{r-1} + a_{s-1})
-//                            if m >= max_{s<=h<r} M_F∅(s,t,h)        (not in the thesis, see below)
-// The body of C2 is lost in the thesis' text (S:1301-1303) and is rebuilt from C_FL^{F^ck}
-// (S:1307) with r <= l implicit (shilova-spec §9.6). A C2 move runs F_s^∅..F_{r-1}^∅ F_r^ck
-// F_{r+1}^∅..F_{s'}^∅: the floating activation moves from a_{s-1} to a_{r-1} and a_{s'} is
-// stored. Alg. 2 passes plain m to the second call; Eq. 2.7 (used here) passes m - a_{r-1} +
-// a_{s-1} (shilova-spec §9.9). The answer is C(1, N, 1, S - a_0) (§9.10).
-//
-// C3, a floating move that stores nothing (F_s^∅..F_{r-1}^∅, then continue from a_{r-1}), is
-// our addition. Without it C(s,t,t,·) is infinite for s < t (the spec calls those states
-// unreachable, but C2's second call C(r, t'-1, l) reaches them when t' = l+1 and r < l) and
-// C(s,t,s+1..,·) cannot move the floating activation and then take C1. Exhaustive search
-// (tests/support/brute_force.hpp) finds schedules that need it: a_0 = 3, stages (uF,uB,a,abar,
-// oF,oB) = (2,3,1,1,0,0) (0,1,4,6,0,0) (2,0,6,6,1,0) (4,0,6,6,1,0), M = 23: optimum 16 with
-// F1_ck F2_ck F3_none F4_all B4 F2_none F3_all B3 F1_all F2_all B2 B1 (a_1 floats to a_2 after
-// B4), where C1 + C2 alone give 18. With C3 the DP equals exhaustive search on every random
-// chain tried (tests/policy/test_optimality.cpp). C3 is relaxed last with a strict <, so on
-// ties the table keeps the C1/C2 choice.
-//
-// Cost: O(N^3) rows of S+1 slots, O(N^3) moves each: O(N^6 S). Meant for chains of a few tens
-// of stages; honours time_limit as rotor does (the table's size first, then the clock every
-// millisecond or so, in the minimum-memory step and the fill). Same table layout and
+// C(s,t,l,m), s <= l <= t, over O(N^3) rows of S+1 slots with O(N^3) moves each: O(N^6 S), meant
+// for chains of a few tens of stages (practical_stages). Same table layout, time limit and
 // reconstruction scheme as rotor.
+//
+// The recurrences, C2's rebuilt body, C3 and the decisions: docs/chain-dps.md §6 and Decisions.
 
 #include <algorithm>
 #include <cstddef>
@@ -203,7 +177,7 @@ class rotor_floating::dp {
     for (int s = 1; s <= n_; ++s) {
       double* row = row_of(s, s, s);
       const std::int64_t from = std::min(d_.m_all(s, s), w_);
-      const double v = d_.uf[k(s)] + d_.ub[k(s)];
+      const double v = d_.uf[detail::ix(s)] + d_.ub[detail::ix(s)];
       std::fill(row, row + from, inf);
       std::fill(row + from, row + w_, v);
       lo_[ix_(s, s, s)] = from;
@@ -263,9 +237,10 @@ class rotor_floating::dp {
       move mv;
       if (!find_c2(s, t, l, m, target, mv)) {
         // C1 or C3: any move whose value is the table's gives an optimal sequence.
-        const std::int64_t ab = d_.abar[k(s)];
-        const bool c1 = l == s && m >= std::max(d_.m_all(s, t), ab + lo(s + 1, t, s + 1)) &&
-                        d_.uf[k(s)] + d_.ub[k(s)] + row_of(s + 1, t, s + 1)[m - ab] == target;
+        const std::int64_t ab = d_.abar[detail::ix(s)];
+        const bool c1 =
+            l == s && m >= std::max(d_.m_all(s, t), ab + lo(s + 1, t, s + 1)) &&
+            d_.uf[detail::ix(s)] + d_.ub[detail::ix(s)] + row_of(s + 1, t, s + 1)[m - ab] == target;
         int to = 0;
         std::int64_t adj = 0;
         if (!c1)
@@ -292,7 +267,7 @@ class rotor_floating::dp {
         ops.push_back(chain_op::forward(q, forward_mode::no_save));
       const std::int64_t mr = m - mv.adj;
       todo.push_back({mv.r, mv.tp - 1, l, mr, false});
-      todo.push_back({mv.sp + 1, t, mv.tp, mr - d_.a[k(mv.sp)], false});
+      todo.push_back({mv.sp + 1, t, mv.tp, mr - d_.a[detail::ix(mv.sp)], false});
     }
     return {std::move(ops), {}, value()};
   }
@@ -302,7 +277,6 @@ class rotor_floating::dp {
     int r = 0, tp = 0, sp = 0;
     std::int64_t adj = 0;
   };
-  static std::size_t k(int i) { return static_cast<std::size_t>(i); }
   [[nodiscard]] double weight(int len) const {
     return static_cast<double>(n_ - len) * len * len * len * len + 1.0;
   }
@@ -319,11 +293,11 @@ class rotor_floating::dp {
   void for_each_c2(int s, int t, int l, F&& f) const {
     const std::int64_t mn = detail::m_none(d_, s, t);
     for (int r = s; r <= l; ++r) {
-      if (d_.a[k(r - 1)] < d_.a[k(s - 1)]) continue;
-      const std::int64_t adj = d_.a[k(r - 1)] - d_.a[k(s - 1)];
+      if (d_.a[detail::ix(r - 1)] < d_.a[detail::ix(s - 1)]) continue;
+      const std::int64_t adj = d_.a[detail::ix(r - 1)] - d_.a[detail::ix(s - 1)];
       for (int tp = l + 1; tp <= t; ++tp)
         for (int sp = r; sp < tp; ++sp) {
-          const std::int64_t shift = d_.a[k(sp)] + adj;
+          const std::int64_t shift = d_.a[detail::ix(sp)] + adj;
           const std::int64_t from =
               std::max({mn, lo(sp + 1, t, tp) + shift, lo(r, tp - 1, l) + adj});
           if (from >= w_) continue;
@@ -337,9 +311,9 @@ class rotor_floating::dp {
   void for_each_shift(int s, int t, int l, F&& f) const {
     std::int64_t need = 0;
     for (int r = s + 1; r <= l; ++r) {
-      need = std::max(need, d_.f_none(s, r - 1) + d_.delta[k(t)]);
-      if (d_.a[k(r - 1)] < d_.a[k(s - 1)]) continue;
-      const std::int64_t adj = d_.a[k(r - 1)] - d_.a[k(s - 1)];
+      need = std::max(need, d_.f_none(s, r - 1) + d_.delta[detail::ix(t)]);
+      if (d_.a[detail::ix(r - 1)] < d_.a[detail::ix(s - 1)]) continue;
+      const std::int64_t adj = d_.a[detail::ix(r - 1)] - d_.a[detail::ix(s - 1)];
       const std::int64_t from = std::max(need, lo(r, t, l) + adj);
       if (from >= w_) continue;
       if (!f(r, from, adj, row_of(r, t, l))) return;
@@ -351,7 +325,8 @@ class rotor_floating::dp {
     for_each_c2(
         s, t, l, [&](const move& mv, std::int64_t from, const double* tail, const double* head) {
           if (m < from) return true;
-          const double v = sums_(s, mv.sp) + tail[m - d_.a[k(mv.sp)] - mv.adj] + head[m - mv.adj];
+          const double v =
+              sums_(s, mv.sp) + tail[m - d_.a[detail::ix(mv.sp)] - mv.adj] + head[m - mv.adj];
           if (v == target) {
             found = mv;
             hit = true;
@@ -368,17 +343,17 @@ class rotor_floating::dp {
     for_each_c2(s, t, l,
                 [&](const move& mv, std::int64_t from, const double* tail, const double* head) {
                   const double sf = sums_(s, mv.sp);
-                  const std::int64_t shift = d_.a[k(mv.sp)] + mv.adj;
+                  const std::int64_t shift = d_.a[detail::ix(mv.sp)] + mv.adj;
                   detail::relax_row(row, from, w_, [&](std::int64_t m) {
                     return sf + tail[m - shift] + head[m - mv.adj];
                   });
                   return true;
                 });
     if (l == s) {
-      const std::int64_t ab = d_.abar[k(s)];
+      const std::int64_t ab = d_.abar[detail::ix(s)];
       const std::int64_t from = std::max(d_.m_all(s, t), ab + lo(s + 1, t, s + 1));
       const double* next = row_of(s + 1, t, s + 1);
-      const double ufb = d_.uf[k(s)] + d_.ub[k(s)];
+      const double ufb = d_.uf[detail::ix(s)] + d_.ub[detail::ix(s)];
       detail::relax_row(row, from, w_, [&](std::int64_t m) { return ufb + next[m - ab]; });
     }
     for_each_shift(s, t, l, [&](int r, std::int64_t from, std::int64_t adj, const double* next) {

@@ -1,40 +1,10 @@
 #pragma once
-// The training graph: the input of the graph policies (Checkmate, Rockmate), rockmate-spec §1.2
-// (thesis T:426-450, paper P:161, P:474-516; the FB-Graph / CD_graph / K-graph of the sources).
-//
-// A directed bipartite DAG. Compute nodes are forward ops, backward ops and the one loss node;
-// data nodes are tensors occupying memory: activations (a forward's output), gradients, and
-// phantoms (what a backward keeps besides the tensors it reads: the saved context). Every edge
-// joins a compute node and a data node:
-//   c -> d  (outputs(c), producers(d)): c creates d, or contributes to it;
-//   d -> c  (inputs(c), consumers(d)):  c needs d alive and complete while it runs.
-// A gradient may have several producers (the backwards of the ops that read the activation; their
-// contributions are summed): it is allocated by the first contribution that runs and is complete,
-// hence usable, only when every contribution has run since it was last created (T:430).
-//
-// Invariants that validate() checks (rockmate-spec §10.1), so that the planners can rely on them:
-//   * compute nodes are numbered in a topological order: index = position, and every producer of a
-//     data node comes before every consumer (T:1121); the graph is acyclic;
-//   * exactly one loss node; every forward is one of its ancestors, every backward a descendant;
-//   * forwards create activations and phantoms; backwards and the loss create gradients; forwards
-//     and the loss read activations only;
-//   * an activation has at most one producer; a phantom has exactly one producer, a forward, and
-//     exactly one consumer, that forward's backward (P:514);
-//   * a data node nothing produces is a graph input and must be protected (alive from the start,
-//     never freed); a data node nothing reads is a graph output and must be protected (alive and
-//     complete at the end): any other is a dangling input or a node nothing depends on;
-//   * a compute node creates at least one data node; sizes, overheads and times are >= 0.
-// Memory counts every alive data node, the protected inputs included (the chain model counts its
-// input a_0 the same way). Parameters and their gradients are not modelled (activation-only
-// budget, rockmate-spec §1.1).
-//
-// A forward node has two variants: the normal one, which creates all its outputs, and the
-// fast-forward (no_grad, T:754-758), which creates all of them but its phantoms, with its own
-// time and overhead (`fast_time`, `fast_overhead`). A backward needs the phantom of its forward,
-// so only a normal forward makes a backward possible.
-//
-// Node attributes are public and editable through compute(c) / data(d); edges are kept in both
-// directions by the graph, so producers() and outputs() cannot disagree.
+// The training graph, the input of the graph policies: the FB-Graph of [Zhao24, §1.3.1], the
+// CD_graph of [Rockmate23, §3.2, App. A.6]. A directed bipartite DAG of compute nodes (forwards,
+// backwards, one loss) and data nodes (activations, gradients, phantoms: a backward's saved
+// context); a gradient may have several producers whose contributions are summed, and is complete
+// only when every contribution has run. validate(graph) checks every invariant the planners rely
+// on. docs/training-graph.md, "The training graph".
 
 #include <algorithm>
 #include <cstddef>
@@ -129,13 +99,13 @@ class graph {
   void add_input(int c, int d) {
     check_compute(c);
     check_data(d);
-    if (link(inputs_[ix(c)], d)) consumers_[ix(d)].push_back(c);
+    if (link(inputs_[detail::ix(c)], d)) consumers_[detail::ix(d)].push_back(c);
   }
   /// c -> d: c creates d (or contributes to it).
   void add_output(int c, int d) {
     check_compute(c);
     check_data(d);
-    if (link(outputs_[ix(c)], d)) producers_[ix(d)].push_back(c);
+    if (link(outputs_[detail::ix(c)], d)) producers_[detail::ix(d)].push_back(c);
   }
   /// Pairs a forward node with its backward (the executor and Rockmate's phantoms need the pair).
   void set_backward(int forward, int backward) {
@@ -143,8 +113,8 @@ class graph {
     check_compute(backward);
     unpair(partner_, forward);
     unpair(partner_, backward);
-    partner_[ix(forward)] = backward;
-    partner_[ix(backward)] = forward;
+    partner_[detail::ix(forward)] = backward;
+    partner_[detail::ix(backward)] = forward;
   }
   /// Links an activation with its gradient.
   void set_gradient(int activation, int gradient) {
@@ -152,17 +122,17 @@ class graph {
     check_data(gradient);
     unpair(twin_, activation);
     unpair(twin_, gradient);
-    twin_[ix(activation)] = gradient;
-    twin_[ix(gradient)] = activation;
+    twin_[detail::ix(activation)] = gradient;
+    twin_[detail::ix(gradient)] = activation;
   }
 
   // --- nodes -----------------------------------------------------------------------------------
   [[nodiscard]] int compute_count() const noexcept { return static_cast<int>(computes_.size()); }
   [[nodiscard]] int data_count() const noexcept { return static_cast<int>(data_.size()); }
-  [[nodiscard]] const compute_node& compute(int c) const { return computes_.at(ix(c)); }
-  [[nodiscard]] compute_node& compute(int c) { return computes_.at(ix(c)); }
-  [[nodiscard]] const data_node& data(int d) const { return data_.at(ix(d)); }
-  [[nodiscard]] data_node& data(int d) { return data_.at(ix(d)); }
+  [[nodiscard]] const compute_node& compute(int c) const { return computes_.at(detail::ix(c)); }
+  [[nodiscard]] compute_node& compute(int c) { return computes_.at(detail::ix(c)); }
+  [[nodiscard]] const data_node& data(int d) const { return data_.at(detail::ix(d)); }
+  [[nodiscard]] data_node& data(int d) { return data_.at(detail::ix(d)); }
   [[nodiscard]] const std::vector<compute_node>& compute_nodes() const noexcept {
     return computes_;
   }
@@ -170,13 +140,13 @@ class graph {
 
   // --- edges -----------------------------------------------------------------------------------
   /// The data nodes compute node c needs, in the order they were added.
-  [[nodiscard]] std::span<const int> inputs(int c) const { return inputs_.at(ix(c)); }
+  [[nodiscard]] std::span<const int> inputs(int c) const { return inputs_.at(detail::ix(c)); }
   /// The data nodes compute node c creates or contributes to.
-  [[nodiscard]] std::span<const int> outputs(int c) const { return outputs_.at(ix(c)); }
+  [[nodiscard]] std::span<const int> outputs(int c) const { return outputs_.at(detail::ix(c)); }
   /// The compute nodes that create (or contribute to) data node d.
-  [[nodiscard]] std::span<const int> producers(int d) const { return producers_.at(ix(d)); }
+  [[nodiscard]] std::span<const int> producers(int d) const { return producers_.at(detail::ix(d)); }
   /// The compute nodes that need data node d.
-  [[nodiscard]] std::span<const int> consumers(int d) const { return consumers_.at(ix(d)); }
+  [[nodiscard]] std::span<const int> consumers(int d) const { return consumers_.at(detail::ix(d)); }
 
   // --- structure -------------------------------------------------------------------------------
   /// The compute nodes in topological order: 0, 1, ..., compute_count() - 1.
@@ -192,25 +162,25 @@ class graph {
     return -1;
   }
   /// The backward paired with forward f (or the forward paired with backward b); -1 if none.
-  [[nodiscard]] int backward_of(int f) const { return partner_.at(ix(f)); }
-  [[nodiscard]] int forward_of(int b) const { return partner_.at(ix(b)); }
+  [[nodiscard]] int backward_of(int f) const { return partner_.at(detail::ix(f)); }
+  [[nodiscard]] int forward_of(int b) const { return partner_.at(detail::ix(b)); }
   /// The phantom forward f creates; -1 if none.
   [[nodiscard]] int phantom_of(int f) const {
     for (int d : outputs(f))
-      if (data_[ix(d)].kind == data_kind::phantom) return d;
+      if (data_[detail::ix(d)].kind == data_kind::phantom) return d;
     return -1;
   }
   /// {forward that creates phantom p, backward that reads it}; -1 where missing.
   [[nodiscard]] std::pair<int, int> phantom_pair(int p) const {
-    const auto& pr = producers_.at(ix(p));
-    const auto& co = consumers_.at(ix(p));
+    const auto& pr = producers_.at(detail::ix(p));
+    const auto& co = consumers_.at(detail::ix(p));
     return {pr.size() == 1 ? pr[0] : -1, co.size() == 1 ? co[0] : -1};
   }
   /// The gradient of activation a (or the activation of gradient g); -1 if none.
-  [[nodiscard]] int gradient_of(int a) const { return twin_.at(ix(a)); }
-  [[nodiscard]] int activation_of(int g) const { return twin_.at(ix(g)); }
+  [[nodiscard]] int gradient_of(int a) const { return twin_.at(detail::ix(a)); }
+  [[nodiscard]] int activation_of(int g) const { return twin_.at(detail::ix(g)); }
   /// A data node nothing produces: alive from the start.
-  [[nodiscard]] bool is_source(int d) const { return producers_.at(ix(d)).empty(); }
+  [[nodiscard]] bool is_source(int d) const { return producers_.at(detail::ix(d)).empty(); }
 
   /// The first node with this name; -1 if none. Names are for people: the builder makes them
   /// unique, the graph does not require it.
@@ -242,7 +212,6 @@ class graph {
   friend bool operator==(const graph&, const graph&) = default;
 
  private:
-  static std::size_t ix(int i) { return static_cast<std::size_t>(i); }
   void check_compute(int c) const {
     if (c < 0 || c >= compute_count())
       throw std::out_of_range("remat::graph: compute node " + std::to_string(c) +
@@ -261,9 +230,9 @@ class graph {
     return true;
   }
   static void unpair(std::vector<int>& pairs, int x) {
-    const int old = pairs[ix(x)];
-    if (old >= 0) pairs[ix(old)] = -1;
-    pairs[ix(x)] = -1;
+    const int old = pairs[detail::ix(x)];
+    if (old >= 0) pairs[detail::ix(old)] = -1;
+    pairs[detail::ix(x)] = -1;
   }
 
   std::vector<compute_node> computes_;
@@ -479,7 +448,7 @@ inline result<void> validate(const graph& g) {
                      compute_label(g, p) + " produces later in the order; compute nodes must " +
                      "be numbered in a topological order (producers before consumers)");
 
-  // The loss descends from every forward and precedes every backward (rockmate-spec §10.1.2).
+  // The loss descends from every forward and precedes every backward ([Zhao24, §3.2.1]).
   const int l = losses[0];
   std::vector<char> up(static_cast<std::size_t>(g.compute_count()), 0);
   std::vector<char> down(up.size(), 0);

@@ -104,17 +104,18 @@ class program_run {
         reads_(p.reads),
         s_(s),
         targets_(tg),
-        op_of_(k(g_.compute_count()), -1),
-        tensors_(k(g_.data_count())),
-        contexts_(k(g_.data_count())),
+        op_of_(remat::detail::ix(g_.compute_count()), -1),
+        tensors_(remat::detail::ix(g_.data_count())),
+        contexts_(remat::detail::ix(g_.data_count())),
         random_(nodes_.size()),
-        host_copy_(can_transfer ? k(g_.data_count()) : 0),
-        moving_(can_transfer ? k(g_.data_count()) : 0),
-        offloading_(can_transfer ? k(g_.data_count()) : 0, 0),
-        leaving_(can_transfer ? k(g_.data_count()) : 0, 0),
+        host_copy_(can_transfer ? remat::detail::ix(g_.data_count()) : 0),
+        moving_(can_transfer ? remat::detail::ix(g_.data_count()) : 0),
+        offloading_(can_transfer ? remat::detail::ix(g_.data_count()) : 0, 0),
+        leaving_(can_transfer ? remat::detail::ix(g_.data_count()) : 0, 0),
         forwards_(nodes_.size(), 0) {
     for (std::size_t i = 0; i < nodes_.size(); ++i)
-      op_of_[k(nodes_[i].fwd)] = op_of_[k(nodes_[i].bwd)] = static_cast<int>(i);
+      op_of_[remat::detail::ix(nodes_[i].fwd)] = op_of_[remat::detail::ix(nodes_[i].bwd)] =
+          static_cast<int>(i);
     op_peaks_.reserve(s_.ops.size());
     op_times_.reserve(s_.ops.size());
   }
@@ -130,7 +131,6 @@ class program_run {
   using handle_t = typename transfer_types<B>::handle;
   /// Whether offload, prefetch and wait can run: a TransferBackend and a TransferableTensor.
   static constexpr bool can_transfer = TransferBackend<B> && TransferableTensor<T, B>;
-  static std::size_t k(int i) { return static_cast<std::size_t>(i); }
 
   /// Copies in flight end before the buffers they use are freed, however the run ends.
   struct drain_on_exit {
@@ -233,7 +233,7 @@ result<run_result<T>> program_run<B, T, Tg, Layers>::run(T input) {
   const bytes baseline = backend_.in_use() - tensor_traits<T>::size(input);
   // Memory held before the run, besides the input: named if the run runs out of budget.
   const std::string held = baseline > 0 ? held_at_start(backend_, baseline) : std::string();
-  tensors_[k(training_layout::input)] = std::move(input);
+  tensors_[remat::detail::ix(training_layout::input)] = std::move(input);
   backend_.reset_high_water();
   bytes peak = backend_.high_water() - baseline;
 
@@ -281,7 +281,7 @@ result<run_result<T>> program_run<B, T, Tg, Layers>::run(T input) {
   if (auto why = allocated_.problem(); !why.empty()) return failed("executor: " + why);
   random_.restore(layers_, true);
   backend_.set_activity("an allocation");
-  return run_result<T>{std::move(*tensors_[k(training_layout::input_gradient)]),
+  return run_result<T>{std::move(*tensors_[remat::detail::ix(training_layout::input_gradient)]),
                        peak,
                        elapsed,
                        std::move(op_peaks_),
@@ -318,7 +318,7 @@ template <class B, class T, class Tg, class Layers>
 void program_run<B, T, Tg, Layers>::compute(const instruction& ins, std::size_t at) {
   const int c = ins.node;
   if (g_.compute(c).kind == compute_kind::loss) return;  // dy = 1: nothing to store
-  const auto i = k(op_of_[k(c)]);
+  const auto i = remat::detail::ix(op_of_[remat::detail::ix(c)]);
   model_traits<Layers>::visit(layers_, i, [&](auto& layer) {
     const std::string who = where(at) + ", " + ::remat::detail::compute_label(g_, c);
     backend_.set_activity(who);
@@ -335,7 +335,7 @@ template <class B, class T, class Tg, class Layers>
 std::vector<const T*> program_run<B, T, Tg, Layers>::inputs(std::size_t i, bool read) const {
   std::vector<const T*> x;
   x.reserve(nodes_[i].in.size());
-  for (int d : nodes_[i].in) x.push_back(read ? &*tensors_[k(d)] : nullptr);
+  for (int d : nodes_[i].in) x.push_back(read ? &*tensors_[remat::detail::ix(d)] : nullptr);
   return x;
 }
 
@@ -358,7 +358,7 @@ void program_run<B, T, Tg, Layers>::forward(L& layer, std::size_t i, bool fast,
     T y = call_forward(layer, std::span<const T* const>(x), loss, targets_, backend_, who);
     allocated_.add(before, backend_.in_use(), tensor_traits<T>::size(y));
     check_planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
-    tensors_[k(on.act)] = std::move(y);
+    tensors_[remat::detail::ix(on.act)] = std::move(y);
   } else {
     auto ctx = std::make_unique<box<C>>();
     T y = call_forward_save(layer, std::span<const T* const>(x), loss, targets_, ctx->value,
@@ -367,11 +367,11 @@ void program_run<B, T, Tg, Layers>::forward(L& layer, std::size_t i, bool fast,
                    tensor_traits<T>::size(y) + traits::context_bytes(ctx->value));
     check_planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
     check_planned(on.phantom, traits::context_bytes(ctx->value), who, "kept a context");
-    tensors_[k(on.act)] = std::move(y);
-    contexts_[k(on.phantom)] = std::move(ctx);
+    tensors_[remat::detail::ix(on.act)] = std::move(y);
+    contexts_[remat::detail::ix(on.phantom)] = std::move(ctx);
   }
   if constexpr (ScalarTensor<T>)  // the loss's value, at its first forward
-    if (loss && first) loss_ = tensor_traits<T>::item(*tensors_[k(on.act)]);
+    if (loss && first) loss_ = tensor_traits<T>::item(*tensors_[remat::detail::ix(on.act)]);
   random_.after_forward(i, layer);
 }
 
@@ -385,11 +385,12 @@ void program_run<B, T, Tg, Layers>::backward(L& layer, std::size_t i, const std:
   using C = typename dag_layer_traits<L>::context;
   const op_nodes& on = nodes_[i];
   const std::vector<const T*> x = inputs(i, reads_[i].inputs);
-  const T* y = reads_[i].output ? &*tensors_[k(on.act)] : nullptr;
-  const C& ctx = unbox<C>(contexts_[k(on.phantom)]);
+  const T* y = reads_[i].output ? &*tensors_[remat::detail::ix(on.act)] : nullptr;
+  const C& ctx = unbox<C>(contexts_[remat::detail::ix(on.phantom)]);
   std::vector<std::optional<T>> dx(on.in.size());
-  for (std::size_t j = 0; j < dx.size(); ++j) dx[j] = std::move(tensors_[k(on.in_grad[j])]);
-  const T* dy = i + 1 == nodes_.size() ? nullptr : &*tensors_[k(on.grad)];
+  for (std::size_t j = 0; j < dx.size(); ++j)
+    dx[j] = std::move(tensors_[remat::detail::ix(on.in_grad[j])]);
+  const T* dy = i + 1 == nodes_.size() ? nullptr : &*tensors_[remat::detail::ix(on.grad)];
   call_backward(layer, std::span<const T* const>(x), y, ctx, dy, targets_,
                 std::span<std::optional<T>>(dx), backend_, who);
   for (std::size_t j = 0; j < dx.size(); ++j) {
@@ -400,16 +401,16 @@ void program_run<B, T, Tg, Layers>::backward(L& layer, std::size_t i, const std:
                               ", empty; a backward creates or adds "
                               "to the gradient of every input");
     check_planned(d, tensor_traits<T>::size(*dx[j]), who, "made a gradient");
-    tensors_[k(d)] = std::move(dx[j]);
+    tensors_[remat::detail::ix(d)] = std::move(dx[j]);
   }
 }
 
 /// free(d) releases the tensor (or context) of data node d, or its host copy.
 template <class B, class T, class Tg, class Layers>
 void program_run<B, T, Tg, Layers>::free_data(int d) {
-  tensors_[k(d)].reset();
-  contexts_[k(d)].reset();
-  if constexpr (can_transfer) host_copy_[k(d)].reset();
+  tensors_[remat::detail::ix(d)].reset();
+  contexts_[remat::detail::ix(d)].reset();
+  if constexpr (can_transfer) host_copy_[remat::detail::ix(d)].reset();
 }
 
 /// An offload, prefetch or wait of data node ins.node, with the activity naming the instruction
@@ -417,7 +418,7 @@ void program_run<B, T, Tg, Layers>::free_data(int d) {
 template <class B, class T, class Tg, class Layers>
 void program_run<B, T, Tg, Layers>::transfer(const instruction& ins, std::size_t at) {
   if constexpr (can_transfer) {
-    const auto d = k(ins.node);
+    const auto d = remat::detail::ix(ins.node);
     backend_.set_activity(where(at) + ", " + ::remat::detail::data_label(g_, ins.node));
     if (ins.op == op_kind::offload)
       offload(d);

@@ -1,95 +1,16 @@
 #pragma once
-// checkmate's formulation: the RK-Checkmate MILP over a training graph (rockmate-spec §3), its
-// extraction into a schedule, the warm start and the cover cuts: independent of the MILP backend,
-// and not a template (the policy, policy/checkmate.hpp, names the backend). The measurements and
-// alternatives behind these decisions: docs/checkmate.md.
+// checkmate's formulation: the RK-Checkmate MILP over a training graph [Zhao24, §2.4, Eqs.
+// 2.3-2.19], its extraction into a schedule (Alg. 4), the warm start and the cover cuts;
+// independent of the MILP backend. Stages t = 0..T-1 over the compute nodes in topological order,
+// step k of stage t = "maybe run c_k, then maybe free data"; variables R, F (runs), S
+// (contributions), P (alive at a stage's start), create, del and U (memory).
 //
-// Stages t = 0..T-1 over the compute nodes in topological order (0-based here); stage t ends
-// with the first run of c_t; inside a stage, step k = "maybe run c_k, then maybe free data".
-// Variables (all binary but U):
-//   R[t][k], k <= t       run c_k in normal mode in stage t; R[t][t] + F[t][t] = 1
-//   F[t][k], forwards     run c_k as a fast-forward (no phantom), when fast_forward is on
-//   S[t][(k,i)], t > k    c_k's contribution to data i is present at the start of stage t
-//   P[t][i]               data i is alive at the start of stage t (sources: the constant 1)
-//   create[t][i][k]       i is allocated at step (t,k), k a producer of i
-//   del[t][i][k]          i is freed right after step (t,k), k related to i (never if protected)
-//   U[t][k]               memory after step (t,k) and its frees (continuous)
-// Constraints (the spec's (2.3)-(2.19) with its fixes, and ours):
-//   * alive(t,i,k) = P[t][i] + creates up to k - frees up to k, in [0, 1], and in [0, 1] before
-//     step k's frees too (else a step could allocate what is alive and free it at once: the
-//     plan would count one copy where the program holds none after the free); a producer that runs
-//     leaves its output alive right after it (before its frees); a consumer needs its input
-//     alive before its own step's frees, and every contribution (kept in S or recomputed earlier
-//     in the stage, (2.8)); a phantom is made only by the normal variant;
-//   * S is exact, not just an upper bound (Checkmate's (2.7)/(2.12) only bound it from above):
-//     S[t+1] is 1 iff the contribution was kept (S[t], no free of i in stage t) or made at step k
-//     with no free of i at or after k. With that, R + S <= 1 for a multi-producer gradient (a
-//     contribution is never summed twice), relaxed when i was freed earlier in the stage;
-//   * a multi-producer gradient freed at some step cannot be read later in the same stage (it
-//     would miss the contributions made before the free): conservative, never needed in
-//     practice;
-//   * P[t+1][i] = alive after the last step related to i in stage t; nothing but protected data
-//     alive at the end; protected data never freed; the loss and every backward run once (a
-//     backward adds to the parameter gradients: a second run would count them twice; rockmate-
-//     spec §1.4 asks it of the loss only, our executors and simulator of every backward);
-//   * U[t][-1] = sum_i M_i P[t][i] (the protected input counted, as the simulator does);
-//     U[t][k] = U[t][k-1] + created - freed; peak of the step U[t][k] + freed + overhead <= budget.
-// Frees are not forced to be as early as possible (Checkmate's hazard constraints): the
-// objective ignores memory, and any placement the constraints allow is a valid program.
-// Memory units, and the check in bytes. Memory is counted in integer units: of the gcd of every
-// size and overhead when that leaves fewer than 2^17 units in the budget (the budget row is then
-// exact), else of the smallest power of two that does, every size and overhead rounded DOWN and
-// the budget down.
-// Rounded down, the integer rows leave the solvers no room, and the MILP is a relaxation of the
-// byte problem: it loses no schedule within the budget, so "infeasible" is a proof. Each schedule
-// the solver returns is replayed in bytes; when a step is over the budget (by less than a unit
-// per data node), cover cuts go into the MILP (see cover_cuts: that set of data, alive together
-// at that step, exceeds the budget; every schedule within it satisfies the cut; integer
-// coefficients) and it is solved again. The schedule returned is within the budget to the byte,
-// and "optimal" is the optimum of a relaxation met by a schedule within the budget: the optimum.
-// (Checked against rotor and store-all on random chains with sizes of 10^0-10^11 bytes, and
-// find_minimum's answers re-solved, in test_checkmate_properties.)
+// Memory is counted in integer units rounded down, so the MILP is a relaxation of the byte
+// problem ("infeasible" is a proof); each schedule is replayed in bytes and cover cuts remove
+// those over the budget. The model is built without variables its optimum does not need
+// ("Reductions"), step by step (model_builder).
 //
-// The objective is sum_{t,k} time_k R[t][k] + fast_time_k F[t][k]: the makespan itself.
-//
-// Reductions. The model above is built smaller, without losing its optimum (each point is
-// forced by the constraints, or keeps at least one optimal solution):
-//   * backwards and the loss run once, in their own stage: no R, create or free at the other
-//     steps of theirs (constants 0); R[t][t] is the constant 1 where c_t has no F;
-//   * a forward runs only while it can help: up to the last stage in which a consumer of one of
-//     its outputs can run (backwards: their stage; forwards: recursively; protected outputs:
-//     always). A later run makes data nobody reads. Likewise, data is not kept past the last
-//     stage in which a consumer of it can run (P is 0 there: freeing it at its last step that
-//     runs holds less memory);
-//   * a forward whose phantoms are all empty and whose fast-forward is no cheaper gets no F (its
-//     normal run does the same for no more); where the fast-forward is no dearer and there is one
-//     phantom, the phantom's create is R itself (a normal run that makes no phantom is a
-//     fast-forward at a cost no lower);
-//   * data related only to nodes that run once (gradients) has its life fixed: allocated at its
-//     first producer's step, freed at its last related node's step (protected: kept); P, S,
-//     create and free are constants;
-//   * with one producer, which precedes its consumers in the order, "no allocation of what is
-//     alive" is only needed at the producer's step and "alive >= 0" not at all (the frees only
-//     lower it, down to P[t+1] >= 0), and "every contribution" is "alive before the step";
-//   * milp's flatten turns single-variable rows into bounds and drops rows the bounds imply.
-// The schedule (Algorithm 4): for t, for k <= t: compute (or fast_forward) c_k if it runs, then
-// its frees. The ILP lets c_k run while an output of it is alive (an activation, or a phantom
-// under the normal variant): the schedule frees it just before the recompute (the peak is the
-// same: the recompute allocates it again at once). Every schedule is replayed in
-// sim::simulate; one the simulator rejects, or whose makespan or peak differs from the plan,
-// comes back as solver_error.
-//
-// Warm start (`warm_start`, or `auto_warm_start`): a schedule is translated into values of every
-// MILP variable by replaying it stage by stage (a compute node's first run opens its stage;
-// recomputations belong to the stage of the next first run and must come in index order; a free
-// is attached to the last step related to the data before it, the only place the MILP can put
-// it, which frees no later than the program does). The backend gets the values as
-// milp::options::warm_start: CBC takes it as its first incumbent (setMIPStart), lp_solve as a
-// cutoff that it must beat (it has no MIP start). A warm start that the simulator rejects, that
-// exceeds the budget, or that runs nodes out of the stage order is an invalid_problem error that
-// says why. `auto_warm_start` (on by default) starts from the relaxation's best schedule (below),
-// found within a quarter of the time limit.
-//
+// The variables, the constraints, the reductions and the decisions: docs/checkmate.md.
 
 #include <algorithm>
 #include <chrono>
@@ -230,300 +151,366 @@ struct checkmate_formulation {
 
   /// The MILP at this budget; without objective when only feasibility matters. time_limit when
   /// the deadline passes while building (solve_detailed has refused graphs over max_variables).
+  /// The steps (model_builder's members, in this order; the order the variables are made in is
+  /// part of the model): which stages each op can run in, the run variables R and F, the data's
+  /// P and S, their creates and frees, the transitions between steps, memory, the objective.
   [[nodiscard]] result<built> build(const graph& g, bytes budget, bool feasibility,
                                     clock::time_point deadline) const {
-    const int T = g.compute_count();
-    const int I = g.data_count();
-    auto past_deadline = [&] { return clock::now() > deadline; };
+    model_builder mb(*this, g, budget);
     const error out_of_time{status::time_limit,
                             "checkmate: the time limit passed while building the MILP of graph '" +
-                                g.name + "' (" + std::to_string(T) +
+                                g.name + "' (" + std::to_string(g.compute_count()) +
                                 " compute nodes); raise time_limit",
                             {}};
-    const bytes unit = memory_unit(g, budget);
-    const double cap = units(budget, unit);
-    auto sz = [&](int i) { return units(g.data(i).size, unit); };
-    using milp::linear_expr;
-    using milp::variable;
-
-    built b;
-    b.unit = unit;
-    milp::model& m = b.m;
-    // useful[k]: the last stage in which running c_k can help (see "Reductions").
-    std::vector<int> useful(ix(T), T - 1);
-    for (int k = T - 1; k >= 0; --k) {
-      if (runs_once(g, k)) {
-        useful[ix(k)] = k;
-        continue;
-      }
-      int u = -1;
-      for (int i : g.outputs(k)) {
-        if (g.data(i).is_protected) u = T - 1;
-        for (int c : g.consumers(i)) u = std::max(u, useful[ix(c)]);
-      }
-      useful[ix(k)] = std::max(u, k);
-    }
-    auto can_run = [&](int t, int k) { return k == t || (k < t && t <= useful[ix(k)]); };
-
-    // R and F: constants where c_k cannot run (0), and R[t][t] = 1 where c_t has no F.
-    b.R.assign(ix(T), {});
-    b.F.assign(ix(T), {});
-    std::vector<char> fast(ix(T));
-    b.normal_makes.assign(ix(T), -1);
-    for (int k = 0; k < T; ++k) {
-      fast[ix(k)] = has_fast(g, k) ? 1 : 0;
-      const auto& n = g.compute(k);
-      if (!fast[ix(k)] || n.fast_time > n.time || n.fast_overhead > n.overhead) continue;
-      int phantoms = 0;
-      for (int i : g.outputs(k))
-        if (g.data(i).kind == data_kind::phantom) {
-          ++phantoms;
-          b.normal_makes[ix(k)] = i;
-        }
-      if (phantoms != 1) b.normal_makes[ix(k)] = -1;
-    }
-    for (int t = 0; t < T; ++t) {
-      for (int k = 0; k <= t; ++k) {
-        linear_expr r, f;
-        if (can_run(t, k)) {
-          if (k == t && !fast[ix(k)])
-            r = linear_expr(1.0);
-          else
-            r = m.add_binary();
-          if (fast[ix(k)]) f = m.add_binary();
-        }
-        b.R[ix(t)].push_back(std::move(r));
-        b.F[ix(t)].push_back(std::move(f));
-      }
-    }
-    auto R = [&](int t, int k) -> const linear_expr& { return b.R[ix(t)][ix(k)]; };
-    auto run = [&](int t, int k) -> linear_expr { return R(t, k) + b.F[ix(t)][ix(k)]; };
-    auto prodrun = [&](int t, int k, int i) -> linear_expr {
-      return g.data(i).kind == data_kind::phantom ? R(t, k) : run(t, k);
-    };
-    for (int t = 0; t < T; ++t) {
-      m.add(run(t, t) == 1);
-      for (int k = 0; k < t; ++k)
-        if (fast[ix(k)] && can_run(t, k)) m.add(run(t, k) <= 1);
-    }
-
-    // Per data node: related steps, P, S, create, del.
-    std::vector<std::vector<int>> rel(ix(I));
-    std::vector<char> fixed(ix(I), 0);  // data whose life the model fixes (see is_fixed)
-    std::vector<int> first(ix(I), 0), last(ix(I), 0);  // first producer, last related node
-    for (int i = 0; i < I; ++i) {
-      auto& v = rel[ix(i)];
-      for (int k : g.producers(i)) v.push_back(k);
-      for (int k : g.consumers(i)) v.push_back(k);
-      std::sort(v.begin(), v.end());
-      v.erase(std::unique(v.begin(), v.end()), v.end());
-      fixed[ix(i)] = is_fixed(g, i) ? 1 : 0;
-      if (!g.is_source(i)) {
-        first[ix(i)] = *std::min_element(g.producers(i).begin(), g.producers(i).end());
-        last[ix(i)] = v.back();
-      }
-    }
-    // dead[i]: the last stage in which a consumer of i can run (past it, i is freed).
-    std::vector<int> dead(ix(I), T);
-    for (int i = 0; i < I; ++i) {
-      if (g.data(i).is_protected) continue;
-      int d = -1;
-      for (int c : g.consumers(i)) d = std::max(d, useful[ix(c)]);
-      dead[ix(i)] = d;
-    }
-    // Fixed data: alive from its first producer's step to its last related step, freed there
-    // unless protected.
-    auto fixed_alive = [&](int t, int i) {
-      return t > first[ix(i)] && (g.data(i).is_protected || t <= last[ix(i)]);
-    };
-    // P[t][i] as expressions (constants for sources, fixed data, and before the first producer).
-    auto& P = b.P;
-    P.assign(ix(T), std::vector<linear_expr>(ix(I)));
-    for (int t = 0; t < T; ++t)
-      for (int i = 0; i < I; ++i) {
-        if (g.is_source(i))
-          P[ix(t)][ix(i)] = linear_expr(1.0);
-        else if (fixed[ix(i)])
-          P[ix(t)][ix(i)] = linear_expr(fixed_alive(t, i) ? 1.0 : 0.0);
-        else if (t > first[ix(i)] && t <= dead[ix(i)])
-          P[ix(t)][ix(i)] = m.add_binary();
-      }
-    // S[t][i][pos] for producer pos of i (0 when t <= producer). With one producer, the
-    // contribution is there exactly when the data is alive: S is P (no variables, no transitions).
-    auto& S = b.S;
-    S.assign(ix(T), {});
-    for (int t = 0; t < T; ++t) {
-      S[ix(t)].resize(ix(I));
-      for (int i = 0; i < I; ++i) {
-        const auto pr = g.producers(i);
-        S[ix(t)][ix(i)].resize(pr.size());
-        for (std::size_t p = 0; p < pr.size(); ++p)
-          if (pr.size() == 1)
-            S[ix(t)][ix(i)][p] = P[ix(t)][ix(i)];
-          else if (fixed[ix(i)])
-            S[ix(t)][ix(i)][p] = linear_expr(t > pr[p] && fixed_alive(t, i) ? 1.0 : 0.0);
-          else if (t > pr[p])
-            S[ix(t)][ix(i)][p] = m.add_binary();
-      }
-    }
-    // create[t][i][k] (k producer <= t), del[t][i][k] (k related <= t, not protected), at the
-    // steps that can run.
-    auto& cre = b.cre;
-    cre.assign(ix(T), std::vector<steps>(ix(I)));
-    b.del.assign(ix(T), std::vector<steps>(ix(I)));
-    auto find = [](const steps& v, int k) -> linear_expr {
-      const linear_expr* x = at_step(v, k);
-      return x ? *x : linear_expr();
-    };
-    for (int t = 0; t < T; ++t) {
-      if (past_deadline()) return out_of_time;
-      for (int i = 0; i < I; ++i) {
-        for (int k : rel[ix(i)]) {
-          if (k > t) break;
-          if (!can_run(t, k)) continue;
-          const auto pr = g.producers(i);
-          const bool producer = std::find(pr.begin(), pr.end(), k) != pr.end();
-          const bool freeable = !g.data(i).is_protected;
-          if (fixed[ix(i)]) {  // here k == t
-            if (producer && k == first[ix(i)]) cre[ix(t)][ix(i)].push_back({k, linear_expr(1.0)});
-            if (freeable && k == last[ix(i)]) b.del[ix(t)][ix(i)].push_back({k, linear_expr(1.0)});
-            continue;
-          }
-          if (producer && b.normal_makes[ix(k)] == i) {
-            cre[ix(t)][ix(i)].push_back({k, R(t, k)});  // the normal run is the phantom's making
-          } else if (producer) {
-            variable c = m.add_binary();
-            m.add(linear_expr(c) <= prodrun(t, k, i));
-            cre[ix(t)][ix(i)].push_back({k, c});
-          }
-          if (freeable) {
-            variable d = m.add_binary();
-            m.add(linear_expr(d) <= run(t, k));
-            b.del[ix(t)][ix(i)].push_back({k, d});
-          }
-        }
-      }
-    }
-
-    // Liveness, dependencies, S and P transitions.
-    for (int t = 0; t < T; ++t) {
-      if (past_deadline()) return out_of_time;
-      for (int i = 0; i < I; ++i) {
-        const auto pr = g.producers(i);
-        const auto& D = b.del[ix(t)][ix(i)];
-        const bool multi = pr.size() > 1;
-        linear_expr alive = P[ix(t)][ix(i)];
-        linear_expr freed_before;  // frees at steps < k
-        for (int k : rel[ix(i)]) {
-          if (k > t) break;
-          if (!can_run(t, k)) continue;
-          const linear_expr c = find(cre[ix(t)][ix(i)], k);
-          const linear_expr d = find(D, k);
-          alive += c;
-          const linear_expr before_free = alive;
-          const bool producer = std::find(pr.begin(), pr.end(), k) != pr.end();
-          // No allocation of what is alive (a free comes after it), and no free of what is not.
-          // With one producer, which comes before the consumers, only the producer's step can
-          // allocate and the frees only lower `alive`: the rows at the other steps follow from
-          // the producer's and from P[t+1] >= 0 (or the end row).
-          if (multi || producer) m.add(before_free <= 1);
-          alive -= d;
-          if (multi) m.add(alive >= 0);  // (alive <= 1 follows from before_free <= 1)
-          if (producer) {
-            m.add(before_free >= prodrun(t, k, i));
-            const auto p =
-                static_cast<std::size_t>(std::find(pr.begin(), pr.end(), k) - pr.begin());
-            if (multi)  // never sum a contribution twice
-              m.add(prodrun(t, k, i) + S[ix(t)][ix(i)][p] <= 1 + freed_before);
-          } else {  // consumer
-            m.add(before_free >= run(t, k));
-            // Every contribution, kept or made in the stage; with one producer it is the row
-            // above (create <= the producer's run).
-            for (std::size_t p = 0; p < pr.size() && multi; ++p) {
-              linear_expr have = S[ix(t)][ix(i)][p];
-              if (pr[p] <= t) have += prodrun(t, pr[p], i);
-              m.add(run(t, k) <= have);
-            }
-            if (multi)
-              for (const auto& [kk, x] : D)
-                if (kk < k) m.add(x + run(t, k) <= 1);
-          }
-          freed_before += d;
-        }
-        if (t + 1 < T) {
-          if (!g.is_source(i)) m.add(P[ix(t + 1)][ix(i)] == alive);
-          for (std::size_t p = 0; p < pr.size() && multi; ++p) {
-            const int k = pr[p];
-            if (k > t) continue;
-            const linear_expr s1 = S[ix(t + 1)][ix(i)][p];
-            const linear_expr s0 = S[ix(t)][ix(i)][p];
-            const linear_expr made = prodrun(t, k, i);
-            m.add(s1 <= s0 + made);
-            m.add(s1 <= P[ix(t + 1)][ix(i)]);
-            linear_expr late, all;
-            for (const auto& [kk, x] : D) {
-              all += x;
-              if (kk >= k) {
-                m.add(s1 <= 1 - x);
-                late += x;
-              } else {
-                m.add(s1 <= 1 - x + made);
-              }
-            }
-            m.add(s1 >= made - late);
-            m.add(s1 >= s0 - all);
-          }
-        } else if (!g.is_source(i)) {
-          m.add(alive == (g.data(i).is_protected ? 1.0 : 0.0));
-        }
-      }
-    }
-
-    // Memory.
-    b.U.assign(ix(T), {});
-    std::vector<linear_expr> made_at, gone_at;  // [k]: what step k of stage t allocates, frees
-    for (int t = 0; t < T; ++t) {
-      if (past_deadline()) return out_of_time;
-      linear_expr prev;
-      for (int i = 0; i < I; ++i) prev += sz(i) * P[ix(t)][ix(i)];
-      made_at.assign(ix(t + 1), linear_expr());
-      gone_at.assign(ix(t + 1), linear_expr());
-      for (int i = 0; i < I; ++i) {
-        for (const auto& [k, x] : cre[ix(t)][ix(i)]) made_at[ix(k)] += sz(i) * x;
-        for (const auto& [k, x] : b.del[ix(t)][ix(i)]) gone_at[ix(k)] += sz(i) * x;
-      }
-      for (int k = 0; k <= t; ++k) {
-        if (!can_run(t, k)) {  // nothing happens at this step: U is the previous step's
-          b.U[ix(t)].push_back(variable{});
-          continue;
-        }
-        const linear_expr& made = made_at[ix(k)];
-        const linear_expr& gone = gone_at[ix(k)];
-        const auto& n = g.compute(k);
-        const linear_expr tmp =
-            units(n.overhead, unit) * R(t, k) + units(n.fast_overhead, unit) * b.F[ix(t)][ix(k)];
-        m.add(prev + made + tmp <= cap);
-        variable u = m.add_continuous(0, milp::infinity);
-        m.add(linear_expr(u) == prev + made - gone);
-        b.U[ix(t)].push_back(u);
-        prev = u;
-      }
-    }
-
-    // Objective: the makespan, in units of time_scale seconds.
-    b.time_scale = time_unit(g);
-    linear_expr obj;
-    if (!feasibility)
-      for (int t = 0; t < T; ++t)
-        for (int k = 0; k <= t; ++k)
-          obj += g.compute(k).time / b.time_scale * R(t, k) +
-                 g.compute(k).fast_time / b.time_scale * b.F[ix(t)][ix(k)];
-    m.minimize(obj);
+    auto past_deadline = [&] { return clock::now() > deadline; };
+    mb.find_useful_stages();
+    mb.add_runs();
+    mb.add_data();
+    if (!mb.add_creates_and_frees(past_deadline)) return out_of_time;
+    if (!mb.add_transitions(past_deadline)) return out_of_time;
+    if (!mb.add_memory(past_deadline)) return out_of_time;
+    mb.add_objective(feasibility);
     if (past_deadline()) return out_of_time;
-    return b;
+    return std::move(mb.b);
   }
 
-  static std::size_t ix(int v) { return static_cast<std::size_t>(v); }
+  /// Builds the MILP step by step (build()): the state the steps share, and one member per step.
+  class model_builder {
+   public:
+    model_builder(const checkmate_formulation& f, const graph& g, bytes budget)
+        : f_(f),
+          g_(g),
+          T(g.compute_count()),
+          I(g.data_count()),
+          unit_(memory_unit(g, budget)),
+          cap_(units(budget, unit_)) {
+      b.unit = unit_;
+    }
+
+    built b;
+
+    /// useful[k]: the last stage in which running c_k can help (see "Reductions").
+    void find_useful_stages() {
+      useful_.assign(ix(T), T - 1);
+      for (int k = T - 1; k >= 0; --k) {
+        if (runs_once(g_, k)) {
+          useful_[ix(k)] = k;
+          continue;
+        }
+        int u = -1;
+        for (int i : g_.outputs(k)) {
+          if (g_.data(i).is_protected) u = T - 1;
+          for (int c : g_.consumers(i)) u = std::max(u, useful_[ix(c)]);
+        }
+        useful_[ix(k)] = std::max(u, k);
+      }
+    }
+
+    /// R and F: constants where c_k cannot run (0), and R[t][t] = 1 where c_t has no F; each
+    /// stage t runs c_t once, and an op at most once (normal or fast) in a stage.
+    void add_runs() {
+      milp::model& m = b.m;
+      b.R.assign(ix(T), {});
+      b.F.assign(ix(T), {});
+      fast_.assign(ix(T), 0);
+      b.normal_makes.assign(ix(T), -1);
+      for (int k = 0; k < T; ++k) {
+        fast_[ix(k)] = f_.has_fast(g_, k) ? 1 : 0;
+        const auto& n = g_.compute(k);
+        if (!fast_[ix(k)] || n.fast_time > n.time || n.fast_overhead > n.overhead) continue;
+        int phantoms = 0;
+        for (int i : g_.outputs(k))
+          if (g_.data(i).kind == data_kind::phantom) {
+            ++phantoms;
+            b.normal_makes[ix(k)] = i;
+          }
+        if (phantoms != 1) b.normal_makes[ix(k)] = -1;
+      }
+      for (int t = 0; t < T; ++t) {
+        for (int k = 0; k <= t; ++k) {
+          milp::linear_expr r, fx;
+          if (can_run(t, k)) {
+            if (k == t && !fast_[ix(k)])
+              r = milp::linear_expr(1.0);
+            else
+              r = m.add_binary();
+            if (fast_[ix(k)]) fx = m.add_binary();
+          }
+          b.R[ix(t)].push_back(std::move(r));
+          b.F[ix(t)].push_back(std::move(fx));
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        m.add(run(t, t) == 1);
+        for (int k = 0; k < t; ++k)
+          if (fast_[ix(k)] && can_run(t, k)) m.add(run(t, k) <= 1);
+      }
+    }
+
+    /// Per data node: its related steps, first producer, last related node and last useful
+    /// stage; P[t][i] (constants for sources, fixed data, and before the first producer) and
+    /// S[t][i][pos] for producer pos of i (0 when t <= producer; with one producer the
+    /// contribution is there exactly when the data is alive: S is P).
+    void add_data() {
+      milp::model& m = b.m;
+      rel_.assign(ix(I), {});
+      fixed_.assign(ix(I), 0);  // data whose life the model fixes (see is_fixed)
+      first_.assign(ix(I), 0);
+      last_.assign(ix(I), 0);
+      for (int i = 0; i < I; ++i) {
+        auto& v = rel_[ix(i)];
+        for (int k : g_.producers(i)) v.push_back(k);
+        for (int k : g_.consumers(i)) v.push_back(k);
+        std::sort(v.begin(), v.end());
+        v.erase(std::unique(v.begin(), v.end()), v.end());
+        fixed_[ix(i)] = is_fixed(g_, i) ? 1 : 0;
+        if (!g_.is_source(i)) {
+          first_[ix(i)] = *std::min_element(g_.producers(i).begin(), g_.producers(i).end());
+          last_[ix(i)] = v.back();
+        }
+      }
+      // dead[i]: the last stage in which a consumer of i can run (past it, i is freed).
+      dead_.assign(ix(I), T);
+      for (int i = 0; i < I; ++i) {
+        if (g_.data(i).is_protected) continue;
+        int d = -1;
+        for (int c : g_.consumers(i)) d = std::max(d, useful_[ix(c)]);
+        dead_[ix(i)] = d;
+      }
+      auto& P = b.P;
+      P.assign(ix(T), std::vector<milp::linear_expr>(ix(I)));
+      for (int t = 0; t < T; ++t)
+        for (int i = 0; i < I; ++i) {
+          if (g_.is_source(i))
+            P[ix(t)][ix(i)] = milp::linear_expr(1.0);
+          else if (fixed_[ix(i)])
+            P[ix(t)][ix(i)] = milp::linear_expr(fixed_alive(t, i) ? 1.0 : 0.0);
+          else if (t > first_[ix(i)] && t <= dead_[ix(i)])
+            P[ix(t)][ix(i)] = m.add_binary();
+        }
+      auto& S = b.S;
+      S.assign(ix(T), {});
+      for (int t = 0; t < T; ++t) {
+        S[ix(t)].resize(ix(I));
+        for (int i = 0; i < I; ++i) {
+          const auto pr = g_.producers(i);
+          S[ix(t)][ix(i)].resize(pr.size());
+          for (std::size_t p = 0; p < pr.size(); ++p)
+            if (pr.size() == 1)
+              S[ix(t)][ix(i)][p] = P[ix(t)][ix(i)];
+            else if (fixed_[ix(i)])
+              S[ix(t)][ix(i)][p] = milp::linear_expr(t > pr[p] && fixed_alive(t, i) ? 1.0 : 0.0);
+            else if (t > pr[p])
+              S[ix(t)][ix(i)][p] = m.add_binary();
+        }
+      }
+    }
+
+    /// create[t][i][k] (k producer <= t) and del[t][i][k] (k related <= t, not protected), at
+    /// the steps that can run; false when the deadline passed.
+    template <class Past>
+    bool add_creates_and_frees(const Past& past_deadline) {
+      milp::model& m = b.m;
+      auto& cre = b.cre;
+      cre.assign(ix(T), std::vector<steps>(ix(I)));
+      b.del.assign(ix(T), std::vector<steps>(ix(I)));
+      for (int t = 0; t < T; ++t) {
+        if (past_deadline()) return false;
+        for (int i = 0; i < I; ++i) {
+          for (int k : rel_[ix(i)]) {
+            if (k > t) break;
+            if (!can_run(t, k)) continue;
+            const auto pr = g_.producers(i);
+            const bool producer = std::find(pr.begin(), pr.end(), k) != pr.end();
+            const bool freeable = !g_.data(i).is_protected;
+            if (fixed_[ix(i)]) {  // here k == t
+              if (producer && k == first_[ix(i)])
+                cre[ix(t)][ix(i)].push_back({k, milp::linear_expr(1.0)});
+              if (freeable && k == last_[ix(i)])
+                b.del[ix(t)][ix(i)].push_back({k, milp::linear_expr(1.0)});
+              continue;
+            }
+            if (producer && b.normal_makes[ix(k)] == i) {
+              cre[ix(t)][ix(i)].push_back({k, R(t, k)});  // the normal run makes the phantom
+            } else if (producer) {
+              milp::variable c = m.add_binary();
+              m.add(milp::linear_expr(c) <= prodrun(t, k, i));
+              cre[ix(t)][ix(i)].push_back({k, c});
+            }
+            if (freeable) {
+              milp::variable d = m.add_binary();
+              m.add(milp::linear_expr(d) <= run(t, k));
+              b.del[ix(t)][ix(i)].push_back({k, d});
+            }
+          }
+        }
+      }
+      return true;
+    }
+
+    /// Liveness, dependencies, and the S and P transitions from step to step; false when the
+    /// deadline passed.
+    template <class Past>
+    bool add_transitions(const Past& past_deadline) {
+      milp::model& m = b.m;
+      auto& P = b.P;
+      auto& S = b.S;
+      for (int t = 0; t < T; ++t) {
+        if (past_deadline()) return false;
+        for (int i = 0; i < I; ++i) {
+          const auto pr = g_.producers(i);
+          const auto& D = b.del[ix(t)][ix(i)];
+          const bool multi = pr.size() > 1;
+          milp::linear_expr alive = P[ix(t)][ix(i)];
+          milp::linear_expr freed_before;  // frees at steps < k
+          for (int k : rel_[ix(i)]) {
+            if (k > t) break;
+            if (!can_run(t, k)) continue;
+            const milp::linear_expr c = find(b.cre[ix(t)][ix(i)], k);
+            const milp::linear_expr d = find(D, k);
+            alive += c;
+            const milp::linear_expr before_free = alive;
+            const bool producer = std::find(pr.begin(), pr.end(), k) != pr.end();
+            // No allocation of what is alive (a free comes after it), and no free of what is
+            // not. With one producer, which comes before the consumers, only the producer's step
+            // can allocate and the frees only lower `alive`: the rows at the other steps follow
+            // from the producer's and from P[t+1] >= 0 (or the end row).
+            if (multi || producer) m.add(before_free <= 1);
+            alive -= d;
+            if (multi) m.add(alive >= 0);  // (alive <= 1 follows from before_free <= 1)
+            if (producer) {
+              m.add(before_free >= prodrun(t, k, i));
+              const auto p =
+                  static_cast<std::size_t>(std::find(pr.begin(), pr.end(), k) - pr.begin());
+              if (multi)  // never sum a contribution twice
+                m.add(prodrun(t, k, i) + S[ix(t)][ix(i)][p] <= 1 + freed_before);
+            } else {  // consumer
+              m.add(before_free >= run(t, k));
+              // Every contribution, kept or made in the stage; with one producer it is the row
+              // above (create <= the producer's run).
+              for (std::size_t p = 0; p < pr.size() && multi; ++p) {
+                milp::linear_expr have = S[ix(t)][ix(i)][p];
+                if (pr[p] <= t) have += prodrun(t, pr[p], i);
+                m.add(run(t, k) <= have);
+              }
+              if (multi)
+                for (const auto& [kk, x] : D)
+                  if (kk < k) m.add(x + run(t, k) <= 1);
+            }
+            freed_before += d;
+          }
+          if (t + 1 < T) {
+            if (!g_.is_source(i)) m.add(P[ix(t + 1)][ix(i)] == alive);
+            for (std::size_t p = 0; p < pr.size() && multi; ++p) {
+              const int k = pr[p];
+              if (k > t) continue;
+              const milp::linear_expr s1 = S[ix(t + 1)][ix(i)][p];
+              const milp::linear_expr s0 = S[ix(t)][ix(i)][p];
+              const milp::linear_expr made = prodrun(t, k, i);
+              m.add(s1 <= s0 + made);
+              m.add(s1 <= P[ix(t + 1)][ix(i)]);
+              milp::linear_expr late, all;
+              for (const auto& [kk, x] : D) {
+                all += x;
+                if (kk >= k) {
+                  m.add(s1 <= 1 - x);
+                  late += x;
+                } else {
+                  m.add(s1 <= 1 - x + made);
+                }
+              }
+              m.add(s1 >= made - late);
+              m.add(s1 >= s0 - all);
+            }
+          } else if (!g_.is_source(i)) {
+            m.add(alive == (g_.data(i).is_protected ? 1.0 : 0.0));
+          }
+        }
+      }
+      return true;
+    }
+
+    /// Memory: U[t][k], what is alive after step k of stage t, and at each step what is alive,
+    /// what it makes and its op's scratch within the budget; false when the deadline passed.
+    template <class Past>
+    bool add_memory(const Past& past_deadline) {
+      milp::model& m = b.m;
+      b.U.assign(ix(T), {});
+      std::vector<milp::linear_expr> made_at, gone_at;  // [k]: what step k allocates, frees
+      for (int t = 0; t < T; ++t) {
+        if (past_deadline()) return false;
+        milp::linear_expr prev;
+        for (int i = 0; i < I; ++i) prev += sz(i) * b.P[ix(t)][ix(i)];
+        made_at.assign(ix(t + 1), milp::linear_expr());
+        gone_at.assign(ix(t + 1), milp::linear_expr());
+        for (int i = 0; i < I; ++i) {
+          for (const auto& [k, x] : b.cre[ix(t)][ix(i)]) made_at[ix(k)] += sz(i) * x;
+          for (const auto& [k, x] : b.del[ix(t)][ix(i)]) gone_at[ix(k)] += sz(i) * x;
+        }
+        for (int k = 0; k <= t; ++k) {
+          if (!can_run(t, k)) {  // nothing happens at this step: U is the previous step's
+            b.U[ix(t)].push_back(milp::variable{});
+            continue;
+          }
+          const milp::linear_expr& made = made_at[ix(k)];
+          const milp::linear_expr& gone = gone_at[ix(k)];
+          const auto& n = g_.compute(k);
+          const milp::linear_expr tmp = units(n.overhead, unit_) * R(t, k) +
+                                        units(n.fast_overhead, unit_) * b.F[ix(t)][ix(k)];
+          m.add(prev + made + tmp <= cap_);
+          milp::variable u = m.add_continuous(0, milp::infinity);
+          m.add(milp::linear_expr(u) == prev + made - gone);
+          b.U[ix(t)].push_back(u);
+          prev = u;
+        }
+      }
+      return true;
+    }
+
+    /// The objective: the makespan, in units of time_scale seconds (none for feasibility).
+    void add_objective(bool feasibility) {
+      b.time_scale = time_unit(g_);
+      milp::linear_expr obj;
+      if (!feasibility)
+        for (int t = 0; t < T; ++t)
+          for (int k = 0; k <= t; ++k)
+            obj += g_.compute(k).time / b.time_scale * R(t, k) +
+                   g_.compute(k).fast_time / b.time_scale * b.F[ix(t)][ix(k)];
+      b.m.minimize(obj);
+    }
+
+   private:
+    [[nodiscard]] bool can_run(int t, int k) const {
+      return k == t || (k < t && t <= useful_[ix(k)]);
+    }
+    [[nodiscard]] const milp::linear_expr& R(int t, int k) const { return b.R[ix(t)][ix(k)]; }
+    [[nodiscard]] milp::linear_expr run(int t, int k) const { return R(t, k) + b.F[ix(t)][ix(k)]; }
+    /// What makes output i of c_k: a phantom only a normal run, other data either run.
+    [[nodiscard]] milp::linear_expr prodrun(int t, int k, int i) const {
+      return g_.data(i).kind == data_kind::phantom ? R(t, k) : run(t, k);
+    }
+    [[nodiscard]] double sz(int i) const { return units(g_.data(i).size, unit_); }
+    /// Fixed data: alive from its first producer's step to its last related step, freed there
+    /// unless protected.
+    [[nodiscard]] bool fixed_alive(int t, int i) const {
+      return t > first_[ix(i)] && (g_.data(i).is_protected || t <= last_[ix(i)]);
+    }
+    static milp::linear_expr find(const steps& v, int k) {
+      const milp::linear_expr* x = at_step(v, k);
+      return x ? *x : milp::linear_expr();
+    }
+
+    const checkmate_formulation& f_;
+    const graph& g_;
+    const int T, I;  // compute and data nodes (the thesis' names)
+    const bytes unit_;
+    const double cap_;
+    std::vector<int> useful_;
+    std::vector<char> fast_;
+    std::vector<std::vector<int>> rel_;  // each data node's related (producing or reading) ops
+    std::vector<char> fixed_;
+    std::vector<int> first_, last_, dead_;  // first producer, last related op, last useful stage
+  };
 
   /// What a replay tracks: which data is alive, and which contributions each holds.
   struct memory_state {

@@ -1,45 +1,13 @@
 #pragma once
-// The offloading DPs of Shilova's thesis Part II in pofo's model (docs/offloading.md): pofo
-// (recompute + offload, ch. 4, shilova-spec §4.2-4.6) and, as its restriction to F^all segments,
-// Alg. 5 / DYNPROG (ch. 3, §3.5). One DP serves both: `recompute` allows the checkpoint
-// segments; without it every forward-phase segment is F^all and the backward phase is B_N..B_1.
+// The offloading DPs of [Shilova21, Part II] in pofo's model: pofo (recompute and offload,
+// ch. 4, §4.1-4.2, OC_x and C_Δ of Eqs. 4.3-4.4) and, as its restriction to F^all segments,
+// Alg. 5 / DYNPROG (§3.3.3); recomputation::allowed or ::none chooses. Different offload and
+// prefetch rates are a direct generalisation; computed Δ's are rounded up to the slot grid.
 //
-// OC_x(s, A, ΔF, ΔB) (§4.3): the least time of everything from F_s to the end of B_s's segment
-// work, with A kept on the device (offloaded inputs excluded), ΔF still to offload when F_s may
-// start, ΔB to prefetch before the work after this segment's (in time) may start, and the input
-// of s an a_{s-1} (x = 0) or an abar_{s-1} (x = 1). C_Δ(s, t, A, Δ) (§4.5): the least time of a
-// persistent sub-schedule of B_t..B_s whose input is on the device (A includes it) while Δ must
-// arrive by its end. Answer: OC_0(1, 0, 0, 0).
+// Speed: a flat open-addressing memo per stage, checkpoint runs extended t by t, branch and bound
+// on the best so far, and states over the budget cut at once.
 //
-// Decisions taken with the thesis in hand (shilova-spec §9):
-// * Checkpoint segments may end at N-1 (t <= L, not L-1: §9.17); the forward phase's stored
-//   gradient is delta_N = 0 (§9.18); the loss is checked like an F^all segment and never offloads
-//   its input (§9.20); ε_G = ΔF/β_o + ΔB/β_p (OR.3, §4.4).
-// * Only the plain part a_{s-1} of an input moves (chain notation: a layer's context is its own
-//   type and stays): offloading an abar_{s-1} keeps abar_{s-1} - a_{s-1} in A. Table 4.1 and the
-//   feasibility tests of §4.3 are written for that part: with v = offload the ops after F_s of a
-//   checkpoint segment need op + (I - a_{s-1}) <= M - A.
-// * Case 2's ε_F formula (Lemma 8) is used for both v: with the per-v feasibility tests it gives
-//   the exact idle time for each (the input that is kept does not drain, but whenever the formula
-//   credits a drain the queue is not empty, and when it is empty the feasibility test holds).
-// * Computed Δ's are rounded up to the slot grid (§9.21): the DP's value is then an upper bound
-//   of its schedule's time in the model, equal to it when no rounding happens (integer sizes and
-//   u·β).
-// * C_Δ's checkpoint move is refused when some F_k^none, s <= k <= t, does not fit (the thesis'
-//   test over the whole range, as rotor's m_∅).
-// * Ties: the checkpoint moves win (as rotor), then keep over offload.
-// Different offload and prefetch rates (β_o, β_p) are a direct generalisation: ε_F and Δ_F use
-// β_o, ε_B, Δ_B and C_Δ use β_p.
-//
-// Slots: what stays of an offloaded abar is q(abar - a), rounded on its own (q(abar) - q(a) can
-// be below the bytes). With rounded sizes Lemma 8's idle can then be a slot short of the
-// program's; the program is timed by the simulator anyway (offload.hpp), and with exact sizes
-// (the tests) the DP is exact.
-//
-// Speed: the memo is a flat open-addressing table per stage (std::unordered_map's node per state
-// took most of the time); a checkpoint segment's run is extended t by t; a move whose run and
-// ideal rest cannot beat the best so far is skipped (branch and bound); states holding more
-// than the budget (A + ΔF or A + ΔB > M) have no schedule and are cut at once.
+// The recurrences and every decision taken with the thesis in hand: docs/offloading.md.
 
 #include <algorithm>
 #include <bit>
@@ -201,7 +169,7 @@ class pofo_dp {
     oc_.resize(static_cast<std::size_t>(n_ + 2));
     scratch_.resize(static_cast<std::size_t>(n_ + 2));
     prefix_.assign(static_cast<std::size_t>(n_ + 1), 0.0);
-    for (int k = 1; k <= n_; ++k) prefix_[u(k)] = prefix_[u(k - 1)] + d_.uf[u(k)] + d_.ub[u(k)];
+    for (int k = 1; k <= n_; ++k) prefix_[ix(k)] = prefix_[ix(k - 1)] + d_.uf[ix(k)] + d_.ub[ix(k)];
   }
 
   /// The optimal time (infinity if no schedule fits); throws deadline_passed.
@@ -269,7 +237,6 @@ class pofo_dp {
 
  private:
   static constexpr double inf = std::numeric_limits<double>::infinity();
-  static std::size_t u(int i) { return static_cast<std::size_t>(i); }
 
   struct oc_entry {
     double value = inf;
@@ -302,26 +269,26 @@ class pofo_dp {
   };
   /// Extends the stats of the run s..t-1 to s..t.
   void extend(run_stats& r, int s, int x, std::int64_t a, int t) const {
-    const std::int64_t need = d_.f_none(s, t) + d_.delta[u(n_)];
+    const std::int64_t need = d_.f_none(s, t) + d_.delta[ix(n_)];
     const std::int64_t in = input(s, x);
     if (need + in > m_ - a) r.keep_fits = false;
     if (need + (t == s ? in : kept(s, x)) > m_ - a) r.off_fits = false;
     if (!std::isinf(r_.off))
       r.worst = std::max(r.worst, static_cast<double>(need) - r_.off * r.sum_f);
-    r.sum_f += d_.uf[u(t)];
+    r.sum_f += d_.uf[ix(t)];
   }
 
   [[nodiscard]] std::int64_t input(int s, int x) const {
-    return x ? d_.abar[u(s - 1)] : d_.a[u(s - 1)];
+    return x ? d_.abar[ix(s - 1)] : d_.a[ix(s - 1)];
   }
   /// sum of u_F + u_B over stages s..t.
-  [[nodiscard]] double ideal(int s, int t) const { return prefix_[u(t)] - prefix_[u(s - 1)]; }
+  [[nodiscard]] double ideal(int s, int t) const { return prefix_[ix(t)] - prefix_[ix(s - 1)]; }
   /// F_s^all's and B_s's needs besides what is stored, with delta_t the stored gradient.
   [[nodiscard]] std::int64_t need_fall(int s, int t) const {
-    return d_.delta[u(t)] + d_.abar[u(s)] + d_.of_all[u(s)];
+    return d_.delta[ix(t)] + d_.abar[ix(s)] + d_.of_all[ix(s)];
   }
   [[nodiscard]] std::int64_t need_b(int s) const {
-    return d_.abar[u(s)] + d_.delta[u(s)] + d_.delta[u(s - 1)] + d_.ob[u(s)];
+    return d_.abar[ix(s)] + d_.delta[ix(s)] + d_.delta[ix(s - 1)] + d_.ob[ix(s)];
   }
 
   /// An F^all segment at s < N (Case 1), or the loss when s == N, with decision v.
@@ -333,7 +300,7 @@ class pofo_dp {
     if (nf + in > m_ - a || nb + in > m_ - a) return r;
     const double ef = idle_for(static_cast<double>(nf - m_ + a + df + in), r_.off);
     const double eb = idle_for(static_cast<double>(nb - m_ + a + db + in), r_.pre);
-    const double uf = d_.uf[u(s)], ub = d_.ub[u(s)];
+    const double uf = d_.uf[ix(s)], ub = d_.ub[ix(s)];
     if (s == n_) {
       const double rf = drained(static_cast<double>(df), uf + ef, r_.off);
       const double rb = drained(static_cast<double>(db), ub + eb, r_.pre);
@@ -374,16 +341,16 @@ class pofo_dp {
   }
 
   [[nodiscard]] std::int64_t forced(int s) const {
-    return u(s) < forced_.size() ? forced_[u(s)] : -1;
+    return ix(s) < forced_.size() ? forced_[ix(s)] : -1;
   }
   /// What an offload of segment s's input moves: its plain part, or the forced amount.
   [[nodiscard]] std::int64_t moved(int s) const {
-    return forced(s) >= 0 ? forced(s) : d_.a[u(s - 1)];
+    return forced(s) >= 0 ? forced(s) : d_.a[ix(s - 1)];
   }
   /// What stays on the device of segment s's input when it is offloaded (the layer's context).
   [[nodiscard]] std::int64_t kept(int s, int x) const {
     if (forced(s) >= 0) return input(s, x) - forced(s);
-    return x ? d_.context[u(s - 1)] : 0;
+    return x ? d_.context[ix(s - 1)] : 0;
   }
   [[nodiscard]] bool can_offload(int s) const { return r_.any() && s < n_ && moved(s) > 0; }
   [[nodiscard]] bool can_keep(int s) const { return forced(s) <= 0; }
@@ -392,7 +359,7 @@ class pofo_dp {
     // What is pending is on the device, and what is to prefetch must be on it with A by the
     // next segment's work: past the budget, no schedule (this also bounds the keys).
     if (a + df > m_ || a + db > m_) return {};
-    auto& memo = oc_[u(s)];  // recursion reaches later stages only: no other insert here
+    auto& memo = oc_[ix(s)];  // recursion reaches later stages only: no other insert here
     const std::uint64_t k = oc_key(x, a, df, db);
     if (const oc_entry* e = memo.find(k)) return *e;
     const oc_entry e = oc_compute(s, x, a, df, db);
@@ -414,7 +381,7 @@ class pofo_dp {
     const int choices = 1 + (last - s + 1);
     int done = 0;
     // The runs' stats, t ascending (each extends the last); the moves are then tried t descending.
-    std::vector<run_stats>& runs = scratch_[u(s)];
+    std::vector<run_stats>& runs = scratch_[ix(s)];
     runs.clear();
     if (last >= s) {
       run_stats r;
@@ -427,10 +394,10 @@ class pofo_dp {
       // Branch and bound: every op runs at least once, so the move costs at least its run, the
       // ideal time of its stages and of the rest; a move that cannot beat the best is skipped
       // (an equal one would lose the tie anyway).
-      const double bound = t == 0 ? ideal(s, n_) : runs[u(t - s)].sum_f + ideal(s, n_);
+      const double bound = t == 0 ? ideal(s, n_) : runs[ix(t - s)].sum_f + ideal(s, n_);
       if (bound >= best.value) return;
       const next_state nx = t == 0 ? after_all(s, x, a, df, db, off)
-                                   : after_ck(s, x, a, df, db, t, off, runs[u(t - s)]);
+                                   : after_ck(s, x, a, df, db, t, off, runs[ix(t - s)]);
       if (nx.time == inf) return;
       const double rest = oc(t == 0 ? s + 1 : t + 1, t == 0 ? 1 : 0, nx.a, nx.df, nx.db).value;
       const double v = nx.time + rest;
@@ -461,7 +428,7 @@ class pofo_dp {
     if (poll_.passed()) throw deadline_passed{};
     cd_entry best;
     const std::int64_t room = m_ - a;
-    const double uf = d_.uf[u(s)], ub = d_.ub[u(s)];
+    const double uf = d_.uf[ix(s)], ub = d_.ub[ix(s)];
     const std::int64_t nf = need_fall(s, t), nb = need_b(s);
     const double dl = static_cast<double>(delta - room);  // + need: the excess over the room
     if (s == t) {
@@ -476,17 +443,17 @@ class pofo_dp {
     // F_s^ck F_{s+1}^none .. F_{s'}^none, then head (s'+1..t), then tail (s..s').
     std::int64_t mnone = 0;
     for (int h = s; h <= t; ++h) mnone = std::max(mnone, d_.f_none(s, h));
-    if (mnone + d_.delta[u(t)] <= room) {
+    if (mnone + d_.delta[ix(t)] <= room) {
       double sum_f = 0;
       for (int sp = s; sp < t; ++sp) {
-        sum_f += d_.uf[u(sp)];
+        sum_f += d_.uf[ix(sp)];
         // Branch and bound (as in oc_compute): the bound only grows with s'.
         if (sum_f + ideal(s, t) >= best.value) break;
         const double tail = cd(s, sp, a, delta).value;
         if (tail == inf) continue;
         if (sum_f + tail + ideal(sp + 1, t) >= best.value) continue;
         const std::int64_t d2 = grid_up(drained(static_cast<double>(delta), tail, r_.pre));
-        const double head = cd(sp + 1, t, a + d_.a[u(sp)], d2).value;
+        const double head = cd(sp + 1, t, a + d_.a[ix(sp)], d2).value;
         if (head == inf) continue;
         const std::int64_t d3 = grid_up(drained(static_cast<double>(d2), head, r_.pre));
         double e = 0;
@@ -494,8 +461,8 @@ class pofo_dp {
           double worst = -inf, after = 0;
           for (int k = sp; k >= s; --k) {
             worst = std::max(
-                worst, static_cast<double>(d_.f_none(s, k) + d_.delta[u(t)]) - r_.pre * after);
-            after += d_.uf[u(k)];
+                worst, static_cast<double>(d_.f_none(s, k) + d_.delta[ix(t)]) - r_.pre * after);
+            after += d_.uf[ix(k)];
           }
           e = idle_for(worst + static_cast<double>(d3 - room), r_.pre);
         }
@@ -506,7 +473,7 @@ class pofo_dp {
     if (nf <= room && nb <= room) {
       const double eb = idle_for(static_cast<double>(nb) + dl, r_.pre);
       const std::int64_t d1 = grid_up(drained(static_cast<double>(delta), ub + eb, r_.pre));
-      const double sub = cd(s + 1, t, a + d_.abar[u(s)], d1).value;
+      const double sub = cd(s + 1, t, a + d_.abar[ix(s)], d1).value;
       if (sub != inf) {
         const std::int64_t d2 = grid_up(drained(static_cast<double>(d1), sub, r_.pre));
         const double ef = idle_for(static_cast<double>(nf + d2 - room), r_.pre);
@@ -526,11 +493,11 @@ class pofo_dp {
       return;
     }
     if (e.split == 0) {
-      const double ub = d_.ub[u(s)];
+      const double ub = d_.ub[ix(s)];
       const double eb = idle_for(static_cast<double>(need_b(s) + delta - (m_ - a)), r_.pre);
       const std::int64_t d1 = grid_up(drained(static_cast<double>(delta), ub + eb, r_.pre));
       out.push_back(chain_op::forward(s, forward_mode::save_all));
-      emit_cd(s + 1, t, a + d_.abar[u(s)], d1, out);
+      emit_cd(s + 1, t, a + d_.abar[ix(s)], d1, out);
       out.push_back(chain_op::backward(s));
       return;
     }
@@ -539,7 +506,7 @@ class pofo_dp {
     const std::int64_t d2 = grid_up(drained(static_cast<double>(delta), tail, r_.pre));
     out.push_back(chain_op::forward(s, forward_mode::save_input));
     for (int k = s + 1; k <= sp; ++k) out.push_back(chain_op::forward(k, forward_mode::no_save));
-    emit_cd(sp + 1, t, a + d_.a[u(sp)], d2, out);
+    emit_cd(sp + 1, t, a + d_.a[ix(sp)], d2, out);
     emit_cd(s, sp, a, delta, out);
   }
 
@@ -573,31 +540,32 @@ class pofo_min_memory {
   pofo_min_memory(const chain& c, const machine& hw, recomputation recompute)
       : d_(exact_sizes(c)), n_(d_.n), transfers_(hw.transfers()) {
     if (recompute == recomputation::allowed) lo_.emplace(d_);
-    for (auto* v : {&need_[0], &need_[1]}) v->assign(u(n_ + 2), inf);
-    for (auto* v : {&end_[0], &end_[1]}) v->assign(u(n_ + 2), 0);
+    for (auto* v : {&need_[0], &need_[1]}) v->assign(ix(n_ + 2), inf);
+    for (auto* v : {&end_[0], &end_[1]}) v->assign(ix(n_ + 2), 0);
     for (int s = n_; s >= 1; --s) {
       for (int x = 0; x <= 1; ++x) {
         if (s == 1 && x == 1) continue;
         const std::int64_t in = input(s, x), kept = kept_of(s, x);
-        const std::int64_t nf = d_.delta[u(n_)] + d_.abar[u(s)] + d_.of_all[u(s)];
-        const std::int64_t nb = d_.abar[u(s)] + d_.delta[u(s)] + d_.delta[u(s - 1)] + d_.ob[u(s)];
+        const std::int64_t nf = d_.delta[ix(n_)] + d_.abar[ix(s)] + d_.of_all[ix(s)];
+        const std::int64_t nb =
+            d_.abar[ix(s)] + d_.delta[ix(s)] + d_.delta[ix(s - 1)] + d_.ob[ix(s)];
         std::int64_t best = in + std::max(nf, nb);
         int end = 0;  // 0: F^all segment (or the loss)
-        if (s < n_) best = std::max(best, kept + need_[1][u(s + 1)]);
+        if (s < n_) best = std::max(best, kept + need_[1][ix(s + 1)]);
         if (lo_ && s < n_) {
           std::int64_t run = 0;
           for (int t = s; t <= n_ - 1; ++t) {
-            const std::int64_t f = d_.f_none(s, t) + d_.delta[u(n_)];
+            const std::int64_t f = d_.f_none(s, t) + d_.delta[ix(n_)];
             run = std::max(run, t == s ? f + in : f + kept);
-            const std::int64_t v = std::max({run, in + (*lo_)(s, t), kept + need_[0][u(t + 1)]});
+            const std::int64_t v = std::max({run, in + (*lo_)(s, t), kept + need_[0][ix(t + 1)]});
             if (v < best) {
               best = v;
               end = t;
             }
           }
         }
-        need_[x][u(s)] = best;
-        end_[x][u(s)] = end;
+        need_[x][ix(s)] = best;
+        end_[x][ix(s)] = end;
       }
     }
   }
@@ -611,8 +579,8 @@ class pofo_min_memory {
     std::vector<int> offloaded;
     int s = 1, x = 0;
     while (s < n_) {
-      if (transfers_ && d_.a[u(s - 1)] > 0) offloaded.push_back(s - 1);
-      const int t = end_[x][u(s)];
+      if (transfers_ && d_.a[ix(s - 1)] > 0) offloaded.push_back(s - 1);
+      const int t = end_[x][ix(s)];
       if (t == 0) {
         w.all(s);
         s += 1;
@@ -628,13 +596,12 @@ class pofo_min_memory {
 
  private:
   static constexpr std::int64_t inf = std::numeric_limits<std::int64_t>::max() / 4;
-  static std::size_t u(int i) { return static_cast<std::size_t>(i); }
   [[nodiscard]] std::int64_t input(int s, int x) const {
-    return x ? d_.abar[u(s - 1)] : d_.a[u(s - 1)];
+    return x ? d_.abar[ix(s - 1)] : d_.a[ix(s - 1)];
   }
   /// What stays of segment s's input while the rest runs (its plain part moves).
   [[nodiscard]] std::int64_t kept_of(int s, int x) const {
-    return transfers_ && s < n_ ? input(s, x) - d_.a[u(s - 1)] : input(s, x);
+    return transfers_ && s < n_ ? input(s, x) - d_.a[ix(s - 1)] : input(s, x);
   }
 
   discrete_chain d_;
