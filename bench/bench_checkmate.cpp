@@ -12,7 +12,7 @@
 //   overhead   makespan / store-all's makespan - 1 (the price of the budget)
 //   budget     the budget as a fraction of store-all's peak; at_minimum as above
 //   compute_nodes
-// side_branch_find_minimum: find_minimum's time on issue 14's shape (blocks with a side branch and
+// side_branch_find_minimum: find_minimum's time on the DAG shape (blocks with a side branch and
 // a 3-input add), with the lower bound, the heuristic plan's peak and the minimum.
 // Besides: chain_exact_threads2 (CBC with two threads), and chain_exact_spread /
 // residual_exact_spread (eight graphs of 10 ops drawn with different seeds, one after the other,
@@ -110,7 +110,7 @@ remat::graph residual_graph(int n, int seed = 0) {
 /// find_minimum from 10% of store-all's peak on side_branch_graph(blocks, seed)
 /// (tests/support/side_branch_graph.hpp): the time of the whole call. Counters: minimum,
 /// lower_bound and least_memory (the heuristic plan's peak) in KiB, store-all's peak in KiB,
-/// compute_nodes. Issue 14 (before the heuristic upper end, the tighter bound and the gcd steps), 4
+/// compute_nodes. Before the heuristic upper end, the tighter bound and the gcd steps, 4
 /// blocks seed 2: 6.2 s; 6 blocks seed 3: 28.5 s.
 template <class Backend>
 void side_branch_find_minimum(benchmark::State& state) {

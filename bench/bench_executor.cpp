@@ -1,4 +1,4 @@
-// Executor overhead on the host (issue: within 2% of a hand-written loop), and measured vs
+// Executor overhead on the host (target: within 2% of a hand-written loop), and measured vs
 // predicted time of rotor schedules.
 //
 //   BM_handwritten      store-all written by hand over the same layers (eg::backprop)

@@ -1,4 +1,4 @@
-// The executor on a GPU (issue 5's figures), with examples/cuda's GPT-2-style model:
+// The executor on a GPU, with examples/cuda's GPT-2-style model:
 //
 //   BM_Gpu_HandWritten       store-all written by hand over the same layers (gpt::backprop)
 //   BM_Gpu_Executor/100      the store-all schedule through remat::exec::executor (the overhead

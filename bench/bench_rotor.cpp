@@ -1,4 +1,4 @@
-// Rotor solve time over the chain length L and the number of memory slots S (issue: L = 100,
+// Rotor solve time over the chain length L and the number of memory slots S (target: L = 100,
 // S = 500 in under 50 ms on a 2-core machine). The chains are heterogeneous, with sizes and
 // times drawn from a fixed seed, and the budget is half of the store-all peak (rotor_floating:
 // half way from its minimum to that peak), where the DP has real choices to make.

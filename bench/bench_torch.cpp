@@ -1,4 +1,4 @@
-// remat::libtorch on the host (issue 15): a LibTorch model's training step by a plan against plain
+// remat::libtorch on the host: a LibTorch model's training step by a plan against plain
 // LibTorch's, on examples/torch's ResNet-18-like network (width 32, 8 images of 32x32, 10 classes).
 //
 //   BM_plain            plain LibTorch: zero_grad, forward of the whole Sequential, loss, backward

@@ -22,7 +22,7 @@ if(PkgConfig_FOUND)
   endif()
 endif()
 
-# CUDA (remat::cuda, style-anchors §9.9): AUTO uses it when nvcc and the toolkit are found, OFF
+# CUDA (remat::cuda, optional): AUTO uses it when nvcc and the toolkit are found, OFF
 # never, ON fails the configuration without them. A GPU is never needed to configure or build.
 set(REMAT_ENABLE_CUDA AUTO CACHE STRING "Build remat's CUDA backend, tests and examples (AUTO, ON, OFF)")
 set_property(CACHE REMAT_ENABLE_CUDA PROPERTY STRINGS AUTO ON OFF)
@@ -50,7 +50,7 @@ if(REMAT_HAS_CUDA)
   enable_language(CUDA)
 endif()
 
-# LibTorch (remat::torch, issue 15): Debian's libtorch-dev (PyTorch 1.13, CPU). AUTO uses it when
+# LibTorch (remat::torch, optional): Debian's libtorch-dev (PyTorch 1.13, CPU). AUTO uses it when
 # found, OFF never, ON fails the configuration without it.
 set(REMAT_ENABLE_TORCH AUTO CACHE STRING "Build remat's LibTorch adapter, tests and examples (AUTO, ON, OFF)")
 set_property(CACHE REMAT_ENABLE_TORCH PROPERTY STRINGS AUTO ON OFF)

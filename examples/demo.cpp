@@ -17,7 +17,7 @@
 // checkmate (CBC when built in, else lp_solve; without either this part says it is skipped) at
 // budgets from the smallest feasible to the store-all peak, and trained by the same executor.
 //
-// Last, its pictures (issue 15 §2, <remat/io/svg.hpp>): the budget -> overhead curve of every
+// Last, its pictures (<remat/io/svg.hpp>): the budget -> overhead curve of every
 // chain policy on the profiled chain (remat::sweep) and the memory timeline of one plan (pofo's at
 // its lowest budget, transfers included; rotor's when pofo has none), as SVG files in a folder
 // (--pictures DIR, default remat-demo-pictures in the working directory; --no-pictures: none).

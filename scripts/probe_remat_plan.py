@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A bad-input and real-size probe of remat-plan (issue 10), for developers; not part of CI.
+"""A bad-input and real-size probe of remat-plan, for developers; not part of CI.
 
 Runs the built remat-plan on
   * malformed and adversarial chain files (mutations of valid ones: cut, spliced, bytes flipped,

@@ -324,7 +324,7 @@ int run_demo(const options& o) {
     add(remat::rotor{}, budget);
     if (floating) add(remat::rotor_floating{}, budget);
   }
-  // The figures: rotor at fixed fractions of the store-all activation peak.
+  // The reference figures: rotor at fixed fractions of the store-all activation peak.
   for (int pct : {100, 50, 25}) add(remat::rotor{}, peak * pct / 100);
 
   if (o.json) {

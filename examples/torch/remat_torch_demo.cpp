@@ -1,4 +1,4 @@
-// remat-torch-demo: LibTorch models trained under memory budgets (issue 15).
+// remat-torch-demo: LibTorch models trained under memory budgets.
 //
 // A ResNet-18-like convolutional network and a small GPT-like decoder, written with LibTorch's
 // C++ modules (examples/torch/models.hpp), are profiled into chains through remat::libtorch's
@@ -241,7 +241,7 @@ std::vector<row> demo(const options& o, const problem& p, remat::chain& c,
   add(remat::store_all{}, peak);
   std::vector<remat::bytes> budgets;
   for (int i = 0; i < o.budgets; ++i) budgets.push_back(lo + (peak - lo) * i / (o.budgets - 1));
-  budgets.push_back(remat::fraction_of_store_all(c, 0.4));  // the issue's target
+  budgets.push_back(remat::fraction_of_store_all(c, 0.4));  // 40% of store-all's peak
   std::sort(budgets.begin(), budgets.end());
   budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
   if (!trace.empty()) {

@@ -1,5 +1,5 @@
 #pragma once
-// remat for LibTorch (issue 15; CMake target remat::torch, Debian's libtorch-dev 1.13, CPU):
+// remat for LibTorch (CMake target remat::torch, Debian's libtorch-dev 1.13, CPU):
 // train a torch::nn::Sequential by a plan under a memory budget, with exactly plain LibTorch's
 // gradients. Opt-in: <remat/remat.hpp> and <remat/exec.hpp> never include LibTorch.
 //   remat::libtorch::backend   counts LibTorch's own CPU allocations against a budget

@@ -1,4 +1,4 @@
-// A real browser draws a picture remat wrote (issue 15 §2): headless chromium takes a screenshot
+// A real browser draws a picture remat wrote: headless chromium takes a screenshot
 // of the budget -> overhead curve (<remat/io/svg.hpp>), and the PNG, decoded here with zlib, must
 // show it: the size asked for, the title's text drawn, and ink where the SVG says each point is.
 // No chromium (PATH, or REMAT_CHROMIUM): "SKIP" and exit 77, which CTest reports as skipped
@@ -119,7 +119,7 @@ image decode_png(const std::string& f, std::string& why) {
     why = "the PNG's image data does not inflate to its size";
     return {};
   }
-  // Undo the row filters (PNG spec §9): None, Sub, Up, Average, Paeth.
+  // Undo the row filters (the PNG specification's filter types): None, Sub, Up, Average, Paeth.
   std::vector<std::uint8_t> out(stride * static_cast<std::size_t>(img.h));
   for (std::size_t y = 0; y < static_cast<std::size_t>(img.h); ++y) {
     const std::uint8_t filter = raw[y * (stride + 1)];

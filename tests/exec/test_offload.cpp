@@ -1,6 +1,6 @@
 // The executor's offload, prefetch and wait on host_backend (exec/executor.hpp), on chain models:
 // hand-written offloading programs (chain notation, lowered) on toy layers and on an Eigen model,
-// and the issue's F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1, give bitwise the gradients of
+// and the program F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1, give bitwise the gradients of
 // plain training, the measured memory equals the simulator's instruction by instruction, round
 // trips are exact, and a program with transfers is refused where the backend or the tensor cannot
 // move data. (Transfers on DAG models: test_graph_executor.cpp.)
@@ -192,7 +192,7 @@ TEST_CASE("offload: pofo's plans train toy chains with bitwise gradients and the
 }
 
 TEST_CASE(
-    "offload: the issue's chain program F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1 runs as "
+    "offload: the chain program F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1 runs as "
     "simulated") {
   const char* text = "F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1";
   for (unsigned seed = 1; seed <= 3; ++seed) {

@@ -53,7 +53,7 @@ std::vector<json> events(const json& trace, const std::string& ph, int pid) {
 TEST_CASE(
     "trace: one event per instruction at the simulated times, the memory counter, escaped names") {
   const chain c = odd_names();
-  // The offloading program, on a link slow enough that the copies take time.
+  // An offloading program, on a link slow enough that the copies take time.
   const auto s = parse_chain_program(3, "F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1");
   REQUIRE_MESSAGE(s.ok(), s.message());
   const bytes budget = 4000;

@@ -75,7 +75,7 @@ std::string pytorch_checkpoint_sequential(int n, int segments) {
 }
 
 /// Griewank's t(l, s): the fewest forward steps that reverse l steps with s snapshots
-/// (shilova-spec §7.1): r is the integer with beta(s, r-1) < l <= beta(s, r), beta(s, r) =
+/// (docs/chain-dps.md §8.5): r is the integer with beta(s, r-1) < l <= beta(s, r), beta(s, r) =
 /// C(s+r, s), and t(l, s) = r*l - beta(s+1, r-1); t(1, s) = 0.
 long griewank_forwards(long l, long s) {
   auto beta = [](long c, long r) {
@@ -223,7 +223,8 @@ TEST_CASE(
     CHECK(count_forwards(c, *revolve{.snapshots = n}.solve(c, unlimited_bytes)) ==
           std::max(1, 2 * n - 1));
   }
-  // The §7.1 table (rows l = 1..10, columns m = 3..8 slots: m-3 free snapshots), for a chain of
+  // The table of docs/chain-dps.md §8.5.
+  // The table (rows l = 1..10, columns m = 3..8 slots: m-3 free snapshots), for a chain of
   // l+1 stages whose last is a free loss: t(l+1, m-2) forwards.
   const long table[][6] = {{1, 1, 1, 1, 1, 1},  {3, 2, 2, 2, 2, 2},  {6, 4, 3, 3, 3, 3},
                            {10, 6, 5, 4, 4, 4}, {15, 8, 7, 6, 5, 5}, {21, 11, 9, 8, 7, 6}};

@@ -1,4 +1,4 @@
-// checkmate's minimum budget on graphs (issue 14, point 9): the lower bound is a proven bound
+// checkmate's minimum budget on graphs: the lower bound is a proven bound
 // (at most the exhaustive minimum in any order) and at least the old per-node one; the heuristic
 // plan (least_memory) is valid, at or above the minimum, and the MILP plans at its peak;
 // find_minimum returns the exhaustive minimum of the stage model; budgets below the minimum say
@@ -54,7 +54,7 @@ forward_op make_op(std::string name, std::vector<std::string> in, double t, byte
   return o;
 }
 
-/// The issue's shape, small: a stem (with two blocks or more), `blocks` blocks x -> a -> b, x -> s
+/// A side-branch DAG, small: a stem (with two blocks or more), `blocks` blocks x -> a -> b, x -> s
 /// (the side branch), add(x, b, s) (no phantom, reads nothing for its backward), a loss op; sizes
 /// drawn from rng.
 graph side_branch_net(std::mt19937& rng, int blocks, int id) {
@@ -90,7 +90,7 @@ graph side_branch_net(std::mt19937& rng, int blocks, int id) {
                                   .name = "dag"});
 }
 
-/// The old lower bound (before issue 14): per compute node, the graph inputs, its own inputs
+/// The old lower bound (docs/checkmate.md): per compute node, the graph inputs, its own inputs
 /// and outputs, its overhead (a forward's cheaper variant).
 [[maybe_unused]] bytes old_lower_bound(const graph& g) {
   bytes best = g.initial_bytes();
@@ -223,7 +223,7 @@ TEST_CASE("checkmate find_minimum: the exhaustive minimum, and clear answers bel
 
 #if defined(REMAT_HAS_CBC)
 TEST_CASE("checkmate relax: where no rounding fits, the exact solve, and a note that says so") {
-  // Two blocks of the issue's shape (23 compute nodes): at the minimum (65536 bytes; the
+  // Two blocks of the side-branch shape (23 compute nodes): at the minimum (65536 bytes; the
   // patterns' least peak is 69632) neither the roundings of CBC's LP solution nor the patterns
   // fit (lp_solve's LP solution is another one, and one of its roundings fits).
   const graph g = remat::test::side_branch_graph(2, 3);

@@ -1,5 +1,5 @@
 // checkmate at real byte sizes, time limits and odd times: properties over random chains with
-// sizes across 10^0-10^11 bytes (issue 10). A chain's training graph holds every chain schedule,
+// sizes across 10^0-10^11 bytes. A chain's training graph holds every chain schedule,
 // so on a chain the exact MILP must plan wherever rotor or store-all plans, never slower; a
 // reported minimum must be a budget at which checkmate then plans; a time limit is kept.
 #include <doctest/doctest.h>
@@ -46,7 +46,7 @@ bytes store_all_peak(const graph& g) {
   return sim::simulate(g, s).peak;
 }
 
-/// The issue's reproducer: rotor and store_all plan at 1091786 bytes (the store-all peak);
+/// A reproducer: rotor and store_all plan at 1091786 bytes (the store-all peak);
 /// checkmate said infeasible with memory in rounded-up units of 16 bytes.
 chain reproducer() {
   chain c{"repro", 4, {}};
@@ -129,7 +129,7 @@ void real_size_properties(const char* backend_name, int chains) {
   }
 }
 
-/// A long chain with sizes of 10^5-10^9 bytes (the issue's probe: CBC kept a 1 s limit for 9 s at
+/// A long chain with sizes of 10^5-10^9 bytes (a probe: CBC kept a 1 s limit for 9 s at
 /// 40 stages, 48 s at 60, in its root LP).
 chain long_chain(int stages) {
   testing::chain_generator gen(static_cast<std::uint64_t>(stages));
@@ -248,7 +248,7 @@ TEST_CASE("checkmate (lpsolve): the same plans with times scaled by 1e-12 and 1e
 TEST_CASE("checkmate (cbc) at real sizes: plans wherever rotor or store-all does, never slower") {
   const graph g = graph_of(reproducer());
   CHECK(store_all_peak(g) == 1091786);
-  check_plans(checkmate<milp::cbc>{}, g, 1091786, g.ideal_time(), "the issue's reproducer");
+  check_plans(checkmate<milp::cbc>{}, g, 1091786, g.ideal_time(), "the reproducer");
   real_size_properties<milp::cbc>("cbc", 48);
 }
 #endif
@@ -257,7 +257,7 @@ TEST_CASE("checkmate (cbc) at real sizes: plans wherever rotor or store-all does
 TEST_CASE(
     "checkmate (lpsolve) at real sizes: plans wherever rotor or store-all does, never slower") {
   const graph g = graph_of(reproducer());
-  check_plans(checkmate<milp::lpsolve>{}, g, 1091786, g.ideal_time(), "the issue's reproducer");
+  check_plans(checkmate<milp::lpsolve>{}, g, 1091786, g.ideal_time(), "the reproducer");
   real_size_properties<milp::lpsolve>("lpsolve", 24);
 }
 #endif

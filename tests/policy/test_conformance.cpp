@@ -10,7 +10,7 @@
 //   * a budget below the minimum gives budget_too_small with err().minimum_budget, every budget
 //     from that minimum up succeeds, and every budget below it fails with the same minimum;
 //   * the cost is non-increasing in the budget where the policy promises it;
-//   * the exact DPs meet the no-recompute threshold of shilova-spec §7.3, rotor_floating is
+//   * the exact DPs meet the no-recompute threshold (docs/chain-dps.md §8.3), rotor_floating is
 //     never worse than rotor, and rotor is never worse than the baselines it contains.
 // A policy added to the catalogue runs here with the default conformance<P> (the common checks);
 // specialise conformance<P> for what it promises beyond them.
@@ -53,7 +53,7 @@ bool close(double x, double y) {
 }
 bool at_most(double x, double y) { return x <= y || close(x, y); }
 
-/// The store-all peak, from the formula of shilova-spec §7.3 (not from the simulator): the
+/// The store-all peak, from the formula of docs/chain-dps.md §8.3 (not from the simulator): the
 /// smallest budget at which no forward needs to be recomputed.
 bytes no_recompute_threshold(const chain& c) {
   const int n = c.length();

@@ -289,8 +289,8 @@ TEST_CASE("offload_autocapper: valid plans, the ideal time where everything fits
 }
 
 TEST_CASE("pofo's DP without transfers is rotor's DP at the same slots, or better") {
-  // pofo with bandwidth 0 calls rotor; this checks the DP itself at β = 0 (shilova-spec §7.5:
-  // pofo without offloading is C_MP), on the same discretisation. pofo's checkpoint segment
+  // pofo with bandwidth 0 calls rotor; this checks the DP itself at β = 0 (docs/offloading.md,
+  // O5: pofo without offloading is C_MP), on the same discretisation. pofo's checkpoint segment
   // checks the F^none ops of its own run, where rotor's C2 (the thesis' m_∅) checks every stage
   // up to t: with F^all's own overhead below F^none's, pofo may plan where rotor does not, or
   // faster; its plan must then be valid.

@@ -50,7 +50,7 @@ chain small_chain(remat::testing::chain_generator& g, int n) {
   return remat::testing::small_integer_chain(g, n);
 }
 
-/// The peak of store-all without transfers (shilova-spec (3.3), delta_N = 0): F_l^all needs
+/// The peak of store-all without transfers ([Shilova21, Eq. 3.3], delta_N = 0): F_l^all needs
 /// a_0 + abar_1..abar_{l-1} + abar_l + of_all(l); B_l needs a_0 + abar_1..abar_l + delta_l +
 /// delta_{l-1} + ob(l).
 bytes store_all_peak(const chain& c) {
@@ -235,7 +235,7 @@ TEST_CASE("offload oracle: schedules outside the grammar are infinite") {
   CHECK(fluid_time(c, sched(ck, {-1}), big, inf, inf) == inf);
 }
 
-TEST_CASE("offload oracle: shilova-spec §7.3's hand instance without transfers") {
+TEST_CASE("offload oracle: the hand-checkable instance without transfers") {
   // N = 4, uF = (1,1,1,0), uB = (2,2,2,0), a_0..a_4 = (1,1,1,1,0), abar = (2,2,2,0), no
   // overhead: the persistent optimum is inf, 12, 11, 10, 9 at M = 5..9.
   const chain c = make_chain(1, {{1, 2, 1, 2}, {1, 2, 1, 2}, {1, 2, 1, 2}, {0, 0, 0, 0}});
@@ -258,14 +258,14 @@ TEST_CASE("offload oracle: shilova-spec §7.3's hand instance without transfers"
     CHECK(fluid_time(c, sched(s.text), s.m, 0, 0) == want[s.m - 5]);
     CHECK(fluid_time(c, sched(s.text), s.m - 1, 0, 0) == inf);
   }
-  // M = 5 is infeasible without transfers (a_0 stays); offloading a_0 helps (shilova-spec §7.5).
+  // M = 5 is infeasible without transfers (a_0 stays); offloading a_0 helps.
   CHECK(offload_brute_force(c, 5, 1, 1).feasible());
 }
 
 TEST_CASE("offload oracle: without transfers it is the exhaustive remat optimum (random chains)") {
   // brute_force searches every Table 2.1 sequence (floating ones included); the oracle only the
   // persistent grammar, so it is >= brute_force, and equal wherever persistence loses nothing
-  // (shilova-spec §7.3: all of 3086 random pairs).
+  // ([Shilova21, §2.4.3] found it lost nothing on the networks tried).
   remat::testing::chain_generator g(20240611);
   int pairs = 0, equal = 0;
   for (int i = 0; i < 150; ++i) {

@@ -1,12 +1,12 @@
 // Optimality of the Rotor dynamic programs against the exhaustive oracle of
-// tests/support/brute_force.hpp, and the numeric oracles of shilova-spec §7.1 and §7.3.
+// tests/support/brute_force.hpp, and the numeric oracles of docs/chain-dps.md §8.
 //
 //   * rotor_floating (Alg. 1 with the C3 move of rotor_floating.hpp, exact slots) is optimal
 //     among all Table 2.1 sequences: its value equals brute force for every budget, and its
 //     minimum budget is brute force's (without C3 it was above brute force in ~0.6% of pairs);
 //   * rotor (Alg. 3, memory-persistent) is never better than rotor_floating;
 //   * the hand-checkable instance, the Fig. 2.3 counterexample family, the no-recompute
-//     threshold (§7.3), Griewank's forward counts and Opt_0 (§7.1), and the memory mapping under
+//     threshold (§8.3), Griewank's forward counts and Opt_0 (§8.5), and the memory mapping under
 //     which rotor on a homogeneous chain is Opt_0 / Revolve.
 
 #include <algorithm>
@@ -84,7 +84,7 @@ sim::report replay(const chain& c, const std::string& text, bytes budget) {
   return sim::simulate(c, std::span<const chain_op>(*ops), {.budget = budget});
 }
 
-/// shilova-spec §7.3 hand-checkable instance: N = 4, uF = (1,1,1,0), uB = (2,2,2,0),
+/// The hand-checkable instance of docs/chain-dps.md §8.2: N = 4, uF = (1,1,1,0), uB = (2,2,2,0),
 /// a_0..a_4 = (1,1,1,1,0), abar_1..abar_4 = (2,2,2,0), no overhead.
 chain hand_instance() {
   chain c{"hand", 1, {}};
@@ -95,7 +95,7 @@ chain hand_instance() {
   return c;
 }
 
-/// Fig. 2.3 (shilova-spec §2.3): L = n+2 stages plus the loss; uB = 0; uF_1 = n-2, uF_2 = 2,
+/// Fig. 2.3 ([Shilova21, §2.3.1]): L = n+2 stages plus the loss; uB = 0; uF_1 = n-2, uF_2 = 2,
 /// other uF = 0; a_0 = a_{L+1} = 0, a_1 = 1, a_L = 4, other a = 3; abar = a; no overhead.
 chain counterexample(int n) {
   chain c{"fig2.3 n=" + std::to_string(n), 0, {}};
@@ -108,8 +108,9 @@ chain counterexample(int n) {
   return c;
 }
 
-// Griewank's t(l, c): minimal forward steps to reverse l steps with c snapshots (shilova-spec
-// §7.1): beta(c, r) = C(c+r, c); r with beta(c, r-1) < l <= beta(c, r); t = r*l - beta(c+1, r-1).
+// Griewank's t(l, c): minimal forward steps to reverse l steps with c snapshots
+// (docs/chain-dps.md §8.5).
+// beta(c, r) = C(c+r, c); r with beta(c, r-1) < l <= beta(c, r); t = r*l - beta(c+1, r-1).
 long binomial(long n, long k) {
   long r = 1;
   for (long i = 1; i <= k; ++i) r = r * (n - k + i) / i;
@@ -122,7 +123,7 @@ long griewank_t(long l, long c) {
   return r * l - binomial(c + 1 + r - 1, c + 1);
 }
 
-/// Opt_0(l, m) by Theorem 1 (shilova-spec §1.2, Eqs. 1.1-1.3, range 1 <= i <= l).
+/// Opt_0(l, m) by [Shilova21, Thm 1] (Eqs. 1.1-1.3, range 1 <= i <= l: docs/chain-dps.md, D17).
 class opt0_table {
  public:
   opt0_table(int l_max, int m_max, double uf, double ub)
@@ -159,10 +160,10 @@ double value(const result<schedule>& r) { return r.ok() ? r->predicted_time : in
 
 }  // namespace
 
-TEST_CASE("the §7.3 case where deletions help, under both delta_N conventions") {
-  // N = 3, uF = (1,2,0), uB = (2,0,1), a = (2,1,1,1), abar = (.,2,2,3), M = 9. The spec's
-  // numbers (9 within the Table 2.1 ops, 7 with explicit deletions) take delta_3 = a_3 = 1,
-  // as its prototype's delta = a did. With remat's delta_N = 0 the loss gradient is free and
+TEST_CASE("a case where deletions help, under both delta_N conventions") {
+  // N = 3, uF = (1,2,0), uB = (2,0,1), a = (2,1,1,1), abar = (.,2,2,3), M = 9. Its known
+  // optima (9 within the Table 2.1 ops, 7 with explicit deletions) take delta_3 = a_3 = 1
+  // (docs/chain-dps.md §8.4). With remat's delta_N = 0 the loss gradient is free and
   // 7 is reached without deletions; rotor_floating finds it.
   chain c{"del", 2, {}};
   c.stages = {{"s1", 1, 2, 1, 2, 0, 0}, {"s2", 2, 0, 1, 2, 0, 0}, {"s3", 0, 1, 1, 3, 0, 0}};
@@ -248,7 +249,7 @@ TEST_CASE("rotor_floating equals brute force on random small chains; rotor is ne
   MESSAGE(pairs << " (chain, budget) pairs; rotor worse than rotor_floating in " << separated);
 }
 
-TEST_CASE("hand-checkable instance (shilova-spec §7.3)") {
+TEST_CASE("hand-checkable instance (docs/chain-dps.md §8.2)") {
   const chain c = hand_instance();
   const test::brute_force bf(c);
   CHECK(bf.minimum_budget() == 6);
@@ -262,7 +263,7 @@ TEST_CASE("hand-checkable instance (shilova-spec §7.3)") {
     CHECK(value(rotor{.slots = 0}.solve(c, m)) == expect);
   }
 
-  // The spec's sequences are valid, reach the stated makespans, and peak 8 at B3 for M = 8.
+  // Its optimal sequences are valid, reach the stated makespans, and peak 8 at B3 for M = 8.
   const auto s8 = replay(c, "F1_all F2_ck F3_all F4_all B4 B3 F2_all B2 B1", 8);
   CHECK(s8.valid);
   CHECK(s8.makespan == 10);
@@ -275,7 +276,7 @@ TEST_CASE("hand-checkable instance (shilova-spec §7.3)") {
   CHECK(s6.valid);
   CHECK(s6.makespan == 12);
 
-  // rotor_floating finds the spec's sequences for M = 6 and 7. For M = 8 it finds another one
+  // rotor_floating finds those sequences for M = 6 and 7. For M = 8 it finds another one
   // with the same makespan (F1_ck F2_all ... B2 F1_all B1 instead of F1_all F2_ck ... F2_all
   // B2 B1; ties in the DP), so there only its makespan and validity are checked.
   CHECK(chain_text(c, *rotor_floating{.slots = 0}.solve(c, 6)) ==
@@ -289,7 +290,7 @@ TEST_CASE("hand-checkable instance (shilova-spec §7.3)") {
   CHECK(f8_rep.makespan == 10);
 }
 
-TEST_CASE("Fig. 2.3 counterexample family (shilova-spec §2.3, §7.3), M = 15") {
+TEST_CASE("Fig. 2.3 counterexample family, M = 15") {
   const double persistent[] = {7, 10, 13, 16, 19};
   const double floating[] = {7, 10, 12, 14, 16};
   for (int n = 3; n <= 7; ++n) {
@@ -311,9 +312,10 @@ TEST_CASE("Fig. 2.3 counterexample family (shilova-spec §2.3, §7.3), M = 15") 
     CHECK(bf.minimum_budget() == rotor_floating{}.minimum_budget(c));
   }
 
-  // n = 6: the spec's floating sequence is valid with makespan 14. rotor_floating returns a
-  // different sequence of the same makespan: it ends "F3_ck F4_all B4 F3_all B3" where the
-  // spec has "F3_all F4_all B4 B3" (uF_3 = uF_4 = 0, so both cost the same; a DP tie). So the
+  // docs/chain-dps.md §8.4 gives a floating sequence for n = 6.
+  // n = 6: that floating sequence is valid with makespan 14. rotor_floating returns a
+  // different sequence of the same makespan: it ends "F3_ck F4_all B4 F3_all B3" where that
+  // one has "F3_all F4_all B4 B3" (uF_3 = uF_4 = 0, so both cost the same; a DP tie). So the
   // makespan, validity and the floating move F2_none after B8 are checked instead.
   const chain c6 = counterexample(6);
   const auto spec =
@@ -346,7 +348,7 @@ TEST_CASE("Fig. 2.3 family: rotor_floating equals brute force for every budget")
   }
 }
 
-TEST_CASE("no-recompute threshold (shilova-spec §7.3), all uF > 0") {
+TEST_CASE("no-recompute threshold (docs/chain-dps.md §8.3), all uF > 0") {
   chain_source src(7031);
   for (int iter = 0; iter < 200; ++iter) {
     const chain c = src.make(2 + iter % 6, /*min_forward=*/1);
@@ -375,14 +377,15 @@ TEST_CASE("no-recompute threshold (shilova-spec §7.3), all uF > 0") {
   }
 }
 
-TEST_CASE("revolve::table is Griewank's t(n, c+1) (shilova-spec §7.1)") {
+TEST_CASE("revolve::table is Griewank's t(n, c+1)") {
   const revolve::table tab(60, 8);
   for (int n = 1; n <= 60; ++n)
     for (int c = 0; c <= 8; ++c) {
       INFO("n = ", n, ", c = ", c);
       CHECK(tab.forwards(n, c) == griewank_t(n, c + 1));
     }
-  // The proto table of forward counts of Opt_0(l, m) (uf = 1, ub = 0), columns m = 3..8:
+  // docs/chain-dps.md §8.5 has this table.
+  // The table of forward counts of Opt_0(l, m) (uf = 1, ub = 0), columns m = 3..8:
   // Opt_0 forwards = t(l+1, m-2) = forwards(l+1, m-3).
   const int rows[] = {1, 2, 3, 4, 5, 6, 8, 10};
   const long proto[][6] = {{1, 1, 1, 1, 1, 1},       {3, 2, 2, 2, 2, 2},      {6, 4, 3, 3, 3, 3},
@@ -421,7 +424,7 @@ TEST_CASE("revolve schedules run n + t(n, c+1) forwards and simulate valid") {
 
 // When is rotor on a homogeneous chain the thesis' AD problem Opt_0 (Revolve)?
 //
-// The AD model (shilova-spec §1.1) has unit slots, in-place ops and a separate op buffer; its
+// The AD model ([Shilova21, §1.1.2]) has unit slots, in-place ops and a separate op buffer; its
 // backward B_l needs only a_{l-1} and delta_l. Rotor's B_l needs abar_l, so an AD backward is
 // Rotor's F_l^all B_l (as in sequence (2.2)). Rotor's DP C2 move is then exactly Griewank's
 // split, i + T(n-i, c') + T(i, c), with T counting all forwards. Rotor has one move AD lacks:

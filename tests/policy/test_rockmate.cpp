@@ -1,8 +1,8 @@
 // rockmate (policy/rockmate.hpp): the block cut, RK-Rotor against the worked instance of
-// rockmate-spec §10.4 and against exhaustive search with cost sets, RK-Rotor == Rotor with one
-// option per block (§10.3.1), rockmate with checkmate's options never slower than with
+// docs/rockmate.md and against exhaustive search with cost sets, RK-Rotor == Rotor with one
+// option per block, rockmate with checkmate's options never slower than with
 // store-all's only and below its minimum, the whole-graph MILP never slower than rockmate
-// (§10.3.5), identical blocks, and bad input.
+// (on a small instance), identical blocks, and bad input.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -36,10 +36,10 @@ double rk_rotor(const chain& c, bytes m, detail::cost_sets costs = detail::cost_
   return dp.value();
 }
 
-/// rockmate-spec §10.4: three blocks and the loss; "full" keeps a cheap internal of size 2,
+/// docs/rockmate.md's instance: three blocks and the loss; "full" keeps a cheap internal of size 2,
 /// "partial" recomputes it in the backward.
 chain worked_instance() {
-  chain c{"§10.4", 1, {}};
+  chain c{"worked", 1, {}};
   for (int i = 1; i <= 3; ++i) {
     stage s{"b" + std::to_string(i), 1, 2, 1, 3, 2, 0, 0, {}};
     s.options.push_back({1, 2.25, 1, 0, 2});
@@ -99,10 +99,10 @@ struct never_in_time {
 
 }  // namespace
 
-TEST_CASE("RK-Rotor: the worked instance of rockmate-spec §10.4") {
+TEST_CASE("RK-Rotor: the worked instance of docs/rockmate.md") {
   const chain c = worked_instance();
   REQUIRE(validate(c));
-  // M, RK-Rotor (full + partial), Rotor (full only): the spec's table.
+  // M, RK-Rotor (full + partial), Rotor (full only): the table of docs/rockmate.md.
   const double table[][3] = {{6, inf, inf},  {7, 11.25, 12}, {8, 9.5, 11}, {9, 9.5, 11},
                              {10, 9.25, 10}, {11, 9.25, 10}, {12, 9, 9},   {13, 9, 9}};
   for (const auto& row : table) {
@@ -140,7 +140,7 @@ TEST_CASE("RK-Rotor equals exhaustive search over schedules with cost sets") {
         CHECK(std::isinf(rk));
       else
         CHECK(rk == doctest::Approx(opt).epsilon(1e-12));
-      CHECK(rk <= rotor);  // more options never hurt (§10.3.2)
+      CHECK(rk <= rotor);  // more options never hurt
       with_gain += rk < rotor;
       ++compared;
     }
@@ -197,7 +197,7 @@ TEST_CASE("cut_into_blocks: 1-separators of the training graph") {
   }
 }
 
-TEST_CASE("rockmate<store_all> is Rotor on the chain of blocks (rockmate-spec §10.3.1)") {
+TEST_CASE("rockmate<store_all> is Rotor on the chain of blocks") {
   testing::chain_generator gen(11);
   int planned = 0;
   for (int trial = 0; trial < 40; ++trial) {
@@ -332,7 +332,7 @@ TEST_CASE(
     faster += a->program.predicted_time < b->program.predicted_time * (1 - 1e-9);
   }
   CHECK(faster >= 2);
-  // §10.3.5 on a small instance: the exact MILP over the whole graph is never slower.
+  // On a small instance: the exact MILP over the whole graph is never slower.
   const graph small = *build_graph(mlp_stack(1));
   for (double frac : {0.6, 0.8}) {
     const auto budget = static_cast<bytes>(frac * static_cast<double>(store_all_peak(small)));

@@ -6,7 +6,7 @@
 
 using namespace remat;
 
-TEST_CASE("rotor: hand-checkable instance of shilova-spec §7.3") {
+TEST_CASE("rotor: the hand-checkable instance of docs/chain-dps.md §8.2") {
   chain c{"hand", 1, {}};
   const double uf[] = {1, 1, 1, 0}, ub[] = {2, 2, 2, 0};
   const bytes a[] = {1, 1, 1, 0}, ab[] = {2, 2, 2, 0};

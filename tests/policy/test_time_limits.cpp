@@ -1,6 +1,6 @@
 // Every chain policy's time limit holds on chains long enough that the solve would overrun it:
 // the policy returns within the limit plus a small margin, either a plan or status::time_limit
-// with a message that says what to do (issue 10, defect 4). The chains are sized so that
+// with a message that says what to do. The chains are sized so that
 // without the checks each solve takes tens of seconds or more; with them, each check here takes
 // well under a second.
 

@@ -84,7 +84,7 @@ TEST_CASE("chain validation names the stage and the field") {
 }
 
 TEST_CASE("chain validation: times too large for any sum are invalid_problem, naming the field") {
-  // Issue 10, defect 6: two stages of 1e308 s each planned "ok" with an infinite makespan.
+  // Two stages of 1e308 s each once planned "ok" with an infinite makespan.
   SUBCASE("finite times whose sum overflows") {
     chain c = three();
     c.stages[0].forward_time = 1e308;

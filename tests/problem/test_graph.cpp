@@ -289,7 +289,7 @@ TEST_CASE("forward DAG errors name the op and the field") {
              {"op 'c' (ops[2])", "forward_time"}));
   CHECK(says(edit([](forward_dag& f) { f.ops[2].backward_time = std::nan(""); }),
              {"op 'c' (ops[2])", "backward_time"}));
-  // Times too large to sum (issue 10, defect 6): 1e308 each, one above max_time, or a sum that is.
+  // Times too large to sum: 1e308 each, one above max_time, or a sum that is.
   CHECK(says(edit([](forward_dag& f) { f.ops[1].forward_time = f.ops[1].backward_time = 1e308; }),
              {"op 'b' (ops[1])", "forward_time is 1e+308 s", "1e+15 s"}));
   CHECK(says(edit([](forward_dag& f) { f.ops[2].backward_time = 1e25; }),
@@ -348,7 +348,7 @@ TEST_CASE("graph validation errors name the nodes involved") {
     w.g.compute(w.f).fast_time = std::numeric_limits<double>::infinity();
     CHECK(says(validate(w.g), {"'F' (compute 0)", "fast_time"}));
   }
-  SUBCASE("times too large to sum (issue 10, defect 6)") {
+  SUBCASE("times too large to sum") {
     tiny t;
     t.g.compute(t.f).time = 1e308;
     t.g.compute(t.b).time = 1e308;

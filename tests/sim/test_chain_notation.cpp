@@ -1,5 +1,5 @@
 // The chain notation and its one fixed lowering (schedule/notation.hpp) against the thesis' chain
-// simulator (tests/support/chain_reference.hpp, remat's chain simulator before issue 11): over
+// simulator (tests/support/chain_reference.hpp, remat's earlier chain simulator): over
 // thousands of random chain programs with transfers, the lowered program replayed by the one
 // simulator agrees with it on validity, peak and makespan, and the printer gives the chain ops
 // back.
@@ -127,14 +127,14 @@ std::vector<chain_op> random_program(int n, std::mt19937_64& rng) {
 }  // namespace
 
 TEST_CASE(
-    "chain notation: the issue's program with transfers lowers to transfers and replays as the "
+    "chain notation: a program with transfers lowers to transfers and replays as the "
     "thesis says") {
   const chain c = three_stages();
   const std::string text = "F1_ck F2_all O1 W1 F3_all B3 P1 W1 B2 F1_all B1";
   const auto s = parse_chain_program(c.length(), text);
   REQUIRE_MESSAGE(s.ok(), s.message());
   const chain_nodes at(c.length());
-  // O1, P1 and W1 act on a_1's data node; before issue 11 they became backwards.
+  // O1, P1 and W1 act on a_1's data node; they once became backwards.
   CHECK(s->ops[2] == instruction::offload(at.a(1)));
   CHECK(s->ops[3] == instruction::wait(at.a(1)));
   for (double bw : {std::numeric_limits<double>::infinity(), 100.0, 7.5}) {

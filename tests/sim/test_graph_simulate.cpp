@@ -1,5 +1,5 @@
-// The graph simulator (sim/graph_simulate.hpp): the toy example of the Rockmate thesis (T:406-484,
-// Code 1.2 and its re-materialised version Code 1.5), store-all, multi-producer gradients,
+// The graph simulator (sim/graph_simulate.hpp): the toy example of [Zhao24, §1.3]
+// (Code 1.2 and its re-materialised version Code 1.5), store-all, multi-producer gradients,
 // fast-forwards, the timeline, and every kind of violation.
 
 #include <algorithm>
@@ -28,7 +28,7 @@ namespace {
 ///   x3 = F3(x1, x2) [x1 + x2]         B3(x2, x1, g3) -> g2, g1  (as Code 1.5 calls it)
 ///   x4 = F4(x3)  [matmul x3 w4]       B4(x3, g4)     -> g3      (Code 1.5's B4(x3, g4, w3): w4)
 ///   Loss(x4) -> g4
-/// g1 has two producers, B2 and B3 (T:443 says "B2 and B1": B2 and B3). No phantoms: the thesis
+/// g1 has two producers, B2 and B3 (§1.3.2 says "B2 and B1": B2 and B3). No phantoms: the thesis
 /// draws none for this example. Sizes are ours (the thesis gives none); the loss stands for the
 /// rest of the network, so it gets a large overhead.
 struct toy {
@@ -128,7 +128,7 @@ void check_timeline(const graph& g, const schedule& s, const sim::report& r) {
 
 }  // namespace
 
-TEST_CASE("the toy example of T:406-484: Code 1.2 (store-all) and Code 1.5 (recompute x2)") {
+TEST_CASE("the toy example: Code 1.2 (store-all) and Code 1.5 (recompute x2)") {
   const toy t;
   REQUIRE_MESSAGE(validate(t.g).ok(), validate(t.g).message());
 

@@ -1,4 +1,4 @@
-// The simulator (sim/simulate.hpp): the example sequences of shilova-spec §2.1 / §7.3, the
+// The simulator (sim/simulate.hpp): the example sequences of [Shilova21, §2.1.2], the
 // timeline, and every kind of violation.
 
 #include <algorithm>
@@ -17,7 +17,8 @@ using namespace remat;
 
 namespace {
 
-/// The chain of §7.3's example sequences: L = 4 stages plus the loss (N = 5), every u = 1,
+/// The chain of the example sequences (docs/chain-dps.md §8.1):
+/// L = 4 stages plus the loss (N = 5), every u = 1,
 /// every a = 1 (a_0 and a_5 included), every abar = 2, no overhead. delta_5 = 0 (remat's and the
 /// thesis' convention).
 chain example_chain() {
@@ -33,7 +34,7 @@ std::vector<chain_op> parse(const std::string& text) {
 }
 
 // (2.1) single pass (Chen et al.), (2.2) Revolve with F^all before each B, (2.3) F^all in the
-// forward phase (shilova-spec §2.1, clean forms).
+// forward phase ([Shilova21, §2.1.2]; clean forms: docs/chain-dps.md §8.1).
 const char* const seq_2_1 = "F1_ck F2_none F3_ck F4_all F5_all B5 B4 F3_all B3 F1_all F2_all B2 B1";
 const char* const seq_2_2 =
     "F1_ck F2_none F3_ck F4_ck F5_all B5 F4_all B4 F3_all B3 F1_ck F2_all B2 F1_all B1";
@@ -83,13 +84,13 @@ bool mentions(const sim::report& r, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("the example sequences (2.1), (2.2), (2.3) of shilova-spec §2.1") {
+TEST_CASE("the example sequences (2.1), (2.2), (2.3)") {
   const chain c = example_chain();
   struct expected {
     const char* text;
     seconds makespan;
     bytes peak;       // remat: delta_5 = 0
-    bytes spec_peak;  // shilova-spec §7.3, whose prototype stored delta_5 with a_5's size
+    bytes spec_peak;  // with delta_5 of a_5's size (docs/chain-dps.md §8.1)
   };
   for (const expected& e :
        {expected{seq_2_1, 13, 8, 9}, expected{seq_2_2, 15, 7, 8}, expected{seq_2_3, 13, 8, 9}}) {
@@ -104,7 +105,7 @@ TEST_CASE("the example sequences (2.1), (2.2), (2.3) of shilova-spec §2.1") {
     CHECK(r.timeline.back().after ==
           2 * c.a(0));  // delta_0, of a_0's size, and a_0 (the graph keeps its input)
 
-    // The spec's 9, 8, 9: add a 1-byte delta_5 to every op up to B5, which consumes it. All
+    // The peaks 9, 8, 9: add a 1-byte delta_5 to every op up to B5, which consumes it. All
     // three peaks are at B5.
     const std::size_t b5 = index_of_op(s, "B5");
     REQUIRE(b5 < s.size());

@@ -1,4 +1,4 @@
-// The simulator's transfers (sim/simulate.hpp, shilova-spec §3.1): offload, prefetch and wait
+// The simulator's transfers (sim/simulate.hpp): offload, prefetch and wait
 // on their own lanes, device and host memory, exact timelines, and every violation they bring.
 
 #include <cstddef>

@@ -1,9 +1,9 @@
 #pragma once
 // The independent oracle for chain rematerialization: exhaustive search over every sequence of
-// the Table 2.1 operations (shilova-spec §2.1, thesis S:1126-1162), for chains of a handful of
+// the Table 2.1 operations ([Shilova21, §2.1.2]), for chains of a handful of
 // stages.
 //
-// Written from the spec alone, on purpose without sim/simulate.hpp or any policy: it keeps its
+// Written from Table 2.1 alone, on purpose without sim/simulate.hpp or any policy: it keeps its
 // own memory state and its own transition rules, so that a bug shared by the simulator and a
 // dynamic program cannot hide here.
 //
@@ -54,11 +54,11 @@ class brute_force {
   /// chains whose budget keeps the reachable state space small).
   ///
   /// loss_gradient_bytes: the size of delta_N. remat's chain has delta_N = 0 (the thesis'
-  /// convention, S:1587); shilova-spec's prototype examples took delta_k = a_k for every k, the
-  /// loss included, and some of its numbers are only reproduced with delta_N = a_N.
+  /// convention: docs/chain-dps.md, D1); hand computations that take delta_k = a_k for every k,
+  /// the loss included, are only reproduced with delta_N = a_N.
   ///
   /// with_options: F_l^all and B_l may use any option of the stage's cost set (chain.hpp,
-  /// RK-Rotor's choice, rockmate-spec §6): abar_l is held with the option that made it, and B_l
+  /// RK-Rotor's choice, docs/rockmate.md): abar_l is held with the option that made it, and B_l
   /// runs with that option. Up to 6 options per stage.
   explicit brute_force(const chain& c, std::optional<bytes> loss_gradient_bytes = std::nullopt,
                        bool with_options = false)

@@ -1,6 +1,6 @@
 #pragma once
-// The chain simulator of the thesis (shilova-spec §2.1, Table 2.1; transfers §3.1), as remat had
-// it before issue 11 unified the pipeline: a direct replay of chain ops over a_k / abar_k /
+// The chain simulator of the thesis ([Shilova21, Table 2.1]; transfers: Part II), as remat had
+// it before the pipeline was unified: a direct replay of chain ops over a_k / abar_k /
 // delta_k. It is kept here, in the tests only, as the reference that the one pipeline (chain ops
 // lowered onto the chain's graph, replayed by sim::simulate) must agree with, on validity, peak
 // and makespan (tests/sim/test_chain_notation.cpp). Not part of the library.

@@ -2,7 +2,7 @@
 // Exhaustive search for graph schedules: Dijkstra over memory states (which data nodes are
 // alive, which contributions each gradient holds, which compute nodes have run, whether the
 // loss ran), with compute / fast-forward / free moves. The rules are written out here from
-// rockmate-spec §1.3-1.4, independently of sim::simulate, so that the two check each other.
+// docs/checkmate.md, independently of sim::simulate, so that the two check each other.
 // For tiny graphs only (a few forward ops): the state space is exponential. The search is A*
 // with the time of the compute nodes that have not run yet (each runs at least once, at its
 // cheaper variant) as the estimate: it never overestimates and drops by at most a move's cost,
@@ -21,7 +21,7 @@
 namespace remat::test {
 
 /// The optimal makespan within the budget; +inf when no schedule fits. With `in_order`, only
-/// the schedules of Checkmate's stage model (rockmate-spec §3.2) are searched: stage t runs some
+/// the schedules of Checkmate's stage model ([Zhao24, §2.4.1]) are searched: stage t runs some
 /// of the compute nodes 0..t, each at most once and in index order, and ends with the first run
 /// of node t. Without it, any order.
 inline double graph_brute_force(const graph& g, bytes budget, bool fast_forward = true,

@@ -1,5 +1,5 @@
 #pragma once
-// Issue 14's DAG shape, shared by test_checkmate_minimum and bench_checkmate.
+// A user's DAG shape (docs/checkmate.md), shared by test_checkmate_minimum and bench_checkmate.
 
 #include <cstdint>
 #include <random>
@@ -11,7 +11,7 @@
 
 namespace remat::test {
 
-/// Issue 14's shape: a stem, `blocks` blocks x -> a -> b, x -> s (a side branch), add(x, b, s)
+/// The shape: a stem, `blocks` blocks x -> a -> b, x -> s (a side branch), add(x, b, s)
 /// (a 3-input add without phantom), a head and a loss op; sizes of 4-16 KiB and phantoms of
 /// 0-8 KiB in multiples of 4 KiB, times of 1-4 ms (backwards twice the forward).
 inline remat::graph side_branch_graph(int blocks, int seed) {

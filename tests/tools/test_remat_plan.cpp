@@ -214,7 +214,7 @@ TEST_CASE("remat-plan: an unreadable or invalid chain is a planning failure (exi
 }
 
 TEST_CASE("remat-plan: times too large to sum are a clear invalid_problem for every policy") {
-  // Issue 10, defects 5 and 6: 1e308 s each planned "ok" with an infinite makespan; 1e25 s made
+  // Once, 1e308 s each planned "ok" with an infinite makespan; 1e25 s made
   // CBC abort the process. Both are rejected with a message naming the stage and the field.
   for (const double t : {1e308, 1e25}) {
     CAPTURE(t);
@@ -528,7 +528,7 @@ TEST_CASE("remat-plan: checkmate below the minimum, with and without --find-mini
 }
 
 TEST_CASE("remat-plan: a budget below the minimum names the minimum once") {
-  // Issue 14: the message, then "the minimum budget for rotor is ..." again.
+  // Once: the message, then "the minimum budget for rotor is ..." again.
   for (const std::string policy : {"rotor", "pofo", "store_all"}) {
     CAPTURE(policy);
     const outcome o = run_plan(
@@ -541,7 +541,7 @@ TEST_CASE("remat-plan: a budget below the minimum names the minimum once") {
 }
 
 TEST_CASE("remat-plan: rotor's plan is optimal for its slots, proven optimal at exact sizes") {
-  // Issue 14: the exact DP's plan was "not proven optimal".
+  // The exact DP's plan was once called "not proven optimal".
   for (const std::string policy : {"rotor", "rotor_floating"}) {
     CAPTURE(policy);
     const outcome slots = run_plan({"--chain", chain_file("resnet_like.json"), "--budget", "1GiB",
@@ -607,7 +607,7 @@ TEST_CASE(
 }
 
 TEST_CASE("remat-plan: an unknown option or policy gets a \"did you mean\"") {
-  // Issue 14: JSON fields had one, options not.
+  // Once, JSON fields had one, options not.
   const std::string c = chain_file("resnet_like.json");
   for (const auto& [args, hint] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--chain", c, "--budget", "1GiB", "--policy", "periodic", "--segment", "3"},
@@ -633,7 +633,7 @@ TEST_CASE("remat-plan: an unknown option or policy gets a \"did you mean\"") {
 }
 
 TEST_CASE("remat-plan: checkmate's infeasible message gives one hint, in the CLI's terms") {
-  // Issue 14: the library's "set find_minimum" and then the CLI's "add --find-minimum".
+  // Once: the library's "set find_minimum" and then the CLI's "add --find-minimum".
   for (const auto& solver : plan_solvers()) {
     if (solver != "cbc") continue;
     // Below the proven bound, where the bound and least_memory's peak differ: "infeasible",
@@ -1460,7 +1460,7 @@ TEST_CASE(
   }
 }
 
-// --- --sweep and --svg (issue 15 §2) ---------------------------------------------------------
+// --- --sweep and --svg ---------------------------------------------------------------------
 
 namespace {
 /// A scratch file name for a picture (removed by the caller).

@@ -1,4 +1,4 @@
-// remat::libtorch (issue 15): LibTorch models trained by plans give plain LibTorch's losses,
+// remat::libtorch: LibTorch models trained by plans give plain LibTorch's losses,
 // gradients, batch-norm statistics and generator state bit for bit, for every chain policy and
 // rockmate (on the chain's graph) at 4 budgets, with dropout; measured peaks stay within the
 // budget and near the simulated ones; bad modules fail with messages that name them.

@@ -1,23 +1,9 @@
 #pragma once
-// host_backend: the reference backend (DESIGN.md §6). Every tensor, context and temporary of
-// the layers is allocated through it, so the memory it reports is the memory the schedule
-// really uses. It enforces a byte budget and records the high-water mark.
-//
-// An allocation past the budget throws out_of_budget, naming what was running (the executor
-// sets the activity, e.g. "F3_all of stage 3 ('fc2')") and the bytes; the executor turns it
-// into a result with status::execution_error. Nothing aborts.
-//
-// Transfers (TransferBackend, exec/concepts.hpp): the budgeted store stands for the device; an
-// unbudgeted host store holds offloaded tensors (host_in_use, host_high_water). Copies are
-// synchronous: offload and prefetch return a transfer that is already complete, so the
-// executor frees an offloaded tensor's budgeted memory at once, as the simulator does with an
-// infinite bandwidth (its default).
-//
-// Who holds the memory: each budgeted buffer remembers the activity that allocated it, and
-// live_summary() gives the activities holding the most bytes now (the executor names them when a
-// run starts with memory already in use, such as a run_result's input_gradient kept from an
-// earlier step, and then runs out of budget). The backend keeps one entry per distinct activity
-// string it has seen.
+// host_backend: the reference backend. Every tensor, context and temporary of the layers is
+// allocated through it, so the memory it reports is the memory the schedule uses; it enforces a
+// byte budget (out_of_budget names what was running), records the high-water mark and who holds
+// the memory (live_summary), and keeps offloaded tensors in an unbudgeted host store with
+// synchronous copies (a TransferBackend). docs/executor.md, "The host backend".
 
 #include <algorithm>
 #include <cstddef>

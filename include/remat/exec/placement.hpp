@@ -1,23 +1,10 @@
 #pragma once
-// Static placement of a run's buffers in one pool (issue 5).
-//
-// The schedule fixes the order of every allocation and free, so after one run has been
-// recorded, every buffer can be given an offset before the next run: buffers whose lifetimes
-// overlap never overlap in memory, and the highest end offset (the pool the run needs) is kept
-// close to the live-bytes peak, which is a lower bound for any placement. The run then takes
-// exactly the pre-assigned offsets, so its real peak is the planned one.
-//
-// - place(): the offline problem (dynamic storage allocation, NP-hard in general). Greedy by
-//   size, largest first (longest lifetime, then earliest start, break ties), each buffer at the
-//   lowest-ending gap, best fit, among the buffers already placed whose lifetimes overlap its
-//   own; buffers that already sit somewhere (the run's input, parameters) are fixed obstacles.
-//   This is the "greedy by size" offset assignment used by inference runtimes for activation
-//   memory; on a chain schedule's lifetimes it usually meets the lower bound.
-// - placed_arena: an arena that records a run's allocation trace, computes the placement from
-//   it (plan_placement), and replays it: in the next runs, allocation k gets the k-th offset,
-//   after checking that its size is the recorded one (placement_mismatch otherwise, naming the
-//   allocation, both sizes and what was running). Backends that hold one (the CUDA backend)
-//   expose begin_run()/end_run(), which the executor calls around a run (RunAwareBackend).
+// Static placement of a run's buffers in one pool: once a run's allocations and frees are
+// recorded, place() gives every buffer an offset (greedy by size, best fit among the buffers whose
+// lifetimes overlap), and placed_arena replays them in the next runs, so a run's real peak is the
+// planned one; a run whose allocation sizes differ from the recorded ones is refused
+// (placement_mismatch). Backends that hold one (the CUDA backend) are RunAwareBackends.
+// docs/executor.md, "Static placement".
 
 #include <algorithm>
 #include <cstddef>

@@ -1,21 +1,9 @@
 #pragma once
-// Training-loop help over the executor (exec/executor.hpp), which stays the low-level step:
-//   for_each_layer(model, f)   f(layer) on every layer, in the model's order: a chain model's (a
-//                              range or tuple of layers) or a dag_model's; pointer-likes
-//                              (std::unique_ptr<Base>, Base*) are dereferenced, and a chain layer
-//                              in a DAG model (as_graph_layer) is the chain layer itself
-//   zero_grad(model)           layer.zero_grad() on every layer that has one
-//   train_step(executor, plan, input, targets, update)
-//                              one training step: zero_grad, executor.run(plan, input, targets),
-//                              then, if the run succeeded, update(layer) on every layer (the
-//                              optimizer: the layers hold their parameter gradients, bitwise those
-//                              of plain training). Returns the run's result; after a failed run
-//                              nothing is updated. train_step(executor, plan, input, update) is
-//                              the same for a loss that takes no targets.
-// Parameters belong to the layers, so the optimizer is the user's: update is called once per
-// layer and step, with each layer's own type (a generic lambda fits a tuple model), e.g.
-//   [&](auto& layer) { layer.sgd(learning_rate); }
-// zero_grad and update are called with no work of the backend pending (SynchronizingBackend).
+// Training-loop help over the executor: for_each_layer(model, f), zero_grad(model) and
+// train_step(executor, plan, input[, targets], update): zero the gradients, run the plan, then
+// update(layer) on every layer if the run succeeded (the optimizer is the user's; the layers hold
+// their parameter gradients, bitwise those of plain training). zero_grad and update run with no
+// work of the backend pending (SynchronizingBackend). docs/executor.md, "Training steps".
 
 #include <cstddef>
 #include <tuple>

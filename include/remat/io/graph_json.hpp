@@ -1,36 +1,7 @@
 #pragma once
 // JSON reading and writing of forward DAGs, the input of the graph policies (problem/builder.hpp).
-// Opt-in like io/json.hpp: needs nlohmann_json 3 (CMake target remat::json).
-//
-// Format:
-//   {"name": "residual", "input_bytes": 19267584,
-//    "ops": [{"name": "conv1", "inputs": ["input"], "forward_time": 0.0012,
-//             "backward_time": 0.0024, "output_bytes": 25690112, "phantom_bytes": 25690112,
-//             "backward_reads": ["input", "output"],
-//             "forward_overhead_bytes": 0, "backward_overhead_bytes": 0}, ...]}
-// Each op reads "input" (the graph input) or other ops by name; backward_reads lists which of
-// them its backward reads, and "output" when it reads the op's own output. The last op is the
-// loss function. Times are seconds (any JSON number), sizes bytes (JSON integers). Optional:
-// the top-level and the ops' overheads (default 0), forward_save_overhead_bytes (the normal
-// forward's overhead when it differs, default forward_overhead_bytes) and the top-level name.
-// Unknown fields are rejected with their name.
-//
-// Also optional, for times that a cost model derived rather than a measurement (zoo/roofline.hpp):
-// a top-level "cost_model" object {"device": "V100", "peak_flops": 1.57e13, "memory_bandwidth":
-// 9e11, "rule": "time = max(flops / peak_flops, bytes_moved / memory_bandwidth)"} (device and
-// rule strings, the two rates numbers > 0 in FLOP/s and bytes/s), and per op "forward_flops",
-// "backward_flops" (numbers >= 0), "forward_bytes_moved", "backward_bytes_moved" (integers >= 0).
-// Each is written only when present, so a file without them reads back without them. They are
-// informative: no planner reads them, and the times are not checked against them.
-//
-// Schedules are read and written by io/json.hpp (one format for every problem), their node
-// indices 0-based into the training graph that build_graph makes of the forward DAG.
-//
-// Files are read as chain files are (io/json.hpp): at most io::max_file_bytes (256 MiB).
-//
-// Nothing here throws on bad input: every failure comes back as status::invalid_problem with a
-// message that names the op (1-based, and its JSON position), the field, and what would be
-// accepted. Only std::bad_alloc escapes.
+// Opt-in like io/json.hpp: needs nlohmann_json 3 (CMake target remat::json). The format:
+// docs/json-format.md; the decisions: docs/io.md.
 
 #include <cstddef>
 #include <filesystem>

@@ -1,40 +1,9 @@
 #pragma once
-// JSON reading and writing of chains and schedules (DESIGN.md §2, io/). Opt-in: needs
-// nlohmann_json 3 (CMake target remat::json); <remat/remat.hpp> never includes it.
-//
-// Chain format (docs/json-format.md):
-//   {"name": "resnet", "input_bytes": 19267584,
-//    "stages": [{"name": "conv1", "forward_time": 0.0021, "backward_time": 0.0043,
-//                "output_bytes": 102760448, "saved_bytes": 205520896,
-//                "forward_overhead_bytes": 0, "backward_overhead_bytes": 0}, ...]}
-// Times are seconds (any JSON number); sizes are bytes (JSON integers). The two overheads and
-// both names are optional; every other field is required. The last stage is the loss. Unknown
-// fields are rejected with their name, so that a typo ("ouput_bytes") is not silently ignored.
-//
-// Schedule format: an array of instruction strings, in one of two notations:
-//   * the program's text form (schedule/schedule.hpp), for every problem: ["C0", "C1_ff", "D2",
-//     "O3", "P3", "W3", ...], 0-based node indices into the training graph;
-//   * for a chain's schedule, the chain notation (schedule/notation.hpp): ["F1_ck", "O0",
-//     "F2_none", "F3_all", "B3", ...], which is lowered onto the chain's graph when read.
-// to_json(s) writes the first. to_json(s, chain) writes the second when the program is
-// chain-shaped and has a forward or a backward, else the first. schedule_from_json(j) reads the
-// first; schedule_from_json(j, chain) reads either, told apart as remat-plan --simulate does: an
-// array with a word that begins with 'F' or 'B' is the chain notation (its O, P, W words name
-// activations a_k), any other is program text (O, P, W name data nodes). So
-// schedule_from_json(to_json(s, chain), chain) gives back s for every program s (a chain-shaped
-// program of transfers alone, with no F or B word to mark the notation, is written as program
-// text). Both readers also accept an object holding such an array under "schedule" (what
-// `remat-plan --json` prints); its other fields are ignored.
-//
-// Nothing here throws on bad input: every failure comes back as status::invalid_problem with a
-// message that names the stage (1-based, as in chain.hpp, and its JSON position), the field,
-// and what would be accepted. Only std::bad_alloc escapes.
-//
-// Files: load_chain (and load_graph, io/graph_json.hpp) read at most max_file_bytes (256 MiB,
-// a chain of millions of stages; real profiles are kilobytes). A larger regular file is refused
-// before it is read; a stream that is not a regular file (a pipe, /dev/zero) is read up to the
-// cap and then refused, so that nothing a path names can exhaust memory. A missing file, a
-// directory and a file that cannot be opened are refused with the path and the reason.
+// JSON reading and writing of chains and schedules (a program's text form, or the chain notation
+// for a chain's program). Opt-in: needs nlohmann_json 3 (CMake target remat::json);
+// <remat/remat.hpp> never includes it. Loading checks the file's size, its fields (an unknown one
+// is named with the closest known field) and the chain (validate()). The format:
+// docs/json-format.md; the decisions: docs/io.md.
 
 #include <algorithm>
 #include <cerrno>

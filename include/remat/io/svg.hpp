@@ -1,27 +1,7 @@
 #pragma once
-// Pictures of plans as SVG 1.1 (issue 15 §2), written as text here: no plotting library, no XML
-// library, nothing beyond the standard library.
-//
-//   memory_timeline_svg(report, labels)  the device memory of one replayed program (any
-//                                        sim::report: a plan's, or a measured run's) against the
-//                                        budget, with its transfers on a band of their own
-//   overhead_curve_svg(sweep)            the budget -> overhead curve of every policy
-//                                        (remat::sweep, <remat/sweep.hpp>)
-//   write_text_file(path, text)          the file, with a message a user can act on on failure
-//
-// What is drawn is what the simulator says, and a program can read it back: the plot area is a
-// <g class="plot"> whose data-* attributes give the linear map from values to coordinates
-// (data-x-min/-max, data-y-min/-max over data-left/-top/-width/-height, y growing downwards), and
-// each curve point carries its values in data-* attributes (exact integers for bytes, %.17g for
-// times), so a test can check both the numbers and where they are drawn.
-//
-// The memory timeline is a step line over the compute lane's points: for each instruction,
-// (start, before) -> (start, peak) -> (end, peak) -> (end, after). An instruction that takes no
-// time (a free, a wait already over, an op of zero time) keeps its vertical segments, so it never
-// vanishes from the line; the changes transfers make in the middle of an op show in that op's
-// peak (the simulator's step function at instruction granularity). Transfers (lanes
-// device_to_host and host_to_device) are bars on their own band under the plot, at least one
-// pixel wide.
+// Pictures of plans as SVG 1.1, written as text (no plotting or XML library): memory_timeline_svg
+// draws one replayed program's device memory against the budget, its transfers on a band of their
+// own; overhead_curve_svg the budget -> overhead curve of every policy of a sweep. docs/io.md.
 
 #include <algorithm>
 #include <cmath>

@@ -1,41 +1,8 @@
 #pragma once
-// Traces of a plan for chrome://tracing and ui.perfetto.dev (issue 15 §2): the Chrome Trace Event
-// Format's JSON object form, {"traceEvents": [...], "displayTimeUnit": "ms"}, written here
-// without a JSON library (no nlohmann: this header is usable wherever the core is).
-//
-// A trace holds one or more timelines (trace_process), each a sim::report's timeline: the
-// simulator's (sim::simulate, a plan) or one measured by the executor (exec::measured_report,
-// exec/measured.hpp). Each becomes a process of the viewer, in the order given, so that a planned
-// and a measured timeline of one schedule open side by side in one file:
-//   * threads (lanes) "compute" (tid 1), "device→host" (tid 2), "host→device" (tid 3), with
-//     thread_name metadata, the lanes of sim::lane;
-//   * one complete event ("ph": "X", ts and dur in microseconds) per timeline point, on its lane,
-//     named as remat-plan prints the instruction (instruction_labels): the chain notation
-//     ("F2_ck", "B3", "O1") when the program is a chain's and printed so (printed_chain_ops), the
-//     graph's names otherwise ("fwd conv1 [ff]", "free grad conv1"); the instructions a chain op
-//     lowers to besides its own compute (its frees, the loss before B_N) are named
-//     "B3: free grad conv3". cat is compute, free, transfer or wait; args hold the instruction's
-//     index ("op"), its program text ("instruction": "C3_ff") and the bytes before, at the peak
-//     and after it;
-//   * a counter ("ph": "C") "device memory" {"bytes": ...}: at t = 0 the memory of the first
-//     point, then for each point of the compute lane its peak at its start and its after value
-//     at its end (a compute op holds its peak, output and overhead included, while it runs;
-//     transfers change memory in the middle of compute ops, where those ops' peaks count them:
-//     sim/simulate.hpp). With a finite budget, a second counter "budget" {"bytes": ...}, constant
-//     over the timeline: a counter of its own rather than a second series of the first, since
-//     chrome://tracing stacks the series of one counter.
-// Frees take no time in the model (sim/simulate.hpp): their events keep their true duration 0,
-// which Perfetto draws as an instant marker (a chevron) and chrome://tracing as a hairline, both
-// selectable with their args; the times in the file are the report's (to the nanosecond), not
-// widened.
-//
-// Strings are escaped for JSON (quote, backslash, control characters; bytes that are not UTF-8
-// become U+FFFD, so a viewer's strict parser never rejects the file). Times are written in
-// microseconds from whole nanoseconds, the viewers' own resolution: ts is the time rounded to the
-// nanosecond and dur the difference of the rounded end and start, so events that follow each
-// other on a lane touch exactly and never nest (detail::append_microseconds). A report whose
-// timeline names an instruction the schedule does not have is refused (status::invalid_problem); a
-// timeline may be shorter than the schedule (a replay stopped at a violation: what ran is drawn).
+// Traces of plans and runs for chrome://tracing and ui.perfetto.dev, in the Chrome Trace Event
+// Format, written without a JSON library: each sim::report (a plan's, or a run measured by the
+// executor) becomes a process with lanes for compute and each copy direction, and counters for
+// the device memory and the budget. docs/io.md, "Traces".
 
 #include <algorithm>
 #include <array>

@@ -1,32 +1,9 @@
 #pragma once
 // remat::milp::cbc: the MILP backend over COIN-OR CBC (target remat::cbc; Debian
-// coinor-libcbc-dev, pkg-config module cbc). Opt-in: no other remat header includes this one.
-//
-// Why CBC's C++ API and not its C interface (Cbc_C_Interface.h): in CBC 2.10 (Debian 12 ships
-// 2.10.8) the C interface has no incumbent or progress callback, and the message callback
-// (Cbc_registerCallBack) goes silent once branch and bound starts, so progress (incumbent, bound,
-// elapsed) cannot be reported through it. The C++ API offers the same solver (CbcMain0/CbcMain1,
-// the driver behind Cbc_solve, with CBC's default cuts and heuristics) plus an event handler that
-// sees every node and solution and may stop the search.
-//
-// As used here:
-// - Time limit: the root LP is solved first under Clp's wall-clock limit, without Clp's presolve
-//   (which does not look at the clock); then CBC's own ("-sec", wall clock with "-timeMode
-//   elapsed"), and our event handler stops the search at the next node, cut pass or heuristic
-//   once the limit passed, and caps CBC's diving heuristics (which see no event) at the time
-//   left. Out of time before branch and bound, the warm start is the answer (or time_limit).
-//   Pure LPs go to Clp directly, with the same wall-clock limit and no presolve. Measured: a 1 s
-//   limit held to 0.02-0.25 s on checkmate's MILPs of 12- to 250-stage chains.
-// - Progress: every node and every solution event of the main search (heuristics' sub-searches
-//   are skipped), with CbcModel's incumbent and best possible bound.
-// - Relative gap: "-ratioGap". Threads: "-threads" from 2 on (CBC's parallel tree search).
-// - Warm start: CbcModel::setMIPStart (what Cbc_setMIPStartI calls): CBC checks the start,
-//   completes the continuous variables with an LP, and uses it as its first incumbent.
-// - Preprocessing: off unless cbc::preprocess asks for it (wrong answers seen with it in CBC
-//   2.10.8; see the knob). Clp's "crunch" is off too (see before_search): it aborts the process.
-// - Log: silent at verbosity 0 ("-log 0", no printing); 1 and 2 raise CBC's log level.
-// - CbcMain1 is not reentrant (coin-or/Cbc#332): solves in one process are serialised by a mutex.
-//   CbcMain1's signal handler is not installed, so the application keeps its own SIGINT handling.
+// coinor-libcbc-dev). Opt-in: no other remat header includes this one. It uses CBC's C++ API (the
+// driver behind Cbc_solve with CBC's default cuts and heuristics) for its event handler, which
+// reports progress and stops at the time limit; CBC is not thread-safe across models, so solves
+// are serialised. docs/milp.md, "CBC".
 
 #include <algorithm>
 #include <atomic>

@@ -1,23 +1,8 @@
 #pragma once
 // remat::milp: a small sparse MILP model builder, the solution and options types shared by every
-// backend, and the MilpBackend concept (DESIGN.md §2, §4). Standard library only: the solver
-// backends live in their own opt-in headers (<remat/milp/lpsolve.hpp>, <remat/milp/cbc.hpp>).
-//
-//   remat::milp::model m;
-//   auto x = m.add_binary("x"), y = m.add_binary("y");
-//   auto z = m.add_integer(0, 5, "z");
-//   m.add(x + 2 * y - z <= 3, "cap");
-//   m.maximize(5 * x + 4 * y + z);
-//   auto s = remat::milp::cbc{}.solve(m, {.time_limit = 10});  // result<solution>
-//   if (s) use(s->value(x), s->objective, s->is_optimal());
-//
-// Conventions: variables are handles (their index in the model); a continuous or integer variable
-// has bounds [0, +inf) unless given; a binary one [0, 1]. Every solve returns result<solution>:
-// status::ok with a solution that says whether it is proven optimal (solve_status::optimal) or
-// only the best found before the time limit (solve_status::feasible); otherwise the error says
-// why: status::infeasible, status::time_limit (no feasible point found in time),
-// status::invalid_problem (a malformed model or options, or an unbounded objective), or
-// status::solver_error.
+// backend, and the MilpBackend concept; milp::unavailable names a backend that is never there.
+// Standard library only: the solver backends live in their own opt-in headers
+// (<remat/milp/lpsolve.hpp>, <remat/milp/cbc.hpp>). docs/milp.md.
 
 #include <algorithm>
 #include <cmath>

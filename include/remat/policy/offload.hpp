@@ -1,27 +1,15 @@
 #pragma once
-// Offloading policies for chains (docs/offloading.md; shilova-spec §3-§4, thesis Part II):
-//   pofo              recompute + offload, one DP (ch. 4)
-//   offload_dynprog   store everything, offload the set Alg. 5 chooses (§3.5, DYNPROG)
-//   offload_greedy    store everything, offload the shortest prefix that fits (§3.4, GREEDY)
-//   offload_autocapper  rotor at a higher cap, then offload across the peak until it fits (§4.7)
-//   offload_fractional_bound   OFF_frac (§3.4, Theorem 8): a lower bound for offload-only plans
+// The offloading policies for chains [Shilova21, Part II]: pofo (recompute and offload, one DP,
+// ch. 4), offload_dynprog (DYNPROG, §3.3.3), offload_greedy (GREEDY, §3.2.2), offload_autocapper
+// (§4.3), and offload_fractional_bound (OFF_frac, §3.2.2, Thm 8: a lower bound for plans without
+// recomputation). Each plans for its `machine hw` (bandwidth 0: no link).
 //
-// The DPs (detail/pofo_dp.hpp) are exact in pofo's model, where a copy releases or reserves
-// memory as it goes (O.7''). remat's executors move whole tensors: an offload frees the device
-// at its end, a prefetch reserves it at its start, and a tensor being copied cannot be read
-// (the simulator's transfer model, sim/simulate.hpp). So each plan is *realized*:
-//   * O_k right after the forward that reads a_k in the forward phase (F_{k+1});
-//   * before a forward-phase op that would not fit, W of the oldest offloads still in flight,
-//     one at a time, until it fits (the model's idle time, in whole tensors);
-//   * W_k P_k W_k before the first backward-phase op that reads a_k, then each prefetch, in the
-//     order they are needed, moved to the earliest place where the program stays within the
-//     budget and no slower (the model's "as late as possible" is as early as memory allows),
-//     both at the machine's bandwidth and with immediate copies (host_backend copies
-//     synchronously, and an executor allocates a prefetch's buffer when it issues it);
-// and the program is replayed by the simulator on the policy's machine: its time is the
-// simulator's, which differs from the model's either way (whole tensors cost more; not waiting
-// for every offload at the loss saves). The plan reports both, and the transfer time hidden
-// behind compute.
+// The DPs (detail/pofo_dp.hpp) are exact in pofo's fluid model; remat's executors move whole
+// tensors, so each plan is realized as O/P/W instructions (offloads after their forward reader,
+// waits where memory runs short, prefetches as early as memory allows) and replayed by the
+// simulator on the machine: the plan's time is the simulator's, beside the model's.
+//
+// The model, the realization and the decisions: docs/offloading.md.
 
 #include <algorithm>
 #include <cmath>
@@ -440,7 +428,7 @@ struct pofo {
   }
 };
 
-/// DYNPROG [Shilova21, §3.5]: no recomputation; Alg. 5 chooses which activations to offload.
+/// DYNPROG [Shilova21, §3.3.3]: no recomputation; Alg. 5 chooses which activations to offload.
 /// Alg. 5 here synchronises at the loss (the thesis' cheaper variant), being pofo's DP
 /// restricted to F^all segments.
 struct offload_dynprog {
@@ -501,7 +489,7 @@ inline std::vector<std::int64_t> eager_prefix(const chain& c, bytes total) {
 
 }  // namespace detail
 
-/// GREEDY [Shilova21, §3.4]: store everything and offload a_0, a_1, ..., a_k whole, k the
+/// GREEDY [Shilova21, §3.2.2]: store everything and offload a_0, a_1, ..., a_k whole, k the
 /// smallest index that makes the plan fit (the thesis' rule, sum >= M_peak - M, then longer
 /// prefixes while the model still finds an op that does not fit: the input of F_s counts in full
 /// while F_s runs).
@@ -554,7 +542,7 @@ struct offload_greedy {
   }
 };
 
-/// autocapper [Shilova21, §4.7]: for each of `caps` budgets M' evenly spaced from the budget M to
+/// autocapper [Shilova21, §4.3]: for each of `caps` budgets M' evenly spaced from the budget M to
 /// the store-all peak, rotor's plan at M' (capper(M')), then, while its program does not fit M,
 /// the lowest-index activation kept across the op at the peak is offloaded; the fastest program
 /// that fits is kept. Without recomputation (M' at the store-all peak) it is GREEDY's idea. Only
@@ -673,7 +661,7 @@ inline result<offload_plan> pofo::solve_detailed(const chain& c, bytes budget) c
   });
 }
 
-/// OFF_frac [Shilova21, §3.4, Thm 8]: transfers may be split, so the eager schedule that
+/// OFF_frac [Shilova21, §3.2.2, Thm 8]: transfers may be split, so the eager schedule that
 /// offloads the least prefix of (a_0, a_1, ...) that fits is optimal among plans without
 /// recomputation; its time is a lower bound for every such plan (offload_dynprog's,
 /// offload_greedy's) in pofo's model. Infinity when nothing without recomputation fits. Exact

@@ -1,18 +1,12 @@
 #pragma once
 // periodic: PyTorch's torch.utils.checkpoint.checkpoint_sequential(functions, k, input), the
-// single-pass strategy of Chen et al. (shilova-spec §2.1 baselines, thesis S:1166-1170).
+// single-pass strategy of [Chen16] (a baseline of [Shilova21, §2.1.2]): k segments cut as PyTorch
+// cuts them, the first k-1 checkpointed, each recomputed once in the backward. Example (N = 5,
+// k = 3): F1_ck F2_ck F3_all F4_all F5_all B5 B4 B3 F2_all B2 F1_all B1.
 //
-// The N stages are cut like PyTorch does: segment_size = N / k; the first k-1 segments have
-// segment_size stages and are checkpointed (forward: F_b^ck then F^∅, keeping only the segment
-// input); the last segment takes the rest and runs normally (F^all). Backward: the last segment
-// is reversed directly, every checkpointed segment is recomputed once with F^all and reversed.
-// Example (N = 5, k = 3): F1_ck F2_ck F3_all F4_all F5_all B5 B4 B3 F2_all B2 F1_all B1.
-//
-// Without `segments` it picks the k in 1..N with the smallest makespan whose peak fits the budget:
-// N programs of O(N) operations, each replayed in the simulator, O(N^2) in all (about 5 s for 4,000
-// stages). time_limit holds (detail/common.hpp): the clock is read after each k, and past the limit
-// the solve returns status::time_limit (not the best k so far, which would depend on the machine's
-// speed). A given k is one program, O(N): the limit is not checked.
+// Without `segments` it takes the k in 1..N whose program is fastest within the budget
+// (family_best: ties to the fewest segments): N programs replayed, O(N^2). time_limit holds
+// between the k's. docs/chain-dps.md §3.
 
 #include <algorithm>
 #include <functional>

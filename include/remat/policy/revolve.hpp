@@ -1,24 +1,13 @@
 #pragma once
-// revolve: Griewank's binomial checkpointing (Revolve), the classical AD reversal for homogeneous
-// chains (shilova-spec §1.2, Theorem 1; Griewank & Walther), turned into a valid chain schedule
-// by an F^all before each B as in shilova-spec §2.1 (thesis S:1166-1170, sequence (2.2)).
+// revolve: Griewank's binomial checkpointing [Revolve00; Shilova21, Thm 1], the classical AD
+// reversal for homogeneous chains, made a valid chain schedule by an F^all before each B
+// [Shilova21, §2.1.2]. The reversal of stages s..t with c free snapshot slots advances i stages
+// (F_s^ck, then F^∅), reverses s+i..t, then s..s+i-1; the split points minimise the forward
+// steps at unit cost, as Revolve does. Without `snapshots` it takes the c whose program is fastest
+// within the budget (family_best: ties to the fewest snapshots).
 //
-// The reversal of stages s..t starts with a_{s-1} in memory and `c` free snapshot slots:
-//   * one stage: F_s^all B_s;
-//   * otherwise advance i stages (F_s^ck, then F^∅) to a_{s+i-1}, reverse s+i..t, then s..s+i-1.
-//     The advanced state takes a snapshot slot unless it is the last state before the leaf
-//     (i = t-s), which is the working state of plain AD.
-// Split points minimise the number of forward steps with unit costs, as Revolve does; the
-// count G(n, c) of forwards (besides the n F^all's) equals Griewank's t(n, c+1) (shilova-spec
-// §7.1: c free slots + the one holding the input = c+1 snapshots).
-//
-// Without `snapshots` it picks the c with the smallest makespan whose peak fits the budget.
-//
-// time_limit holds (detail/common.hpp): the split table (O(N^3) without `snapshots`: minutes for
-// 4,000 stages) and each program (O(N^2) operations with few snapshots) check the clock every
-// millisecond or so, and a program is replayed in the simulator only when the replay, timed
-// from the simulator's speed on the store-all program, fits in the time left. Past the limit:
-// status::time_limit.
+// time_limit holds: the split table and each program check the clock, and a program is replayed
+// in the simulator only when the replay fits in the time left. docs/chain-dps.md §4.
 
 #include <algorithm>
 #include <cmath>

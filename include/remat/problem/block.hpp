@@ -1,28 +1,10 @@
 #pragma once
-// The block view of a training graph: a set of forward ops, their backwards, and the data they
-// touch, as a training graph of its own that an inner solver (checkmate, rotor, ...) can plan,
-// and the way back from its programs to the whole graph (rockmate-spec §1.2, "loss node" for a
-// sub-graph; §8, Lemma 3.2.1).
-//
-// extract_block(g, forwards) takes forward compute nodes of g; their paired backwards join them.
-// The block graph has:
-//   * the block's compute nodes, in g's order, with their costs and names;
-//   * every data node they read or make. The interface (Def. 3.2.4, T:1154) is protected in the
-//     block graph, so that a block program never frees it (Lemma 3.2.1 asks sub-schedules not
-//     to delete interface nodes; the enclosing schedule does): its inputs, data the block reads
-//     and does not make (the block input, gradients coming from the rest of the graph), and its
-//     outputs, data the block makes and the rest of the graph reads or keeps (the block output,
-//     the gradient of the block input; a gradient the rest of the graph contributes to as well
-//     keeps only the block's contributions here);
-//   * no loss of g, unless the block makes everything g's loss reads (then the loss joins it): a
-//     placeholder loss instead (time 0, overhead 0),
-//     which stands for "everything the rest of the graph does between the block's last forward
-//     and its first backward" (T:723, T:1130): it reads the block outputs that are activations
-//     and makes the gradients the block's backwards read from outside. So the block graph passes
-//     validate() and every graph policy plans it as it is.
-// lift() maps a program of the block graph back onto g's nodes, split at the placeholder loss
-// into the block's forward part and backward part (RK-Rotor's F^o and B^o): the pieces an outer
-// schedule splices in where it runs the block's forward and its backward.
+// The block view of a training graph [Zhao24, §3.2.1-3.2.2, Lemma 3.2.1]: extract_block(g,
+// forwards) makes a set of forward ops, their backwards and the data they touch a training graph of
+// its own (its interface protected, a placeholder loss for the rest of the graph), which any
+// graph policy plans as it is; lift() maps its programs back onto g, split into the block's
+// forward and backward parts; cut_into_blocks cuts a graph at its 1-separators and same_block
+// tells identical blocks apart. docs/training-graph.md, "The block view".
 
 #include <algorithm>
 #include <cstddef>
@@ -179,7 +161,7 @@ inline result<block_graph> extract_block(const graph& parent, std::span<const in
   return out;
 }
 
-/// The forward ops of g cut into a sequence of blocks (rockmate-spec §5.1, P:157, P:433-435):
+/// The forward ops of g cut into a sequence of blocks ([Rockmate23, §3.2, App. A.4]):
 /// block k ends at a forward op every path from the graph's input to the loss goes through (a
 /// 1-separator), so that block k+1 depends on block k only through that op's output a_k and
 /// block k's backward on block k+1 only through its gradient g_k. Each block lists its forward
@@ -265,7 +247,7 @@ inline std::vector<std::vector<int>> cut_into_blocks(const graph& g) {
   return blocks;
 }
 
-/// Whether two blocks are the same up to names (rockmate-spec §5.2): node by node in order,
+/// Whether two blocks are the same up to names ([Rockmate23, App. A.5]): node by node in order,
 /// the same kinds, costs, sizes, edges and interface. Identical blocks share their options.
 inline bool same_block(const block_graph& x, const block_graph& y) {
   const graph &a = x.g, &b = y.g;

@@ -1,61 +1,11 @@
 #pragma once
-// From a forward DAG to the training graph (rockmate-spec §1.2, P:445-516: "each forward node
-// gets one backward cNode"), and from a chain to the same kind of graph.
-//
-// A forward DAG lists the ops of a network's forward pass. Each op reads one or more tensors (the
-// graph input, named "input", or other ops' outputs) and writes one, its output. Per op:
-//   forward_time, backward_time          (seconds)
-//   output_bytes                         the output tensor; its gradient has the same size
-//   phantom_bytes                        what the backward keeps besides the tensors it reads
-//                                        (autograd's saved tensors that are not views of an input
-//                                        or of the output), 0 if nothing
-//   backward_reads                       which of its inputs, and whether its own output
-//                                        ("output"), the backward reads
-//   forward_overhead_bytes               temporary memory of the forward (both variants)
-//   forward_save_overhead_bytes          (optional) of the normal forward only, when it differs,
-//                                        as in the chain model (chain.hpp)
-//   backward_overhead_bytes              temporary memory of the backward
-//   forward_flops, backward_flops,       (optional) the work the times were derived from, when a
-//   forward_bytes_moved,                 cost model made them (the forward DAG's cost_model, e.g.
-//   backward_bytes_moved                 zoo/roofline.hpp); informative: the planners read only
-//                                        the times
-// The last op listed is the loss function: nothing reads it and every other op is read by some
-// op. Ops may be listed in any order; the graph numbers them in a topological order that keeps
-// the listing order where it can.
-//
-// Modelling decisions (the training graph that build_graph makes):
-//   * Nodes per op o: forward "fwd o" (creates "o" and "phantom o", reads its inputs' data),
-//     backward "bwd o" (reads "grad o", "phantom o" and the data it reads; contributes to the
-//     gradient of each distinct input). One gradient data node per activation, shared by all the
-//     backwards that contribute to it: a tensor read by k ops gets a k-producer gradient. An op
-//     that reads the same tensor twice (x * x) contributes to its gradient once.
-//   * Every op has a phantom, of phantom_bytes, possibly 0: it stands for the backward's context
-//     (autograd's grad_fn), which only the normal forward creates. So a backward always needs its
-//     forward to have run in normal mode since, as the chain model's B_l needs abar_l, and a
-//     fast-forward (no_grad) forward never makes a backward possible.
-//   * The fast-forward variant has the forward's time; its overhead is forward_overhead_bytes,
-//     the normal forward's is forward_save_overhead_bytes when given (the chain's o_F and
-//     o_F^all).
-//   * The loss node is a placeholder (time 0, overhead 0): it reads the loss op's output and
-//     creates its gradient, which has 0 bytes: the loss op's output is the loss value, whose
-//     gradient is the constant 1 and is not stored (the chain model's delta_N = 0, S:1587). The
-//     loss function's own costs are the loss op's.
-//   * The graph input "input" and its gradient "grad input" are protected: the input is alive
-//     from the start and counts in memory (as a_0 does in the chain model); its gradient is the
-//     graph's output, alive and complete at the end. Every op's backward contributes to the
-//     gradients of all its inputs, the graph input included (parameter gradients are not
-//     modelled: the budget is for activations).
-//   * Layout (training_layout): with n ops in the graph's order, compute nodes are
-//     fwd_0..fwd_{n-1}, loss, bwd_{n-1}..bwd_0 (forwards in order, backwards in reverse: a
-//     topological order); data nodes are input, grad input, then per op o_i its activation,
-//     gradient, phantom.
-//
-// A chain is the forward DAG whose op l reads op l-1 (stage 1 reads the input), with
-// phantom_bytes = saved_bytes - output_bytes, and whose backward reads its input (B_l needs
-// a_{l-1}) and its output (abar_l includes a_l). The chain notation (F3_ck, B3, O3, ...) lowers
-// onto programs over this graph: schedule/notation.hpp.
-// The graph model is more flexible: it can free a_l while keeping the rest of abar_l, or keep a
-// phantom while recomputing its activation; its optimum is never worse than the chain's.
+// From a forward DAG to the training graph [Rockmate23, App. A.6] (one backward per forward
+// node), and from a chain to the same kind of graph. A forward DAG lists the ops of a network's
+// forward pass (times, output and phantom bytes, what the backward reads, overheads); the last op
+// is the loss. build_graph makes per op a forward, a backward, its activation, gradient and
+// phantom (the backward's context, made only by the normal forward), a placeholder loss node,
+// and the protected graph input and its gradient, in the fixed training_layout. A chain is the
+// forward DAG whose op l reads op l-1. docs/training-graph.md.
 
 #include <algorithm>
 #include <cmath>

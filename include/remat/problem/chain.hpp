@@ -1,27 +1,9 @@
 #pragma once
-// The heterogeneous chain: Rotor's input (shilova-spec §2.1, thesis S:1052-1131).
-//
-// Stages are numbered l = 1..N in the thesis' notation; the last stage N is the loss (thesis:
-// stage L+1, S:1054) and is an ordinary stage to the dynamic programs. Per stage:
-//   forward_time  u_F,   backward_time u_B,
-//   output_bytes  a_l    (the activation F_l produces; its gradient delta_l has the same size),
-//   saved_bytes   abar_l (everything B_l needs, a_l included, the stage input excluded),
-//   forward/backward_overhead_bytes o_F, o_B (temporary memory while the op runs),
-//   forward_save_overhead_bytes (optional) o_F for F^all only, when it differs.
-// The thesis has one forward overhead for the three forward ops (Table 2.1). remat lets F^all
-// have its own: a layer that keeps its intermediates in the context when saving frees no
-// temporaries, so one overhead (the larger) would over-predict F^all's peak by the
-// temporaries that were moved into the context. Unset, it is o_F: the thesis' model.
-// input_bytes is a_0 (= abar_0). By the thesis' convention delta_N = 0: the gradient that
-// starts the backward pass is the constant 1 and is not stored (S:1587).
-//
-// Cost sets. A stage may have several ways to run its F_l^all and B_l (rockmate-spec §5.3, §6.1:
-// the options of a block, each from an inner solver's schedule of the block): option 0 is the
-// stage's own fields, `options` holds the others, each with its own times, kept bytes (x̄, the
-// output included) and overheads; F_l^none and F_l^ck (RK-Rotor's option 0, the fast-forward) are
-// the stage's own. Planners that choose among options (RK-Rotor's sequence DP) read them through
-// option(l, o); the other chain policies plan with option 0, so a chain whose stages have one
-// option each is planned exactly as before.
+// The heterogeneous chain, Rotor's input [Shilova21, §2.1]: stages l = 1..N, the last the loss,
+// each with its times (u_F, u_B), its activation a_l, what its backward keeps abar_l, and its
+// overheads (o_F, o_B, and o_F for F^all alone when it differs); optionally a cost set per stage
+// (several ways to run its F^all / B: RK-Rotor's options). validate(chain) names the stage and
+// field that is wrong. docs/chain-dps.md §1.
 
 #include <cstddef>
 #include <optional>

@@ -1,43 +1,10 @@
 #pragma once
-// Programs written for people, and the chain notation.
-//
-// * to_string(graph, ...) writes a program with the graph's node names ("fwd conv1",
-//   "fwd conv1 [ff]", "free grad conv1", "offload conv1", ...).
-// * The chain notation of the thesis (shilova-spec §2.1, Table 2.1; §3.1 for transfers), the one
-//   the chain DPs decide in and that tests and the CLI read and write:
-//     F_l^∅  (F3_none)  runs F_l without keeping anything; consumes a plain a_{l-1}
-//     F_l^ck (F3_ck)    keeps its input, adds a_l
-//     F_l^all (F3_all)  keeps its input, adds abar_l (all that B_l needs)
-//     B_l    (B3)       consumes delta_l and abar_l (and a plain a_{l-1}), adds delta_{l-1}
-//     O_k, P_k, W_k     offload, prefetch, wait for the plain activation a_k, k = 0..N (the
-//                       thesis' O_l, P_l act on a_{l-1}: O_k here is its O_{k+1})
-//   Stages are 1-based, activations 0-based, as in the thesis.
-//
-// The one fixed lowering (lower()): a chain's ops become instructions over the training graph of
-// the chain, build_graph(chain) (problem/builder.hpp, layout training_layout{N}):
-//     F_l^all  = compute(fwd l)
-//     F_l^ck   = fast_forward(fwd l)
-//     F_l^∅    = fast_forward(fwd l), free(a_{l-1})
-//     B_l      = [compute(loss) before the first B_N], compute(bwd l), free(delta_l),
-//                free(phantom l), free(a_l), and free(a_{l-1}) when it is stored plain (a_0
-//                excepted: the graph input is protected)
-//     O_k, P_k, W_k = offload, prefetch, wait of a_k's data node
-// The lowering also checks the chain notation's own rules, which the graph model does not have
-// (its messages use the thesis' names a_k, abar_k, delta_k): a stage or activation that does not
-// exist, a forward whose input is not stored or whose output already is, F^∅ of an input kept as
-// abar, F_1^∅ (it would free a_0, the chain's input, which B_1 needs and nothing can recompute),
-// B_l without delta_l or abar_l or a_{l-1}, delta_{l-1} already there. O_k moves the tensor a_k
-// only: when abar_k is stored, the rest of it (the layer's context, its own type, which the
-// executor cannot copy) stays on the device; B_k then needs a_k back (P_k, W_k) as F_{k+1} does.
-// Memory, time, residency (a tensor used while offloaded) and transfers are the simulator's to
-// judge, on the lowered program. Every valid chain schedule lowers to a valid program with the
-// same makespan and the same peak (tests/sim/test_chain_notation.cpp checks this against the
-// chain simulator of the thesis over thousands of random programs, transfers included). The
-// two models differ only in the final memory: the chain ends without a_0 (B_1 consumes it), the
-// graph keeps its protected input; B_1's peak is taken before its frees, so no peak changes.
-//
-// to_chain_ops() / to_chain_string() raise a program back to the notation when it is
-// chain-shaped (it is the lowering of some chain ops), so chain programs print as they always did.
+// Programs written for people, and the chain notation of [Shilova21, Table 2.1] (F3_none,
+// F3_ck, F3_all, B3; O3, P3, W3 for the transfers of a_3) with its one fixed lowering onto the
+// chain's training graph (lower()), which also checks the notation's own rules in the thesis'
+// names; to_chain_ops() / to_chain_string() raise a chain-shaped program back to the notation.
+// Every valid chain schedule lowers to a valid program with the same makespan and peak.
+// docs/training-graph.md, "The chain notation and its lowering".
 
 #include <algorithm>
 #include <charconv>

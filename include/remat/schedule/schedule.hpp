@@ -1,28 +1,9 @@
 #pragma once
-// The schedule: one program type for every problem (chains and graphs) and every policy
-// (DESIGN.md §3, docs/design.md). A flat list of instructions over a training graph's nodes
-// (problem/graph.hpp; a chain is planned on the graph build_graph(chain) makes), which the
-// simulator (sim/simulate.hpp) referees and the executor (exec/executor.hpp) runs.
-//
-//   compute(c)       runs compute node c: it needs every input alive, complete and resident, and
-//                    creates its outputs (a contribution to a gradient that is already alive adds
-//                    to it)
-//   fast_forward(c)  runs forward node c without its phantoms (no_grad, rockmate-spec T:754-758)
-//   free(d)          deletes data node d (its device memory, or its host copy once offloaded)
-//   offload(d)       copies data node d to the host, on the device-to-host lane; its device
-//                    memory is freed when the copy ends; compute may no longer use it
-//   prefetch(d)      copies an offloaded (and waited) d back to the device, on the host-to-device
-//                    lane; its device memory is reserved when the copy starts
-//   wait(d)          the compute lane waits for the transfer of d in flight: after a prefetch d is
-//                    usable again, after an offload it may be prefetched (or freed)
-// `node` is a 0-based index: a compute node for compute and fast_forward, a data node for the
-// others. Deletion is always explicit: nothing is freed by running a node.
-//
-// Text form: C3, C3_ff, D5, O5, P5, W5 (to_string / parse_program). A chain-shaped program also
-// has the thesis' notation F3_ck, F3_all, F3_none, B3, O3, P3, W3 (schedule/chain_notation.hpp),
-// which lowers onto this one.
-//
-// This header includes no problem header: programs are plain data.
+// The schedule: one program type for every problem (chains and graphs) and every policy, a flat
+// list of instructions over a training graph's nodes (compute, fast_forward, free, offload,
+// prefetch, wait), which the simulator referees and the executor runs; its text form is
+// "C3 C3_ff D5 O5 P5 W5". No problem header is needed to hold one. docs/training-graph.md, "The
+// program type".
 
 #include <charconv>
 #include <cstddef>

@@ -1,47 +1,11 @@
 #pragma once
-// The simulator: the referee of every schedule, chain or graph (DESIGN.md §5, docs/design.md).
-// It replays a program (schedule/schedule.hpp) over a training graph (problem/graph.hpp; a chain
-// through build_graph(chain)) with the memory rules of rockmate-spec §1.3, the validity rules of
-// §1.4 / §10.2, and the transfer model of shilova-spec §3.1 (Assumptions 1):
-//   * memory starts with the graph's sources (its protected inputs) alive on the device;
-//   * a compute node runs only when every input is alive, complete and resident: a gradient with
-//     several producers is complete when all its contributions have run since it was last
-//     created (T:430);
-//   * running c creates each output that is not alive (allocated at the first contribution) and
-//     adds c's contribution to each that is (which must be resident); the peak while c runs is
-//     the memory before it + the sizes it allocates + its overhead (a fast-forward: its fast
-//     overhead, and no phantom); deletions come after, as separate free instructions (time 0),
-//     so they never lower c's peak;
-//   * a data node is stored once: running c while c's contribution to one of its outputs is
-//     already there (an activation that is alive, a contribution already summed into a gradient)
-//     is a violation: free it first;
-//   * the loss runs exactly once, a backward at most once (a second run would add to the
-//     parameter gradients again); protected data is never freed;
-//   * transfers: offload(d) and prefetch(d) run on their own lanes, device-to-host and
-//     host-to-device, one transfer at a time per lane, overlapping compute. A transfer is issued
-//     when the compute lane reaches it (it starts after the compute issued before it, as a copy
-//     stream ordered after the compute stream does) and starts once its lane is free; n bytes
-//     take n / bandwidth seconds (the machine's, core/machine.hpp; infinite: instantaneous). A
-//     tensor occupies its full size during its whole transfer: an offload frees the device memory
-//     at the END of the copy and holds host memory from its start; a prefetch reserves the device
-//     memory at its START and frees the host copy at its end. Device memory is a step function of
-//     time: the peak of a compute op is the highest value while it runs (output and overhead
-//     included), and an offload ending or a prefetch starting in the middle of an op counts
-//     there. wait(d) blocks the compute lane until the transfer of d ends; compute may use d
-//     only while it is resident: after offload(d) it must be prefetched and waited first;
-//     prefetch(d) needs d on the host, its offload waited. Phantoms (a layer's context, its own
-//     type, which the executor cannot copy) never move; free(d) of an offloaded d releases its
-//     host copy. Host memory is bounded by the machine's host_memory and reported (host_peak);
-//   * at the end every compute node has run at least once (so every protected output is alive
-//     and complete), nothing but protected data is alive, everything is on the device and
-//     nothing on the host.
-// The makespan is the end of the last compute op or transfer; without transfers, the sum of the
-// compute times (fast_time for a fast-forward).
-//
-// The graph is checked with validate() first. Structural violations (missing input, duplicate,
-// unknown node, a tensor used while not resident, an invalid transfer, wrong final state) stop
-// the replay; exceeding the budget is recorded as the first violation but the replay goes on, so
-// that the reported peak is the schedule's true peak.
+// The simulator: the referee of every schedule, chain or graph. It replays a program over a
+// training graph (a chain through build_graph) with the memory rules of [Zhao24, Eq. 2.18], the
+// validity rules of [Zhao24, Def. 3.2.3] and the transfer model of [Shilova21, Part II,
+// Assumptions 1] (one copy at a time per link, at the machine's bandwidth, overlapping compute;
+// no link: no transfer), and reports validity, makespan, peak, host peak, a timeline and the
+// first violation. Going over the budget is recorded but the replay goes on, so that the peak is
+// the true one. Every rule: docs/training-graph.md, "The simulator's rules".
 
 #include <algorithm>
 #include <cstddef>

@@ -1,28 +1,9 @@
 #pragma once
-// remat::libtorch::backend: the executor's budgeted backend for LibTorch models on the host
-// (issue 15). LibTorch's CPU kernels allocate through c10's CPU allocator, not through a remat
-// backend, so this backend counts those allocations themselves: while a backend lives, a counting
-// c10::Allocator wraps the CPU allocator that was installed (c10::SetCPUAllocator), and every
-// allocation made then is counted in the backend's in_use / high_water, checked against its
-// budget (past it: exec::out_of_budget, naming the activity, as host_backend), and uncounted when
-// its memory is freed. Measured peaks are LibTorch's own bytes: outputs, what autograd saves,
-// kernels' temporaries, gradients.
-//
-// What is not counted:
-//   - memory allocated before the backend was made, or while an `uncounted` guard is alive on the
-//     allocating thread (the adapter keeps random states and buffer snapshots that way);
-//   - parameter gradients: the layer adapter (torch/layer.hpp) exempts a parameter's .grad()
-//     storage once a backward has made it (it is the model's state, as the weights, which no
-//     plan counts); the bytes a backward allocates for it are counted until then, so a step's
-//     peak includes them;
-//   - kernels' scratch that does not go through c10's allocator (a std::vector in a kernel).
-// The count is the bytes asked for (a tensor's nbytes), as the profile sizes tensors; the
-// allocator below rounds them up to its alignment.
-//
-// One backend at a time counts (the CPU allocator is process-wide): making a second while one
-// lives throws std::logic_error. Allocations may come from LibTorch's worker threads: the counts
-// are under a mutex. Memory allocated while a backend lived and freed after it is gone is simply
-// freed (each allocation remembers which backend counted it).
+// remat::libtorch::backend: the budgeted backend for LibTorch models on the host. LibTorch's CPU
+// kernels allocate through c10's CPU allocator, so while a backend lives a counting c10::Allocator
+// wraps it: every allocation is counted (in_use, high_water) and checked against the budget
+// (exec::out_of_budget), and uncounted when freed. One backend at a time; `uncounted` guards the
+// adapter's own snapshots. docs/executor.md, "The LibTorch backend".
 
 #include <cstddef>
 #include <cstdint>

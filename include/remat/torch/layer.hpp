@@ -1,39 +1,11 @@
 #pragma once
-// LibTorch modules as the executor's chain layers (issue 15): remat::libtorch::layer adapts one
-// module (a torch::nn::AnyModule, e.g. a child of a torch::nn::Sequential), layers_of(net) a whole
-// Sequential, and tensor_traits<at::Tensor> (torch::Tensor) sizes tensors by the memory they hold.
-// The calls, for a module m and an input x:
-//   F_none / F_ck (forward)   m(x) under torch::NoGradGuard: no autograd graph is kept
-//   F_all (forward_save)      m(x') with autograd on, x' = x.detach().requires_grad_(): the local
-//                             graph (x', the output) is the context, and the context's size is
-//                             the bytes the call left allocated besides its output (what
-//                             autograd saved), measured in the backend
-//   B (backward)              torch::autograd::backward on that graph with the output gradient
-//                             (the loss: its scalar output, gradient 1); returns x'.grad()
-// So a layer computes exactly what plain LibTorch computes for it, kernel for kernel, and the
-// parameters' .grad() accumulate as in plain training (autograd's AccumulateGrad adopts the first
-// gradient and adds the next ones). A gradient's storage leaves the backend's count once made
-// (torch/backend.hpp: it is model state, as the weights).
-//
-// Replays. A layer's "random state" (what the executor saves before a layer's first forward and
-// restores before each recomputation, exec/concepts.hpp) is the default CPU generator's state and
-// a copy of the module's buffers. So a recomputed dropout draws the same mask, and batch norm's
-// running statistics, which every forward in training mode updates, are reset before a
-// recomputation and updated from the same values: they end as plain training leaves them, updated
-// once per step (the executor puts every layer back at the state after its first forward when
-// the run ends). Random layers draw from LibTorch's global generator in the order of plain
-// training: the first forward of every layer comes in order before any recomputation in every
-// chain policy's schedule; a recomputation puts the generator back where it was before it, so
-// the first forwards draw as plain training does even if a schedule mixes them.
-//
-// Outputs own their memory. An output that is a view of the input (flatten, a slice) is copied,
-// so that the executor can free the input as the plan says. Bad modules fail with a message that
-// names the module: a forward that returns a tuple (or anything but a tensor), that takes other
-// arguments, that changes its input in place, that keeps a reference to its input, a loss whose
-// output is not one number.
-//
-// Offloading (O/P/W) is not supported on this backend: plans must come from the recomputation
-// policies (rotor, revolve, periodic, store_all, checkmate, rockmate on the chain's graph).
+// LibTorch modules as the executor's chain layers: remat::libtorch::layer adapts one module (a
+// torch::nn::AnyModule), layers_of(net[, loss]) a whole Sequential, and tensor_traits<at::Tensor>
+// sizes tensors by the memory they hold. F_none / F_ck run under NoGradGuard, F_all keeps the
+// module's local autograd graph as the context, B runs torch::autograd::backward; the generator's
+// state and the module's buffers are the replayed random state, so dropout and batch norm
+// recompute as plain training. Modules that cannot be chain layers are refused by name.
+// docs/executor.md, "The LibTorch adapter"; docs/guide/libtorch.md.
 
 #include <algorithm>
 #include <concepts>

@@ -1,52 +1,9 @@
 #pragma once
-// GPT-2 (Radford et al., "Language models are unsupervised multitask learners", 2019) as a forward
-// DAG at the granularity PyTorch's autograd sees in eager mode: one op per autograd node that
-// holds memory, times from the roofline of zoo/roofline.hpp.
-//
-// The model follows the reference implementations (Hugging Face GPT2LMHeadModel, nanoGPT's
-// model.py) in eager attention (no FlashAttention / SDPA: the attention probabilities are
-// materialised), with pre-norm blocks and weights tied between the embedding and the LM head.
-// Ops, with B batch, T sequence, D width, H heads, V vocabulary, e dtype_bytes, N = B T tokens:
-//   embeddings  wte (token lookup), wpe_add (+ position embedding), drop
-//   layer i     h<i>.ln_1, h<i>.attn.q, .k, .v (three linear layers, as c_attn's three thirds),
-//               h<i>.attn.scores (q k^T / sqrt(D/H), causal mask), .softmax, .attn_drop,
-//               .context (probs v, heads merged), .c_proj, .resid_drop, h<i>.add_1,
-//               h<i>.ln_2, h<i>.mlp.c_fc (D -> 4D), .gelu, .c_proj (4D -> D), .drop, h<i>.add_2
-//   head        ln_f, lm_head (D -> V logits), loss (cross-entropy, the last op)
-// 3 + 17 layers + 3 ops; with dropout = 0 the dropout ops are left out (autograd would still
-// run them: nn.Dropout(p=0) in training mode copies its input and keeps a mask, but a model
-// configured without dropout is written without them): 2 + 14 layers + 3.
-//
-// Decisions, per op (the numbers are in each op's code below):
-//   * The graph input is the token ids (int64, 8N bytes). Targets are the loss's (its phantom).
-//     Parameters, their gradients and the optimizer are not modelled (the budget is for
-//     activations, problem/builder.hpp), but the time to compute weight gradients is in each
-//     backward.
-//   * All activations are in the one dtype (pure fp32, fp16, bf16 or fp64 training, not AMP);
-//     layer norm's statistics are in the accumulation type (fp32, fp64 for e = 8), as ATen's.
-//   * A linear layer's backward reads its input (W's gradient), not its output; phantom 0.
-//   * Dropout saves its mask, 1 byte an element (ATen's bool mask) as its phantom, and its
-//     backward reads nothing else (dy * mask / (1 - p)).
-//   * Layer norm saves mean and rstd (2N values) as its phantom and reads its input.
-//   * scores = masked_fill(q k^T * (D/H)^-1/2): the product, the scale and the causal mask are
-//     three kernels folded into one op (output B H T^2 e); the forward holds one B H T^2 tensor
-//     more than its output (the previous kernel's result) and so does the backward (the mask's,
-//     then the scale's gradient, one at a time besides dy). Its backward reads q and k.
-//   * softmax's backward reads its output; attention dropout reads nothing (its mask); context
-//     (probs v) reads both, and holds its output in head layout (B H T D/H, N D e bytes) until
-//     the heads are merged (a copy): forward temporary N D e, backward one too (dy split into
-//     heads).
-//   * GELU is one op (nn.GELU(approximate="tanh"), nanoGPT's) that reads its input; Hugging
-//     Face's NewGELUActivation, written as seven elementwise ops, would save more.
-//   * The residual adds read nothing in the backward; the sum of the residual stream's two
-//     gradient contributions is charged to them (detail::residual_add).
-//   * The token embedding's backward reads the ids (the graph input); it zero-fills the weight
-//     gradient (V D e bytes) and scatters dy into it: charged V D e + 3 N D e + 8N bytes.
-//   * The loss is detail::cross_entropy over V classes: phantom the log-probabilities and the
-//     targets, output one element (e bytes).
-// Nominal FLOPs an element for the elementwise ops (memory-bound on every preset device):
-// add 1, dropout 2 forward / 2 backward, layer norm 8 / 12, softmax 5 / 4, GELU 8 / 16, the
-// scale and mask of the scores 2 / 2.
+// GPT-2 [Radford et al., 2019] as a forward DAG at the granularity PyTorch's autograd sees in eager
+// mode: one op per autograd node that holds memory (17 per layer: layer norms, the attention's
+// projections, scores, softmax, dropout, the MLP, the residual adds), with eager attention,
+// pre-norm blocks and tied embeddings, sizes from the shapes and times from the roofline of
+// zoo/roofline.hpp. Every op with its sizes and work: docs/zoo.md, "GPT-2".
 
 #include <cmath>
 #include <optional>

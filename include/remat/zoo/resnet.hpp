@@ -1,43 +1,8 @@
 #pragma once
-// ResNet (He et al., "Deep residual learning for image recognition", CVPR 2016, Table 1) as a
-// forward DAG at the granularity of PyTorch's autograd in eager mode, times from the roofline of
-// zoo/roofline.hpp.
-//
-// The model is torchvision's (v1.5: a bottleneck's stride is in its 3x3 convolution), with
-// names as its modules':
-//   stem        conv1 (7x7/2, 64), bn1, relu, maxpool (3x3/2)
-//   layer<l>.<b> basic block (depth 18, 34): conv1 (3x3), bn1, relu1, conv2 (3x3), bn2,
-//               [downsample.0 (1x1 conv), downsample.1 (bn)], add, relu
-//               bottleneck (50, 101, 152): conv1 (1x1), bn1, relu1, conv2 (3x3, the stride),
-//               bn2, relu2, conv3 (1x1, 4x), bn3, [downsample.0, downsample.1], add, relu
-//               blocks per layer: 18 [2,2,2,2], 34 and 50 [3,4,6,3], 101 [3,4,23,3],
-//               152 [3,8,36,3]; the first block of layers 2-4 has stride 2, and a downsample
-//               branch where the stride or the channels change (every first block of a
-//               bottleneck net, layers 2-4 of a basic one)
-//   head        avgpool (global), fc (-> classes), loss (cross-entropy, the last op)
-// ResNet-50 has 175 ops, ResNet-18 69.
-//
-// Decisions, per op:
-//   * The graph input is the image batch (B x 3 x image^2, dtype_bytes e); the targets are the
-//     loss's phantom (detail::cross_entropy). Parameters, their gradients, BN's running
-//     statistics and cuDNN's workspaces are not modelled (the budget is for activations).
-//   * Convolutions have no bias (torchvision's); the backward reads the input (the weight's
-//     gradient), phantom 0; FLOPs 2 B C_out H_out^2 C_in k^2 forward, twice that backward (data
-//     and weight gradients), once for conv1, which reads the image (no data gradient).
-//   * Batch norm (training mode) saves its batch mean and inverse std per channel (2 C values
-//     in the accumulation type, fp32; fp64 for e = 8) as its phantom and reads its input.
-//     Bytes: forward 3x the tensor (a statistics pass, then read and write), backward 5x (dy
-//     and x read for the reductions, then dy and x read and dx written).
-//   * ReLU reads its output in the backward. torchvision's ReLUs are in place; here each is a
-//     tensor of its own (inplace=False): the graph has no aliasing, and a planner that frees the
-//     BN output once the ReLU has run (no backward reads it) holds the same memory, one
-//     tensor more only while the ReLU runs.
-//   * The max-pool saves its int64 indices (8 bytes an output element: its phantom) and, as
-//     ATen's max_pool2d_with_indices, its input, which its backward reads.
-//   * The residual add reads nothing (detail::residual_add); the global average pool reads
-//     nothing (its backward spreads dy); fc is detail::linear.
-// Nominal FLOPs an element: batch norm 8 forward / 12 backward, ReLU 1 / 1, add 1 / 1, max-pool
-// 9 compares an output element / 1, average pool 1 / 1.
+// ResNet [He et al., CVPR 2016, Table 1] as a forward DAG at the granularity of PyTorch's autograd
+// in eager mode: torchvision's model (v1.5: a bottleneck's stride in its 3x3 convolution), with
+// its modules' names, depths 18, 34, 50, 101 and 152, sizes from the shapes and times from the
+// roofline of zoo/roofline.hpp. Every op with its sizes and work: docs/zoo.md, "ResNet".
 
 #include <array>
 #include <cmath>

@@ -1,30 +1,11 @@
 #pragma once
-// remat::cuda::backend: the CUDA backend (DESIGN.md §6, issue 5).
-//
-// - Device memory comes from a pool carved from ONE cudaMalloc of the budget, so the budget is a
-//   hard limit: an allocation that does not fit throws out_of_budget (as host_backend does),
-//   naming the activity, and saying when fragmentation rather than the total refused it. The
-//   pool reports its high-water mark (requested bytes), its extent (the highest end offset) and
-//   its worst fragmentation. It can also replay a static placement of a recorded run
-//   (record_next_run, plan_placement: exec/placement.hpp), so a run's peak is the planned one.
-// - Three streams: the compute stream (stream(): the user's layers launch their kernels and
-//   cuBLAS calls on it), a device-to-host and a host-to-device copy stream. A copy starts after
-//   the work already queued on the compute stream (an event orders it), and returns a transfer
-//   whose event the compute stream can wait on (wait()); nothing blocks the host.
-// - A pinned host pool (cudaMallocHost, options::host_pool bytes) for offloaded tensors. With
-//   offload, prefetch, wait and transfer's ready/wait_host it is a TransferBackend
-//   (exec/concepts.hpp): the executor runs a schedule's O/P/W on the copy streams.
-// - Timing: mark_time() records an event on the compute stream, seconds_between() reads two;
-//   the executor and the profiler use them (TimingBackend) instead of the wall clock, so they
-//   time the GPU work, not the launches.
-//
-// Stream-ordered reuse: the pool hands memory back to the host's bookkeeping at release, and
-// the compute stream is the only stream that works on pool memory besides the copies. So
-// every layer must launch on stream() (or synchronise its own streams with it before
-// returning), and a buffer read by a copy is released through release_after(), which makes the
-// compute stream wait for the copy first.
-//
-// Part of the opt-in remat::cuda target: no umbrella header includes it.
+// remat::cuda::backend: the CUDA backend. Device memory comes from a pool carved from one
+// cudaMalloc of the budget (a hard limit; a static placement can be replayed); the layers launch
+// on the compute stream (stream()), copies run on two copy streams ordered by events, offloaded
+// tensors live in a pinned host pool (a TransferBackend), and CUDA events time the work
+// (TimingBackend). Every layer must launch on stream() or synchronise with it; a buffer a copy
+// reads is released through release_after(). Part of the opt-in remat::cuda target: no umbrella
+// header includes it. docs/executor.md, "The CUDA backend"; docs/guide/cuda.md.
 
 #if !__has_include(<cuda_runtime_api.h>)
 #error "remat/exec/cuda needs the CUDA toolkit; link remat::cuda"

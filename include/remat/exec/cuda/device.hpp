@@ -1,6 +1,6 @@
 #pragma once
 // Is there a GPU? Asked without throwing: on a machine without a driver cudaGetDeviceCount
-// returns cudaErrorInsufficientDriver (35), not cudaErrorNoDevice (style-anchors §9.9), so every
+// returns cudaErrorInsufficientDriver (35), not cudaErrorNoDevice, so every
 // error counts as "no device". GPU test programs exit 77 (skipped) when device_count() is 0.
 
 #if !__has_include(<cuda_runtime_api.h>)

@@ -1,11 +1,11 @@
 #pragma once
-// CUDA runtime errors become exceptions that carry the call and the CUDA message (issue 5), so
+// CUDA runtime errors become exceptions that carry the call and the CUDA message, so
 // a failure deep in the backend reads "cudaMemcpyAsync(...) failed: invalid argument
 // (cudaErrorInvalidValue, 1)" instead of an error code nobody looks at. cuBLAS statuses get the
 // same treatment from <remat/exec/cuda/cublas_error.hpp>, kept apart so that remat::cuda needs
 // the CUDA runtime only.
 //
-// Part of the opt-in remat::cuda target (style-anchors §9.9): no umbrella header includes it.
+// Part of the opt-in remat::cuda target: no umbrella header includes it.
 
 #if !__has_include(<cuda_runtime_api.h>)
 #error "remat/exec/cuda needs the CUDA toolkit; link remat::cuda"

@@ -1,5 +1,5 @@
 #pragma once
-// arena: an offset allocator over one region of `capacity` bytes (issue 5). The CUDA backend
+// arena: an offset allocator over one region of `capacity` bytes. The CUDA backend
 // carves its device pool from one cudaMalloc of the budget and hands out offsets from it; this
 // is the bookkeeping, host-only (no CUDA header), so it is unit-tested without a GPU.
 //

@@ -1,27 +1,10 @@
 #pragma once
-// Bounds on a training graph's minimum budget that hold for every schedule (any order of compute
-// nodes, any recomputation, with or without fast-forwards), so checkmate can answer budgets
-// below them at once and start find_minimum's bisection there. Not a template, no solver.
-//
-// memory_floor(g), the largest of:
-//   * the protected data together: all of it is alive at the end;
-//   * per compute node c, what is alive while c runs in every schedule: the graph inputs, c's
-//     inputs and outputs (a forward's phantoms not with its fast-forward, when that needs less),
-//     c's overhead, and, when c runs once (the loss, a backward: every backward runs once), each
-//     gradient g that c does not touch but that is alive across c's run in every schedule.
-//     A gradient's producers and consumers run once (forwards read no gradients), so it is
-//     alive, without a break, from its first contribution to its last reader (or to the end,
-//     when protected): nothing can make it again. It is alive across c when one of its
-//     producers must run before c and, for an unprotected one, one of its readers after c.
-//     "Must run before": the once-run nodes are ordered by their gradients alone (a reader needs
-//     every contribution to a gradient, and a contribution cannot be made twice); activations
-//     impose no order, since forwards can run again.
-//   In a residual block, the gradient of the block input collects the add's contribution first
-//   and the branch's last: it is alive during every backward of the branch, which the old bound
-//   (c's own inputs and outputs only) missed.
-// memory_gcd(g): every step's memory is a sum of data sizes and an overhead, so every peak, and
-// the minimum budget, is a multiple of the gcd of the sizes and overheads (find_minimum bisects
-// over those multiples only).
+// Bounds on a training graph's minimum budget that hold for every schedule (any order, any
+// recomputation, with or without fast-forwards), so that checkmate answers budgets below them at
+// once and starts find_minimum's bisection there. memory_floor(g): the protected data together,
+// and per compute node what is alive while it runs in every schedule (the graph inputs, its
+// inputs, outputs and overhead, and the gradients alive across it). memory_gcd(g): every peak is
+// a multiple of it. docs/checkmate.md.
 
 #include <algorithm>
 #include <cstddef>

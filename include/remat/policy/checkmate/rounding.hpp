@@ -1,38 +1,11 @@
 #pragma once
-// checkmate's LP rounding (Checkmate's two-phase rounding, Jain et al., MLSys 2020, §5, adapted):
-// from a storage plan (which data is alive at the start of each stage) to the cheapest schedule of
-// the stage model (phase 2), and the cheap storage patterns. Not a template: the LP itself is
-// solved by the policy (policy/checkmate.hpp) with its backend.
+// checkmate's LP rounding, Checkmate's two-phase rounding [Checkmate20, §5] adapted to this
+// model: from a storage plan (which data is alive at the start of each stage, P) to the cheapest
+// schedule of the stage model (phase 2), and the cheap storage patterns (keep every s-th
+// forward's data, or nothing but the gradients). Not a template: the LP is solved by the policy
+// with its backend. When no rounding fits, the LP is solved again at 90%, 80%, ... of the budget.
 //
-// LP relaxation (`relax`), Checkmate's two-phase rounding adapted to this model. Decisions where
-// our model differs from Checkmate's, where it has one S per node:
-//   * What is rounded: P[t][i] (data i alive at the start of stage t), our storage matrix, for
-//     every data but the sources and protected data (always kept). P, not S: S tracks the
-//     contributions of multi-producer gradients; phase 2 treats such a gradient as a whole
-//     (kept: it holds every contribution made so far; not alive when needed: all its producers
-//     run again in the stage). Gradients are rounded too (a gradient freed early is one that no
-//     later stage needs); since every backward runs once (see the MILP's R bounds), a rounding
-//     that needs a gradient back after freeing it is dropped in phase 2.
-//   * Phase 2 (the cheapest R given the rounded P), stage by stage, from c_t down to c_0: c_t
-//     runs; a node that runs needs each input that is not alive at the start of the stage, so
-//     its producers run earlier in the stage; data kept into stage t+1 that is not alive is
-//     produced in stage t. A storage plan that needs the loss again, or a contribution already
-//     summed into a gradient, is dropped. A forward runs normally when its phantom is needed
-//     (by its backward in this stage, or kept for a later stage), as a fast-forward otherwise
-//     (fast_forward on).
-//   * Frees: as early as the stage allows (after the last step of the stage that reads or makes
-//     the data, or at the start of the stage when none does). The MILP could place them later
-//     only, so the rounded schedule is a schedule of the same stage model: never faster than
-//     the exact optimum.
-//   * The budget: the rounded schedules are replayed in the simulator and the fastest within the
-//     budget wins. When none fits, the LP is solved again at a smaller budget (90%, 80%, ... of
-//     it, Checkmate's "budget allowance"), down to the lower bound, while time remains; the
-//     cheap storage patterns (heuristic_keeps) join the candidates too. If nothing fits, the
-//     result says what was tried and the smallest peak reached (status::infeasible, although a
-//     schedule may exist), and the policy solves exactly within the time left (its note says so).
-//   * `optimal` is false for relaxed solutions; `bound` is the LP's optimum at the budget (a lower
-//     bound on the exact optimum), -inf when the LP did not finish within time_limit (the
-//     schedule then comes from the cheap patterns; with none that fits, status::time_limit).
+// What is rounded and why, phase 2 and the frees: docs/checkmate.md, Decisions (D11).
 
 #include <optional>
 #include <vector>
@@ -212,7 +185,7 @@ struct checkmate_rounding : checkmate_formulation {
   /// schedule of the stage model, so the MILP is feasible at its peak and takes it as a warm start:
   /// find_minimum's upper end, and the least-memory plan of checkmate's messages. Tried: local
   /// search over the storage matrix (flipping single entries, or a data node's keep over a run of
-  /// stages, first improvement), on four issue-14 graphs of 19-27 ops: it never lowered the best
+  /// stages, first improvement), on four graphs of 19-27 ops: it never lowered the best
   /// pattern's peak, in 0.1-14 s. Patterns are tried from the lowest-memory one until `stop`.
   [[nodiscard]] std::optional<schedule> least_memory(const graph& g, clock::time_point stop) const {
     std::optional<schedule> best;

@@ -1,11 +1,7 @@
 #pragma once
-// Memory discretisation of the Rotor dynamic programs (shilova-spec §2.6, thesis S:1484).
-//
-// The budget M (bytes, everything alive counted, the chain input included) is split into S
-// slots of M/S bytes; every size is rounded up to whole slots, q(x) = ceil(x*S/M), and the DP
-// runs on S - q(a_0) slots (the DPs exclude the input, shilova-spec §2.4-2.5). Rounding up
-// keeps every discrete-feasible schedule feasible in bytes: sum q(x_i)*M/S >= sum x_i. With S
-// equal to M (one slot per byte) the sizes are exact, and so is the DP.
+// Memory discretisation of the Rotor dynamic programs [Shilova21, §2.4.2]: the budget M is split
+// into S slots, every size rounded up, q(x) = ceil(x*S/M), so every discrete-feasible schedule
+// fits in bytes; with S = M (one slot per byte) the DP is exact. docs/chain-dps.md §7.
 
 #include <algorithm>
 #include <cstddef>
@@ -47,8 +43,8 @@ struct discrete_chain {
   /// own, the others its cost set when discretize() was asked for them (RK-Rotor).
   std::vector<std::vector<discrete_option>> options;
 
-  /// m_all(s,t): memory F_s^all and B_s need besides the input (shilova-spec §2.4, S:1286),
-  /// with option o (rockmate-spec §6.3: the forward with delta_t alive, the backward with
+  /// m_all(s,t): memory F_s^all and B_s need besides the input ([Shilova21, §2.3.3]),
+  /// with option o (docs/rockmate.md: the forward with delta_t alive, the backward with
   /// delta_s and delta_{s-1}).
   [[nodiscard]] std::int64_t m_all(int s_, int t_, const discrete_option& o) const {
     const auto s = static_cast<std::size_t>(s_), t = static_cast<std::size_t>(t_);
