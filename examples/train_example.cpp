@@ -1,8 +1,8 @@
-// The README's training loop ("Train with your own layers"): your own tensor and layers, the
-// batch's targets, profile, plan at a budget, train with train_step and an SGD update. The test
-// suite builds and runs it (example.train); the checks after main's loop make it fail unless the
-// loss went down, every step's gradients were bitwise those of plain training, and the measured
-// peak stayed within the budget.
+// The training loop of docs/guide/train.md: your own tensor and layers, the batch's targets,
+// profile, plan at a budget, train with train_step and an SGD update. The test suite builds and
+// runs it (example.train); the checks after main's loop make it fail unless the loss went down,
+// every step's gradients were bitwise those of plain training, and the measured peak stayed within
+// the budget.
 #include <cmath>
 #include <cstdio>
 #include <cstring>

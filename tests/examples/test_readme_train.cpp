@@ -1,7 +1,7 @@
-// The README's "Train with your own layers" stays true: its program is examples/train_example.cpp
-// (which example.train runs) with the checks left out, and its table of optional members names
-// every member the exec headers (the executor, the profiler, train.hpp and what they include)
-// look for on a tensor or a layer.
+// The guide "Train with your own layers" (docs/guide/train.md) stays true: its program is
+// examples/train_example.cpp (which example.train runs) with the checks left out, and its table of
+// optional members names every member the exec headers (the executor, the profiler, train.hpp and
+// what they include) look for on a tensor or a layer.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -94,35 +94,38 @@ std::vector<std::string> exec_headers() {
   return out;
 }
 
-/// The README's section that starts with `heading`, up to the next "## ".
-std::string section(const std::string& readme, const std::string& heading) {
-  const auto at = readme.find("\n" + heading + "\n");
-  REQUIRE(at != std::string::npos);
-  const auto end = readme.find("\n## ", at + 1);
-  return readme.substr(at, end == std::string::npos ? std::string::npos : end - at);
+/// The guide's section that starts with `heading`, up to the next "## ".
+std::string section(const std::string& page, const std::string& heading) {
+  const auto at = page.find("\n" + heading + "\n");
+  REQUIRE_MESSAGE(at != std::string::npos, "no section \"", heading, "\"");
+  const auto end = page.find("\n## ", at + 1);
+  return page.substr(at, end == std::string::npos ? std::string::npos : end - at);
 }
+
+/// The guide the checks read.
+constexpr const char* guide = "docs/guide/train.md";
 
 }  // namespace
 
-TEST_CASE("README: the training loop is examples/train_example.cpp without its checks") {
-  const std::string sec = section(read("README.md"), "## Train with your own layers");
+TEST_CASE("docs/guide/train.md: the program is examples/train_example.cpp without its checks") {
+  const std::string sec = section(read(guide), "## The complete program");
   const auto begin = sec.find("```cpp\n");
   REQUIRE(begin != std::string::npos);
   const auto end = sec.find("\n```", begin + 7);
   const std::vector<std::string> shown = lines(sec.substr(begin + 7, end - begin - 7));
   const std::vector<std::string> file = lines(read("examples/train_example.cpp"));
   CHECK(shown.size() > 100);
-  // Every line of the README's program is a line of the example, in the same order.
+  // Every line of the guide's program is a line of the example, in the same order.
   std::size_t at = 0;
   for (const auto& l : shown) {
     while (at < file.size() && file[at] != l) ++at;
-    INFO("README line not in examples/train_example.cpp (or out of order): ", l);
+    INFO("docs/guide/train.md line not in examples/train_example.cpp (or out of order): ", l);
     REQUIRE(at < file.size());
     ++at;
   }
 }
 
-TEST_CASE("README: the table of optional members names every member the library looks for") {
+TEST_CASE("docs/guide/train.md: the table of optional members names every member looked for") {
   // Members the library calls: required ones, and the optional ones the table must name.
   const std::set<std::string> required = {"forward", "forward_save", "backward", "bytes"};
   const std::set<std::string> optional = {
@@ -136,17 +139,17 @@ TEST_CASE("README: the table of optional members names every member the library 
     }
   for (const auto& c : called) {
     INFO("the library calls the member ", c,
-         "(): add it to this test's lists and, if optional, to the README's table");
+         "(): add it to this test's lists and, if optional, to the table of docs/guide/train.md");
     CHECK((required.count(c) + optional.count(c)) == 1);
   }
   for (const auto& m : required) CHECK(called.count(m) == 1);  // the scan sees every call
   for (const auto& m : optional) CHECK(called.count(m) == 1);
-  // Each optional member is in a row of the README's table.
+  // Each optional member is in a row of the guide's table.
   std::string rows;
-  for (const auto& l : lines(section(read("README.md"), "## Train with your own layers")))
+  for (const auto& l : lines(section(read(guide), "## What your types provide")))
     if (l.rfind("| ", 0) == 0) rows += l + "\n";
   for (const auto& o : optional) {
-    INFO("the README's table of optional members lacks ", o);
+    INFO("the table of optional members of docs/guide/train.md lacks ", o);
     CHECK(rows.find(" " + o + "(") != std::string::npos);
   }
   // And the members that are operators or overloads: += (as_graph_layer) and the loss's targets.

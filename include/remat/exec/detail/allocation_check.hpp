@@ -32,10 +32,8 @@ struct allocation_check {
            " in all by tensor_traits<T>::size, but the backend saw " + format_bytes(seen) +
            " allocated by those forwards: the tensors do not hold memory from the backend, so the "
            "measured memory and the budget mean nothing. Allocate every tensor's memory through "
-           "the "
-           "Backend& each layer receives (b.allocate(n)) and hold the returned buffer in the "
-           "tensor "
-           "(README, \"Train with your own layers\")";
+           "the Backend& each layer receives (b.allocate(n)) and hold the returned buffer in the "
+           "tensor (docs/guide/train.md)";
   }
 };
 

@@ -1,0 +1,536 @@
+// The C++ in the docs is compiled, so that it cannot drift from the code. Every ```cpp block of
+// README.md and docs/guide/*.md is one of:
+//   - README.md's "## Example": examples/readme_example.cpp, whole (example.readme runs it);
+//   - docs/guide/train.md's program: examples/train_example.cpp without its checks (example.train
+//     runs it; test_readme_train.cpp checks it line by line too);
+//   - a fragment that a test compiles: the text between "// --- doc PAGE begin ---" and
+//     "// --- doc end ---" in a source file under tests/ (this file, test_doc_libtorch.cpp),
+//     compared after removing the common indentation. A fragment names its page, and must be in
+//     it (a fragment of another page, e.g. docs/json-format.md, is compiled and checked the same
+//     way).
+// The fragments below run where that is quick; they read what the setup before their begin
+// marker declares.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <eigen/models.hpp>
+
+#include <remat/exec.hpp>
+#include <remat/policy/checkmate.hpp>
+#include <remat/policy/rockmate.hpp>
+#include <remat/remat.hpp>
+#if __has_include(<nlohmann/json.hpp>)
+#include <remat/io/json.hpp>
+#define REMAT_DOC_JSON 1
+#endif
+
+#include "exec/toy_layers.hpp"
+
+// --- doc docs/guide/cmake.md begin ---
+#if defined(REMAT_HAS_CBC)  // the program links remat::cbc
+#include <remat/milp/cbc.hpp>
+using solver = remat::milp::cbc;
+#elif defined(REMAT_HAS_LPSOLVE)
+#include <remat/milp/lpsolve.hpp>
+using solver = remat::milp::lpsolve;
+#endif
+// --- doc end ---
+
+#ifndef REMAT_SOURCE_DIR
+#define REMAT_SOURCE_DIR "."
+#endif
+
+using namespace remat::literals;
+
+namespace {
+
+// --- the checker ------------------------------------------------------------------------------
+
+namespace fs = std::filesystem;
+
+std::string read(const fs::path& path) {
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in.good(), "cannot read ", path.string(), " (REMAT_SOURCE_DIR is ",
+                  REMAT_SOURCE_DIR, ")");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+std::string read_source(const std::string& relative) {
+  return read(fs::path(REMAT_SOURCE_DIR) / relative);
+}
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream s(text);
+  for (std::string l; std::getline(s, l);) out.push_back(l);
+  return out;
+}
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+/// The lines without the indentation they all share (blank lines aside), trailing blanks gone.
+std::vector<std::string> dedented(std::vector<std::string> lines) {
+  std::size_t common = std::string::npos;
+  for (const auto& l : lines)
+    if (l.find_first_not_of(' ') != std::string::npos)
+      common = std::min(common, l.find_first_not_of(' '));
+  for (auto& l : lines) {
+    l = l.size() >= common ? l.substr(common) : std::string();
+    l.erase(l.find_last_not_of(' ') + 1);
+  }
+  return lines;
+}
+
+/// A ```cpp block of a page: the heading of its section and its text.
+struct block {
+  std::string section;
+  std::string text;
+};
+std::vector<block> cpp_blocks(const std::string& page) {
+  std::vector<block> out;
+  std::string section;
+  bool in = false;
+  std::vector<std::string> body;
+  for (const auto& l : lines_of(page)) {
+    if (!in && l.rfind("#", 0) == 0) section = l;
+    if (!in && l == "```cpp") {
+      in = true;
+      body.clear();
+    } else if (in && l == "```") {
+      in = false;
+      out.push_back({section, joined(body)});
+    } else if (in) {
+      body.push_back(l);
+    }
+  }
+  REQUIRE_MESSAGE(!in, "a ```cpp block is not closed");
+  return out;
+}
+
+/// A fragment a test compiles: its page, where it is, and its text.
+struct fragment {
+  std::string page;
+  std::string where;
+  std::string text;
+};
+std::vector<fragment> fragments() {
+  std::vector<fragment> out;
+  const fs::path tests = fs::path(REMAT_SOURCE_DIR) / "tests";
+  const std::string begin = "// --- doc ", begin_end = " begin ---", end = "// --- doc end ---";
+  for (const auto& e : fs::recursive_directory_iterator(tests)) {
+    const auto ext = e.path().extension();
+    if (!e.is_regular_file() || (ext != ".cpp" && ext != ".hpp")) continue;
+    const auto lines = lines_of(read(e.path()));
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      const std::string l =
+          lines[i].substr(std::min(lines[i].find_first_not_of(' '), lines[i].size()));
+      if (l.rfind(begin, 0) != 0 || l == end || l.size() < begin.size() + begin_end.size() ||
+          l.compare(l.size() - begin_end.size(), begin_end.size(), begin_end) != 0)
+        continue;
+      fragment f{l.substr(begin.size(), l.size() - begin.size() - begin_end.size()),
+                 e.path().lexically_relative(tests).generic_string() + ":" + std::to_string(i + 1),
+                 {}};
+      std::vector<std::string> body;
+      std::size_t j = i + 1;
+      for (; j < lines.size() && lines[j].find(end) == std::string::npos; ++j)
+        body.push_back(lines[j]);
+      INFO(f.where);
+      REQUIRE_MESSAGE(j < lines.size(), "a doc fragment without its end marker");
+      f.text = joined(dedented(body));
+      out.push_back(std::move(f));
+      i = j;
+    }
+  }
+  return out;
+}
+
+/// The pages whose every C++ block must be compiled: README.md and docs/guide/*.md.
+std::vector<std::string> checked_pages() {
+  std::vector<std::string> out{"README.md"};
+  for (const auto& e : fs::directory_iterator(fs::path(REMAT_SOURCE_DIR) / "docs/guide"))
+    if (e.path().extension() == ".md") out.push_back("docs/guide/" + e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Whether every line of `shown` is a line of `file`, in the same order.
+bool lines_in_order(const std::string& shown, const std::string& file) {
+  const auto s = lines_of(shown), f = lines_of(file);
+  std::size_t at = 0;
+  for (const auto& l : s) {
+    while (at < f.size() && f[at] != l) ++at;
+    if (at == f.size()) return false;
+    ++at;
+  }
+  return true;
+}
+
+/// What f prints on std::cout.
+template <class F>
+std::string printed(F f) {
+  std::ostringstream out;
+  struct restore {
+    std::streambuf* old;
+    ~restore() { std::cout.rdbuf(old); }
+  } r{std::cout.rdbuf(out.rdbuf())};
+  f();
+  return out.str();
+}
+
+// --- setup the fragments read ---------------------------------------------------------------
+
+/// The chain of docs/json-format.md: two layers and the loss, sizes in bytes.
+remat::chain small_chain() {
+  return {"mlp",
+          4096,
+          {{"fc1", 1e-3, 2e-3, 8192, 16384, 0, 4096},
+           {"fc2", 1e-3, 2e-3, 8192, 8192, 0, 0},
+           {"loss", 1e-4, 1e-4, 4, 4, 0, 0}}};
+}
+
+/// A chain on which offloading pays: large activations, long compute.
+remat::chain large_chain() {
+  remat::chain c{"large", 64_MiB, {}};
+  for (int l = 1; l <= 8; ++l)
+    c.stages.push_back({"layer" + std::to_string(l), 4e-3, 8e-3, 256_MiB, 512_MiB, 0, 0});
+  c.stages.push_back({"loss", 1e-4, 1e-4, 4, 4, 0, 0});
+  return c;
+}
+
+// --- docs/guide/model.md ----------------------------------------------------------------------
+
+remat::chain model_chain() {
+  // clang-format off
+  // --- doc docs/guide/model.md begin ---
+  remat::chain c{.name = "mlp", .input_bytes = 4096, .stages = {
+      {.name = "fc1", .forward_time = 1e-3, .backward_time = 2e-3, .output_bytes = 8192,
+       .saved_bytes = 16384, .backward_overhead_bytes = 4096},
+      {.name = "fc2", .forward_time = 1e-3, .backward_time = 2e-3, .output_bytes = 8192,
+       .saved_bytes = 8192},
+      {.name = "loss", .forward_time = 1e-4, .backward_time = 1e-4, .output_bytes = 4,
+       .saved_bytes = 4}}};
+  if (auto ok = remat::validate(c); !ok) std::cerr << ok.message() << '\n';
+  // --- doc end ---
+  // clang-format on
+  return c;
+}
+
+void model_programs(const remat::chain& c) {
+  // --- doc docs/guide/model.md begin ---
+  auto plan = remat::rotor{.slots = 0}.solve(c, 36_KiB);  // the least memory rotor plans with
+  std::cout << *remat::to_chain_string(c.length(), *plan) << '\n';
+  auto mine = remat::parse_chain_program(c.length(), "F1_ck F2_all F3_all B3 B2 F1_all B1");
+  const auto rep = remat::sim::simulate(c, *mine, {.budget = 36_KiB});
+  std::cout << (rep.valid ? "valid" : rep.first_violation->message) << ", " << rep.makespan
+            << " s, " << rep.peak << " bytes\n";
+  // --- doc end ---
+}
+
+// --- docs/guide/offload.md --------------------------------------------------------------------
+
+remat::offload_plan offload_plan(const remat::chain& chain, remat::bytes budget) {
+  // --- doc docs/guide/offload.md begin ---
+  remat::pofo p{.hw = remat::machine::with_bandwidth(24e9)};  // 24 GB/s each way
+  auto plan = p.solve_detailed(chain, budget);                // result<solution<offload_details>>
+  if (plan) {
+    const remat::offload_details& d = plan->details;
+    std::cout << plan->program.predicted_time << " s, " << d.offloaded.size()
+              << " activations offloaded (" << d.offloaded_bytes << " bytes), " << 100 * d.overlap()
+              << "% of the copy time hidden behind compute\n";
+  }
+  // --- doc end ---
+  REQUIRE_MESSAGE(plan.ok(), plan.message());
+  CHECK(plan->details.hw == p.hw);
+  return std::move(*plan);
+}
+
+void offload_machines() {
+  // --- doc docs/guide/offload.md begin ---
+  remat::machine pcie3 = remat::machine::with_bandwidth(12e9);  // remat's default: 12e9 each way
+  remat::machine lopsided{.device_to_host = 10e9, .host_to_device = 20e9};
+  remat::machine instant = remat::machine::with_bandwidth(std::numeric_limits<double>::infinity());
+  remat::machine none = remat::machine::without_transfers();  // bandwidth 0: no link at all
+  // --- doc end ---
+  CHECK(pcie3 == remat::machine{12e9, 12e9, remat::unlimited_bytes});
+  CHECK(lopsided.transfers());
+  CHECK(instant.transfers());
+  CHECK_FALSE(none.transfers());
+}
+
+remat::sim::report offload_replay(const remat::chain& c) {
+  // --- doc docs/guide/offload.md begin ---
+  auto ops = remat::parse_chain_ops("F1_ck O0 F2_all F3_all B3 B2 W0 P0 W0 F1_all B1");
+  auto r =
+      remat::sim::simulate(c, *ops, {.budget = 64_KiB, .hw = remat::machine::with_bandwidth(1e6)});
+  // r.valid, r.makespan (seconds), r.peak and r.host_peak (bytes), r.first_violation
+  // --- doc end ---
+  return r;
+}
+
+template <class Model, class MakeInput>
+remat::exec::run_result<toy::tensor> offload_run(Model& model, const remat::chain& chain,
+                                                 const remat::result<remat::offload_plan>& plan,
+                                                 remat::bytes budget, MakeInput make_input) {
+  // --- doc docs/guide/offload.md begin ---
+  remat::exec::host_backend backend(budget);  // offloaded tensors go to its unbudgeted host store
+  remat::exec::executor ex(model, chain, backend);
+  auto run = ex.run(plan->program, make_input(backend));  // offloads, prefetches, waits as planned
+  // --- doc end ---
+  REQUIRE_MESSAGE(run.ok(), run.message());
+  CHECK(run->measured_peak <= budget);
+  CHECK(backend.host_in_use() == 0);
+  return std::move(*run);
+}
+
+std::string offload_portfolio(const remat::chain& chain, remat::bytes budget) {
+  // --- doc docs/guide/offload.md begin ---
+  remat::best_of<remat::rotor, remat::pofo> both{.hw = remat::machine::with_bandwidth(12e9)};
+  auto best = both.solve_detailed(chain, budget);  // best->details.chosen: "rotor" or "pofo"
+  // --- doc end ---
+  REQUIRE_MESSAGE(best.ok(), best.message());
+  return best->details.chosen;
+}
+
+// --- docs/guide/train.md ----------------------------------------------------------------------
+
+template <class Model, class T, class B>
+remat::result<remat::chain> train_profile(Model& model, const T& sample, B& backend) {
+  // --- doc docs/guide/train.md begin ---
+  remat::exec::profile_options opt{.repetitions = 9,
+                                   .statistic = remat::exec::time_statistic::min,
+                                   .resolution = 1e-5};  // times in steps of 10 us
+  auto chain = remat::exec::profile_chain(model, sample, backend, opt);
+  // --- doc end ---
+  return chain;
+}
+
+template <class Model, class T, class B>
+remat::result<remat::chain> train_fixed_times(Model& model, const T& sample, B& backend) {
+  // --- doc docs/guide/train.md begin ---
+  remat::exec::profile_options fixed{.fixed_times = {{1e-3, 2e-3}, {1e-3, 2e-3}, {1e-4, 1e-4}}};
+  auto chain = remat::exec::profile_chain(model, sample, backend, fixed);  // sizes measured only
+  // --- doc end ---
+  return chain;
+}
+
+// --- docs/guide/graphs.md ---------------------------------------------------------------------
+
+remat::result<remat::graph> graph_by_hand() {
+  // clang-format off
+  // --- doc docs/guide/graphs.md begin ---
+  remat::forward_dag f{.name = "residual", .input_bytes = 1_MiB, .ops = {
+      {.name = "conv1", .inputs = {"input"}, .forward_time = 1e-3, .backward_time = 2e-3,
+       .output_bytes = 1_MiB, .phantom_bytes = 2_MiB, .backward_reads = {"input"}},
+      {.name = "conv2", .inputs = {"conv1"}, .forward_time = 1e-3, .backward_time = 2e-3,
+       .output_bytes = 1_MiB, .phantom_bytes = 2_MiB, .backward_reads = {"conv1"}},
+      {.name = "add", .inputs = {"conv2", "conv1"}, .forward_time = 1e-4, .backward_time = 1e-4,
+       .output_bytes = 1_MiB, .backward_reads = {}},
+      {.name = "loss", .inputs = {"add"}, .forward_time = 1e-4, .backward_time = 1e-4,
+       .output_bytes = 4, .backward_reads = {"add"}}}};
+  auto g = remat::build_graph(f);  // the training graph, or why f is not a valid forward DAG
+  // --- doc end ---
+  // clang-format on
+  return g;
+}
+
+#if defined(REMAT_HAS_CBC)
+void graph_checkmate(const remat::result<remat::graph>& g) {
+  // --- doc docs/guide/graphs.md begin ---
+  remat::checkmate<remat::milp::cbc> cm{.time_limit = 60};
+  const remat::bytes budget = remat::fraction_of_store_all(*g, 0.8);
+  auto s = cm.solve_detailed(*g, budget);  // result<solution<>>
+  if (s)
+    std::cout << s->program.predicted_time << " s, " << (s->optimal ? "optimal" : "not proven")
+              << '\n'
+              << remat::to_string(*g, s->program);  // the program with the graph's names
+  else
+    std::cout << s.message() << '\n';  // budget_too_small: the minimum, or where it lies
+  // --- doc end ---
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  CHECK(s->optimal);
+}
+
+int graph_rockmate(const remat::result<remat::graph>& g, remat::bytes budget) {
+  // --- doc docs/guide/graphs.md begin ---
+  remat::rockmate<remat::checkmate<remat::milp::cbc>> rm{.peak_budgets = 6, .save_budgets = 4};
+  auto r = rm.solve_detailed(*g, budget);
+  if (r)
+    for (const remat::rockmate_block& b : r->details.blocks)
+      std::cout << "kind " << b.kind << ": option " << b.chosen << " of " << b.options
+                << ", forward runs " << b.forward_runs << '\n';
+  // --- doc end ---
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  return static_cast<int>(r->details.blocks.size());
+}
+
+remat::result<remat::exec::run_result<eg::tensor>> graph_executor() {
+  // --- doc docs/guide/graphs.md begin ---
+  eg::dag d = eg::make_attention_dag(/*width*/ 16, /*hidden*/ 32, /*batch*/ 8, /*seed*/ 1);
+  remat::exec::host_backend b;
+  auto f = remat::exec::profile_dag(d, eg::make_input(b, 8, 16, 2), b);  // measured
+  auto g = remat::build_graph(*f);                                       // its training graph
+  auto s = remat::checkmate<remat::milp::cbc>{.time_limit = 30}.solve(
+      *g, remat::fraction_of_store_all(*g, 0.8));
+  remat::exec::executor ex(d, *g, b);
+  auto r = ex.run(*s, eg::make_input(b, 8, 16, 3));  // input gradient, measured peak, times
+  // --- doc end ---
+  return r;
+}
+#endif
+
+// --- docs/json-format.md ----------------------------------------------------------------------
+
+#if defined(REMAT_DOC_JSON)
+// Compiled, not run: it reads files relative to the working directory.
+[[maybe_unused]] int json_usage() {
+  // --- doc docs/json-format.md begin ---
+  auto c = remat::io::load_chain("examples/chains/resnet_like.json");
+  if (!c) return std::cerr << c.message() << '\n', 1;
+  auto s = remat::rotor{}.solve(*c, 1_GiB);
+  if (s) std::cout << remat::io::to_json(*s, *c).dump() << '\n';  // ["F1_ck","F2_none",...]
+
+  // Replay a hand-written schedule (either notation) with transfers at 12 GB/s each way.
+  std::ifstream file("schedule.json");
+  auto p = remat::io::schedule_from_json(nlohmann::json::parse(file, nullptr, false), *c);
+  if (p) {
+    auto r =
+        remat::sim::simulate(*c, *p, {.budget = 1_GiB, .hw = remat::machine::with_bandwidth(12e9)});
+    std::cout << (r.valid ? "valid" : r.first_violation->message) << '\n';
+  }
+  // --- doc end ---
+  return 0;
+}
+#endif
+
+}  // namespace
+
+TEST_CASE("README: the Example is examples/readme_example.cpp, whole") {
+  const auto blocks = cpp_blocks(read_source("README.md"));
+  int found = 0;
+  for (const auto& b : blocks)
+    if (b.section == "## Example") {
+      CHECK(b.text == read_source("examples/readme_example.cpp"));
+      ++found;
+    }
+  CHECK(found == 1);
+}
+
+TEST_CASE("docs: every C++ block of README.md and docs/guide/ is compiled by a test") {
+  const std::vector<fragment> all = fragments();
+  const std::string train = read_source("examples/train_example.cpp");
+  std::set<std::string> pages_seen;
+  int checked = 0;
+  for (const auto& page : checked_pages()) {
+    INFO("page ", page);
+    const auto blocks = cpp_blocks(read_source(page));
+    for (const auto& b : blocks) {
+      INFO("in section ", b.section, ":\n", b.text);
+      bool ok = false;
+      if (page == "README.md" && b.section == "## Example")
+        ok = true;  // the test case above
+      else if (page == "docs/guide/train.md" && lines_of(b.text).size() > 100)
+        ok = lines_in_order(b.text, train);  // the program: train_example without its checks
+      else
+        for (const auto& f : all) ok = ok || (f.page == page && f.text == b.text);
+      CHECK_MESSAGE(ok, "this block is not compiled by any test: put it between \"// --- doc ",
+                    page,
+                    " begin ---\" and \"// --- doc end ---\" in a test (tests/examples/"
+                    "test_doc_snippets.cpp), or make it an example's text");
+      ++checked;
+    }
+    pages_seen.insert(page);
+  }
+  CHECK(checked >= 10);
+  CHECK(pages_seen.count("docs/guide/train.md") == 1);
+  // And every fragment is in its page, word for word: none is left behind by an edit.
+  for (const auto& f : all) {
+    INFO(f.where, ": a fragment of ", f.page, ":\n", f.text);
+    bool in_page = false;
+    for (const auto& b : cpp_blocks(read_source(f.page))) in_page = in_page || b.text == f.text;
+    CHECK(in_page);
+  }
+  CHECK(all.size() >= 10);
+}
+
+TEST_CASE("doc fragments: the chain model and programs") {
+  const remat::chain c = model_chain();
+  CHECK(c == small_chain());
+  const std::string out = printed([&] { model_programs(c); });
+  CHECK(out.find("F1_ck F2_all F3_all B3 B2 F1_all B1\n") == 0);
+  CHECK(out.find("valid, 0.0072 s, 36864 bytes") != std::string::npos);
+}
+
+TEST_CASE("doc fragments: offloading") {
+  offload_machines();
+  const remat::chain big = large_chain();
+  const remat::bytes budget =
+      (remat::pofo{}.minimum_budget(big) + remat::rotor{}.minimum_budget(big)) / 2;
+  std::string out =
+      printed([&] { CHECK_FALSE(offload_plan(big, budget).details.offloaded.empty()); });
+  CHECK(out.find("activations offloaded") != std::string::npos);
+  CHECK(offload_portfolio(big, budget) == "pofo");  // below rotor's minimum
+  const auto r = offload_replay(small_chain());
+  CHECK(r.valid);
+  CHECK(r.host_peak == 4096);
+  // An offloading plan run by the executor on the host backend.
+  {
+    auto model = toy::make_chain_model(5, 3, false);
+    remat::exec::host_backend profiling;
+    const auto chain =
+        remat::exec::profile_chain(model, toy::tensor::make(profiling, 8), profiling);
+    REQUIRE(chain.ok());
+    const remat::pofo p{.hw = remat::machine::with_bandwidth(1e9), .slots = 0};
+    const remat::bytes low = p.minimum_budget(*chain);
+    const auto plan = p.solve_detailed(*chain, low);
+    REQUIRE_MESSAGE(plan.ok(), plan.message());
+    const auto run = offload_run(model, *chain, plan, low, [](remat::exec::host_backend& b) {
+      return toy::tensor::make(b, 8);
+    });
+    CHECK(run.measured_peak <= low);
+  }
+}
+
+TEST_CASE("doc fragments: profile options") {
+  auto model = toy::make_chain_model(3, 5, true);
+  remat::exec::host_backend b;
+  const toy::tensor x = toy::tensor::make(b, 4);
+  const auto measured = train_profile(model, x, b);
+  REQUIRE_MESSAGE(measured.ok(), measured.message());
+  for (const auto& s : measured->stages) {
+    const double steps = s.forward_time / 1e-5;
+    CHECK(steps == doctest::Approx(std::round(steps)).epsilon(1e-9));
+  }
+  const auto fixed = train_fixed_times(model, x, b);
+  REQUIRE_MESSAGE(fixed.ok(), fixed.message());
+  CHECK(fixed->stages[0].backward_time == 2e-3);
+}
+
+TEST_CASE("doc fragments: graphs") {
+  const auto g = graph_by_hand();
+  REQUIRE_MESSAGE(g.ok(), g.message());
+#if defined(REMAT_HAS_CBC)
+  CHECK(printed([&] { graph_checkmate(g); }).find("fwd conv1") != std::string::npos);
+  CHECK(printed([&] {
+          CHECK(graph_rockmate(g, remat::fraction_of_store_all(*g, 0.8)) >= 1);
+        }).find("forward runs") != std::string::npos);
+  const auto r = graph_executor();
+  // checkmate may recompute a backward, which the executor refuses; otherwise the run succeeds.
+  CHECK_MESSAGE((r.ok() || r.message().find("runs a second time") != std::string::npos),
+                r.message());
+  if (r) CHECK(r->loss.has_value());
+#endif
+}
