@@ -26,8 +26,9 @@ int main(int argc, char** argv) {
   if (const auto* u = std::get_if<usage_error>(&parsed)) {
     std::cerr << "remat-plan: " << u->reason << "\n"
               << "usage: remat-plan (--chain FILE | --graph FILE) --budget BYTES (--policy NAME | "
-                 "--simulate PROGRAM) [options], or remat-plan --chain FILE --sweep [options]; "
-                 "see --help\n";
+                 "--simulate PROGRAM) [options], remat-plan (--chain FILE | --graph FILE) "
+                 "--policy NAME --find-minimum [options], or remat-plan --chain FILE --sweep "
+                 "[options]; see --help\n";
     return exit_usage;
   }
   const options& o = std::get<options>(parsed);

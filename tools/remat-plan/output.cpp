@@ -69,6 +69,12 @@ std::string in_cli_terms(std::string msg) {
   replace_all("set find_minimum = true", "add --find-minimum");
   replace_all("set find_minimum", "add --find-minimum");
   replace_all(" find_minimum", " --find-minimum");
+  replace_all("(portfolio = false: the DP's)", "(--no-portfolio: the DP's)");
+  // The knobs whose "unset" is a value on the command line.
+  if (msg.rfind("periodic: segments", 0) == 0)
+    replace_all("or leave it unset to pick the best", "or 0 to pick the best");
+  if (msg.rfind("revolve: snapshots", 0) == 0)
+    replace_all("or leave it unset to pick the best", "or -1 to pick the best");
   return msg;
 }
 
