@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -41,6 +42,20 @@ class out_of_budget : public std::runtime_error {
   bytes requested_, in_use_, budget_;
 };
 
+namespace detail {
+/// What a backend's destructor does when some of its buffers are still alive (they would free
+/// into a backend that no longer exists): says so on stderr and aborts.
+[[noreturn]] inline void backend_outlived(const char* backend, bytes in_use, bytes host_in_use,
+                                          const std::string& held) noexcept {
+  std::fprintf(stderr,
+               "remat: %s destroyed while %s of its buffers are alive (%s on the host)%s: "
+               "destroy the tensors and run results it allocated before it\n",
+               backend, format_bytes(in_use).c_str(), format_bytes(host_in_use).c_str(),
+               held.c_str());
+  std::abort();
+}
+}  // namespace detail
+
 /// Bytes of the budgeted store held by the buffers one activity allocated
 /// (host_backend::live_summary).
 struct live_bytes {
@@ -51,7 +66,7 @@ struct live_bytes {
 class host_backend {
  public:
   /// Memory owned by the backend: move-only, returned to the backend when destroyed. The
-  /// backend must outlive its buffers.
+  /// backend must outlive its buffers (~host_backend checks).
   class buffer {
    public:
     buffer() = default;
@@ -123,6 +138,15 @@ class host_backend {
   explicit host_backend(bytes budget = unlimited_bytes) : budget_(budget) {}
   host_backend(const host_backend&) = delete;
   host_backend& operator=(const host_backend&) = delete;
+  /// Every buffer must be gone first (tensors, contexts, a run_result's input gradient): one
+  /// that outlived its backend would free into memory that no longer exists. A backend
+  /// destroyed with buffers alive says so on stderr, naming who allocated them, and aborts.
+  ~host_backend() {
+    if (in_use_ == 0 && host_in_use_ == 0) return;
+    std::string held;
+    for (const auto& l : live_summary()) held += "; " + format_bytes(l.size) + " by " + l.activity;
+    detail::backend_outlived("host_backend", in_use_, host_in_use_, held);
+  }
 
   /// n bytes, counted against the budget; throws out_of_budget past it.
   [[nodiscard]] buffer allocate(bytes n) {
@@ -195,7 +219,7 @@ class host_backend {
  private:
   /// n bytes from the system, counted in `used` and `high`.
   buffer take(bytes n, bool host, bytes& used, bytes& high) {
-    if (n == 0) return buffer(this, nullptr, 0, host, tag_);
+    if (n == 0) return buffer(nullptr, nullptr, 0, host, tag_);  // owns nothing
     const auto rounded = (static_cast<std::size_t>(n) + alignment - 1) / alignment * alignment;
     void* p = std::aligned_alloc(alignment, rounded);
     if (p == nullptr) throw std::bad_alloc();

@@ -64,7 +64,7 @@ class event {
 enum class memory_kind { device, pinned_host };
 
 /// Memory from one of the backend's pools: move-only, returned to its pool when destroyed. The
-/// backend must outlive its buffers.
+/// backend must outlive its buffers (~backend checks).
 template <memory_kind K>
 class pool_buffer {
  public:
@@ -194,7 +194,11 @@ class backend {
   }
   backend(const backend&) = delete;
   backend& operator=(const backend&) = delete;
-  ~backend() { destroy(); }
+  ~backend() {
+    if (in_use() > 0 || host_in_use() > 0)
+      remat::exec::detail::backend_outlived("cuda::backend", in_use(), host_in_use(), "");
+    destroy();
+  }
 
   // --- the Backend concept ---------------------------------------------------------------------
 
