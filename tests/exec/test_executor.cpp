@@ -212,28 +212,6 @@ TEST_CASE("executor: schedules and models that do not match the chain are reject
   CHECK(backend.in_use() == 0);
 }
 
-TEST_CASE("profile: exact sizes and overheads for layers that allocate only through the backend") {
-  host_backend backend;
-  model m = make_model(4, 11, true);
-  const auto rng = m[1].random_state();
-  auto c =
-      exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 3, .warmup = 1});
-  REQUIRE(c.ok());
-  CHECK(c->input_bytes == 48);
-  for (int l = 1; l <= 3; ++l) {
-    const auto& st = m[static_cast<std::size_t>(l - 1)];
-    CHECK(c->at(l).output_bytes == 4 * st.n_out);
-    CHECK(c->at(l).saved_bytes == 4 * (st.n_out + st.extra));
-    CHECK(c->at(l).forward_overhead_bytes == 4 * st.tmp_f);
-    CHECK(c->at(l).backward_overhead_bytes == 4 * st.tmp_b);
-    CHECK(c->at(l).name == st.label);
-    CHECK(st.gw == 0.0f);  // the profiling backwards' gradients were cleared
-  }
-  CHECK(c->at(4).output_bytes == 4);
-  CHECK(m[1].random_state() == rng);  // random layers end as they began
-  CHECK(backend.in_use() == 0);       // the sample was a temporary; profiling keeps nothing
-}
-
 TEST_CASE("executor: a std::tuple of different layer types is a model") {
   host_backend backend;
   std::tuple<toy::stage, toy::stage, toy::loss> m;
@@ -355,62 +333,4 @@ TEST_CASE(
   // Released, the next step fits again.
   first->input_gradient.buf.release();
   CHECK(ex.run(s, make_input(backend, 12)).ok());
-}
-
-TEST_CASE("profile: the statistic of the timed runs, rounded to the resolution") {
-  using exec::time_statistic;
-  using exec::detail::summarize_times;
-  const std::vector<seconds> t{3, 1, 10, 2};
-  CHECK(summarize_times(t, time_statistic::median, 0) == 2.5);
-  CHECK(summarize_times({3, 1, 10}, time_statistic::median, 0) == 3);
-  CHECK(summarize_times(t, time_statistic::min, 0) == 1);
-  CHECK(summarize_times(t, time_statistic::mean, 0) == 4);
-  CHECK(summarize_times({}, time_statistic::mean, 0) == 0);
-  // Rounded to the nearest multiple: times within the same step come out identical.
-  CHECK(summarize_times({0.123}, time_statistic::median, 0.05) == doctest::Approx(0.1));
-  CHECK(summarize_times({0.126}, time_statistic::median, 0.05) == doctest::Approx(0.15));
-  CHECK(summarize_times({0.1230001}, time_statistic::min, 1e-3) ==
-        summarize_times({0.1229999}, time_statistic::min, 1e-3));
-}
-
-TEST_CASE("profile: fixed times make profiles equal and plans the same; bad options are refused") {
-  host_backend backend;
-  model m = make_model(5, 4, true);
-  std::vector<exec::op_costs> fixed;
-  for (int i = 0; i < 5; ++i) fixed.push_back({1.0 + i, 2.0 + 0.5 * i});
-  const exec::profile_options opt{.repetitions = 2, .warmup = 0, .fixed_times = fixed};
-  const auto a = exec::profile_chain(m, make_input(backend, 12), backend, opt);
-  const auto b = exec::profile_chain(m, make_input(backend, 12), backend, opt);
-  REQUIRE_MESSAGE(a.ok(), a.message());
-  REQUIRE(b.ok());
-  CHECK(*a == *b);
-  for (int l = 1; l <= 5; ++l) {
-    CHECK(a->at(l).forward_time == fixed[static_cast<std::size_t>(l - 1)].forward);
-    CHECK(a->at(l).backward_time == fixed[static_cast<std::size_t>(l - 1)].backward);
-  }
-  const bytes budget =
-      (rotor{}.minimum_budget(*a) + store_all{}.solve(*a, unlimited_bytes)->predicted_peak) / 2;
-  CHECK(*rotor{}.solve(*a, budget) == *rotor{}.solve(*b, budget));
-  // A resolution above every measured time rounds them all to 0.
-  const auto coarse = exec::profile_chain(
-      m, make_input(backend, 12), backend,
-      {.repetitions = 1, .warmup = 0, .statistic = exec::time_statistic::min, .resolution = 1e6});
-  REQUIRE(coarse.ok());
-  for (const auto& st : coarse->stages) {
-    CHECK(st.forward_time == 0);
-    CHECK(st.backward_time == 0);
-  }
-  auto refused = [&](exec::profile_options o, const std::string& says) {
-    const auto r = exec::profile_chain(m, make_input(backend, 12), backend, std::move(o));
-    CHECK(r.code() == status::invalid_problem);
-    INFO(r.message());
-    CHECK(r.message().find(says) != std::string::npos);
-  };
-  refused({.resolution = -1e-5}, "profile_chain: resolution must be a finite time >= 0");
-  refused({.fixed_times = {{1, 1}}},
-          "profile_chain: fixed_times has 1 entries but the model has 5 ops");
-  fixed[2].backward = -1;
-  refused({.fixed_times = fixed},
-          "profile_chain: fixed_times[2] has a negative or non-finite time");
-  CHECK(backend.in_use() == 0);
 }

@@ -22,78 +22,16 @@
 #include "checkmate_backend.hpp"
 #include "graph_schedules.hpp"
 #include "test_offload_schedules.hpp"
+#include "toy_dags.hpp"
 #include "toy_graph_layers.hpp"
 
 using namespace remat;
 using remat::exec::host_backend;
 using toy::program_in_order;
 using toy::recompute_all;
+using namespace toy::dags;
 
 namespace {
-
-using model = exec::dag_model<std::vector<toy::node>>;
-constexpr int input_floats = 6;
-
-struct op_spec {
-  std::string name;
-  std::vector<std::string> inputs;
-  bool sum = false;
-};
-
-/// A toy DAG model; sizes, contexts and temporaries vary per op with the seed; the last op is
-/// the loss. A sum node's inputs are as wide as its output.
-model make_model(const std::vector<op_spec>& spec, unsigned seed, bool noisy) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> size(2, 24), small(0, 9);
-  model m;
-  std::vector<int> width;
-  auto width_of = [&](const std::string& in) {
-    if (in == "input") return input_floats;
-    for (std::size_t j = 0; j < m.ops.size(); ++j)
-      if (m.ops[j].name == in) return width[j];
-    return 0;
-  };
-  for (std::size_t i = 0; i < spec.size(); ++i) {
-    toy::node n;
-    n.n_out = size(rng);
-    n.extra = small(rng);
-    n.tmp_f = small(rng);
-    n.tmp_b = small(rng);
-    n.w = 0.3f + 0.1f * static_cast<float>(i % 5);
-    n.noisy = noisy && i % 2 == 1;
-    n.rng.seed(seed * 31 + static_cast<unsigned>(i));
-    n.label = spec[i].name;
-    n.sum = spec[i].sum;
-    n.is_loss = i + 1 == spec.size();
-    for (const auto& in : spec[i].inputs) n.widths.push_back(width_of(in));
-    if (n.sum) n.n_out = *std::max_element(n.widths.begin(), n.widths.end());
-    width.push_back(n.is_loss ? 1 : n.n_out);
-    m.layers.push_back(std::move(n));
-    m.ops.push_back({spec[i].name, spec[i].inputs});
-  }
-  return m;
-}
-
-const std::vector<op_spec> diamond = {
-    {"a", {"input"}}, {"b", {"a"}}, {"c", {"a"}}, {"d", {"b", "c"}}, {"loss", {"d"}}};
-const std::vector<op_spec> residual = {{"x", {"input"}},  {"f1", {"x"}},
-                                       {"f2", {"f1"}},    {"add", {"x", "f2"}, true},
-                                       {"f3", {"add"}},   {"add2", {"add", "f3"}, true},
-                                       {"loss", {"add2"}}};
-/// "a" has three readers (q, k, v): its gradient sums 3 contributions; the input has two.
-const std::vector<op_spec> three = {{"a", {"input"}},
-                                    {"q", {"a"}},
-                                    {"k", {"a"}},
-                                    {"v", {"a"}},
-                                    {"mix", {"q", "k", "v"}},
-                                    {"add", {"mix", "input"}, true},
-                                    {"loss", {"add"}}};
-
-toy::tensor make_input(host_backend& b) {
-  auto x = toy::tensor::make(b, input_floats);
-  for (int i = 0; i < input_floats; ++i) x[i] = 0.15f * static_cast<float>(i % 5) - 0.3f;
-  return x;
-}
 
 graph profiled_graph(const std::vector<op_spec>& spec, unsigned seed, bool noisy) {
   host_backend b;
@@ -350,35 +288,6 @@ TEST_CASE("executor on DAGs: checkmate's schedules from low budgets to store-all
 }
 #endif
 
-TEST_CASE("profile_dag: exact sizes, overheads and backward reads") {
-  host_backend b;
-  model m = make_model(three, 9, true);
-  const auto rng = m.layers[1].random_state();
-  auto f = exec::profile_dag(m, make_input(b), b, {.repetitions = 3, .warmup = 1, .name = "three"});
-  REQUIRE_MESSAGE(f.ok(), f.message());
-  CHECK(f->name == "three");
-  CHECK(f->input_bytes == 4 * input_floats);
-  REQUIRE(f->ops.size() == three.size());
-  for (std::size_t i = 0; i < three.size(); ++i) {
-    const auto& n = m.layers[i];
-    const auto& op = f->ops[i];
-    INFO(op.name);
-    CHECK(op.name == three[i].name);
-    CHECK(op.inputs == three[i].inputs);
-    CHECK(op.output_bytes == 4 * (n.is_loss ? 1 : n.n_out));
-    CHECK(op.phantom_bytes == 4 * n.extra);
-    CHECK(op.forward_overhead_bytes == 4 * n.tmp_f);
-    CHECK(op.forward_save_overhead_bytes == 4 * n.tmp_f);
-    CHECK(op.backward_overhead_bytes == 4 * n.tmp_b);  // in place: the same when accumulating
-    CHECK(n.gw == 0.0f);
-  }
-  CHECK(f->ops[5].backward_reads.empty());  // the sum reads nothing
-  CHECK(f->ops[4].backward_reads == std::vector<std::string>{"q", "k", "v", "output"});
-  CHECK(f->ops[6].backward_reads == std::vector<std::string>{"add"});
-  CHECK(m.layers[1].random_state() == rng);
-  CHECK(b.in_use() == 0);
-}
-
 TEST_CASE("executor on DAGs: a layer that throws, outgrows its profile or forgets a gradient") {
   const graph g = profiled_graph(residual, 3, true);
   const auto s = recompute_all(g, 0);
@@ -558,23 +467,4 @@ TEST_CASE("executor on DAGs and profile_dag: a backend's timing marks and run ho
     CHECK(b.ends == 0);
     CHECK(b.marks == 0);
   }
-}
-
-TEST_CASE("profile_dag: fixed times give equal forward DAGs; bad options are refused") {
-  host_backend b;
-  model m = make_model(diamond, 3, false);
-  std::vector<exec::op_costs> fixed{{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}};
-  const exec::profile_options opt{.repetitions = 1, .warmup = 0, .fixed_times = fixed};
-  const auto f1 = exec::profile_dag(m, make_input(b), b, opt);
-  const auto f2 = exec::profile_dag(m, make_input(b), b, opt);
-  REQUIRE_MESSAGE(f1.ok(), f1.message());
-  REQUIRE(f2.ok());
-  CHECK(*f1 == *f2);
-  CHECK(f1->ops[3].forward_time == 7);  // op "d", in the model's order
-  CHECK(f1->ops[3].backward_time == 8);
-  fixed.pop_back();
-  const auto r = exec::profile_dag(m, make_input(b), b, {.fixed_times = fixed});
-  CHECK(r.code() == status::invalid_problem);
-  CHECK(r.message().find("profile_dag: fixed_times has 4 entries but the model has 5 ops") !=
-        std::string::npos);
 }

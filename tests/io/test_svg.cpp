@@ -1,6 +1,6 @@
-// remat::sweep (<remat/sweep.hpp>) and the SVG pictures (<remat/io/svg.hpp>): the sweep's points
-// are the simulator's replay of each policy's plan, the SVG is well-formed XML (a strict reader,
-// tests/support/xml_check.hpp), and what it draws maps back to the simulated values.
+// The SVG pictures (<remat/io/svg.hpp>): well-formed XML (a strict reader,
+// tests/support/xml_check.hpp), and what they draw maps back to the sweep's and the simulator's
+// values.
 
 #include <cmath>
 #include <cstdlib>
@@ -75,81 +75,7 @@ std::vector<std::pair<double, double>> points_of(const std::string& s) {
   return out;
 }
 
-/// A policy of the sweep by name, planned and replayed as the sweep does.
-template <class P>
-void check_policy_points(const chain& c, const sweep_result& sw, const P& p) {
-  std::size_t k = 0;
-  while (k < sw.policies.size() && sw.policies[k] != P::name) ++k;
-  REQUIRE_MESSAGE(k < sw.policies.size(), P::name << " was not swept");
-  for (std::size_t b = 0; b < sw.budgets.size(); ++b) {
-    const sweep_point& pt = sw.at(k, b);
-    CAPTURE(P::name);
-    CAPTURE(pt.budget);
-    CHECK(pt.policy == P::name);
-    CHECK(pt.budget == sw.budgets[b]);
-    auto s = p.solve(c, pt.budget);
-    REQUIRE(s.code() == pt.code);
-    if (!s) {
-      CHECK(pt.message == s.message());
-      continue;
-    }
-    const auto r =
-        sim::simulate(c, *s, {.budget = pt.budget, .record_timeline = false, .hw = machine_of(p)});
-    CHECK(r.valid);
-    CHECK(pt.peak == r.peak);
-    CHECK(pt.peak <= pt.budget);
-    CHECK(pt.makespan == r.makespan);
-    CHECK(pt.overhead == r.makespan / sw.store_all_time - 1.0);
-  }
-}
-
 }  // namespace
-
-TEST_CASE("sweep: every point is the simulator's replay of the policy's plan at that budget") {
-  const chain c = small_chain(7);
-  const auto sw = sweep(c, {.budgets = 6, .hw = machine::with_bandwidth(1e6)});
-  REQUIRE(sw.ok());
-  CHECK(sw->problem == c.name);
-  REQUIRE(sw->budgets.size() == 6);
-  CHECK(sw->budgets.back() == sw->store_all_peak);
-  CHECK(sw->budgets.front() < std::min(rotor{}.minimum_budget(c),
-                                       pofo{.hw = machine::with_bandwidth(1e6)}.minimum_budget(c)));
-  for (std::size_t b = 1; b < sw->budgets.size(); ++b) CHECK(sw->budgets[b] > sw->budgets[b - 1]);
-  CHECK(sw->points.size() == sw->policies.size() * sw->budgets.size());
-  const auto base = sim::simulate(c, *lower(c.length(), store_all::program(c)));
-  CHECK(sw->store_all_time == base.makespan);
-  CHECK(sw->store_all_peak == base.peak);
-  // The lowest budget is below every minimum: nothing plans; store-all plans at its own peak.
-  for (std::size_t k = 0; k < sw->policies.size(); ++k) CHECK_FALSE(sw->at(k, 0).ok());
-  CHECK(sw->at(0, sw->budgets.size() - 1).ok());
-
-  check_policy_points(c, *sw, store_all{});
-  check_policy_points(c, *sw, periodic{});
-  check_policy_points(c, *sw, revolve{});
-  check_policy_points(c, *sw, rotor{});
-  check_policy_points(c, *sw, rotor_floating{});
-  check_policy_points(c, *sw, pofo{.hw = machine::with_bandwidth(1e6)});
-  check_policy_points(c, *sw, offload_dynprog{.hw = machine::with_bandwidth(1e6)});
-  check_policy_points(c, *sw, offload_greedy{.hw = machine::with_bandwidth(1e6)});
-  check_policy_points(c, *sw, offload_autocapper{.hw = machine::with_bandwidth(1e6)});
-}
-
-TEST_CASE("sweep: options, and what it leaves out") {
-  const chain c = small_chain(8);
-  const auto none =
-      sweep(c, {.budgets = 3, .hw = machine::without_transfers(), .practical_stages = 2});
-  REQUIRE(none.ok());
-  CHECK(none->policies == std::vector<std::string>{"store_all", "periodic", "revolve", "rotor"});
-  CHECK(none->notes.size() == 2);
-  const auto range = sweep(c, {.budgets = 2, .lowest = 1000, .highest = 5000});
-  REQUIRE(range.ok());
-  CHECK(range->budgets == std::vector<bytes>{1000, 5000});
-  CHECK(remat::testing::says(sweep(c, {.budgets = 1}), {"budgets is 1", "at least 2"}));
-  CHECK(remat::testing::says(sweep(c, {.lowest = 10, .highest = 5}), {"must be below"}));
-  chain broken = c;
-  broken.stages[0].forward_time = -1;
-  CHECK(sweep(broken).code() == status::invalid_problem);
-}
 
 TEST_CASE("overhead_curve_svg: well-formed, and its points are the sweep's") {
   const chain c = small_chain(9, "a <chain> & \"its\" 'name'\x01");
