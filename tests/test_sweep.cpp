@@ -79,8 +79,8 @@ TEST_CASE("sweep: every point is the simulator's replay of the policy's plan at 
   for (std::size_t k = 0; k < sw->policies.size(); ++k) CHECK_FALSE(sw->at(k, 0).ok());
   CHECK(sw->at(0, sw->budgets.size() - 1).ok());
   // Every policy of the catalogue, in its order, each on the sweep's machine.
-  CHECK(sw->policies == std::vector<std::string>(chain_policies::names.begin(),
-                                                 chain_policies::names.end()));
+  CHECK(sw->policies ==
+        std::vector<std::string>(chain_policies::names.begin(), chain_policies::names.end()));
   for_each_policy<chain_policies>([&]<class P>(std::type_identity<P>) {
     P p{};
     if constexpr (PlansTransfers<P>) p.hw = hw;

@@ -62,17 +62,17 @@ inline model make_model(const std::vector<op_spec>& spec, unsigned seed, bool no
 inline const std::vector<op_spec> diamond = {
     {"a", {"input"}}, {"b", {"a"}}, {"c", {"a"}}, {"d", {"b", "c"}}, {"loss", {"d"}}};
 inline const std::vector<op_spec> residual = {{"x", {"input"}},  {"f1", {"x"}},
-                                       {"f2", {"f1"}},    {"add", {"x", "f2"}, true},
-                                       {"f3", {"add"}},   {"add2", {"add", "f3"}, true},
-                                       {"loss", {"add2"}}};
+                                              {"f2", {"f1"}},    {"add", {"x", "f2"}, true},
+                                              {"f3", {"add"}},   {"add2", {"add", "f3"}, true},
+                                              {"loss", {"add2"}}};
 /// "a" has three readers (q, k, v): its gradient sums 3 contributions; the input has two.
 inline const std::vector<op_spec> three = {{"a", {"input"}},
-                                    {"q", {"a"}},
-                                    {"k", {"a"}},
-                                    {"v", {"a"}},
-                                    {"mix", {"q", "k", "v"}},
-                                    {"add", {"mix", "input"}, true},
-                                    {"loss", {"add"}}};
+                                           {"q", {"a"}},
+                                           {"k", {"a"}},
+                                           {"v", {"a"}},
+                                           {"mix", {"q", "k", "v"}},
+                                           {"add", {"mix", "input"}, true},
+                                           {"loss", {"add"}}};
 
 inline tensor make_input(remat::exec::host_backend& b) {
   auto x = tensor::make(b, input_floats);
