@@ -3,6 +3,7 @@
 #   bash scripts/run.sh demo   build and run the main demo
 #   bash scripts/run.sh test   build everything and run the whole test suite
 # Installs the Debian packages it needs when they are missing. Under CI=true warnings are errors.
+# The demo builds in build/ (Release), the tests in build-test/; REMAT_BUILD_DIR overrides either.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,17 +30,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-build=${REMAT_BUILD_DIR:-build}
 werror=OFF
 [ "${CI:-}" = "true" ] && werror=ON
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DREMAT_WERROR=$werror >/dev/null
 jobs=$(nproc 2>/dev/null || echo 2)
 
 if [ "$what" = demo ]; then
+  build=${REMAT_BUILD_DIR:-build}
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DREMAT_WERROR=$werror >/dev/null
   cmake --build "$build" --target remat-demo -j "$jobs"
   exec "$build/examples/remat-demo" "${@:2}"
 fi
 
+# The tests: at -O1 in build-test/, since the tests need the code checked, not fast (a build at
+# -O3 took half again as long); the benchmarks are measured from a Release build (README,
+# "Benchmarks"). CI runs them again under ASan and UBSan (scripts/sanitize.sh).
+build=${REMAT_BUILD_DIR:-build-test}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
+      -DREMAT_WERROR=$werror >/dev/null
 cmake --build "$build" -j "$jobs"
 cd "$build"
 ctest --output-on-failure -j "$jobs"

@@ -54,7 +54,6 @@ TEST_CASE("profile: exact sizes and overheads for layers that allocate only thro
   CHECK(backend.in_use() == 0);       // the sample was a temporary; profiling keeps nothing
 }
 
-
 TEST_CASE("profile: the statistic of the timed runs, rounded to the resolution") {
   using exec::time_statistic;
   using exec::detail::summarize_times;
@@ -70,7 +69,6 @@ TEST_CASE("profile: the statistic of the timed runs, rounded to the resolution")
   CHECK(summarize_times({0.1230001}, time_statistic::min, 1e-3) ==
         summarize_times({0.1229999}, time_statistic::min, 1e-3));
 }
-
 
 TEST_CASE("profile: fixed times make profiles equal and plans the same; bad options are refused") {
   host_backend backend;
@@ -142,7 +140,6 @@ TEST_CASE("profile_dag: exact sizes, overheads and backward reads") {
   CHECK(m.layers[1].random_state() == rng);
   CHECK(b.in_use() == 0);
 }
-
 
 TEST_CASE("profile_dag: fixed times give equal forward DAGs; bad options are refused") {
   host_backend b;
