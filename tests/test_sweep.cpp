@@ -14,21 +14,12 @@
 #include <remat/sweep.hpp>
 
 #include "support/io_checks.hpp"
-#include "support/random_chain.hpp"
+#include "support/small_chain.hpp"
 
 using namespace remat;
+using remat::testing::small_chain;
 
 namespace {
-
-chain small_chain(std::uint64_t seed, std::string name = "random") {
-  remat::testing::chain_generator gen(seed);
-  return gen({.min_length = 5,
-              .max_length = 7,
-              .max_bytes = 1 << 20,
-              .p_zero_size = 0,
-              .p_zero_time = 0.2},
-             std::move(name));
-}
 
 /// Policy p's points of the sweep are its plans at each budget, replayed on its machine.
 template <class P>

@@ -16,24 +16,15 @@
 #include <remat/sweep.hpp>
 
 #include "support/io_checks.hpp"
-#include "support/random_chain.hpp"
+#include "support/small_chain.hpp"
 #include "support/xml_check.hpp"
 
 using namespace remat;
 using remat::testing::parse_xml;
+using remat::testing::small_chain;
 using remat::testing::xml_element;
 
 namespace {
-
-chain small_chain(std::uint64_t seed, std::string name = "random") {
-  remat::testing::chain_generator gen(seed);
-  return gen({.min_length = 5,
-              .max_length = 7,
-              .max_bytes = 1 << 20,
-              .p_zero_size = 0,
-              .p_zero_time = 0.2},
-             std::move(name));
-}
 
 double attr(const xml_element& e, const std::string& key) {
   const std::string* v = e.attribute(key);
