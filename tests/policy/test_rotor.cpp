@@ -3,6 +3,7 @@
 #include <remat/remat.hpp>
 
 #include "policy/chain_programs.hpp"
+#include "support/random_chain.hpp"
 
 using namespace remat;
 
@@ -101,23 +102,36 @@ TEST_CASE(
   for (int i = 0; i < 6; ++i) c.stages.push_back({"s", 1.0 + i, 2.0 + i, 5 + i, 9 + 2 * i, 1, 2});
   const bytes all = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
   const bytes budget = (rotor{}.minimum_budget(c) + all) / 2;
+  // An infinite tolerance refines only where rounding leaves no plan.
+  constexpr double any_gap = std::numeric_limits<double>::infinity();
   for (const std::int64_t slots : {0, 10}) {
     CAPTURE(slots);
-    auto r = rotor{.slots = slots}.solve_detailed(c, budget);
-    auto f = rotor_floating{.slots = slots}.solve_detailed(c, budget);
+    auto r = rotor{.slots = slots, .tolerance = any_gap}.solve_detailed(c, budget);
+    auto f = rotor_floating{.slots = slots, .tolerance = any_gap}.solve_detailed(c, budget);
     REQUIRE(r.ok());
     REQUIRE(f.ok());
     for (const auto* d : {&*r, &*f}) {
       CHECK(d->details.how == chain_dp_details::method::dp);
       CHECK(d->details.exact_sizes == (slots == 0));
       CHECK(d->optimal == (slots == 0));
-      // Exact: one slot per byte. Else the knob's slots, times 4 per refinement where rounding
-      // left no plan (here 10 slots do not, 40 do).
+      // Exact: one slot per byte (the sizes' common divisor is 1). Else the knob's slots, times
+      // 4 per refinement where rounding left no plan (here 10 slots do not, 40 do).
       CHECK(d->details.slots == (slots == 0 ? budget : 40));
+      // The DP with sizes rounded down bounds the optimum.
+      REQUIRE(d->bound.has_value());
+      CHECK(*d->bound <= d->program.predicted_time);
     }
-    CHECK(r->program == *rotor{.slots = slots}.solve(c, budget));
-    CHECK(f->program == *rotor_floating{.slots = slots}.solve(c, budget));
+    CHECK(r->program == *rotor{.slots = slots, .tolerance = any_gap}.solve(c, budget));
+    CHECK(f->program == *rotor_floating{.slots = slots, .tolerance = any_gap}.solve(c, budget));
   }
+  // The default tolerance (1 %): 40 slots are further from the bound, and refining reaches
+  // exact sizes (4 x 40 slots is more than the budget's 72 bytes).
+  auto refined = rotor{.slots = 10}.solve_detailed(c, budget);
+  REQUIRE(refined.ok());
+  CHECK(refined->details.exact_sizes);
+  CHECK(refined->details.slots == budget);
+  CHECK(refined->optimal);
+  CHECK(refined->program.predicted_time == rotor{.slots = 0}.solve(c, budget)->predicted_time);
   // Store-all fits: its plan, optimal, whatever the slots.
   auto s = rotor{.slots = 10}.solve_detailed(c, all);
   REQUIRE(s.ok());
@@ -125,4 +139,79 @@ TEST_CASE(
   CHECK(s->optimal);
   // Errors are solve()'s.
   CHECK(rotor{}.solve_detailed(c, 1).code() == status::budget_too_small);
+}
+
+namespace {
+
+/// A chain whose activations are all about `size` bytes (page-aligned like real tensors, or
+/// not), the budgets just above whole numbers of them: where rounding every size up to 500
+/// slots costs one activation and, before the gap was bounded, a much slower plan.
+chain near_multiples_chain(testing::chain_generator& g, bool aligned) {
+  chain c{"near-multiples", 0, {}};
+  const int n = g.between(4, 10);
+  const bytes size = aligned ? 4096 * g.between(2, 8) : g.between(3000, 9000);
+  c.input_bytes = size;
+  for (int l = 1; l <= n; ++l) {
+    stage s;
+    s.name = "s" + std::to_string(l);
+    s.forward_time = 0.01 + 0.02 * g.unit();
+    s.backward_time = 2 * s.forward_time;
+    s.output_bytes = size;
+    s.saved_bytes = size + (g.chance(0.5) ? size / 2 : 0);
+    s.forward_overhead_bytes = g.chance(0.3) ? size / 4 : 0;
+    s.backward_overhead_bytes = g.chance(0.3) ? size / 4 : 0;
+    c.stages.push_back(std::move(s));
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "rotor, rotor_floating: the default plan is within its tolerance of the optimum at exact "
+    "sizes, even at budgets just above whole numbers of activations") {
+  testing::chain_generator g(2511);
+  double worst = 0, worst_unbounded = 0;
+  int cases = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const chain c = near_multiples_chain(g, trial % 2 == 0);
+    const bytes lo = rotor{}.minimum_budget(c);
+    const bytes all = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
+    const bytes size = c.stages[0].output_bytes;
+    for (bytes k = lo / size + 1; k * size < all; ++k) {
+      const bytes budget = k * size + 1 + static_cast<bytes>(g.unit() * 0.004 * size);
+      CAPTURE(trial);
+      CAPTURE(budget);
+      auto exact = rotor{.slots = 0}.solve_detailed(c, budget);
+      auto fine = rotor{}.solve_detailed(c, budget);
+      REQUIRE(exact.ok());
+      REQUIRE_MESSAGE(fine.ok(), fine.message());
+      REQUIRE(exact->optimal);
+      const double opt = exact->program.predicted_time, t = fine->program.predicted_time;
+      CHECK(t <= opt * (1 + rotor{}.tolerance) * (1 + 1e-12));
+      CHECK(fine->program.predicted_peak <= budget);
+      // The bound is a lower bound on the optimum, and the plan is within it by the tolerance.
+      REQUIRE(fine->bound.has_value());
+      CHECK(*fine->bound <= opt * (1 + 1e-12));
+      CHECK(t <= *fine->bound * (1 + rotor{}.tolerance) * (1 + 1e-12));
+      worst = std::max(worst, t / opt - 1);
+      // What the plan was before the bound (no refinement for the gap): often much slower.
+      auto coarse = rotor{.tolerance = std::numeric_limits<double>::infinity()}.solve(c, budget);
+      REQUIRE(coarse.ok());
+      worst_unbounded = std::max(worst_unbounded, coarse->predicted_time / opt - 1);
+      if (c.length() <= 6) {
+        auto floating = rotor_floating{}.solve_detailed(c, budget);
+        auto floating_exact = rotor_floating{.slots = 0}.solve(c, budget);
+        REQUIRE(floating.ok());
+        REQUIRE(floating_exact.ok());
+        CHECK(floating->program.predicted_time <=
+              floating_exact->predicted_time * (1 + rotor_floating{}.tolerance) * (1 + 1e-12));
+      }
+      ++cases;
+    }
+  }
+  MESSAGE(cases << " budgets: worst gap to the exact optimum " << 100 * worst
+                << " %; without the bound " << 100 * worst_unbounded << " %");
+  CHECK(cases > 100);
+  CHECK(worst_unbounded > 0.05);  // the instances do catch the rounding
 }

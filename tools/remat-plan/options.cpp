@@ -186,6 +186,10 @@ required:
              else
                return std::nullopt;
            }));
+  knob("--tolerance F", "--tolerance",
+       "the relative gap to the optimum at exact sizes that a plan at slots may have: while the "
+       "DP with sizes rounded down (a lower bound) is further below, the slots are refined "
+       "(default 0.01; the summary and --json's bound give the gap reached)");
   knob("--segments K", "--segments", "number of segments (default 0 = the best that fits)");
   knob("--snapshots C", "--snapshots", "free snapshot slots (default -1 = the best that fits)");
   knob("--time-limit SECONDS", "--time-limit",
@@ -318,7 +322,8 @@ std::optional<usage_error> check_rates(const options& o) {
 std::vector<std::string_view> knobs_given(const options& o) {
   std::vector<std::string_view> given;
   for (const auto& [is, opt] :
-       {std::pair{o.slots.has_value(), "--slots"}, std::pair{!o.solver.empty(), "--solver"},
+       {std::pair{o.slots.has_value(), "--slots"},
+        std::pair{o.tolerance.has_value(), "--tolerance"}, std::pair{!o.solver.empty(), "--solver"},
         std::pair{o.relax, "--relax"}, std::pair{o.no_portfolio, "--no-portfolio"},
         std::pair{o.find_minimum, "--find-minimum"},
         std::pair{o.segments.has_value(), "--segments"},
@@ -476,6 +481,16 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
          const auto n = parse_int<std::int64_t>(v);
          if (!n || *n < 0) return bad(v);
          o.slots = *n;
+         return std::nullopt;
+       }},
+      {"--tolerance",
+       true,
+       {},
+       [&, bad = not_a("--tolerance", "a number >= 0 (e.g. 0.01 for 1 %)")](
+           const std::string& v) -> std::optional<std::string> {
+         const auto x = remat_cli::parse_double(v);
+         if (!x || !(*x >= 0) || !std::isfinite(*x)) return bad(v);
+         o.tolerance = *x;
          return std::nullopt;
        }},
       {"--segments",

@@ -100,7 +100,8 @@ void print_after_peak(const D&) {}
 inline std::optional<std::string> method_text(const remat::chain_dp_details& d) {
   using method = remat::chain_dp_details::method;
   if (d.how == method::dp && !d.exact_sizes)
-    return "optimal for sizes rounded up to its slots (--slots 0: exact sizes)";
+    return "optimal for sizes rounded up to its slots, within --tolerance of the optimum at "
+           "exact sizes unless the table grew too large to refine (--slots 0: exact sizes)";
   if (d.how == method::minimum_memory)
     return "not proven optimal: the fastest minimum-memory schedule (the budget is within "
            "rounding of the minimum at every affordable slot count; a slightly larger budget "
@@ -116,8 +117,15 @@ template <class D>
 std::string describe_optimality(const remat::solution<D>& s, bool optimal) {
   std::string text =
       optimal ? "proven optimal" : method_text(s.details).value_or("not proven optimal");
-  if (!optimal && s.bound && std::isfinite(*s.bound))
-    text += " (lower bound " + remat::format_seconds(*s.bound) + ")";
+  if (!optimal && s.bound && std::isfinite(*s.bound)) {
+    text += " (lower bound " + remat::format_seconds(*s.bound);
+    if (*s.bound > 0) {
+      char pct[32];
+      std::snprintf(pct, sizeof pct, "%.2f%%", 100.0 * (s.program.predicted_time / *s.bound - 1.0));
+      text += std::string(", within ") + pct;
+    }
+    text += ")";
+  }
   return text + ", solved in " + remat::format_seconds(s.solve_seconds);
 }
 

@@ -103,6 +103,9 @@ void knobs(P* p, const options* o, std::vector<std::string_view>* names) {
   };
   if constexpr (requires(P & x) { x.slots = std::int64_t{}; })
     take("--slots", o && o->slots, [](P& x, const options& y) { x.slots = *y.slots; });
+  if constexpr (requires(P & x) { x.tolerance = 1.0; })
+    take("--tolerance", o && o->tolerance,
+         [](P& x, const options& y) { x.tolerance = *y.tolerance; });
   if constexpr (requires(P & x) { x.segments = std::optional<int>{}; })
     take("--segments", o && o->segments, [](P& x, const options& y) {
       x.segments = *y.segments > 0 ? std::optional(*y.segments) : std::nullopt;

@@ -40,6 +40,7 @@ struct options {
   remat::bytes budget = 0;
   std::string policy;
   std::optional<std::int64_t> slots;
+  std::optional<double> tolerance;
   std::optional<int> segments;
   std::optional<int> snapshots;
   std::optional<double> time_limit;

@@ -338,10 +338,11 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
                  std::string(policy) + ": slots is " + std::to_string(slots) + "; give at most " +
                      std::to_string(pofo_max_slots) + " (0: exact sizes, for budgets below 1 MiB)",
                  {}};
-  if (slots <= 0 && budget > pofo_max_slots)
+  if (slots <= 0 && exact_slots(c, budget) > pofo_max_slots)
     return error{status::invalid_problem,
                  std::string(policy) + ": exact sizes (slots = 0) need a budget of at most " +
-                     std::to_string(pofo_max_slots) + " bytes; give a slot count (e.g. 50)",
+                     std::to_string(pofo_max_slots) + " times the sizes' common divisor (" +
+                     std::to_string(size_unit(c)) + " bytes); give a slot count (e.g. 50)",
                  {}};
   if (c.length() > pofo_max_stages)
     return error{status::invalid_problem,
@@ -355,7 +356,9 @@ inline result<offload_plan> plan_offloading(std::string_view policy, const chain
   std::int64_t s = slots <= 0 ? budget : std::min<std::int64_t>(slots, budget);
   for (int round = 0;; ++round) {
     const discrete_chain d = discretize(c, budget, s);
-    const double scale = static_cast<double>(d.slots) / static_cast<double>(budget);
+    // Slots per byte: 1/g at exact sizes (a slot is g bytes), S/M when rounded.
+    const double scale = d.exact ? 1.0 / static_cast<double>(d.unit)
+                                 : static_cast<double>(d.slots) / static_cast<double>(budget);
     pofo_dp dp(d, rates_in_slots(hw, scale), recompute, dl);
     double value = 0;
     try {

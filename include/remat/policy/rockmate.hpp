@@ -67,6 +67,8 @@ struct rockmate {
   /// RK-Rotor's memory slots (rotor's `slots`) and table limit.
   std::int64_t slots = 500;
   std::int64_t max_table_bytes = std::int64_t{2} << 30;
+  /// RK-Rotor's gap tolerance (rotor's `tolerance`).
+  double tolerance = 0.01;
   /// Called as each grid point's solve is settled (so also as the options of each kind of block
   /// are done), from the solving threads but never from two at once; remat-plan's progress line.
   std::function<void(const rockmate_progress&)> progress = {};
@@ -188,6 +190,7 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
                              .budget = budget,
                              .slots = slots,
                              .max_table_bytes = max_table_bytes,
+                             .tolerance = tolerance,
                              .limit = &dl});
   if (!s) return s.err();
   out.program = std::move(s->program);

@@ -185,9 +185,12 @@ struct rotor {
   static constexpr std::string_view name = "rotor";
   static constexpr std::string_view summary =
       "Rotor's optimal dynamic program for heterogeneous chains (persistent schedules)";
-  /// S: memory slots the budget is split into (docs/chain-dps.md, "Memory slots"); 0 = one
-  /// slot per byte (exact).
+  /// S: memory slots the budget is split into (docs/chain-dps.md, "Memory slots"); 0 = exact
+  /// sizes (one slot per common divisor of the sizes).
   std::int64_t slots = 500;
+  /// The plan may be this much (relative) above the DP's lower bound (sizes rounded down)
+  /// before the slots are refined (docs/chain-dps.md, "Memory slots"); details.gap() reports it.
+  double tolerance = 0.01;
   /// Wall-clock limit of one solve; not finite = none.
   seconds time_limit = std::numeric_limits<double>::infinity();
   /// Called with the fraction of the table done (0..1) as the solve goes on.
@@ -397,6 +400,7 @@ inline result<solution<chain_dp_details>> rotor::solve_detailed(const chain& c,
          .budget = budget,
          .slots = slots,
          .max_table_bytes = max_table_bytes,
+         .tolerance = tolerance,
          .limit = &dl,
          .progress = progress,
          // The minimum-memory table is O(N^2) too: it counts as 2.5 slots a pair.

@@ -137,8 +137,11 @@ struct rotor_floating {
   /// Its DP is O(N^6 S): a sweep leaves it out on chains longer than this.
   static constexpr int practical_stages = 24;
   static constexpr std::string_view complexity = "O(N^6 S)";
-  /// S: memory slots the budget is split into; 0 = one slot per byte (exact).
+  /// S: memory slots the budget is split into; 0 = exact sizes.
   std::int64_t slots = 500;
+  /// The plan may be this much (relative) above the DP's lower bound (sizes rounded down)
+  /// before the slots are refined (docs/chain-dps.md, "Memory slots"); details.gap() reports it.
+  double tolerance = 0.01;
   /// Wall-clock limit of one solve; not finite = none.
   seconds time_limit = std::numeric_limits<double>::infinity();
   /// Called with the fraction of the table done (0..1) as the solve goes on.
@@ -386,6 +389,7 @@ inline result<solution<chain_dp_details>> rotor_floating::solve_detailed(const c
          .budget = budget,
          .slots = slots,
          .max_table_bytes = max_table_bytes,
+         .tolerance = tolerance,
          .limit = &dl,
          .progress = progress,
          .table_cells = &detail::floating_index::cells,

@@ -1,11 +1,15 @@
 #pragma once
 // Memory discretisation of the Rotor dynamic programs [Shilova21, §2.4.2]: the budget M is split
 // into S slots, every size rounded up, q(x) = ceil(x*S/M), so every discrete-feasible schedule
-// fits in bytes; with S = M (one slot per byte) the DP is exact. docs/chain-dps.md §7.
+// fits in bytes. Rounded down instead, q(x) = floor(x*S/M), every schedule that fits in bytes is
+// discrete-feasible (a sum of floors is at most the floor of the sum), so the DP's value is a
+// lower bound on the exact optimum: the two bracket it. Exact: the sizes in units of their
+// greatest common divisor g, S = floor(M/g), one slot per g bytes. docs/chain-dps.md §7.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include <remat/problem/chain.hpp>
@@ -31,9 +35,10 @@ struct discrete_option {
 /// abar/of_all/ob/uf/ub are option 0 (the stage's own); uf and of are also F^ck's and F^none's.
 struct discrete_chain {
   int n = 0;
-  std::int64_t slots = 0;                                    ///< S
-  std::int64_t dp_budget = 0;                                ///< S - q(a_0)
-  bool exact = false;                                        ///< one slot per byte
+  std::int64_t slots = 0;      ///< S
+  std::int64_t dp_budget = 0;  ///< S - q(a_0)
+  bool exact = false;          ///< one slot per `unit` bytes, every size a whole number of slots
+  std::int64_t unit = 1;       ///< exact: the bytes of a slot (the sizes' common divisor)
   std::vector<std::int64_t> a, abar, delta, of, of_all, ob;  // of/of_all/ob: index 1..n
   /// q(abar_k - a_k): what stays of abar_k when its a_k is offloaded (rounded on its own, not
   /// q(abar_k) - q(a_k), which may be smaller than the bytes).
@@ -63,19 +68,64 @@ struct discrete_chain {
 /// Whether the DP chooses among every stage's cost set (RK-Rotor) or runs its own F^all / B.
 enum class cost_sets { own, all };
 
-/// q(x) = ceil(x * S / M), or x itself in exact mode. With cost_sets::all, every stage offers
-/// its whole cost set to the DP (RK-Rotor); without, its own F^all / B only (Rotor).
+/// Which way sizes are rounded to slots: up (every plan fits in bytes) or down (the DP's value
+/// is a lower bound on the optimum at exact sizes; its plan may not fit).
+enum class rounding { up, down };
+
+/// Calls f(x) on every size the DP reads (the input's too), with the options of `costs`.
+template <class F>
+void for_each_size(const chain& c, cost_sets costs, F&& f) {
+  for (int k = 0; k <= c.length(); ++k) {
+    f(c.a(k));
+    f(c.abar(k));
+    f(c.abar(k) - c.a(k));
+    f(c.delta(k));
+    if (k == 0) continue;
+    f(c.of(k));
+    f(c.of_all(k));
+    f(c.ob(k));
+    const int count = costs == cost_sets::all ? c.option_count(k) : 1;
+    for (int o = 0; o < count; ++o) {
+      const stage_option x = c.option(k, o);
+      f(x.saved_bytes);
+      f(x.forward_overhead_bytes);
+      f(x.backward_overhead_bytes);
+    }
+  }
+}
+
+/// The greatest common divisor of the chain's sizes (1 when all are 0): the bytes of a slot at
+/// exact sizes. Tensors of whole elements, often of whole pages, make it large, and the exact
+/// table small.
+inline std::int64_t size_unit(const chain& c, cost_sets costs = cost_sets::own) {
+  std::int64_t g = 0;
+  for_each_size(c, costs, [&](bytes x) { g = std::gcd(g, x); });
+  return g > 0 ? g : 1;
+}
+
+/// The slot count at which discretize() is exact: floor(budget / size_unit).
+inline std::int64_t exact_slots(const chain& c, bytes budget, cost_sets costs = cost_sets::own) {
+  return budget / size_unit(c, costs);
+}
+
+/// q(x) = ceil(x * S / M) (or floor, rounding::down), or x / g at exact sizes (slots <= 0 or at
+/// least exact_slots()). With cost_sets::all, every stage offers its whole cost set to the DP
+/// (RK-Rotor); without, its own F^all / B only (Rotor).
 inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slots,
-                                 cost_sets costs = cost_sets::own) {
+                                 cost_sets costs = cost_sets::own, rounding way = rounding::up) {
   discrete_chain d;
   d.n = c.length();
-  d.exact = slots <= 0 || slots >= budget;
-  d.slots = d.exact ? budget : slots;
+  const std::int64_t unit = budget > 0 ? size_unit(c, costs) : 1;
+  d.exact = slots <= 0 || slots >= budget / unit;
+  d.unit = d.exact ? unit : 1;
+  d.slots = d.exact ? budget / unit : slots;
   auto q = [&](bytes x) -> std::int64_t {
-    if (d.exact || x == 0) return x;
+    if (d.exact) return x / d.unit;
+    if (x == 0) return 0;
     __extension__ using i128 = __int128;
     const i128 num = static_cast<i128>(x) * d.slots;
-    return static_cast<std::int64_t>((num + budget - 1) / budget);
+    return static_cast<std::int64_t>(way == rounding::up ? (num + budget - 1) / budget
+                                                         : num / budget);
   };
   const auto sz = static_cast<std::size_t>(d.n + 1);
   d.a.resize(sz);
@@ -112,7 +162,7 @@ inline discrete_chain discretize(const chain& c, bytes budget, std::int64_t slot
   return d;
 }
 
-/// The chain in exact bytes, for the minimum-memory recurrences.
+/// The chain in exact bytes (one slot per byte), for the minimum-memory recurrences.
 inline discrete_chain exact_sizes(const chain& c, cost_sets costs = cost_sets::own) {
   return discretize(c, 0, 0, costs);
 }

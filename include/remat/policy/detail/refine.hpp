@@ -1,9 +1,12 @@
 #pragma once
 // The discretised solve shared by rotor, rotor_floating and rockmate's RK-Rotor: run the DP at
-// S slots; when the budget is at least the exact minimum but rounding makes it infeasible at S,
-// refine S (x4 each time, up to one slot per byte, where the DP is exact and hence feasible)
-// while the table stays small (refinement_table_bytes). Past that, the budget is within rounding
-// of the minimum: the caller's fallback (a schedule that fits the exact minimum) is returned.
+// S slots with sizes rounded up (a plan that fits) and, when it plans, again with sizes rounded
+// down (a lower bound on the optimum at exact sizes). While the plan is more than `tolerance`
+// above the bound, or rounding leaves no plan although the budget is at least the exact minimum,
+// refine S (x4 each time, up to exact sizes: one slot per common divisor of the sizes, where the
+// DP is exact) while the table stays small (refinement_table_bytes). Past that, the best plan
+// found is returned with its bound; without one the budget is within rounding of the minimum,
+// and the caller's fallback (a schedule that fits the exact minimum) is returned.
 // docs/chain-dps.md, "Memory slots".
 
 #include <algorithm>
@@ -54,8 +57,10 @@ struct discretized_request {
   std::string_view policy;  ///< for messages
   const chain* problem = nullptr;
   bytes budget = 0;
-  std::int64_t slots = 0;  ///< the knob: S, or 0 for one slot per byte
+  std::int64_t slots = 0;  ///< the knob: S, or 0 for exact sizes
   std::int64_t max_table_bytes = 0;
+  /// The plan may be this much (relative) above the lower bound before the slots are refined.
+  double tolerance = 0.01;
   cost_sets costs = cost_sets::own;
   const deadline* limit = nullptr;
   std::function<void(double)> progress;
@@ -92,12 +97,17 @@ result<solution<chain_dp_details>> solve_discretized(const discretized_request& 
   const chain& c = *r.problem;
   const bytes budget = r.budget;
   const deadline& dl = *r.limit;
-  auto done = [&](result<schedule> s, chain_dp_details how) -> result<solution<chain_dp_details>> {
+  // `lower`: a lower bound on the optimum at exact sizes (0: none), put in the solution's bound;
+  // a plan proven optimal is its own bound.
+  auto done = [&](result<schedule> s, chain_dp_details how,
+                  double lower = 0) -> result<solution<chain_dp_details>> {
     if (!s) return s.err();
     solution<chain_dp_details> out;
     out.program = std::move(*s);
     out.details = how;
     out.optimal = how.how == method::store_all || (how.how == method::dp && how.exact_sizes);
+    if (out.optimal) lower = out.program.predicted_time;
+    if (lower > 0) out.bound = std::min(lower, out.program.predicted_time);
     return out;
   };
   // Storing everything costs sum(u_F + u_B), a lower bound for any schedule: when it fits, it
@@ -106,8 +116,10 @@ result<solution<chain_dp_details>> solve_discretized(const discretized_request& 
     if (r.progress) r.progress(1.0);
     return done(target.finish({store_all::program(c), {}, c.ideal_time()}), {method::store_all});
   }
-  const std::int64_t first = r.slots <= 0 ? budget : std::min<std::int64_t>(r.slots, budget);
-  auto table_bytes = [&](const discrete_chain& d) {
+  const std::int64_t exact_at = exact_slots(c, budget, r.costs);
+  const std::int64_t first = r.slots <= 0 ? exact_at : std::min<std::int64_t>(r.slots, exact_at);
+  auto table_bytes = [&](std::int64_t s) {
+    const discrete_chain d = discretize(c, budget, s, r.costs);
     // In doubles: with a budget near 2^63 neither dp_budget + 1 nor the size fits in bytes.
     return r.table_cells(d.n, static_cast<double>(std::max<std::int64_t>(d.dp_budget, 0)) + 1.0) *
            8.0;
@@ -120,8 +132,7 @@ result<solution<chain_dp_details>> solve_discretized(const discretized_request& 
   };
   // The first table's size, before the minimum (O(N^3) or more) is computed: a chain far too
   // long for the slots is refused at once.
-  if (const double need = table_bytes(discretize(c, budget, first, r.costs));
-      need > static_cast<double>(r.max_table_bytes))
+  if (const double need = table_bytes(first); need > static_cast<double>(r.max_table_bytes))
     return error{status::invalid_problem,
                  too_large(first, need) + "; use fewer slots (or raise max_table_bytes)",
                  {}};
@@ -131,8 +142,8 @@ result<solution<chain_dp_details>> solve_discretized(const discretized_request& 
                               r.time_limit_advice);
   const bytes minimum = *min_budget;
   if (budget < minimum) return budget_too_small(r.policy, c, budget, minimum);
-  // Each refinement fills a new table from scratch; the user sees one solve whose fraction
-  // never goes back, and ends at 1.
+  // Each fill (rounded up, down, refined) starts a table from scratch; the user sees one solve
+  // whose fraction never goes back, and ends at 1.
   double shown = 0;
   std::function<void(double)> report;
   if (r.progress)
@@ -142,49 +153,89 @@ result<solution<chain_dp_details>> solve_discretized(const discretized_request& 
   auto finished = [&] {
     if (r.progress && shown < 1.0) r.progress(1.0);
   };
+  // The DP's value at s slots with sizes rounded `way`, and its decisions when asked; nullopt
+  // when the deadline passed first.
+  struct fill_result {
+    double value = std::numeric_limits<double>::infinity();
+    std::optional<decisions> plan;
+  };
+  auto run = [&](std::int64_t s, rounding way) -> std::optional<fill_result> {
+    const discrete_chain d = discretize(c, budget, s, r.costs, way);
+    fill_result out;
+    if (d.dp_budget < 0 || !Dp::feasible(d, dl))
+      return dl.passed() ? std::nullopt : std::optional(out);
+    Dp dp(d);
+    if (!dp.fill(dl, report)) return std::nullopt;
+    out.value = dp.value();
+    if (way == rounding::up && out.value < std::numeric_limits<double>::infinity())
+      out.plan = dp.reconstruct();
+    return out;
+  };
+  std::optional<decisions> best;  // the fastest plan found, at best_slots
+  std::int64_t best_slots = 0;
+  double lower = 0;  // the best lower bound found
+  auto best_plan = [&] {
+    finished();
+    return done(target.finish(std::move(*best)), {method::dp, best_slots, false}, lower);
+  };
   for (std::int64_t s = first;;) {
-    const discrete_chain d = discretize(c, budget, s, r.costs);
-    const double need = table_bytes(d);
-    if (s != first &&
-        need > static_cast<double>(std::min(r.max_table_bytes, refinement_table_bytes))) {
-      // No affordable discretisation leaves a plan: the budget is within rounding of the
-      // minimum. The fallback fits the exact minimum, hence the budget.
-      if (std::optional<decisions> fb = r.fallback()) {
-        finished();
-        return done(target.finish(std::move(*fb)), {method::minimum_memory});
-      }
-      if (dl.passed())
-        return time_limit_reached(r.policy, dl, "while computing a fallback schedule",
-                                  r.time_limit_advice);
+    const bool exact = s >= exact_at;
+    const std::optional<fill_result> up = run(s, rounding::up);
+    if (!up) {
+      if (best) return best_plan();  // a plan, with the bound reached so far
+      return time_limit_reached(r.policy, dl,
+                                "while filling the table (" + std::to_string(s) + " slots)",
+                                r.time_limit_advice);
     }
-    if (need > static_cast<double>(r.max_table_bytes)) {
-      std::string msg = too_large(s, need);
-      if (s == first)
-        return error{
-            status::invalid_problem, msg + "; use fewer slots (or raise max_table_bytes)", {}};
+    if (up->plan && (!best || up->plan->time < best->time)) {
+      best = std::move(up->plan);
+      best_slots = s;
+    }
+    if (exact) {
+      if (!up->plan) break;  // a bug: the exact minimum fits
+      finished();
+      return done(target.finish(std::move(*best)), {method::dp, exact_at, true});
+    }
+    if (best) {
+      const std::optional<fill_result> down = run(s, rounding::down);
+      if (!down) return best_plan();
+      if (down->value < std::numeric_limits<double>::infinity())
+        lower = std::max(lower, down->value);
+      if (best->time <= lower * (1 + r.tolerance)) return best_plan();
+    }
+    if (dl.passed()) {
+      if (best) return best_plan();
+      return time_limit_reached(r.policy, dl, "while refining the slots", r.time_limit_advice);
+    }
+    const std::int64_t next = std::min<std::int64_t>(s * 4, exact_at);
+    const double need = table_bytes(next);
+    if (need <= static_cast<double>(std::min(r.max_table_bytes, refinement_table_bytes))) {
+      s = next;
+      continue;
+    }
+    // No affordable refinement: the best plan with its bound, or, with none, the budget is
+    // within rounding of the minimum, and the fallback fits the exact minimum, hence the budget.
+    if (best) return best_plan();
+    if (std::optional<decisions> fb = r.fallback()) {
+      // Its bound: the DP with sizes rounded down, which plans at any budget above the minimum.
+      if (const std::optional<fill_result> down = run(s, rounding::down);
+          down && down->value < std::numeric_limits<double>::infinity())
+        lower = std::max(lower, down->value);
+      finished();
+      return done(target.finish(std::move(*fb)), {method::minimum_memory}, lower);
+    }
+    if (dl.passed())
+      return time_limit_reached(r.policy, dl, "while computing a fallback schedule",
+                                r.time_limit_advice);
+    if (need > static_cast<double>(r.max_table_bytes))
       return error{status::infeasible,
-                   msg + "; at " + std::to_string(first) +
+                   too_large(next, need) + "; at " + std::to_string(first) +
                        " slots the rounding of sizes leaves no schedule "
                        "for a budget this close to the minimum (" +
                        std::to_string(minimum) +
                        " bytes): raise the budget a little, or raise max_table_bytes",
                    {}};
-    }
-    if (d.dp_budget >= 0 && Dp::feasible(d, dl)) {
-      Dp dp(d);
-      if (!dp.fill(dl, report))
-        return time_limit_reached(r.policy, dl,
-                                  "while filling the table (" + std::to_string(s) + " slots)",
-                                  r.time_limit_advice);
-      if (dp.value() < std::numeric_limits<double>::infinity()) {
-        finished();
-        return done(target.finish(dp.reconstruct()), {method::dp, s, d.exact});
-      }
-    }
-    if (dl.passed())
-      return time_limit_reached(r.policy, dl, "while refining the slots", r.time_limit_advice);
-    if (d.exact) break;
-    s = std::min<std::int64_t>(s * 4, budget);
+    s = next;  // within max_table_bytes though past the refinement's limit: go on
   }
   return error{status::solver_error,
                std::string(r.policy) +

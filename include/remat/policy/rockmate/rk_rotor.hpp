@@ -68,6 +68,7 @@ struct rk_rotor_request {
   bytes budget = 0;
   std::int64_t slots = 500;
   std::int64_t max_table_bytes = std::int64_t{2} << 30;
+  double tolerance = 0.01;
   const deadline* limit = nullptr;
 };
 
@@ -87,6 +88,7 @@ inline result<solution<chain_dp_details>> rk_rotor(const graph& g, const chain& 
        .budget = rq.budget,
        .slots = rq.slots,
        .max_table_bytes = rq.max_table_bytes,
+       .tolerance = rq.tolerance,
        .costs = cost_sets::all,
        .limit = &dl,
        .progress = {},
