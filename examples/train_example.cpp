@@ -182,8 +182,14 @@ int main() {
   host_backend backend(budget);  // allocations past the budget fail
   remat::exec::executor ex(m, *chain, backend);
   const float lr = 2.0f;
+  // Called with every layer, each with its own type; true: this one was updated (a step that
+  // updates no layer is an error, so that an update that matches no layer cannot go unseen).
   auto sgd = [&](auto& layer) {
-    if constexpr (requires { layer.sgd(lr); }) layer.sgd(lr);
+    if constexpr (requires { layer.sgd(lr); }) {
+      layer.sgd(lr);
+      return true;
+    }
+    return false;
   };
   // (checks) the same model trained plainly: store-all, no budget.
   model plain = make_model();

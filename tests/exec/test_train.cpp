@@ -457,6 +457,47 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "train: an update that says it updated no layer fails the step, and says what update gets") {
+  host_backend prof;
+  dag pm = make_dag();
+  auto f = exec::profile_dag(pm, input(prof), batch_targets(0.0f), prof,
+                             {.repetitions = 1, .warmup = 0});
+  REQUIRE(f.ok());
+  const graph g = *build_graph(*f);
+  const schedule full{store_all_program(g), 0, 0};
+  dag m = make_dag();
+  host_backend b;
+  exec::executor ex(m, g, b);
+  // Written for the adapter (as_graph_layer::layer): update receives the scale inside, so it
+  // matches no layer, and before the check five such steps trained nothing without a word.
+  auto for_the_adapter = [&](auto& layer) {
+    if constexpr (requires { layer.layer.sgd(0.1f); }) {
+      layer.layer.sgd(0.1f);
+      return true;
+    }
+    return false;
+  };
+  auto wrong = exec::train_step(ex, full, input(b), batch_targets(0.1f), for_the_adapter);
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.code() == status::execution_error);
+  CHECK(wrong.message().find("returned false for every layer") != std::string::npos);
+  CHECK(wrong.message().find("not the adapter") != std::string::npos);
+  CHECK(std::get<0>(m.layers).layer.updated == 0);
+  // The same update written for the layer itself trains, and the check passes.
+  auto right = [&](auto& layer) {
+    if constexpr (requires { layer.sgd(0.1f); }) {
+      layer.sgd(0.1f);
+      return true;
+    }
+    return false;
+  };
+  auto ok = exec::train_step(ex, full, input(b), batch_targets(0.1f), right);
+  REQUIRE_MESSAGE(ok.ok(), ok.message());
+  CHECK(std::get<0>(m.layers).layer.updated == 1);
+  CHECK(std::get<1>(m.layers).layer.updated == 1);
+}
+
+TEST_CASE(
     "train: an op that gives a chain layer (as_graph_layer) two inputs is refused, naming the op") {
   dag m = make_dag();
   m.ops[1].inputs = {"input", "a"};
