@@ -524,3 +524,39 @@ TEST_CASE(
     "using-declaration") {
   CHECK(named_reads::op{}.backward_reads() == exec::backward_needs{false, true});
 }
+
+namespace {
+/// scale with a name shared by every layer of its kind, which throws once `armed`.
+struct twin : scale {
+  static inline bool armed = false;
+  [[nodiscard]] std::string_view name() const { return "twin"; }
+  vec forward(const vec& x, host_backend& b) {
+    if (armed) throw std::runtime_error("twin failed");
+    return scale::forward(x, b);
+  }
+  vec forward_save(const vec& x, context& c, host_backend& b) {
+    if (armed) throw std::runtime_error("twin failed");
+    return scale::forward_save(x, c, b);
+  }
+};
+}  // namespace
+
+TEST_CASE("train: executor errors name the layer by its name(), also when names repeat") {
+  using model = std::tuple<twin, twin, mse>;
+  host_backend b;
+  model m{};
+  twin::armed = false;
+  auto c =
+      exec::profile_chain(m, input(b), batch_targets(0.0f), b, {.repetitions = 1, .warmup = 0});
+  REQUIRE(c.ok());
+  // Repeated names: the chain numbers its stages ("stage 1", "stage 2"), the message adds the
+  // layer's own.
+  const auto plan = *store_all{}.solve(*c, unlimited_bytes);
+  exec::executor ex(m, *c, b);
+  twin::armed = true;
+  auto r = ex.run(plan, input(b), batch_targets(0.0f));
+  twin::armed = false;
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.message().find("of layer 'twin'") != std::string::npos);
+  CHECK(r.message().find("twin failed") != std::string::npos);
+}

@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -320,7 +321,14 @@ void program_run<B, T, Tg, Layers>::compute(const instruction& ins, std::size_t 
   if (g_.compute(c).kind == compute_kind::loss) return;  // dy = 1: nothing to store
   const auto i = remat::detail::ix(op_of_[remat::detail::ix(c)]);
   model_traits<Layers>::visit(layers_, i, [&](auto& layer) {
-    const std::string who = where(at) + ", " + ::remat::detail::compute_label(g_, c);
+    std::string who = where(at) + ", " + ::remat::detail::compute_label(g_, c);
+    // The layer's own name, when it has one that the node's name does not already say (a chain
+    // of layers with repeated names numbers its stages).
+    if constexpr (requires { std::string_view(deref(layer).name()); }) {
+      const std::string_view own = deref(layer).name();
+      if (!own.empty() && g_.compute(c).name.find(own) == std::string::npos)
+        who += " of layer '" + std::string(own) + "'";
+    }
     backend_.set_activity(who);
     if (c == nodes_[i].fwd)
       forward(layer, i, ins.op == op_kind::fast_forward, who);
