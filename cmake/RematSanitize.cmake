@@ -1,14 +1,35 @@
 # REMAT_SANITIZE: a comma-separated list of sanitizers for remat's own targets (tests, examples,
 # fuzz targets), e.g. -DREMAT_SANITIZE=address,undefined. Every report is fatal
-# (-fno-sanitize-recover=all), so a test fails on the first one. The flags go on remat_warnings,
-# the interface every own target links; the exported remat::remat never carries them.
+# (-fno-sanitize-recover=all), so a test fails on the first one. The exported remat::remat never
+# carries the flags.
+#
+# REMAT_SANITIZE_TARGETS: empty, every own target is sanitized (the flags go on remat_warnings,
+# the interface every own target links). Otherwise only the targets listed are, built with
+# REMAT_SANITIZE_TARGET_FLAGS (default -O0 -g1) after the build type's flags, and the others are
+# plain: one build holds sanitized and plain test programs (scripts/run.sh test does this). Each
+# listed program also gets cmake/sanitizer_options.cpp, its default runtime options (fatal
+# reports, leak detection, the suppressions of scripts/lsan.supp), so that ctest, a program run
+# by hand and the programs a test starts all behave alike; the *SAN_OPTIONS variables override.
 #
 #   cmake -S . -B build-asan -DREMAT_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug \
-#         -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
+#         -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1"
 #   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-#     ctest --test-dir build-asan
+#     LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp ctest --test-dir build-asan
 set(REMAT_SANITIZE "" CACHE STRING
     "Sanitizers for remat's own targets, comma-separated (e.g. address,undefined); empty: none")
+set(REMAT_SANITIZE_TARGETS "" CACHE STRING
+    "With REMAT_SANITIZE: the targets to sanitize (a ;-list); empty: all of remat's own targets")
+set(REMAT_SANITIZE_TARGET_FLAGS "-O0;-g1" CACHE STRING
+    "With REMAT_SANITIZE_TARGETS: the flags the sanitized targets add after the build type's")
+
+# remat_sanitized(target out): whether `target` is built with the sanitizers.
+function(remat_sanitized target out)
+  if(REMAT_SANITIZE AND (NOT REMAT_SANITIZE_TARGETS OR target IN_LIST REMAT_SANITIZE_TARGETS))
+    set(${out} TRUE PARENT_SCOPE)
+  else()
+    set(${out} FALSE PARENT_SCOPE)
+  endif()
+endfunction()
 
 if(REMAT_SANITIZE)
   if(NOT CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
@@ -28,7 +49,28 @@ if(REMAT_SANITIZE)
                         "program with -fsanitize=${REMAT_SANITIZE} (clang needs its runtime: "
                         "Debian libclang-rt-14-dev)")
   endif()
-  target_compile_options(remat_warnings INTERFACE ${remat_sanitize_flags})
-  target_link_options(remat_warnings INTERFACE -fsanitize=${REMAT_SANITIZE})
-  message(STATUS "remat: sanitizers ${REMAT_SANITIZE} on remat's own targets")
+  if(REMAT_SANITIZE_TARGETS)
+    message(STATUS "remat: sanitizers ${REMAT_SANITIZE} on ${REMAT_SANITIZE_TARGETS}")
+  else()
+    target_compile_options(remat_warnings INTERFACE ${remat_sanitize_flags})
+    target_link_options(remat_warnings INTERFACE -fsanitize=${REMAT_SANITIZE})
+    message(STATUS "remat: sanitizers ${REMAT_SANITIZE} on remat's own targets")
+  endif()
 endif()
+
+# The flags on the listed targets, once they all exist (the top-level CMakeLists.txt calls it
+# last). A name that is no target of this build (a program its options leave out) is skipped.
+function(remat_apply_sanitize_targets)
+  if(NOT REMAT_SANITIZE OR NOT REMAT_SANITIZE_TARGETS)
+    return()
+  endif()
+  foreach(t IN LISTS REMAT_SANITIZE_TARGETS)
+    if(TARGET ${t})
+      target_compile_options(${t} PRIVATE ${remat_sanitize_flags} ${REMAT_SANITIZE_TARGET_FLAGS})
+      target_link_options(${t} PRIVATE -fsanitize=${REMAT_SANITIZE})
+      target_sources(${t} PRIVATE ${PROJECT_SOURCE_DIR}/cmake/sanitizer_options.cpp)
+      target_compile_definitions(
+        ${t} PRIVATE REMAT_LSAN_SUPPRESSIONS="${PROJECT_SOURCE_DIR}/scripts/lsan.supp")
+    endif()
+  endforeach()
+endfunction()

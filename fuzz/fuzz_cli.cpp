@@ -1,4 +1,4 @@
-// Fuzz target: the remat-plan command line (examples/remat_plan.cpp), run as a subprocess.
+// Fuzz target: the remat-plan command line (tools/remat-plan/), run as a subprocess.
 //
 // An input is text: one argument per line up to the first empty line, then the content of an
 // input file. In the arguments, @FILE stands for that file's path, @DIR for a directory, @NULL for
