@@ -68,9 +68,13 @@ function(remat_apply_sanitize_targets)
     if(TARGET ${t})
       target_compile_options(${t} PRIVATE ${remat_sanitize_flags} ${REMAT_SANITIZE_TARGET_FLAGS})
       target_link_options(${t} PRIVATE -fsanitize=${REMAT_SANITIZE})
-      target_sources(${t} PRIVATE ${PROJECT_SOURCE_DIR}/cmake/sanitizer_options.cpp)
-      target_compile_definitions(
-        ${t} PRIVATE REMAT_LSAN_SUPPRESSIONS="${PROJECT_SOURCE_DIR}/scripts/lsan.supp")
+      # The fuzz driver (fuzz/driver.cpp) sets its own: reports abort, so that it keeps the input.
+      get_target_property(own_options ${t} REMAT_OWN_SANITIZER_OPTIONS)
+      if(NOT own_options)
+        target_sources(${t} PRIVATE ${PROJECT_SOURCE_DIR}/cmake/sanitizer_options.cpp)
+        target_compile_definitions(
+          ${t} PRIVATE REMAT_LSAN_SUPPRESSIONS="${PROJECT_SOURCE_DIR}/scripts/lsan.supp")
+      endif()
     endif()
   endforeach()
 endfunction()
