@@ -179,7 +179,8 @@ TEST_CASE(
     const bytes all = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
     const bytes size = c.stages[0].output_bytes;
     for (bytes k = lo / size + 1; k * size < all; ++k) {
-      const bytes budget = k * size + 1 + static_cast<bytes>(g.unit() * 0.004 * size);
+      const bytes budget =
+          k * size + 1 + static_cast<bytes>(g.unit() * 0.004 * static_cast<double>(size));
       CAPTURE(trial);
       CAPTURE(budget);
       auto exact = rotor{.slots = 0}.solve_detailed(c, budget);
