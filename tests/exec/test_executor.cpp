@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -274,7 +275,8 @@ TEST_CASE(
   REQUIRE_FALSE(c.ok());
   CHECK(c.code() == status::execution_error);
   INFO(c.message());
-  CHECK(c.message().rfind("profile_chain: the forwards' outputs claim 2052 bytes", 0) == 0);
+  // The first op: its output is the input's size, and sizes alone cannot tell a view.
+  CHECK(c.message().rfind("profile_chain: profiling stage 1 claims " + format_bytes(1024), 0) == 0);
   CHECK(c.message().find("the backend saw 0 bytes") != std::string::npos);
   CHECK(c.message().find("b.allocate(n)") != std::string::npos);
   // A chain written by hand: the executor refuses the run the same way.
@@ -287,21 +289,61 @@ TEST_CASE(
   REQUIRE_FALSE(r.ok());
   CHECK(r.code() == status::execution_error);
   INFO(r.message());
-  CHECK(r.message().rfind("executor: the forwards' outputs claim 2052 bytes", 0) == 0);
+  CHECK(r.message().rfind("executor: instruction 0 (C0), 'fwd a' (compute 0) claims", 0) == 0);
   CHECK(r.message().find("hold the returned buffer in the tensor") != std::string::npos);
   CHECK(backend.in_use() == 0);
 }
 
-TEST_CASE("allocation check: the sums decide, so views (outputs sharing the input's memory) pass") {
+TEST_CASE("allocation check: op by op, a view of an input passes, the first culprit is named") {
   exec::detail::allocation_check a;
-  CHECK(a.problem().empty());  // a zero-size model
-  a.add(0, 100, 100);          // a layer that allocates its output
-  a.add(100, 100, 100);        // a view of it
+  CHECK(a.problem().empty());      // a zero-size model
+  a.add("a", 0, 100, 100);         // a layer that allocates its output
+  a.add("v", 100, 100, 100, 100);  // a view of it: nothing allocated, all of it a view
+  a.add("c", 100, 160, 100);       // more than half of its claim: passes
   CHECK(a.problem().empty());
-  a.add(100, 100, 100);  // a second view: the backend saw a third of what the outputs claim
-  CHECK_FALSE(a.problem().empty());
-  a.add(100, 50, 0);  // a forward that frees more than it keeps counts 0, not less
-  CHECK(a.seen == 100);
+  a.add("f", 160, 170, 100);  // a tenth of its claim
+  a.add("g", 170, 170, 100);  // later culprits do not replace the first
+  CHECK(a.op == "f");
+  CHECK(a.claimed == 100);
+  CHECK(a.seen == 10);
+  CHECK(a.problem().rfind("f claims 100 bytes", 0) == 0);
+  exec::detail::allocation_check b;
+  b.add("h", 100, 50, 40);  // a forward that frees more than it keeps counts 0, not less
+  CHECK(b.seen == 0);
+  // Views are told by storage(): the same buffer as an input's, no larger.
+  host_backend backend;
+  toy::tensor x = toy::tensor::make(backend, 8), other = toy::tensor::make(backend, 8);
+  const toy::tensor* xs[] = {&x};
+  CHECK_FALSE(exec::detail::may_be_view(other, std::span<const toy::tensor* const>(xs)));
+  CHECK(exec::detail::may_be_view(x, std::span<const toy::tensor* const>(xs)));
+}
+
+TEST_CASE(
+    "profile and executor: two of seven layers allocating elsewhere are found, and the first "
+    "named") {
+  host_backend backend, elsewhere;
+  model m = make_model(7, 11, false);
+  m[2].foreign = &elsewhere;
+  m[4].foreign = &elsewhere;
+  auto c =
+      exec::profile_chain(m, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
+  REQUIRE_FALSE(c.ok());
+  INFO(c.message());
+  CHECK(c.message().find("profiling stage 3 ('t3') claims " + format_bytes(4 * m[2].n_out)) !=
+        std::string::npos);
+  CHECK(c.message().find("the backend saw 0 bytes allocated by it") != std::string::npos);
+  // Profiled without them, the run refuses them the same way.
+  model clean = make_model(7, 11, false);
+  auto good =
+      exec::profile_chain(clean, make_input(backend, 12), backend, {.repetitions = 1, .warmup = 0});
+  REQUIRE(good.ok());
+  exec::executor ex(m, *good, backend);
+  auto r = ex.run(*store_all{}.solve(*good, unlimited_bytes), make_input(backend, 12));
+  REQUIRE_FALSE(r.ok());
+  INFO(r.message());
+  CHECK(r.message().find("'fwd t3'") != std::string::npos);
+  CHECK(r.message().find("claims ") != std::string::npos);  // its output and its context
+  CHECK(r.message().find("the backend saw 0 bytes allocated by it") != std::string::npos);
 }
 
 TEST_CASE(
@@ -332,5 +374,33 @@ TEST_CASE(
   CHECK(second.message().find("input_gradient kept from an earlier step") != std::string::npos);
   // Released, the next step fits again.
   first->input_gradient.buf.release();
+  CHECK(ex.run(s, make_input(backend, 12)).ok());
+}
+
+TEST_CASE(
+    "executor: memory made between two runs, outside any, is named as the likely optimizer "
+    "state") {
+  host_backend profiling;
+  model m = make_model(4, 5, false);
+  auto c =
+      exec::profile_chain(m, make_input(profiling, 12), profiling, {.repetitions = 1, .warmup = 0});
+  REQUIRE(c.ok());
+  const auto s = *store_all{}.solve(*c, unlimited_bytes);
+  host_backend backend(s.predicted_peak);  // room for one step
+  exec::executor ex(m, *c, backend);
+  {
+    auto first = ex.run(s, make_input(backend, 12));
+    REQUIRE_MESSAGE(first.ok(), first.message());
+  }  // its input gradient is freed
+  // An optimizer's state, made at its first step between the two runs.
+  auto state = backend.allocate(64);
+  auto second = ex.run(s, make_input(backend, 12));
+  REQUIRE_FALSE(second.ok());
+  INFO(second.message());
+  CHECK(second.message().find(format_bytes(64) + " of them since the last run ended") !=
+        std::string::npos);
+  CHECK(second.message().find("optimizer's state") != std::string::npos);
+  CHECK(second.message().find("uncounted") != std::string::npos);
+  state.release();
   CHECK(ex.run(s, make_input(backend, 12)).ok());
 }

@@ -49,6 +49,9 @@ struct stage {
   int forward_calls = 0, backward_calls = 0;
   int throw_at_forward = -1;  ///< throw on that forward call (0-based), -1 never
   int grow_by = 0;            ///< extra floats in the output (a layer that outgrew its profile)
+  /// Another allocator for the output (not the backend the layer is given): a layer whose
+  /// memory the backend never sees.
+  host_backend* foreign = nullptr;
 
   using context = toy::context;
   [[nodiscard]] std::string name() const { return label; }
@@ -69,7 +72,7 @@ struct stage {
       y[0] = s;
       return y;
     }
-    tensor y = tensor::make(b, n_out + grow_by);
+    tensor y = tensor::make(foreign != nullptr ? *foreign : b, n_out + grow_by);
     std::uniform_real_distribution<float> u(-0.01f, 0.01f);
     for (int i = 0; i < y.n; ++i) y[i] = std::tanh(w * x[i % x.n] + (noisy ? u(rng) : 0.0f));
     return y;

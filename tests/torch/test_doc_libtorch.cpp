@@ -41,16 +41,23 @@ int main() {
 
   auto chain = remat::exec::profile_chain(model, x, labels, backend);
   if (!chain) return std::cerr << chain.message() << "\n", 1;
-  auto plan = remat::rotor{}.solve(*chain, remat::fraction_of_store_all(*chain, 0.6));
+  const remat::bytes budget = remat::fraction_of_store_all(*chain, 0.6);
+  auto plan = remat::rotor{}.solve(*chain, budget);
   if (!plan) return std::cerr << plan.message() << "\n", 1;
 
+  // From here on every counted byte is capped: the batch, already in use, and the plan's budget.
+  backend.set_budget(backend.in_use() + budget);
   remat::exec::executor ex(model, *chain, backend);
-  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05));
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-3));
   for (int step = 0; step < 5; ++step) {
-    sgd.zero_grad();
+    adam.zero_grad();
     auto run = ex.run(*plan, x, labels);  // forward and backward by the plan
     if (!run) return std::cerr << run.message() << "\n", 1;
-    sgd.step();  // the parameters' .grad() are plain LibTorch's, bit for bit
+    {
+      // Adam's moments, made at its first step, are model state, not the plan's activations.
+      remat::libtorch::uncounted outside_the_budget;
+      adam.step();  // the parameters' .grad() are plain LibTorch's, bit for bit
+    }
     std::cout << "loss " << *run->loss << ", peak " << run->measured_peak << " of "
               << plan->predicted_peak << " planned bytes\n";
   }

@@ -4,6 +4,7 @@
 // budget and near the simulated ones; bad modules fail with messages that name them.
 // LibTorch first: Debian's LibTorch logs with glog, whose CHECK macros doctest's replace.
 #include <torch/nn.h>
+#include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 #undef CHECK
 #undef CHECK_EQ
@@ -304,6 +305,49 @@ TEST_CASE(
   // e.g. "instruction 5 (C5), 'fwd 5 (Dropout)' (compute 5): allocating 2048 bytes ..."
   CHECK_MESSAGE(run.err().message.find("'fwd 5 (Dropout)'") != std::string::npos,
                 run.err().message);
+}
+
+TEST_CASE(
+    "Adam's state made inside the budget: the second step's error names optimizer state, and "
+    "an uncounted guard around step() trains") {
+  const profiled pr = profile(mlp());
+  const auto plan = *remat::store_all{}.solve(pr.c, remat::unlimited_bytes);
+  for (const bool guarded : {false, true}) {
+    CAPTURE(guarded);
+    tnn::Sequential net = copy_of(pr.p.net);
+    tnn::AnyModule loss = pr.p.loss.clone();
+    auto model = layers_of(net, loss);
+    // Adam's two moments per parameter, made at its first step.
+    remat::bytes state = 0;
+    for (const auto& w : net->parameters())
+      state += 2 * static_cast<remat::bytes>(w.numel() * w.element_size());
+    backend b;
+    const torch::Tensor x = pr.p.x.clone(), targets = pr.p.targets.clone();
+    // Unguarded: room for the first step's Adam state beside the batch, but not for it and the
+    // plan's peak together (half of it). Guarded: room for the plan only.
+    b.set_budget(b.in_use() + plan.predicted_peak + (guarded ? 0 : state / 2));
+    remat::exec::executor ex(model, pr.c, b);
+    torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-3));
+    for (int step = 0; step < 2; ++step) {
+      adam.zero_grad();
+      auto r = ex.run(plan, x, targets);
+      if (!guarded && step == 1) {
+        REQUIRE_FALSE(r.ok());
+        CHECK_MESSAGE(r.message().find(remat::format_bytes(state) +
+                                       " of them since the last run ended") != std::string::npos,
+                      r.message());
+        CHECK(r.message().find("optimizer's state") != std::string::npos);
+        break;
+      }
+      REQUIRE_MESSAGE(r.ok(), r.message());
+      if (guarded) {
+        const remat::libtorch::uncounted outside_the_budget;
+        adam.step();
+      } else {
+        adam.step();
+      }
+    }
+  }
 }
 
 TEST_CASE("the model's input gradient is computed when asked for and is plain LibTorch's") {

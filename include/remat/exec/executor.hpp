@@ -81,6 +81,7 @@ class executor {
   const chain* chain_ = nullptr;
   std::optional<graph> chain_graph_;  // build_graph(*chain_) of the current run
   B& backend_;
+  std::optional<bytes> last_run_end_;  // backend_.in_use() when the last run ended
 };
 
 /// The graph and the ops' nodes, or why the model and the problem do not match
@@ -129,16 +130,23 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input, const 
   static_assert(detail::check_model<Model, T, Tg, B>());
   auto p = plan();
   if (!p) return p.err();
-  if constexpr (detail::is_dag_model<Model>) {
-    using layers_t = std::remove_reference_t<decltype((model_.layers))>;
-    return detail::program_run<B, T, Tg, layers_t>(backend_, model_.layers, *p, s, targets)
-        .run(std::move(input));
-  } else {
-    detail::chain_layers<Model> layers{&model_};
-    return detail::program_run<B, T, Tg, detail::chain_layers<Model>>(backend_, layers, *p, s,
-                                                                      targets)
-        .run(std::move(input));
-  }
+  p->last_run_end = last_run_end_;
+  auto r = [&] {
+    if constexpr (detail::is_dag_model<Model>) {
+      using layers_t = std::remove_reference_t<decltype((model_.layers))>;
+      return detail::program_run<B, T, Tg, layers_t>(backend_, model_.layers, *p, s, targets)
+          .run(std::move(input));
+    } else {
+      detail::chain_layers<Model> layers{&model_};
+      return detail::program_run<B, T, Tg, detail::chain_layers<Model>>(backend_, layers, *p, s,
+                                                                        targets)
+          .run(std::move(input));
+    }
+  }();
+  // What the run leaves besides its results (the caller's to keep or free): memory in use
+  // beyond it at the next run was made or kept between the two.
+  last_run_end_ = backend_.in_use() - (r ? tensor_traits<T>::size(r->input_gradient) : 0);
+  return r;
 }
 
 }  // namespace remat::exec

@@ -183,7 +183,9 @@ result<void> measure(Layers& layers, const graph& g, const std::vector<op_nodes>
             backend.reset_high_water();
             T y = call_forward(layer, xs, loss, sample_targets, backend, "it");
             fo.output_bytes = tensor_traits<T>::size(y);
-            if (rep == 0) allocated.add(before, backend.in_use(), fo.output_bytes);
+            if (rep == 0)
+              allocated.add("profiling " + label(i), before, backend.in_use(), fo.output_bytes,
+                            may_be_view(y, xs) ? fo.output_bytes : 0);
             fwd_overhead = std::max(fwd_overhead, backend.high_water() - before - fo.output_bytes);
           }
           // forward_save: its time is the op's forward time (the fast-forward takes the same)

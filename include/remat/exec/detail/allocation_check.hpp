@@ -1,39 +1,73 @@
 #pragma once
 // Whether the tensors are the backend's memory: the one check of the profiler and the executor.
 // A tensor that holds memory the backend never handed out (a std::vector, say) makes every
-// measured peak, and the budget, meaningless, so a profile or run whose forwards' outputs the
-// backend did not see allocated is refused. docs/executor.md, "The allocation check".
+// measured peak, and the budget, meaningless, so a profile or run in which a forward's output or
+// context was not allocated through the backend is refused, naming the op. docs/executor.md,
+// "The allocation check".
 
 #include <algorithm>
+#include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 #include <remat/core/units.hpp>
+#include <remat/exec/concepts/tensor.hpp>
 
 namespace remat::exec::detail {
 
-/// The bytes the forwards' outputs claim (tensor_traits<T>::size, plus the context's bytes for a
-/// forward_save) against the growth of the backend's in_use around those forwards, summed over a
-/// whole profile or run. The rule is on the sums, not per op, so that a layer whose output shares
-/// its input's memory (a view) does not trip it; it trips when the backend saw less than half of
-/// what the outputs claim (a model made mostly of views would trip it too). A model whose outputs
-/// are all empty passes.
-struct allocation_check {
-  bytes claimed = 0;  ///< sum of the outputs' sizes
-  bytes seen = 0;     ///< sum of the backend's growth around the forwards that made them
-  void add(bytes in_use_before, bytes in_use_after, bytes output) {
-    claimed += output;
-    seen += std::max<bytes>(0, in_use_after - in_use_before);
+/// Whether y is a view of one of its inputs (memory shared with it, nothing allocated): the
+/// tensor type's storage() (returning a reference) is the same object as one input's, and y
+/// claims no more bytes than that input. Sizes alone cannot tell a view from an output made
+/// outside the backend, so a tensor type without such a storage() has no views.
+template <class T>
+[[nodiscard]] bool may_be_view(T& y, std::span<const T* const> x) {
+  if constexpr (requires(T & t) {
+                  requires std::is_lvalue_reference_v<decltype(tensor_traits<T>::storage(t))>;
+                }) {
+    const void* mine = &tensor_traits<T>::storage(y);
+    for (const T* in : x)
+      if (in != nullptr && &tensor_traits<T>::storage(const_cast<T&>(*in)) == mine &&
+          tensor_traits<T>::size(y) <= tensor_traits<T>::size(*in))
+        return true;
+    return false;
+  } else {
+    return false;
   }
-  /// Empty when the backend saw at least half of what the outputs claim; else what is wrong and
-  /// what to do.
+}
+
+/// Op by op: the bytes a forward's output and context claim (tensor_traits<T>::size, the
+/// context's bytes) against the growth of the backend's in_use around the forward. An op fails
+/// when the backend saw less than half of what it claims, not counting an output that may be a
+/// view of an input (may_be_view); the first op that fails is kept, with its numbers.
+struct allocation_check {
+  std::string op;     ///< the first op that failed (empty: none)
+  bytes claimed = 0;  ///< its output's and context's bytes
+  bytes seen = 0;     ///< the backend's growth around its forward
+
+  /// One forward: `op` names it for the message; `view` bytes of its claim may be a view.
+  void add(std::string_view name, bytes in_use_before, bytes in_use_after, bytes claim,
+           bytes view = 0) {
+    if (!op.empty()) return;
+    const bytes grew = std::max<bytes>(0, in_use_after - in_use_before);
+    const bytes expected = claim - view;
+    if (grew >= expected - expected / 2) return;
+    op = std::string(name);
+    claimed = claim;
+    seen = grew;
+  }
+  /// Empty when every op passed; else which op, its numbers, and what to do.
   [[nodiscard]] std::string problem() const {
-    if (seen >= claimed - claimed / 2) return {};
-    return "the forwards' outputs claim " + format_bytes(claimed) +
-           " in all by tensor_traits<T>::size, but the backend saw " + format_bytes(seen) +
-           " allocated by those forwards: the tensors do not hold memory from the backend, so the "
-           "measured memory and the budget mean nothing. Allocate every tensor's memory through "
-           "the Backend& each layer receives (b.allocate(n)) and hold the returned buffer in the "
-           "tensor (docs/guide/train.md)";
+    if (op.empty()) return {};
+    return op + " claims " + format_bytes(claimed) +
+           " for its output and context (tensor_traits<T>::size, the context's bytes()), but the "
+           "backend saw " +
+           format_bytes(seen) +
+           " allocated by it: its tensors do not hold memory from the backend, so the measured "
+           "memory and the budget mean nothing. Allocate every tensor's memory through the "
+           "Backend& the layer receives (b.allocate(n)) and hold the returned buffer in the "
+           "tensor (docs/guide/train.md). An output that is a view of an input passes when the "
+           "tensor's storage() is that input's (docs/executor.md, \"The allocation check\")";
   }
 };
 

@@ -45,6 +45,8 @@ struct run_plan {
   const graph* g = nullptr;
   std::vector<op_nodes> nodes;
   std::vector<backward_needs> reads;
+  /// The backend's in_use when the executor's last run ended (its results included), if any.
+  std::optional<bytes> last_run_end = std::nullopt;
 };
 
 /// Tells a RunAwareBackend where a run begins and ends: end_run() however the run ends.
@@ -63,11 +65,19 @@ struct run_scope {
 };
 
 /// For an out-of-budget message: `held` bytes were in use in backend b when the run started,
-/// besides the input; with the largest holders when b names them (host_backend::live_summary).
+/// besides the input, `appeared` of them since the last run ended (not counting that run's
+/// results); with the largest holders when b names them (host_backend::live_summary).
 template <class B>
-std::string held_at_start(const B& b, bytes held) {
+std::string held_at_start(const B& b, bytes held, bytes appeared) {
   std::string s = "; " + format_bytes(held) +
                   " were already in use in the backend when the run started, besides the input";
+  if (appeared > 0)
+    s += " (" + format_bytes(appeared) +
+         " of them since the last run ended, made or kept by the code between the steps: most "
+         "likely an optimizer's state, which Adam and SGD with momentum make at their first "
+         "step, or the last run's input_gradient; make optimizer state before the backend "
+         "counts, or outside its count, e.g. inside a remat::libtorch::uncounted guard around "
+         "optimizer.step())";
   if constexpr (requires {
                   {
                     b.live_summary(std::size_t{3}).front().activity
@@ -103,6 +113,7 @@ class program_run {
         g_(*p.g),
         nodes_(p.nodes),
         reads_(p.reads),
+        last_run_end_(p.last_run_end),
         s_(s),
         targets_(tg),
         op_of_(remat::detail::ix(g_.compute_count()), -1),
@@ -167,6 +178,7 @@ class program_run {
   const graph& g_;
   const std::vector<op_nodes>& nodes_;
   const std::vector<backward_needs>& reads_;
+  std::optional<bytes> last_run_end_;
   const schedule& s_;
   const Tg& targets_;
   std::vector<int> op_of_;  // compute node (fwd and bwd) -> its op
@@ -233,7 +245,9 @@ result<run_result<T>> program_run<B, T, Tg, Layers>::run(T input) {
   if (auto ok = check(input); !ok) return ok.err();
   const bytes baseline = backend_.in_use() - tensor_traits<T>::size(input);
   // Memory held before the run, besides the input: named if the run runs out of budget.
-  const std::string held = baseline > 0 ? held_at_start(backend_, baseline) : std::string();
+  const bytes appeared = last_run_end_ ? baseline - *last_run_end_ : 0;
+  const std::string held =
+      baseline > 0 ? held_at_start(backend_, baseline, appeared) : std::string();
   tensors_[remat::detail::ix(training_layout::input)] = std::move(input);
   backend_.reset_high_water();
   bytes peak = backend_.high_water() - baseline;
@@ -324,8 +338,8 @@ void program_run<B, T, Tg, Layers>::compute(const instruction& ins, std::size_t 
     std::string who = where(at) + ", " + ::remat::detail::compute_label(g_, c);
     // The layer's own name, when it has one that the node's name does not already say (a chain
     // of layers with repeated names numbers its stages).
-    if constexpr (requires { std::string_view(deref(layer).name()); }) {
-      const std::string_view own = deref(layer).name();
+    if constexpr (requires { std::string(deref(layer).name()); }) {
+      const std::string own(deref(layer).name());  // name() may return a temporary
       if (!own.empty() && g_.compute(c).name.find(own) == std::string::npos)
         who += " of layer '" + std::string(own) + "'";
     }
@@ -364,15 +378,18 @@ void program_run<B, T, Tg, Layers>::forward(L& layer, std::size_t i, bool fast,
   const bytes before = backend_.in_use();
   if (fast) {
     T y = call_forward(layer, std::span<const T* const>(x), loss, targets_, backend_, who);
-    allocated_.add(before, backend_.in_use(), tensor_traits<T>::size(y));
+    const bytes out = tensor_traits<T>::size(y);
+    allocated_.add(who, before, backend_.in_use(), out,
+                   may_be_view(y, std::span<const T* const>(x)) ? out : 0);
     check_planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
     tensors_[remat::detail::ix(on.act)] = std::move(y);
   } else {
     auto ctx = std::make_unique<box<C>>();
     T y = call_forward_save(layer, std::span<const T* const>(x), loss, targets_, ctx->value,
                             backend_, who);
-    allocated_.add(before, backend_.in_use(),
-                   tensor_traits<T>::size(y) + traits::context_bytes(ctx->value));
+    const bytes out = tensor_traits<T>::size(y);
+    allocated_.add(who, before, backend_.in_use(), out + traits::context_bytes(ctx->value),
+                   may_be_view(y, std::span<const T* const>(x)) ? out : 0);
     check_planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
     check_planned(on.phantom, traits::context_bytes(ctx->value), who, "kept a context");
     tensors_[remat::detail::ix(on.act)] = std::move(y);
