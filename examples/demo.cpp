@@ -261,7 +261,9 @@ std::vector<std::string> write_pictures(const options& o, const remat::chain& c,
   const auto r = remat::sim::simulate(c, *planned, {.budget = budget, .hw = hw});
   const auto timeline = dir / ("timeline_" + policy + ".svg");
   if (auto w = remat::io::write_text_file(
-          timeline, remat::io::memory_timeline_svg(r, {c.name, policy, budget}));
+          timeline,
+          remat::io::memory_timeline_svg(
+              r, remat::io::timeline_labels{c.name, policy, budget}.with_program(c, *planned)));
       !w)
     return fail(w.message());
   lines.push_back(timeline.string() + ": device memory over time of " + policy + "'s plan at " +

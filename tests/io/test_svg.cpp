@@ -195,6 +195,91 @@ TEST_CASE("memory_timeline_svg: without a timeline, unlimited budget, an invalid
   CHECK(bad.root->all("polyline", "memory").size() == 1);
 }
 
+TEST_CASE(
+    "memory_timeline_svg: with the program, the forwards, recomputations and backwards are "
+    "named") {
+  const chain c = small_chain(13, "phases");
+  const bytes budget =
+      (rotor{}.minimum_budget(c) + store_all{}.solve(c, unlimited_bytes)->predicted_peak) / 2;
+  const auto s = rotor{.slots = 0}.solve(c, budget);
+  REQUIRE(s.ok());
+  const auto r = sim::simulate(c, *s, {.budget = budget});
+  const auto labels = io::timeline_labels{c.name, "rotor", budget}.with_program(c, *s);
+  REQUIRE(labels.instructions.size() == s->ops.size());
+  const auto doc = parse_xml(io::memory_timeline_svg(r, labels));
+  REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+  // One rectangle per forward, recomputation and backward, named by its title.
+  const auto ops = doc.root->all("rect", "op");
+  const auto phases = io::instruction_phases(c, *s);
+  std::size_t computes = 0, recomputed = 0;
+  for (const auto ph : phases) {
+    computes += ph != io::instruction_phase::other;
+    recomputed += ph == io::instruction_phase::recomputed;
+  }
+  REQUIRE(ops.size() == computes);
+  CHECK(recomputed > 0);  // halfway between the minimum and store-all: something is recomputed
+  std::size_t drawn_recomputed = 0;
+  for (const auto* e : ops) {
+    const auto op = static_cast<std::size_t>(attr(*e, "data-op"));
+    REQUIRE(op < phases.size());
+    REQUIRE(!e->children.empty());
+    const std::string& title = e->children[0]->text;
+    CHECK(title.find(labels.instructions[op]) != std::string::npos);
+    if (*e->attribute("data-phase") == std::string("recomputed")) {
+      ++drawn_recomputed;
+      CHECK(title.find("(recomputed)") != std::string::npos);
+    }
+  }
+  CHECK(drawn_recomputed == recomputed);
+  // The two phases are named over the plot.
+  const auto named = doc.root->all("g", "phases");
+  REQUIRE(named.size() == 1);
+  std::string texts;
+  for (const auto& t : named[0]->children) texts += t->text + " ";
+  CHECK(texts.find("forward") != std::string::npos);
+  CHECK(texts.find("backward") != std::string::npos);
+  // Without the program, no band: the picture of a bare report is as before.
+  CHECK(parse_xml(io::memory_timeline_svg(r, {c.name, "rotor", budget}))
+            .root->all("rect", "op")
+            .empty());
+}
+
+TEST_CASE("overhead_curve_svg: curves that coincide all stay visible") {
+  const chain c = small_chain(9, "coinciding");
+  const auto sw = sweep(c, {.budgets = 5, .hw = machine::with_bandwidth(1e6)});
+  REQUIRE(sw.ok());
+  const auto doc = parse_xml(io::overhead_curve_svg(*sw));
+  REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+  // Each series' line is thinner than the ones drawn before it.
+  double last = 1e9;
+  for (const auto* g : doc.root->all("g", "series"))
+    for (const auto& child : g->children)
+      if (child->name == "polyline") {
+        const double w = attr(*child, "stroke-width");
+        CHECK(w < last);
+        last = w;
+        break;
+      }
+  // Points at one budget and (nearly) one overhead: their markers side by side, the points at
+  // their true place.
+  std::size_t dodged = 0;
+  for (const auto* g : doc.root->all("g", "point"))
+    for (const auto& child : g->children)
+      if (child->name == "g" && child->attribute("transform")) ++dodged;
+  std::size_t coinciding = 0;
+  const std::size_t nb = sw->budgets.size();
+  for (std::size_t b = 0; b < nb; ++b)
+    for (std::size_t k = 0; k < sw->policies.size(); ++k)
+      for (std::size_t j = 0; j < sw->policies.size(); ++j)
+        if (j != k && sw->at(k, b).ok() && sw->at(j, b).ok() &&
+            sw->at(k, b).overhead == sw->at(j, b).overhead) {
+          ++coinciding;
+          break;
+        }
+  CHECK(coinciding > 0);  // rotor and rotor_floating, the offloading policies at store-all
+  CHECK(dodged >= coinciding);
+}
+
 TEST_CASE("the XML checker refuses what is not well-formed") {
   for (const char* bad :
        {"<a>", "<a></b>", "<a x='1' x='2'/>", "<a x=1/>", "<a>&nbsp;</a>", "<a>x & y</a>",

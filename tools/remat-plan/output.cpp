@@ -137,9 +137,9 @@ void print_ops(const std::vector<std::string>& ops, std::string_view sep) {
 }
 
 remat::result<std::string> write_timeline(const options& o, const remat::sim::report& r,
-                                          const std::string& problem, const std::string& policy) {
-  const auto written = remat::io::write_text_file(
-      o.svg, remat::io::memory_timeline_svg(r, {problem, policy, o.budget}));
+                                          remat::io::timeline_labels labels) {
+  labels.budget = o.budget;
+  const auto written = remat::io::write_text_file(o.svg, remat::io::memory_timeline_svg(r, labels));
   if (!written) return written.err();
   return "svg       " + o.svg + ": device memory over time against the budget (" +
          std::to_string(*written) + " bytes)";

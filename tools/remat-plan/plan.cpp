@@ -239,7 +239,9 @@ int plan_with(const options& o, const loaded_problem& lp) {
     }
     std::string picture;
     if (!o.svg.empty()) {
-      auto w = write_timeline(o, r, c ? c->name : g.name, on_chain ? label : o.policy);
+      const remat::io::timeline_labels named{c ? c->name : g.name, on_chain ? label : o.policy};
+      auto w = write_timeline(
+          o, r, on_chain ? named.with_program(*c, s.program) : named.with_program(g, s.program));
       if (!w) return fail(o, c, w.err());
       picture = *w;
     }

@@ -12,6 +12,7 @@
 #include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
+#include <remat/io/svg.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/sim/report.hpp>
@@ -107,10 +108,11 @@ std::string format_overhead(double time, double ideal);
 /// The ops on lines of at most ~96 columns, indented, separated by `sep`.
 void print_ops(const std::vector<std::string>& ops, std::string_view sep = " ");
 
-/// --svg FILE of one plan or program: the memory timeline of its replay; the summary's line
-/// about it, or why the file could not be written.
+/// --svg FILE of one plan or program: the memory timeline of its replay (with the program's
+/// phases and instruction names when `labels` has them); the summary's line about it, or why the
+/// file could not be written.
 remat::result<std::string> write_timeline(const options& o, const remat::sim::report& r,
-                                          const std::string& problem, const std::string& policy);
+                                          remat::io::timeline_labels labels);
 /// --trace FILE: writes `trace` (a Chrome trace's text, io/trace.hpp); why it could not.
 std::optional<remat::error> write_trace_text(const options& o,
                                              const remat::result<std::string>& trace);

@@ -237,7 +237,9 @@ int run_simulate(const options& o) {
   if (r.first_violation) rep.violation = r.first_violation->message;
   if (!o.svg.empty()) {
     // Also of an invalid program: the picture shows where it goes over the budget.
-    auto w = write_timeline(o, r, c ? c->name : g.name, "program");
+    // A program's replay has a point per instruction; a chain notation's, one per chain op.
+    const remat::io::timeline_labels named{c ? c->name : g.name, "program"};
+    auto w = write_timeline(o, r, p->ops ? named : named.with_program(g, p->s));
     if (!w) return fail(o, chain, w.err());
     rep.picture = *w;
   }

@@ -8,13 +8,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/io/file.hpp>
+#include <remat/io/labels.hpp>
 #include <remat/sim/report.hpp>
 #include <remat/sweep_result.hpp>
 
@@ -25,6 +28,20 @@ struct timeline_labels {
   std::string problem;             ///< the chain's or graph's name
   std::string policy;              ///< or "measured", "program", ...
   bytes budget = unlimited_bytes;  ///< drawn as a line unless unlimited (or <= 0)
+  /// Per instruction of the program, when given (with_program): its name and phase, drawn as a
+  /// band of forwards, recomputed forwards and backwards under the plot, each with its name as
+  /// a hover title, and the two phases named over the plot.
+  std::vector<std::string> instructions = {};
+  std::vector<instruction_phase> phases = {};
+
+  /// These labels with the names and phases of program s over p (a chain or a graph).
+  template <class Problem>
+  [[nodiscard]] timeline_labels with_program(const Problem& p, const schedule& s) const {
+    timeline_labels out = *this;
+    out.instructions = instruction_labels(p, s);
+    out.phases = instruction_phases(p, s);
+    return out;
+  }
 };
 
 namespace detail::svg {
@@ -310,14 +327,74 @@ inline std::string memory_timeline_svg(const sim::report& r, const timeline_labe
          d::escape("peak " + d::size_text(p.peak) + " at instruction " + std::to_string(p.op)) +
          "</title></circle>\n";
   }
+  // The phases, when the labels have the program: "forward" and "backward" over the plot,
+  // split where the first backward starts.
+  const bool phased = !labels.phases.empty() && drawn > 0;
+  if (phased) {
+    std::optional<seconds> first_backward;
+    for (const auto& p : r.timeline)
+      if (p.op < labels.phases.size() && labels.phases[p.op] == instruction_phase::backward) {
+        first_backward = p.start;
+        break;
+      }
+    const double split = first_backward ? f.px(*first_backward) : f.right();
+    s += "<g class=\"phases\">\n";
+    if (first_backward)
+      s += d::line(split, f.top, split, f.bottom(),
+                   "stroke=\"#999999\" stroke-width=\"1\" stroke-dasharray=\"3,3\"");
+    if (split - f.left > 60)
+      s += d::text((f.left + split) / 2, f.top + 14, "forward",
+                   "text-anchor=\"middle\" fill=\"#777777\"");
+    if (first_backward && f.right() - split > 60)
+      s += d::text((split + f.right()) / 2, f.top + 14, "backward",
+                   "text-anchor=\"middle\" fill=\"#777777\"");
+    s += "</g>\n";
+  }
   s += "</g>\n";
+  // The band of compute ops above the plot, one rectangle per forward, recomputed forward and
+  // backward, each named by its hover title.
+  if (phased) {
+    const double y = f.top - 14;
+    s += "<g class=\"ops\">\n";
+    for (const auto& p : r.timeline) {
+      if (p.lane != sim::lane::compute || p.op >= labels.phases.size()) continue;
+      const instruction_phase ph = labels.phases[p.op];
+      if (ph == instruction_phase::other) continue;
+      const char* color = ph == instruction_phase::forward      ? "#9ecae1"
+                          : ph == instruction_phase::recomputed ? "#d62728"
+                                                                : "#fdae6b";
+      const char* what = ph == instruction_phase::forward      ? "forward"
+                         : ph == instruction_phase::recomputed ? "recomputed"
+                                                               : "backward";
+      const double x0 = f.px(p.start), w = std::max(1.0, f.px(p.end) - x0);
+      std::string name = "instruction " + std::to_string(p.op);
+      if (p.op < labels.instructions.size()) name += ": " + labels.instructions[p.op];
+      if (ph == instruction_phase::recomputed) name += " (recomputed)";
+      s += "<rect class=\"op\" data-op=\"" + std::to_string(p.op) + "\" data-phase=\"" + what +
+           "\" x=\"" + d::num(x0) + "\" y=\"" + d::num(y) + "\" width=\"" + d::num(w) +
+           "\" height=\"10\" fill=\"" + color + "\"><title>" + d::escape(name) +
+           "</title></rect>\n";
+    }
+    s += "</g>\n";
+  }
   // Legend, under the plot at the left of the x axis' title.
   const double lx = f.left, ly = f.bottom() + 32;
   s += "<g class=\"legend\">\n" +
        d::line(lx, ly, lx + 22, ly, "stroke=\"#1f77b4\" stroke-width=\"1.5\"") +
        d::text(lx + 28, ly + 4, "device memory") + "<circle cx=\"" + d::num(lx + 135) + "\" cy=\"" +
-       d::num(ly) + "\" r=\"4\" fill=\"#ff7f0e\"/>\n" + d::text(lx + 145, ly + 4, "peak") +
-       "</g>\n";
+       d::num(ly) + "\" r=\"4\" fill=\"#ff7f0e\"/>\n" + d::text(lx + 145, ly + 4, "peak");
+  if (phased) {
+    double x = f.right() - 335;  // right of the x axis' title
+    for (const auto& [color, what] :
+         {std::pair{"#9ecae1", "forward"}, std::pair{"#d62728", "recomputed forward"},
+          std::pair{"#fdae6b", "backward"}}) {
+      s += "<rect x=\"" + d::num(x) + "\" y=\"" + d::num(ly - 5) +
+           "\" width=\"14\" height=\"10\" fill=\"" + color + "\"/>\n" +
+           d::text(x + 19, ly + 4, what);
+      x += 34 + 7.0 * static_cast<double>(std::string_view(what).size());
+    }
+  }
+  s += "</g>\n";
   if (transfers) {
     // Two rows under the x axis' labels: offloads, then prefetches.
     const double band = f.bottom() + 56;
@@ -428,9 +505,36 @@ inline std::string overhead_curve_svg(const sweep_result& sw) {
          "</g>\n";
   }
   s += f.open_group();
-  const std::size_t nb = sw.budgets.size();
-  for (std::size_t k = 0; k < sw.policies.size(); ++k) {
+  const std::size_t nb = sw.budgets.size(), np = sw.policies.size();
+  // Curves that coincide must all stay visible: each series is drawn thinner than the ones
+  // before it, on top of them, so that a shared stretch shows every colour as a band; markers
+  // within 3 pixels of each other at one budget are spread sideways 6 pixels apart (each point's
+  // group stays at its true place, with its marker moved inside it).
+  std::vector<double> dodge(np * nb, 0.0);
+  for (std::size_t b = 0; b < nb; ++b) {
+    std::vector<std::pair<double, std::size_t>> at;  // (y, series) of the points planned at b
+    for (std::size_t k = 0; k < np; ++k)
+      if (k * nb + b < sw.points.size() && sw.at(k, b).ok())
+        at.emplace_back(f.py(100 * sw.at(k, b).overhead), k);
+    std::sort(at.begin(), at.end());
+    for (std::size_t i = 0; i < at.size();) {
+      std::size_t j = i + 1;
+      while (j < at.size() && at[j].first - at[j - 1].first < 3) ++j;
+      std::vector<std::size_t> group;
+      for (std::size_t q = i; q < j; ++q) group.push_back(at[q].second);
+      std::sort(group.begin(), group.end());
+      for (std::size_t q = 0; q < group.size(); ++q)
+        dodge[group[q] * nb + b] =
+            6.0 * (static_cast<double>(q) - static_cast<double>(group.size() - 1) / 2);
+      i = j;
+    }
+  }
+  auto stroke_of = [&](std::size_t k) {
+    return np > 1 ? 1.6 + 2.4 * static_cast<double>(np - 1 - k) / static_cast<double>(np - 1) : 1.6;
+  };
+  for (std::size_t k = 0; k < np; ++k) {
     const d::series_style st = d::style_of(k);
+    const double stroke = stroke_of(k);
     s += "<g class=\"series\" data-policy=\"" + d::escape(sw.policies[k]) + "\">\n";
     // Lines through the runs of planned points.
     std::string run;
@@ -438,7 +542,7 @@ inline std::string overhead_curve_svg(const sweep_result& sw) {
     auto flush = [&] {
       if (in_run > 1)
         s += std::string("<polyline points=\"") + run + "\" fill=\"none\" stroke=\"" + st.color +
-             "\" stroke-width=\"1.6\"" +
+             "\" stroke-width=\"" + d::num(stroke) + "\"" +
              (*st.dash ? std::string(" stroke-dasharray=\"") + st.dash + "\"" : "") + "/>\n";
       run.clear();
       in_run = 0;
@@ -459,6 +563,7 @@ inline std::string overhead_curve_svg(const sweep_result& sw) {
       if (!p.ok()) continue;
       char pct[32];
       std::snprintf(pct, sizeof pct, "%+.1f%%", 100 * p.overhead);
+      const double dx = dodge[k * nb + b];
       s += "<g class=\"point\" data-policy=\"" + d::escape(p.policy) + "\" data-budget=\"" +
            std::to_string(p.budget) + "\" data-peak=\"" + std::to_string(p.peak) +
            "\" data-makespan=\"" + d::exact(p.makespan) + "\" data-overhead=\"" +
@@ -467,7 +572,10 @@ inline std::string overhead_curve_svg(const sweep_result& sw) {
            ")\"><title>" +
            d::escape(p.policy + " at " + d::size_text(p.budget) + ": " + pct + ", peak " +
                      d::size_text(p.peak) + ", " + d::time_text(p.makespan)) +
-           "</title>" + d::marker(st) + "</g>\n";
+           "</title>" +
+           (dx != 0 ? "<g transform=\"translate(" + d::num(dx) + ",0)\">" + d::marker(st) + "</g>"
+                    : d::marker(st)) +
+           "</g>\n";
     }
     s += "</g>\n";
   }
@@ -482,15 +590,16 @@ inline std::string overhead_curve_svg(const sweep_result& sw) {
     for (std::size_t b = 0; b < nb && k * nb + b < sw.points.size(); ++b)
       any = any || sw.at(k, b).ok();
     s += d::line(lx, y, lx + 28, y,
-                 std::string("stroke=\"") + st.color + "\" stroke-width=\"1.6\"" +
-                     (*st.dash ? std::string(" stroke-dasharray=\"") + st.dash + "\"" : ""));
+                 std::string("stroke=\"") + st.color + "\" stroke-width=\"" + d::num(stroke_of(k)) +
+                     "\"" + (*st.dash ? std::string(" stroke-dasharray=\"") + st.dash + "\"" : ""));
     s += "<g transform=\"translate(" + d::num(lx + 14) + "," + d::num(y) + ")\">" + d::marker(st) +
          "</g>\n";
     s += d::text(lx + 36, y + 4, sw.policies[k] + (any ? "" : " (no plan)"));
   }
   double y = f.top + 24 + 20 * static_cast<double>(sw.policies.size()) + 10;
   for (const std::string& line : {std::string("a gap: no plan at that budget"),
-                                  std::string("every point: a plan replayed by the simulator")}) {
+                                  std::string("every point: a plan replayed by the simulator"),
+                                  std::string("equal curves: bands, markers side by side")}) {
     s += d::text(lx, y, line, "font-size=\"10\" fill=\"#555555\"");
     y += 14;
   }

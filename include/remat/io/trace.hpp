@@ -19,6 +19,7 @@
 
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
+#include <remat/io/labels.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
@@ -27,44 +28,6 @@
 #include <remat/sim/report.hpp>
 
 namespace remat::io {
-
-/// Each instruction's name as remat-plan prints a graph's program: "fwd conv1 [ff]", "free grad
-/// conv1", "offload conv1" (to_string(graph, instruction)).
-inline std::vector<std::string> instruction_labels(const graph& g, const schedule& s) {
-  std::vector<std::string> out;
-  out.reserve(s.ops.size());
-  for (const auto& i : s.ops) out.push_back(to_string(g, i));
-  return out;
-}
-
-/// Each instruction's name as remat-plan prints a chain's program: in the chain notation when it
-/// is printed so (printed_chain_ops), the chain op's word for the instruction that runs or moves
-/// its tensor ("F2_ck", "B3", "O1") and "B3: free grad conv3" for the others it lowers to; the
-/// training graph's names otherwise (the program text for a chain that is not valid).
-inline std::vector<std::string> instruction_labels(const chain& c, const schedule& s) {
-  const auto g = build_graph(c);  // fails only for an invalid chain: then the program text
-  std::vector<std::string> out;
-  if (g) {
-    out = instruction_labels(*g, s);
-  } else {
-    for (const auto& i : s.ops) out.push_back(to_string(i));
-    return out;
-  }
-  const auto ops = printed_chain_ops(c.length(), s);
-  std::vector<std::size_t> origin;
-  if (!ops || !lower(c.length(), *ops, &origin)) return out;
-  const chain_nodes at(c.length());
-  for (std::size_t j = 0; j < s.ops.size() && j < origin.size(); ++j) {
-    const chain_op& op = (*ops)[origin[j]];
-    const instruction& i = s.ops[j];
-    const bool own = !op.is_compute() ? true
-                     : op.kind == chain_op_kind::forward
-                         ? i.is_compute() && i.node == at.fwd(op.index)
-                         : i.is_compute() && i.node == at.bwd(op.index);
-    out[j] = own ? to_string(op) : to_string(op) + ": " + out[j];
-  }
-  return out;
-}
 
 /// One timeline of a trace: a process of the viewer.
 struct trace_process {
