@@ -18,10 +18,13 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -159,11 +162,13 @@ std::vector<fragment> fragments() {
   return out;
 }
 
-/// The pages whose every C++ block must be compiled: README.md and docs/guide/*.md.
+/// The pages whose every C++ block must be compiled: README.md, docs/*.md and docs/guide/*.md.
 std::vector<std::string> checked_pages() {
   std::vector<std::string> out{"README.md"};
-  for (const auto& e : fs::directory_iterator(fs::path(REMAT_SOURCE_DIR) / "docs/guide"))
-    if (e.path().extension() == ".md") out.push_back("docs/guide/" + e.path().filename().string());
+  for (const char* dir : {"docs", "docs/guide"})
+    for (const auto& e : fs::directory_iterator(fs::path(REMAT_SOURCE_DIR) / dir))
+      if (e.path().extension() == ".md")
+        out.push_back(std::string(dir) + "/" + e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -349,6 +354,51 @@ remat::result<remat::graph> graph_by_hand() {
   return g;
 }
 
+// A DAG model of the user's layers, built by hand, planned and trained one step; returns the
+// step's error, or whether every linear layer was updated.
+remat::result<bool> dag_model_by_hand() {
+  // --- doc docs/guide/graphs.md begin ---
+  using fc = std::unique_ptr<eg::linear>;                                 // a graph layer
+  using act = remat::exec::as_graph_layer<std::unique_ptr<eg::gelu>>;     // chain layers,
+  using head = remat::exec::as_graph_layer<std::unique_ptr<eg::linear>>;  // through the adapter
+  remat::exec::dag_model<
+      std::tuple<fc, act, fc, std::unique_ptr<eg::add>, head, std::unique_ptr<eg::mse_loss>>>
+      m{{std::make_unique<eg::linear>(16, 32, /*seed*/ 1, "fc1"),
+         act{std::make_unique<eg::gelu>("act")},
+         std::make_unique<eg::linear>(32, 16, /*seed*/ 2, "fc2"),
+         std::make_unique<eg::add>("res"),  // two inputs
+         head{std::make_unique<eg::linear>(16, 16, /*seed*/ 3, "head")},
+         std::make_unique<eg::mse_loss>(8, 16, /*seed*/ 4, "loss")},
+        {{"fc1", {"input"}},
+         {"act", {"fc1"}},
+         {"fc2", {"act"}},
+         {"res", {"input", "fc2"}},  // reads the graph's input too: a skip connection
+         {"head", {"res"}},
+         {"loss", {"head"}}}};
+  remat::exec::host_backend b;
+  auto f = remat::exec::profile_dag(m, eg::make_input(b, 8, 16, 2), b);
+  auto g = remat::build_graph(*f);
+  // Any graph policy's plan (checkmate's, rockmate's: above); plain training's here.
+  const remat::schedule plan = *remat::store_all{}.solve(*g, remat::unlimited_bytes);
+  remat::exec::executor ex(m, *g, b);
+  auto sgd = [&](auto& layer) {  // layer: the eg::linear, eg::gelu, ... itself
+    if constexpr (requires { layer.sgd_step(0.01f); }) {
+      layer.sgd_step(0.01f);
+      return true;
+    }
+    return false;
+  };
+  auto r = remat::exec::train_step(ex, plan, eg::make_input(b, 8, 16, 3), sgd);
+  // --- doc end ---
+  if (!r) return r.err();
+  bool trained = true;
+  remat::exec::for_each_layer(m, [&](auto& layer) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(layer)>, eg::linear>)
+      for (const auto& p : layer.parameters()) trained = trained && p.grad.norm() > 0;
+  });
+  return trained;
+}
+
 #if defined(REMAT_HAS_CBC)
 void graph_checkmate(const remat::result<remat::graph>& g) {
   // --- doc docs/guide/graphs.md begin ---
@@ -395,6 +445,72 @@ remat::result<std::optional<double>> graph_executor() {
   return r->loss;
 }
 #endif
+
+// --- docs/offloading.md, docs/rockmate.md, docs/write-a-policy.md ---------------------------
+
+remat::result<remat::seconds> offload_usage(const remat::chain& chain, remat::bytes budget) {
+  // --- doc docs/offloading.md begin ---
+  remat::pofo p;                                // hw: PCIe 3 x16, 12e9 bytes/s each way
+  p.hw = remat::machine::with_bandwidth(24e9);  // or .device_to_host / .host_to_device apart
+  auto plan = p.solve_detailed(chain, budget);  // or p.solve(chain, budget) for the program alone
+  if (!plan) return plan.err();  // budget_too_small: plan.err().minimum_budget (an optional)
+  // The program, O/P/W included, checked by the simulator on p.hw:
+  const remat::schedule& program = plan->program;
+  const remat::offload_details& d = plan->details;
+  std::cout << remat::to_string(d.ops) << '\n';  // the same as chain ops: "F1_ck O0 F2_none ... B1"
+  std::cout << d.offloaded.size() << " inputs moved, " << d.offloaded_bytes << " bytes; "
+            << d.model_time << " s in pofo's model, " << program.predicted_time
+            << " s for the program, " << d.overlap() * 100 << " % of the copies hidden\n";
+  // --- doc end ---
+  return program.predicted_time;
+}
+
+#if defined(REMAT_HAS_CBC)
+remat::result<remat::seconds> rockmate_usage(const remat::graph& graph, remat::bytes budget) {
+  // --- doc docs/rockmate.md begin ---
+  remat::rockmate<remat::checkmate<remat::milp::cbc>> p{.peak_budgets = 10, .save_budgets = 10};
+  auto plan = p.solve_detailed(graph, budget);  // or p.solve(graph, budget) for the program alone
+  if (!plan) return plan.err();
+  // One program over the whole graph, checked by the simulator.
+  const remat::schedule& program = plan->program;
+  // Per block: its forward ops, its kind, its options, the one chosen, its forward runs.
+  for (const remat::rockmate_block& b : plan->details.blocks)
+    std::cout << "kind " << b.kind << ": option " << b.chosen << " of " << b.options
+              << ", forward runs " << b.forward_runs << '\n';
+  // What RK-Rotor planned: a stage per block, the options as cost sets.
+  const remat::chain& blocks = plan->details.block_chain;
+  std::cout << plan->details.kinds << " kinds, " << blocks.length() << " blocks, options in "
+            << plan->details.options_time << " s, " << program.predicted_time << " s\n";
+  // Notes: a graph with no cut point, a kind of block that found no option in time, ...
+  for (const std::string& n : plan->notes) std::cout << n << '\n';
+  // --- doc end ---
+  return program.predicted_time;
+}
+#endif
+
+namespace write_a_policy {
+using namespace remat;
+struct my_details {};
+// --- doc docs/write-a-policy.md begin ---
+struct my_policy {
+  static constexpr std::string_view name = "my_policy";  // --policy my_policy
+  static constexpr std::string_view summary = "one line for --help and the README";
+
+  // Knobs: public members with defaults, so that designated initialisers work.
+  std::int64_t slots = 500;
+  seconds time_limit = std::numeric_limits<double>::infinity();
+  std::function<void(double)> progress = {};                  // the fraction done, 0..1
+  machine hw = machine::with_bandwidth(pcie3_x16_bandwidth);  // only if it plans transfers
+
+  [[nodiscard]] result<schedule> solve(const chain& c, bytes budget) const {
+    return detail::program_of(solve_detailed(c, budget));
+  }
+  [[nodiscard]] result<solution<my_details>> solve_detailed(const chain& c, bytes budget) const;
+  [[nodiscard]] bytes minimum_budget(const chain& c) const;  // where it knows its minimum
+};
+// --- doc end ---
+static_assert(Policy<my_policy, chain>);
+}  // namespace write_a_policy
 
 // --- docs/json-format.md ----------------------------------------------------------------------
 
@@ -523,9 +639,32 @@ TEST_CASE("doc fragments: profile options") {
   CHECK(fixed->stages[0].backward_time == 2e-3);
 }
 
+TEST_CASE("doc fragments: offloading, rockmate") {
+  remat::chain c{"doc", 1_KiB, {}};
+  for (int i = 0; i < 6; ++i) c.stages.push_back({"s", 1e-3, 2e-3, 4_KiB, 8_KiB, 0, 0});
+  const remat::bytes all = remat::store_all{}.solve(c, remat::unlimited_bytes)->predicted_peak;
+  std::optional<remat::result<remat::seconds>> off;
+  const std::string text = printed([&] { off = offload_usage(c, all / 2); });
+  REQUIRE_MESSAGE(off->ok(), off->message());
+  CHECK(text.find("F1_") != std::string::npos);
+  CHECK(text.find("of the copies hidden") != std::string::npos);
+#if defined(REMAT_HAS_CBC)
+  const auto g = graph_by_hand();
+  REQUIRE(g.ok());
+  std::optional<remat::result<remat::seconds>> rk;
+  CHECK(printed([&] {
+          rk = rockmate_usage(*g, remat::fraction_of_store_all(*g, 0.8));
+        }).find("forward runs") != std::string::npos);
+  REQUIRE_MESSAGE(rk->ok(), rk->message());
+#endif
+}
+
 TEST_CASE("doc fragments: graphs") {
   const auto g = graph_by_hand();
   REQUIRE_MESSAGE(g.ok(), g.message());
+  const auto by_hand = dag_model_by_hand();
+  REQUIRE_MESSAGE(by_hand.ok(), by_hand.message());
+  CHECK(*by_hand);
 #if defined(REMAT_HAS_CBC)
   CHECK(printed([&] { graph_checkmate(g); }).find("fwd conv1") != std::string::npos);
   CHECK(printed([&] {
