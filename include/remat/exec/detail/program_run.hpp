@@ -243,9 +243,13 @@ result<void> program_run<B, T, Tg, Layers>::check(const T& input) const {
 template <class B, class T, class Tg, class Layers>
 result<run_result<T>> program_run<B, T, Tg, Layers>::run(T input) {
   if (auto ok = check(input); !ok) return ok.err();
-  const bytes baseline = backend_.in_use() - tensor_traits<T>::size(input);
-  // Memory held before the run, besides the input: named if the run runs out of budget.
-  const bytes appeared = last_run_end_ ? baseline - *last_run_end_ : 0;
+  const bytes at_start = backend_.in_use();
+  const bytes baseline = at_start - tensor_traits<T>::size(input);
+  // Memory held before the run, besides the input: named if the run runs out of budget, with
+  // what appeared since the last run ended (the input counts if it is new, not if the caller
+  // kept it from the last run, as a LibTorch batch is).
+  const bytes appeared =
+      last_run_end_ ? std::max<bytes>(0, std::min(at_start - *last_run_end_, baseline)) : 0;
   const std::string held =
       baseline > 0 ? held_at_start(backend_, baseline, appeared) : std::string();
   tensors_[remat::detail::ix(training_layout::input)] = std::move(input);
