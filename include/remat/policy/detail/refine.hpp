@@ -4,7 +4,8 @@
 // down (a lower bound on the optimum at exact sizes). While the plan is more than `tolerance`
 // above the bound, or rounding leaves no plan although the budget is at least the exact minimum,
 // refine S (x4 each time, up to exact sizes: one slot per common divisor of the sizes, where the
-// DP is exact) while the table stays small (refinement_table_bytes). Past that, the best plan
+// DP is exact) while the table stays small (refinement_table_bytes where rounding leaves no
+// plan, gap_refinement_table_bytes for the gap alone). Past that, the best plan
 // found is returned with its bound; without one the budget is within rounding of the minimum,
 // and the caller's fallback (a schedule that fits the exact minimum) is returned.
 // docs/chain-dps.md, "Memory slots".
@@ -77,6 +78,9 @@ struct discretized_request {
 
 /// Past this table size the refinement stops and the fallback is taken.
 inline constexpr std::int64_t refinement_table_bytes = std::int64_t{256} << 20;
+/// Past this table size the refinement for the gap alone stops (the plan is returned with its
+/// bound): a table of 32 MiB fills in about a tenth of a second, one of 256 MiB in a second.
+inline constexpr std::int64_t gap_refinement_table_bytes = std::int64_t{32} << 20;
 
 /// The chain policies' target: their decisions lowered onto the chain's graph (built once).
 struct chain_target {
@@ -209,7 +213,8 @@ result<solution<chain_dp_details>> solve_discretized(const discretized_request& 
     }
     const std::int64_t next = std::min<std::int64_t>(s * 4, exact_at);
     const double need = table_bytes(next);
-    if (need <= static_cast<double>(std::min(r.max_table_bytes, refinement_table_bytes))) {
+    if (need <= static_cast<double>(std::min(r.max_table_bytes, best ? gap_refinement_table_bytes
+                                                                     : refinement_table_bytes))) {
       s = next;
       continue;
     }
