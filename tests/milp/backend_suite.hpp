@@ -280,6 +280,38 @@ void time_limit_and_progress() {
   }
 }
 
+/// A node limit stops a hard search at the same point on every run: two solves give the same
+/// answer (the same values, or both no solution), and a stop without a solution says to raise
+/// node_limit.
+template <class B>
+void node_limit_is_deterministic() {
+  const model m = market_split(4, 30, 5);
+  options o;
+  o.node_limit = 200;
+  o.time_limit = 60;  // a guard only: 200 nodes take well under a second
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto a = run<B>(m, o);
+  const auto b = run<B>(m, o);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 30);
+  REQUIRE(a.ok() == b.ok());
+  if (a.ok()) {
+    CHECK(a->status == solve_status::feasible);  // 200 nodes do not prove this instance
+    CHECK(a->node_limit_reached);
+    check_consistent(m, *a);
+    CHECK(a->values == b->values);
+    CHECK(a->message.find("node limit") != std::string::npos);
+  } else {
+    CHECK(a.code() == status::time_limit);
+    CHECK(a.err().message.find("node_limit") != std::string::npos);
+    CHECK(a.err().message == b.err().message);
+  }
+  o.node_limit = -1;
+  const auto bad = run<B>(m, o);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.code() == status::invalid_problem);
+  CHECK(bad.err().message.find("node_limit") != std::string::npos);
+}
+
 /// An exception thrown by the progress callback stops the search and comes out of solve().
 template <class B>
 void throwing_progress_callback() {

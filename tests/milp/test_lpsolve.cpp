@@ -25,6 +25,9 @@ TEST_CASE("milp::lpsolve: tiny binary programs against enumeration") {
 TEST_CASE("milp::lpsolve: time limit and progress on a hard instance") {
   t::time_limit_and_progress<lpsolve>();
 }
+TEST_CASE("milp::lpsolve: a node limit stops at the same point on every run") {
+  t::node_limit_is_deterministic<lpsolve>();
+}
 TEST_CASE("milp::lpsolve: a throwing progress callback stops the solve") {
   t::throwing_progress_callback<lpsolve>();
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <mutex>
@@ -313,10 +314,12 @@ inline result<solution> run(const model& m, const options& o, bool preprocess,
   const std::string secs = num(std::max(1e-3, o.time_limit - clock.elapsed()));
   const std::string gap = num(o.relative_gap);
   const std::string threads = std::to_string(o.threads);
+  const std::string nodes = std::to_string(o.node_limit);
   std::vector<const char*> argv{"remat", "-log", log.c_str(), "-timeMode", "elapsed"};
   if (std::isfinite(o.time_limit)) argv.insert(argv.end(), {"-sec", secs.c_str()});
   if (o.relative_gap > 0) argv.insert(argv.end(), {"-ratioGap", gap.c_str()});
   if (o.threads > 1) argv.insert(argv.end(), {"-threads", threads.c_str()});
+  if (o.node_limit > 0) argv.insert(argv.end(), {"-maxNodes", nodes.c_str()});
   if (!preprocess) argv.insert(argv.end(), {"-preprocess", "off"});
   for (const auto& p : parameters) argv.push_back(p.c_str());
   argv.insert(argv.end(), {"-solve", "-quit"});
@@ -338,6 +341,10 @@ inline result<solution> run(const model& m, const options& o, bool preprocess,
   const bool stopped = state.timed_out || cbc_model.isSecondsLimitReached() ||
                        cbc_model.status() == 1 || cbc_model.secondaryStatus() == 4 ||
                        cbc_model.secondaryStatus() == 5;
+  const bool node_limited = !state.timed_out && !cbc_model.isSecondsLimitReached() &&
+                            (cbc_model.isNodeLimitReached() || cbc_model.secondaryStatus() == 3);
+  const std::string why = node_limited ? " (stopped on the node limit of " + nodes + " nodes)"
+                                       : " (stopped on the time limit)";
   const double nan = std::numeric_limits<double>::quiet_NaN();
   solution s;
   if (best != nullptr && cbc_model.isProvenOptimal()) {
@@ -345,10 +352,9 @@ inline result<solution> run(const model& m, const options& o, bool preprocess,
                       clock.elapsed(), said + " (optimal)");
   } else if (best != nullptr && stopped) {
     s = make_solution(m, f, solve_status::feasible, std::vector<double>(best, best + n), bound,
-                      clock.elapsed(), said + " (stopped on the time limit)");
+                      clock.elapsed(), said + why);
   } else if (best == nullptr && stopped) {
-    s = make_solution(m, f, solve_status::time_limit, {}, bound, clock.elapsed(),
-                      said + " (stopped on the time limit)");
+    s = make_solution(m, f, solve_status::time_limit, {}, bound, clock.elapsed(), said + why);
   } else if (cbc_model.isProvenInfeasible()) {
     s = make_solution(m, f, solve_status::infeasible, {}, nan, clock.elapsed(),
                       said + " (infeasible)");
@@ -359,6 +365,7 @@ inline result<solution> run(const model& m, const options& o, bool preprocess,
     s = make_solution(m, f, solve_status::error, {}, nan, clock.elapsed(),
                       said + (cbc_model.isAbandoned() ? " (abandoned: numerical trouble)" : ""));
   }
+  s.node_limit_reached = node_limited && stopped;
   if (s.has_values())
     sink.finish(f.sign * s.objective, f.sign * s.bound);
   else

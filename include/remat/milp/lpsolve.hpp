@@ -8,6 +8,7 @@
 #include <climits>  // CHAR_BIT and NULL, which lp_solve defines too, exist before the save below
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -132,14 +133,21 @@ struct callback_state {
   double root_bound = -infinity;
   bool root_seen = false;
   bool timed_out = false;
+  std::int64_t node_limit = 0;  ///< 0: none
+  bool node_limited = false;
   double next_poll = 0;
 };
 
-inline int __WINAPI on_abort(lprec*, void* handle) {
+inline int __WINAPI on_abort(lprec* lp, void* handle) {
   auto& s = *static_cast<callback_state*>(handle);
   const double now = s.clock->elapsed();
   if (now > s.limit) {
     s.timed_out = true;
+    return TRUE;
+  }
+  // Counted at the same points on every run: a stop that does not depend on the clock.
+  if (s.node_limit > 0 && static_cast<std::int64_t>(get_total_nodes(lp)) >= s.node_limit) {
+    s.node_limited = true;
     return TRUE;
   }
   if (s.sink->stop()) return TRUE;
@@ -267,6 +275,7 @@ inline result<solution> run(const model& m, const options& o) {
   callback_state cs{&clock, &sink, std::isfinite(o.time_limit) ? o.time_limit : infinity,
                     f.constant};
   cs.incumbent = start_obj;
+  cs.node_limit = o.node_limit;
   put_abortfunc(lp, on_abort, &cs);
   put_msgfunc(lp, on_message, &cs, MSG_LPOPTIMAL | MSG_MILPFEASIBLE | MSG_MILPBETTER);
 
@@ -330,7 +339,9 @@ inline result<solution> run(const model& m, const options& o) {
         break;
       case SUBOPTIMAL:  // stopped (time limit) with an incumbent
         s = make_solution(m, f, solve_status::feasible, values(), root, clock.elapsed(),
-                          said + (cs.timed_out ? ", stopped on the time limit" : ""));
+                          said + (cs.timed_out      ? ", stopped on the time limit"
+                                  : cs.node_limited ? ", stopped on the node limit"
+                                                    : ""));
         break;
       case ACCURACYERROR:  // numerical trouble; a solution it found is still checked and usable
         s = make_solution(m, f,
@@ -346,13 +357,18 @@ inline result<solution> run(const model& m, const options& o) {
         break;
       case USERABORT:
       case TIMEOUT:
-        s = make_solution(m, f, solve_status::time_limit, {}, root, clock.elapsed(), said);
+        if (cs.node_limited && get_solutioncount(lp) > 0)
+          s = make_solution(m, f, solve_status::feasible, values(), root, clock.elapsed(),
+                            said + ", stopped on the node limit");
+        else
+          s = make_solution(m, f, solve_status::time_limit, {}, root, clock.elapsed(), said);
         break;
       default:
         s = make_solution(m, f, solve_status::error, {}, nan, clock.elapsed(), said);
         break;
     }
   }
+  s.node_limit_reached = cs.node_limited;
   if (s.has_values())
     sink.finish(f.sign * s.objective, f.sign * s.bound);
   else

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <limits>
@@ -435,6 +436,8 @@ struct solution {
   double seconds = 0;
   /// What the solver said, e.g. "CBC: stopped on the time limit".
   std::string message;
+  /// The search stopped at options::node_limit (not at the time limit).
+  bool node_limit_reached = false;
 
   [[nodiscard]] bool is_optimal() const { return status == solve_status::optimal; }
   [[nodiscard]] bool has_values() const {
@@ -465,6 +468,11 @@ struct options {
   /// Wall-clock limit of the solve in seconds; not finite = none. The solve returns within about
   /// a tenth of a second after it (the best solution found, or status::time_limit).
   double time_limit = infinity;
+  /// Branch-and-bound nodes after which the search stops (0 = none), with the best solution
+  /// found (not proven optimal) or status::time_limit, as at the time limit. Unlike the time
+  /// limit it stops at the same point on every run (with one thread), so the answer does not
+  /// depend on the machine's speed or load.
+  std::int64_t node_limit = 0;
   /// Stop when (incumbent - bound) / |incumbent| <= relative_gap; the solution is then reported
   /// optimal. 0 = prove optimality up to the solver's own tolerances (about 1e-9).
   double relative_gap = 0;
@@ -556,6 +564,10 @@ inline result<solution> to_result(solution s, std::string_view solver) {
         char b[64];
         std::snprintf(b, sizeof b, "; best bound %.10g", s.bound);
         msg += b;
+      }
+      if (s.node_limit_reached) {
+        msg = "no feasible solution found within the node limit";
+        return fail(status::time_limit, msg + "; raise options::node_limit");
       }
       return fail(status::time_limit, msg + "; raise options::time_limit");
     }

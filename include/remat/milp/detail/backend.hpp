@@ -47,6 +47,9 @@ inline result<void> check_request(const model& m, const options& o) {
     return bad("options::relative_gap must be a finite number >= 0, not " +
                std::to_string(o.relative_gap));
   if (o.threads < 0) return bad("options::threads must be >= 0 (0 or 1: one thread)");
+  if (o.node_limit < 0)
+    return bad("options::node_limit must be >= 0 nodes (0 for none), not " +
+               std::to_string(o.node_limit));
   if (!(o.progress_interval >= 0)) return bad("options::progress_interval must be >= 0 seconds");
   if (o.warm_start) {
     if (o.warm_start->size() != m.num_variables())
