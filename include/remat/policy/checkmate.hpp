@@ -63,6 +63,11 @@ struct checkmate {
   double max_variables = 4e6;
   /// Stop when the gap between the best schedule and the bound is at most this (relative).
   double relative_gap = 0;
+  /// Branch-and-bound nodes of each exact MILP solve (milp::options::node_limit); 0 = none. A
+  /// solve stopped by it returns its best schedule (not proven optimal), like the time limit,
+  /// but at the same point on every run: rockmate's inner solves use it so that their plans do
+  /// not depend on the machine's load.
+  std::int64_t node_limit = 0;
   /// Lets forwards run as fast-forwards (no phantom): R' of the thesis version.
   bool fast_forward = true;
   /// On a budget with no schedule, find the minimum budget: a bisection between the lower bound
@@ -76,6 +81,11 @@ struct checkmate {
   /// Solve the LP relaxation and round it (Checkmate's two-phase rounding): fast on large
   /// graphs, not optimal.
   bool relax = false;
+  /// With relax: when no rounding fits, solve the exact MILP instead (it may find a schedule
+  /// that no rounding does, or prove there is none). Off, such a budget is answered at once
+  /// (infeasible, saying that a schedule may still exist): rockmate's large blocks, planned at
+  /// a grid of budgets where the exact solve would cost seconds each, turn it off.
+  bool exact_fallback = true;
   /// With relax: randomized roundings per LP, besides the deterministic thresholds.
   int rounding_samples = 16;
   /// With relax: the seed of the randomized roundings (the result is deterministic for a seed).
@@ -157,7 +167,7 @@ struct checkmate {
     auto r = budget < floor ? result<checkmate_solution>(error{status::infeasible, "", {}})
              : relax        ? solve_relaxed(g, budget, proven)
                             : solve_once(g, budget, deadline, false, warm_start);
-    if (!r && !proven && r.code() == status::infeasible) {
+    if (!r && !proven && r.code() == status::infeasible && exact_fallback) {
       // No rounding fits, but a schedule may exist: solve exactly within the time left (the
       // relaxation's patterns were tried already: no automatic warm start).
       const std::string why = r.err().message;
@@ -314,6 +324,7 @@ struct checkmate {
     built& b = bt.value();
     milp::options o;
     o.relative_gap = relative_gap;
+    o.node_limit = node_limit;
     o.threads = threads;
     if (!feasibility && progress)
       o.progress = [this, scale = b.time_scale](const milp::progress_report& r) {
