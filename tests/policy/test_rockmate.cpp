@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <remat/policy/checkmate/bounds.hpp>
 #include <remat/policy/rockmate.hpp>
 #include <remat/policy/rotor.hpp>
 #include <remat/policy/store_all.hpp>
@@ -71,6 +72,33 @@ forward_dag mlp_stack(int layers) {
     x = p + "add";
   }
   f.ops.push_back(op("loss", {x}, 0.1, 4, {x}));
+  return f;
+}
+
+/// An encoder-decoder with `layers` layers each: every decoder layer reads the encoder's output
+/// and the decoder starts from its own embedding of the input, so one block holds all but the
+/// head: a graph that does not cut into small blocks.
+forward_dag encoder_decoder(int layers) {
+  forward_dag f{"encoder-decoder", 8, {}};
+  f.ops.push_back(op("src", {"input"}, 0.1, 32, {}));
+  std::string enc = "src";
+  for (int i = 0; i < layers; ++i) {
+    const std::string p = "enc" + std::to_string(i) + ".";
+    f.ops.push_back(op(p + "attn", {enc}, 0.3, 32, {enc}, 64));
+    f.ops.push_back(op(p + "mlp", {p + "attn"}, 0.4, 32, {p + "attn"}, 128));
+    enc = p + "mlp";
+  }
+  f.ops.push_back(op("tgt", {"input"}, 0.1, 32, {}));
+  std::string dec = "tgt";
+  for (int i = 0; i < layers; ++i) {
+    const std::string p = "dec" + std::to_string(i) + ".";
+    f.ops.push_back(op(p + "self", {dec}, 0.3, 32, {dec}, 64));
+    f.ops.push_back(op(p + "cross", {p + "self", enc}, 0.3, 32, {p + "self", enc}, 64));
+    f.ops.push_back(op(p + "mlp", {p + "cross"}, 0.4, 32, {p + "cross"}, 128));
+    dec = p + "mlp";
+  }
+  f.ops.push_back(op("head", {dec}, 0.2, 64, {dec}));
+  f.ops.push_back(op("loss", {"head"}, 0.05, 4, {}, 64));
   return f;
 }
 
@@ -280,7 +308,7 @@ TEST_CASE("rockmate: bad input") {
     REQUIRE_MESSAGE(plan.ok(), plan.message());
     for (const auto& b : plan->details.blocks) CHECK(b.options == 1);
     REQUIRE(plan->notes.size() == 2);  // the two kinds that have inner solves (the loss block too)
-    CHECK(plan->notes[0].find("time limit") != std::string::npos);
+    CHECK(plan->notes[0].find("inner_time_limit 0.5 s") != std::string::npos);
     CHECK(plan->notes[0].find("store-all option only") != std::string::npos);
     // ... which is Rotor on the blocks.
     const auto rotor_like =
@@ -342,5 +370,46 @@ TEST_CASE(
     REQUIRE_MESSAGE(exact.ok(), exact.message());
     CHECK(exact->predicted_time <= a->predicted_time * (1 + 1e-9));
   }
+}
+
+TEST_CASE(
+    "rockmate<checkmate> on a graph that does not cut into small blocks: the same plan on every "
+    "run, monotone in the budget, never slower than the relaxation on the whole graph at its "
+    "budgets") {
+  const graph g = *build_graph(encoder_decoder(2));
+  REQUIRE(detail::needs_whole_graph(cut_into_blocks(g)));
+  rockmate<checkmate<milp_backend>> rk{.peak_budgets = 5, .save_budgets = 5, .threads = 2};
+  rk.whole_graph_budgets = 6;
+  // The whole graph's budgets, as rockmate makes them: from the store-all peak to the floor.
+  const bytes hi = store_all_peak(g);
+  const bytes lo = std::min(hi, detail::memory_floor(g));
+  auto relaxed = detail::relaxation_of(checkmate<milp_backend>{});
+  double previous = 0;
+  int whole_graph_used = 0;
+  for (int i = 0; i < rk.whole_graph_budgets; ++i) {
+    const bytes budget = hi - static_cast<bytes>(std::llround(static_cast<double>(hi - lo) * i /
+                                                              (rk.whole_graph_budgets - 1)));
+    CAPTURE(budget);
+    const auto a = rk.solve_detailed(g, budget);
+    const auto r = relaxed.solve(g, budget);
+    if (!a) {
+      CHECK_FALSE(r.ok());  // the relaxation's plan would have been returned
+      continue;
+    }
+    CHECK(a->program.predicted_peak <= budget);
+    if (r) CHECK(a->program.predicted_time <= r->predicted_time * (1 + 1e-12));
+    // A smaller budget never gives a faster plan (RK-Rotor's gap tolerance aside).
+    CHECK(a->program.predicted_time >= previous * (1 - rk.tolerance));
+    previous = a->program.predicted_time;
+    whole_graph_used += a->details.whole_graph_chosen;
+    if (i > 0) CHECK(a->details.whole_graph_plans > 0);  // at i = 0 store-all fits
+    if (i % 2 == 1) {  // the same plan on another run, whatever the threads' timing
+      const auto b = rk.solve_detailed(g, budget);
+      REQUIRE(b.ok());
+      CHECK(b->program == a->program);
+    }
+  }
+  MESSAGE("the whole graph's relaxation was returned at ", whole_graph_used, " of ",
+          rk.whole_graph_budgets, " budgets");
 }
 #endif

@@ -172,6 +172,12 @@ inline void print_after_peak(const remat::rockmate_details& d) {
     std::cout << "          " << d.block_chain.stages[k].name << ": kind " << d.blocks[k].kind + 1
               << ", option " << d.blocks[k].chosen << " of " << d.blocks[k].options
               << ", forward runs " << d.blocks[k].forward_runs << '\n';
+  if (d.whole_graph_plans > 0)
+    std::cout << "whole     " << d.whole_graph_plans
+              << " plans of the whole graph by the inner policy's relaxation (one block is most "
+                 "of it); the fastest that fits: "
+              << (d.whole_graph_time ? remat::format_seconds(*d.whole_graph_time) : "none")
+              << (d.whole_graph_chosen ? ", returned" : "") << '\n';
 }
 template <class... Ds>
 void print_after_peak(const remat::portfolio_details<Ds...>& d) {

@@ -85,6 +85,14 @@ inline void write_details(nlohmann::ordered_json& j, const rockmate_details& d) 
     blocks.push_back(std::move(x));
   }
   r["blocks"] = std::move(blocks);
+  if (d.whole_graph_plans > 0) {
+    nlohmann::ordered_json w;
+    w["plans"] = d.whole_graph_plans;
+    w["makespan"] = d.whole_graph_time ? nlohmann::ordered_json(*d.whole_graph_time)
+                                       : nlohmann::ordered_json(nullptr);
+    w["chosen"] = d.whole_graph_chosen;
+    r["whole_graph"] = std::move(w);
+  }
   j["rockmate"] = std::move(r);
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -89,6 +90,12 @@ struct rockmate_details {
   /// The sequence RK-Rotor planned: a stage per block, its options as cost sets.
   chain block_chain;
   seconds options_time = 0;  ///< making the options (the inner solves)
+  /// Plans of the whole graph by the inner policy's relaxation (rockmate's whole_graph_budgets;
+  /// 0 when the graph cuts into small blocks), the makespan of the fastest that fits the budget,
+  /// and whether it was returned rather than RK-Rotor's plan over the blocks.
+  int whole_graph_plans = 0;
+  std::optional<seconds> whole_graph_time;
+  bool whole_graph_chosen = false;
 };
 
 }  // namespace remat

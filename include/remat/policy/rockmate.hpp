@@ -20,12 +20,14 @@
 #include <utility>
 #include <vector>
 
+#include <remat/core/units.hpp>
 #include <remat/policy/concepts.hpp>
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/details.hpp>
 #include <remat/policy/rockmate/assembly.hpp>
 #include <remat/policy/rockmate/options.hpp>
 #include <remat/policy/rockmate/rk_rotor.hpp>
+#include <remat/policy/rockmate/whole_graph.hpp>
 #include <remat/policy/solution.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/block.hpp>
@@ -47,19 +49,36 @@ struct rockmate {
       "Rockmate: blocks planned by an inner graph policy, then RK-Rotor over the sequence";
 
   Inner inner{};
-  Large large{};
+  /// The policy of the large blocks: by default Large's relaxation (`relax` set where it has
+  /// one: checkmate's LP relaxation and rounding), which plans a block of dozens of ops in a
+  /// fraction of a second where the exact MILP can take minutes per grid point.
+  Large large = detail::relaxation_of(Large{});
   /// Blocks with more forward ops than this are planned by `large`; 0 = never.
-  int large_block_ops = 0;
+  int large_block_ops = 6;
   /// The budget grid of the inner solves ([Zhao24, §2.6]): M_peak values, M_save values per M_peak.
   int peak_budgets = 10;
   int save_budgets = 10;
+  /// Work limit of each inner solve, in branch-and-bound nodes (set on the inner policies'
+  /// node_limit where they have one, as checkmate does): a solve stopped by it gives its best
+  /// plan found. A limit of work, not of time, so that the options, and so the plan, are the
+  /// same on every run and machine; 0 = none.
+  std::int64_t inner_node_limit = 1000;
   /// Solve time of each kind of block: its grid's inner solves stop when they have used it
   /// (the grid is visited coarse to fine, so a short limit still spans it); the kind keeps the
-  /// options found by then (store-all at least), and a note says so when it found none.
-  seconds block_time_limit = 4;
-  /// Time limit of each inner solve (set on the inner policy's time_limit when it has one): a
-  /// solve stopped by it gives its best plan found, when it found one.
-  seconds inner_time_limit = 1;
+  /// options found by then (store-all at least), and a note says so when it found none. Not
+  /// finite (the default) = none. A finite limit makes a time-bounded search: its plan depends
+  /// on the machine's speed and load.
+  seconds block_time_limit = std::numeric_limits<double>::infinity();
+  /// Time limit of each inner solve (set on the inner policy's time_limit when it has one and
+  /// this is finite): a solve stopped by it gives its best plan found, when it found one. Not
+  /// finite (the default) = none; as block_time_limit, a finite one depends on the machine.
+  seconds inner_time_limit = std::numeric_limits<double>::infinity();
+  /// Where one block holds half of the graph's forward ops or more (a graph that does not cut
+  /// into small blocks) and the inner policy has a relaxation (checkmate's `relax`): the whole
+  /// graph is also planned by that relaxation at this many budgets, evenly from the store-all
+  /// peak down to the graph's memory floor, and rockmate returns the fastest of RK-Rotor's plan
+  /// and those that fit (details.whole_graph_chosen says which). 0 = never.
+  int whole_graph_budgets = 20;
   /// Time limit of the whole solve; not finite = none.
   seconds time_limit = std::numeric_limits<double>::infinity();
   /// Threads for the inner solves; 0 = the hardware's.
@@ -152,6 +171,15 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
     return out;
   }
 
+  // The whole graph by the inner policy's relaxation, where one block is most of it.
+  std::vector<detail::whole_graph_plan> whole;
+  if constexpr (requires(Inner p) { p.relax = true; })
+    if (whole_graph_budgets > 0 && detail::needs_whole_graph(cut)) {
+      whole = detail::plan_whole_graph(g, detail::relaxation_of(inner), whole_graph_budgets,
+                                       threads, dl);
+      out.details.whole_graph_plans = static_cast<int>(whole.size());
+    }
+
   // 1. Blocks and their kinds.
   auto bk = detail::find_block_kinds(g, std::move(cut));
   if (!bk) return bk.err();
@@ -164,6 +192,7 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
                                               .block_time_limit = block_time_limit,
                                               .inner_time_limit = inner_time_limit,
                                               .time_limit = time_limit,
+                                              .node_limit = inner_node_limit,
                                               .threads = threads,
                                               .large_block_ops = large_block_ops,
                                               .limit = &dl,
@@ -192,13 +221,30 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
                              .max_table_bytes = max_table_bytes,
                              .tolerance = tolerance,
                              .limit = &dl});
-  if (!s) return s.err();
-  out.program = std::move(s->program);
-  out.optimal = out.program.predicted_time <= g.ideal_time();
-  for (int k = 0; k < bk->count(); ++k) {
-    out.details.blocks[detail::ix(k)].chosen = assembly.chosen()[detail::ix(k)];
-    out.details.blocks[detail::ix(k)].forward_runs = assembly.runs()[detail::ix(k)];
+  const detail::whole_graph_plan* w = detail::fastest_within(whole, budget);
+  if (w) out.details.whole_graph_time = w->program.predicted_time;
+  const bool no_plan =
+      !s && (s.code() == status::budget_too_small || s.code() == status::infeasible);
+  if (w && (no_plan || (s && w->program.predicted_time < s->program.predicted_time))) {
+    out.program = w->program;
+    out.program.predicted_peak = w->peak;
+    out.details.whole_graph_chosen = true;
+    out.notes.push_back(
+        std::string("one block holds half of the graph or more: the whole graph planned by ") +
+        std::string(Inner::name) + "'s relaxation (at " + format_size(w->budget) + ") " +
+        (s ? "is faster than RK-Rotor's plan over the blocks (" +
+                 format_seconds(w->program.predicted_time) + " against " +
+                 format_seconds(s->program.predicted_time) + "): returned it"
+           : "fits where the blocks' options do not: returned it"));
+  } else {
+    if (!s) return s.err();
+    out.program = std::move(s->program);
+    for (int k = 0; k < bk->count(); ++k) {
+      out.details.blocks[detail::ix(k)].chosen = assembly.chosen()[detail::ix(k)];
+      out.details.blocks[detail::ix(k)].forward_runs = assembly.runs()[detail::ix(k)];
+    }
   }
+  out.optimal = out.program.predicted_time <= g.ideal_time();
   return out;
 }
 

@@ -139,6 +139,8 @@ class deadline {
         on_(std::isfinite(limit) && limit > 0) {}
   [[nodiscard]] bool passed() const { return on_ && elapsed() > limit_; }
   [[nodiscard]] seconds limit() const { return limit_; }
+  /// Whether there is a limit at all.
+  [[nodiscard]] bool on() const { return on_; }
   [[nodiscard]] seconds elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }

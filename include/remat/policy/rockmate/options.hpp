@@ -6,22 +6,22 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include <remat/core/result.hpp>
 #include <remat/policy/detail/common.hpp>
+#include <remat/policy/detail/parallel_for.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/block.hpp>
 #include <remat/problem/chain.hpp>
@@ -299,7 +299,8 @@ inline result<block_kinds> find_block_kinds(const graph& g, std::vector<std::vec
 /// What makes the options: the grid, the time limits, the threads, the progress callback.
 struct option_request {
   int peak_budgets = 10, save_budgets = 10;
-  seconds block_time_limit = 4, inner_time_limit = 1, time_limit = 0;
+  seconds block_time_limit = 0, inner_time_limit = 0, time_limit = 0;
+  std::int64_t node_limit = 0;
   int threads = 0;
   int large_block_ops = 0;
   const deadline* limit = nullptr;
@@ -393,7 +394,6 @@ result<std::vector<block_programs>> make_block_options(const graph& g, const blo
   // Proven infeasible points: every point below one in both budgets is infeasible too.
   std::vector<std::vector<std::pair<bytes, bytes>>> failed(ix(kinds));
   std::mutex mutex;
-  std::atomic<std::size_t> next{0};
   int kinds_done = 0, solves_done = 0;
   auto run_task = [&](const task& t) {
     const auto k = ix(t.kind);
@@ -419,8 +419,12 @@ result<std::vector<block_programs>> make_block_options(const graph& g, const blo
                                                      : rq.inner_time_limit;
     auto attempt = [&](auto policy) {
       if constexpr (requires { policy.time_limit; })
-        policy.time_limit =
-            std::max(1e-3, std::min({static_cast<double>(rq.inner_time_limit), left, budget_left}));
+        if (const double limit =
+                std::min({static_cast<double>(rq.inner_time_limit), left, budget_left});
+            std::isfinite(limit))
+          policy.time_limit = std::max(1e-3, limit);
+      if constexpr (requires { policy.node_limit; })
+        if (rq.node_limit > 0) policy.node_limit = rq.node_limit;
       return policy.solve(limited.g, t.peak);
     };
     const auto started = clock::now();
@@ -436,26 +440,14 @@ result<std::vector<block_programs>> make_block_options(const graph& g, const blo
       failed[k].emplace_back(t.peak, t.save);
     }
   };
-  auto worker = [&] {
-    for (std::size_t i; (i = next.fetch_add(1)) < tasks.size();) {
-      run_task(tasks[i]);
-      std::lock_guard lock(mutex);
-      if (--tasks_left[ix(tasks[i].kind)] == 0) ++kinds_done;
-      ++solves_done;
-      if (rq.progress)
-        rq.progress({kinds_done, kinds, rq.elapsed(), solves_done, static_cast<int>(tasks.size())});
-    }
-  };
-  {
-    const int n_threads = std::max(
-        1, std::min<int>(
-               rq.threads > 0 ? rq.threads : static_cast<int>(std::thread::hardware_concurrency()),
-               static_cast<int>(tasks.size())));
-    std::vector<std::thread> pool;
-    for (int i = 1; i < n_threads; ++i) pool.emplace_back(worker);
-    worker();
-    for (auto& t : pool) t.join();
-  }
+  parallel_for(tasks.size(), rq.threads, [&](std::size_t i) {
+    run_task(tasks[i]);
+    std::lock_guard lock(mutex);
+    if (--tasks_left[ix(tasks[i].kind)] == 0) ++kinds_done;
+    ++solves_done;
+    if (rq.progress)
+      rq.progress({kinds_done, kinds, rq.elapsed(), solves_done, static_cast<int>(tasks.size())});
+  });
   if (dl.passed())
     return time_limit_reached("rockmate", dl, "while making the blocks' options",
                               "raise time_limit, or use a coarser grid (peak_budgets, "
@@ -470,13 +462,15 @@ result<std::vector<block_programs>> make_block_options(const graph& g, const blo
       if (auto o = make_option(b, io[ix(r)], s, release[ix(r)])) opts.push_back(std::move(*o));
     keep_pareto(opts);
     if (opts.size() == 1 && timed_out[ix(r)] > 0) {
-      char limits[96];
-      std::snprintf(limits, sizeof limits, "inner_time_limit %g s, block_time_limit %g s",
-                    rq.inner_time_limit, rq.block_time_limit);
+      char limits[160];
+      std::snprintf(limits, sizeof limits,
+                    "inner_node_limit %lld nodes, inner_time_limit %g s, block_time_limit %g s",
+                    static_cast<long long>(rq.node_limit), rq.inner_time_limit,
+                    rq.block_time_limit);
       const auto& fw = bk.cut[ix(bk.representative[ix(r)])];
       notes.push_back("block " + std::to_string(bk.representative[ix(r)] + 1) + " ('" +
                       g.compute(fw.front()).name + "' .. '" + g.compute(fw.back()).name +
-                      "') and the blocks like it: " + "its solves ran out of their time limit (" +
+                      "') and the blocks like it: " + "its solves ran out of their limits (" +
                       limits + ") before any found a plan, so it has its store-all option only");
     }
   }
