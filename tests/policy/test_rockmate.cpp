@@ -412,4 +412,35 @@ TEST_CASE(
   MESSAGE("the whole graph's relaxation was returned at ", whole_graph_used, " of ",
           rk.whole_graph_budgets, " budgets");
 }
+
+TEST_CASE(
+    "checkmate on rockmate's block graphs: a forward whose output is protected runs once, so the "
+    "MILP never plans a second run the simulator rejects") {
+  const graph g = *build_graph(encoder_decoder(2));
+  const auto bk = detail::find_block_kinds(g, cut_into_blocks(g));
+  REQUIRE(bk.ok());
+  int solved = 0, proven_infeasible = 0;
+  for (int r = 0; r < bk->kinds(); ++r) {
+    const block_graph& b = bk->of_kind(r);
+    if (b.placeholder_loss < 0) continue;
+    const bytes peak = store_all_peak(b.g);
+    for (int tenth = 0; tenth <= 9; ++tenth) {  // M_save from M_peak down: the loss's overhead
+      block_graph limited = b;
+      limited.g.compute(limited.placeholder_loss).overhead = peak * tenth / 10;
+      CAPTURE(r);
+      CAPTURE(tenth);
+      const auto s = checkmate<milp_backend>{}.solve(limited.g, peak);
+      if (s) {
+        ++solved;
+        CHECK(sim::simulate(limited.g, *s, {.budget = peak}).valid);
+      } else {
+        CHECK_MESSAGE((s.code() == status::infeasible || s.code() == status::budget_too_small),
+                      s.message());
+        ++proven_infeasible;
+      }
+    }
+  }
+  CHECK(solved > 0);
+  CHECK(proven_infeasible > 0);  // before: "sums a contribution ... twice (a bug in the model)"
+}
 #endif

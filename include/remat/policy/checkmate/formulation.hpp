@@ -96,17 +96,25 @@ struct checkmate_formulation {
     return std::ldexp(1.0, e - 1);
   }
 
-  /// Backwards and the loss run once, in their own stage.
+  /// Backwards and the loss run once, in their own stage; so does a forward with a protected
+  /// output other than a phantom (a block's output in rockmate's block graphs): that output,
+  /// never freed, is alive from the first run on, and a second run would make it again, which
+  /// the simulator rejects (the MILP used to plan such a run to get the phantom back, and the
+  /// extraction failed on it).
   static bool runs_once(const graph& g, int k) {
-    return g.compute(k).kind != compute_kind::forward;
+    if (g.compute(k).kind != compute_kind::forward) return true;
+    for (int i : g.outputs(k))
+      if (g.data(i).is_protected && g.data(i).kind != data_kind::phantom) return true;
+    return false;
   }
 
-  /// Whether the model gives forward k a fast-forward variable: not when its phantoms are all
-  /// empty and the fast-forward is no cheaper (time and overhead), since the normal run then does
-  /// the same for no more (both would only double the solutions).
+  /// Whether the model gives forward k a fast-forward variable: not when it runs once, nor when
+  /// its phantoms are all empty and the fast-forward is no cheaper (time and overhead), since
+  /// the normal run then does the same for no more (both would only double the solutions).
   [[nodiscard]] bool has_fast(const graph& g, int k) const {
     const auto& n = g.compute(k);
-    if (!fast_forward || n.kind != compute_kind::forward) return false;
+    // A forward that runs once runs normally: its phantom's life is fixed (is_fixed) from then.
+    if (!fast_forward || runs_once(g, k)) return false;
     bool empty = true;
     for (int i : g.outputs(k))
       if (g.data(i).kind == data_kind::phantom && g.data(i).size > 0) empty = false;
