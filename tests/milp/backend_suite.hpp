@@ -280,6 +280,28 @@ void time_limit_and_progress() {
   }
 }
 
+/// A relative gap: the solve is reported optimal once its bound is within the gap, and the
+/// answer is within the gap of the exact optimum (correlated knapsacks, whose bound lags).
+template <class B>
+void relative_gap_is_kept() {
+  for (std::uint32_t seed = 1; seed <= 6; ++seed) {
+    CAPTURE(seed);
+    const model m = knapsack(40, seed, true);
+    const auto exact = run<B>(m, {.time_limit = 60});
+    const auto within = run<B>(m, {.time_limit = 60, .relative_gap = 0.02});
+    REQUIRE_MESSAGE(exact.ok(), exact.message());
+    REQUIRE_MESSAGE(within.ok(), within.message());
+    REQUIRE(exact->is_optimal());
+    CHECK(within->is_optimal());
+    check_consistent(m, *within);
+    // Maximising: the objective is at most the optimum and at least 98 % of it.
+    CHECK(within->objective <= exact->objective + 1e-6);
+    CHECK(within->objective >= exact->objective * (1 - 0.02) - 1e-6);
+    if (std::isfinite(within->bound))
+      CHECK(within->bound >= exact->objective - 1e-6 * std::max(1.0, exact->objective));
+  }
+}
+
 /// A node limit stops a hard search at the same point on every run: two solves give the same
 /// answer (the same values, or both no solution), and a stop without a solution says to raise
 /// node_limit.

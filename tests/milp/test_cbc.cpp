@@ -25,6 +25,7 @@ TEST_CASE("milp::cbc: tiny binary programs against enumeration") {
 TEST_CASE("milp::cbc: time limit and progress on a hard instance") {
   t::time_limit_and_progress<cbc>();
 }
+TEST_CASE("milp::cbc: a relative gap is kept") { t::relative_gap_is_kept<cbc>(); }
 TEST_CASE("milp::cbc: a node limit stops at the same point on every run") {
   t::node_limit_is_deterministic<cbc>();
 }

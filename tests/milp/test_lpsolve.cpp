@@ -25,6 +25,7 @@ TEST_CASE("milp::lpsolve: tiny binary programs against enumeration") {
 TEST_CASE("milp::lpsolve: time limit and progress on a hard instance") {
   t::time_limit_and_progress<lpsolve>();
 }
+TEST_CASE("milp::lpsolve: a relative gap is kept") { t::relative_gap_is_kept<lpsolve>(); }
 TEST_CASE("milp::lpsolve: a node limit stops at the same point on every run") {
   t::node_limit_is_deterministic<lpsolve>();
 }
