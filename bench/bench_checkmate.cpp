@@ -17,7 +17,9 @@
 // Besides: chain_exact_threads2 (CBC with two threads), and chain_exact_spread /
 // residual_exact_spread (eight graphs of 10 ops drawn with different seeds, one after the other,
 // each at 50% or the smallest budget that has a schedule; counters mean_s, max_s, optimal) for
-// the spread of solve times at one size.
+// the spread of solve times at one size; profiles_spread (20 profiles of one encoder-decoder,
+// its times measured again: each scaled by a factor in [0.95, 1.05]) for the spread between
+// profiles of one model, without and with a relative gap of 1 %.
 //   bench/bench_checkmate --benchmark_filter='cbc.*exact'
 #include <algorithm>
 #include <chrono>
@@ -286,6 +288,78 @@ void residual_exact_spread(benchmark::State& s) {
   spread<Backend>(s, true);
 }
 
+/// An encoder-decoder of 2 + 2 layers (14 ops; every decoder layer reads the encoder's output),
+/// with round times (profile 0) or those times each scaled by a factor drawn from [0.95, 1.05]
+/// (profiles 1..: what measuring the same model again gives).
+remat::graph encoder_decoder_profile(int profile) {
+  std::mt19937_64 rng(static_cast<std::uint64_t>(4000 + profile));
+  std::uniform_real_distribution<double> noise(0.95, 1.05);
+  remat::forward_dag f{"encoder-decoder", 8 * MiB, {}};
+  auto add = [&](std::string name, std::vector<std::string> in, double ms, bytes phantom_mib,
+                 std::vector<std::string> reads) {
+    const double t = profile == 0 ? ms * 1e-3 : ms * 1e-3 * noise(rng);
+    f.ops.push_back({std::move(name), std::move(in), t, 2 * t, 32 * MiB, phantom_mib * MiB,
+                     std::move(reads), 16 * MiB, 32 * MiB});
+  };
+  add("src", {"input"}, 1, 0, {});
+  std::string enc = "src";
+  for (int i = 1; i <= 2; ++i) {
+    const std::string p = "enc" + std::to_string(i) + ".";
+    add(p + "attn", {enc}, 3, 64, {enc, "output"});
+    add(p + "mlp", {p + "attn"}, 4, 128, {p + "attn"});
+    enc = p + "mlp";
+  }
+  add("tgt", {"input"}, 1, 0, {});
+  std::string dec = "tgt";
+  for (int i = 1; i <= 2; ++i) {
+    const std::string p = "dec" + std::to_string(i) + ".";
+    add(p + "self", {dec}, 3, 64, {dec});
+    add(p + "cross", {p + "self", enc}, 3, 64, {p + "self", enc});
+    add(p + "mlp", {p + "cross"}, 4, 128, {p + "cross"});
+    dec = p + "mlp";
+  }
+  add("head", {dec}, 2, 0, {dec});
+  add("loss", {"head"}, 0.5, 64, {});
+  return remat::build_graph(f).value();
+}
+
+/// checkmate on 20 profiles of encoder_decoder_profile at 70 % of store-all, with relative_gap
+/// range(0) / 1000: the spread of solve times between profiles of one model. Counters: min_s,
+/// median_s, max_s, and worst_gap (the largest (makespan - bound) / makespan reported).
+/// Before CBC's gap was checked during the root (CBC itself checks it between nodes only), a
+/// gap of 1 % did not shorten the solves whose bound sat within it from the root on.
+template <class Backend>
+void profiles_spread(benchmark::State& state) {
+  std::vector<double> took;
+  double worst_gap = 0;
+  remat::checkmate<Backend> cm{};
+  cm.relative_gap = static_cast<double>(state.range(0)) / 1000;
+  for (auto _ : state) {
+    took.clear();
+    worst_gap = 0;
+    for (int p = 0; p < 20; ++p) {
+      const remat::graph g = encoder_decoder_profile(p);
+      const auto budget =
+          static_cast<bytes>(0.7 * static_cast<double>(remat::peak_of_store_all(g)));
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto r = cm.solve_detailed(g, budget);
+      took.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (!r) {
+        state.SkipWithError(r.message().c_str());
+        return;
+      }
+      if (r->bound)
+        worst_gap = std::max(worst_gap,
+                             (r->program.predicted_time - *r->bound) / r->program.predicted_time);
+    }
+  }
+  std::sort(took.begin(), took.end());
+  state.counters["min_s"] = took.front();
+  state.counters["median_s"] = took[took.size() / 2];
+  state.counters["max_s"] = took.back();
+  state.counters["worst_gap"] = worst_gap;
+}
+
 /// Ops per graph: 5, 10, 20, 40 (11, 21, 41, 81 compute nodes). One iteration each: a solve
 /// takes up to 60 s.
 void sizes(benchmark::internal::Benchmark* b) {
@@ -316,6 +390,12 @@ BENCHMARK(chain_exact_spread<cbc>)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(residual_exact_spread<cbc>)
+    ->Arg(10)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(profiles_spread<cbc>)
+    ->Arg(0)
     ->Arg(10)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
