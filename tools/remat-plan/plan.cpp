@@ -39,6 +39,13 @@ std::string label_of(const options& o, const P& p) {
     knobs.push_back("blocks by " + std::string(decltype(p.inner)::name));
   if constexpr (uses_milp<P>)
     knobs.push_back(o.solver + (o.relax ? ", LP relaxation + rounding" : ", exact MILP"));
+  if constexpr (requires {
+                  p.large_block_ops;
+                  p.large.relax;
+                })
+    if (p.large_block_ops > 0 && p.large.relax)
+      knobs.push_back("blocks of more than " + std::to_string(p.large_block_ops) +
+                      " forward ops by its LP relaxation");
   if constexpr (requires { p.slots; })
     knobs.push_back("slots " + std::to_string(p.slots) + (p.slots == 0 ? ", exact" : ""));
   if constexpr (requires { p.segments; })
