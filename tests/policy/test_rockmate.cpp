@@ -387,8 +387,7 @@ TEST_CASE(
   double previous = 0;
   int whole_graph_used = 0;
   for (int i = 0; i < rk.whole_graph_budgets; ++i) {
-    const bytes budget = hi - static_cast<bytes>(std::llround(static_cast<double>(hi - lo) * i /
-                                                              (rk.whole_graph_budgets - 1)));
+    const bytes budget = detail::evenly_down(hi, lo, i, rk.whole_graph_budgets);
     CAPTURE(budget);
     const auto a = rk.solve_detailed(g, budget);
     const auto r = relaxed.solve(g, budget);

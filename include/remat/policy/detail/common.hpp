@@ -124,6 +124,13 @@ inline seconds time_of(const chain& c, const std::vector<chain_op>& ops) {
   return t;
 }
 
+/// Point i of n budgets spaced evenly from hi (i = 0) down to lo (i = n - 1), rounded to bytes:
+/// rockmate's grids of block budgets and of whole-graph budgets.
+[[nodiscard]] inline bytes evenly_down(bytes hi, bytes lo, int i, int n) {
+  if (n <= 1) return hi;
+  return hi - static_cast<bytes>(std::llround(static_cast<double>(hi - lo) * i / (n - 1)));
+}
+
 /// A wall-clock deadline; infinite when the limit is not finite or not positive.
 ///
 /// The chain policies' promise (rotor, rotor_floating, periodic, revolve): a solve with a

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -299,7 +300,8 @@ inline result<block_kinds> find_block_kinds(const graph& g, std::vector<std::vec
 /// What makes the options: the grid, the time limits, the threads, the progress callback.
 struct option_request {
   int peak_budgets = 10, save_budgets = 10;
-  seconds block_time_limit = 0, inner_time_limit = 0, time_limit = 0;
+  seconds block_time_limit = std::numeric_limits<double>::infinity(),
+          inner_time_limit = std::numeric_limits<double>::infinity(), time_limit = 0;
   std::int64_t node_limit = 0;
   int threads = 0;
   int large_block_ops = 0;
@@ -370,16 +372,10 @@ result<std::vector<block_programs>> make_block_options(const graph& g, const blo
     const std::vector<int> peak_rank = coarse_to_fine(rq.peak_budgets),
                            save_rank = coarse_to_fine(saves);
     for (int i = 0; i < rq.peak_budgets; ++i) {
-      const bytes peak = hi - (rq.peak_budgets == 1
-                                   ? 0
-                                   : static_cast<bytes>(std::llround(static_cast<double>(hi - lo) *
-                                                                     i / (rq.peak_budgets - 1))));
+      const bytes peak = evenly_down(hi, lo, i, rq.peak_budgets);
       const bytes save_lo = std::min(peak, sz.input + sz.output + sz.output_gradient);
       for (int j = 0; j < saves; ++j) {
-        const bytes save =
-            peak - (saves == 1 ? 0
-                               : static_cast<bytes>(std::llround(
-                                     static_cast<double>(peak - save_lo) * j / (saves - 1))));
+        const bytes save = evenly_down(peak, save_lo, j, saves);
         if (std::any_of(tasks.begin(), tasks.end(), [&](const task& t) {
               return t.kind == r && t.peak == peak && t.save == save;
             }))

@@ -8,7 +8,6 @@
 // every plan a smaller one had. docs/rockmate.md, "Graphs that do not cut into small blocks".
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <optional>
 #include <vector>
@@ -63,10 +62,7 @@ std::vector<whole_graph_plan> plan_whole_graph(const graph& g, const P& policy, 
   std::vector<std::optional<whole_graph_plan>> found(static_cast<std::size_t>(n));
   parallel_for(found.size(), threads, [&](std::size_t i) {
     if (dl.passed()) return;
-    const bytes b =
-        hi - (n == 1 ? 0
-                     : static_cast<bytes>(std::llround(static_cast<double>(hi - lo) *
-                                                       static_cast<double>(i) / (n - 1))));
+    const bytes b = evenly_down(hi, lo, static_cast<int>(i), n);
     P p = policy;
     if constexpr (requires { p.time_limit; })
       if (dl.on()) p.time_limit = std::max(1e-3, dl.limit() - dl.elapsed());
