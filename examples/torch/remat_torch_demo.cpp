@@ -3,7 +3,7 @@
 // A ResNet-18-like convolutional network and a small GPT-like decoder, written with LibTorch's
 // C++ modules (examples/torch/models.hpp), are profiled into chains through remat::libtorch's
 // counting backend, planned by store_all, periodic, revolve, rotor and rotor_floating at budgets
-// from rotor's minimum to the store-all peak (and at 40% of it), and trained a few SGD steps by
+// from rotor's minimum to the store-all peak (and at 50% of it), and trained a few SGD steps by
 // the executor, each step beside plain LibTorch training of a copy of the same model from the same
 // weights and generator state. For each plan it prints the planned and measured peak (LibTorch's
 // own bytes), the predicted overhead (the plan's time against store-all's, from the profile) and
@@ -13,7 +13,7 @@
 //
 //   remat-torch-demo [--model resnet|gpt|both] [--steps K] [--batch B] [--width W] [--image S]
 //                    [--budgets K] [--threads N] [--trace FILE] [--json]
-// --trace FILE writes a Chrome / Perfetto trace (remat/io/trace.hpp) of rotor's plan at 40% of the
+// --trace FILE writes a Chrome / Perfetto trace (remat/io/trace.hpp) of rotor's plan at 50% of the
 // first model's store-all peak: the planned timeline and the measured one of its last step, as
 // two processes side by side (chrome://tracing or ui.perfetto.dev).
 // --threads sets LibTorch's intra-op threads: on a shared or loaded machine, 1 gives steadier
@@ -49,7 +49,7 @@ struct options {
   std::string model = "both";
   int steps = 3, batch = 8, width = 32, image = 32, budgets = 4;
   int threads = 0;    ///< LibTorch's intra-op threads (0: its default)
-  std::string trace;  ///< where to write the trace of rotor at 40% (empty: none)
+  std::string trace;  ///< where to write the trace of rotor at 50% (empty: none)
   bool json = false;
 };
 
@@ -209,7 +209,7 @@ row train(const options& o, const problem& p, const remat::chain& c, const remat
 
 double mib(remat::bytes b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
 
-/// The rows of one model; `trace`: where to write the trace of rotor at 40% (empty: none).
+/// The rows of one model; `trace`: where to write the trace of rotor at 50% (empty: none).
 std::vector<row> demo(const options& o, const problem& p, remat::chain& c,
                       const std::string& trace) {
   {
@@ -241,11 +241,11 @@ std::vector<row> demo(const options& o, const problem& p, remat::chain& c,
   add(remat::store_all{}, peak);
   std::vector<remat::bytes> budgets;
   for (int i = 0; i < o.budgets; ++i) budgets.push_back(lo + (peak - lo) * i / (o.budgets - 1));
-  budgets.push_back(remat::fraction_of_store_all(c, 0.4));  // 40% of store-all's peak
+  budgets.push_back(remat::fraction_of_store_all(c, 0.5));  // 50% of store-all's peak
   std::sort(budgets.begin(), budgets.end());
   budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
   if (!trace.empty()) {
-    const remat::bytes budget = remat::fraction_of_store_all(c, 0.4);
+    const remat::bytes budget = remat::fraction_of_store_all(c, 0.5);
     auto plan = remat::rotor{}.solve(c, budget);
     if (!plan) {
       std::fprintf(stderr, "remat-torch-demo: no trace: %s\n", plan.message().c_str());
@@ -254,8 +254,8 @@ std::vector<row> demo(const options& o, const problem& p, remat::chain& c,
       (void)train(o, p, c, *plan, "rotor", budget, store_all_time, &measured);
       const remat::sim::report planned = remat::sim::simulate(c, *plan, {.budget = budget});
       const std::vector<remat::io::trace_process> processes = {
-          remat::io::trace_of(c, *plan, planned, "planned: rotor at 40% (" + p.name + ")", budget),
-          remat::io::trace_of(c, *plan, measured, "measured: rotor at 40% (" + p.name + ")",
+          remat::io::trace_of(c, *plan, planned, "planned: rotor at 50% (" + p.name + ")", budget),
+          remat::io::trace_of(c, *plan, measured, "measured: rotor at 50% (" + p.name + ")",
                               budget)};
       auto json = remat::io::chrome_trace(processes);
       if (!json) {

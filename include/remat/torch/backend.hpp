@@ -3,8 +3,10 @@
 // kernels allocate through c10's CPU allocator, so while a backend lives a counting c10::Allocator
 // wraps it: every allocation is counted (in_use, high_water) and checked against the budget
 // (exec::out_of_budget), and uncounted when freed. One backend at a time; `uncounted` guards the
-// adapter's own snapshots. docs/executor.md, "The LibTorch backend".
+// adapter's own snapshots; a `state_window` makes parameter gradients model state as if never
+// counted. docs/executor.md, "The LibTorch backend".
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -12,6 +14,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include <ATen/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -46,22 +49,30 @@ class counting_allocator final : public c10::Allocator {
     c10::Allocator* inner = self->inner_;
     if (n == 0 || uncounted_depth() > 0) return inner->allocate(n);
     std::uint64_t generation = 0;
+    std::size_t logged_at = SIZE_MAX;
     {
       const std::lock_guard lock(self->mutex_);
       if (!self->counting_) return inner->allocate(n);
       const auto size = static_cast<bytes>(n);
-      if (size > self->budget_ - self->in_use_)
+      // In a state window the bytes that will become model state are not the budget's.
+      const bytes room = self->budget_ - self->in_use_ +
+                         std::min(self->window_credit_, unlimited_bytes - self->budget_);
+      if (size > room)
         throw exec::out_of_budget(self->activity_, size, self->in_use_, self->budget_);
       self->in_use_ += size;
       if (self->in_use_ > self->high_water_) self->high_water_ = self->in_use_;
       ++self->allocations_;
       generation = self->generation_;
+      if (self->window_open_) {  // logged in the order of the counts; its address comes below
+        logged_at = self->window_log_.size();
+        self->window_log_.push_back({nullptr, size});
+      }
     }
     c10::DataPtr d;
     try {
       d = inner->allocate(n);
     } catch (...) {
-      self->uncount(static_cast<bytes>(n), generation);
+      self->uncount(static_cast<bytes>(n), generation, logged_at);
       throw;
     }
     // The context is the data pointer itself (LibTorch's raw_allocate asks for that): the records
@@ -72,6 +83,8 @@ class counting_allocator final : public c10::Allocator {
       const std::lock_guard lock(self->mutex_);
       self->records_.insert_or_assign(
           data, record{std::move(d), static_cast<bytes>(n), generation, true});
+      if (self->window_open_ && logged_at < self->window_log_.size())
+        self->window_log_[logged_at].data = data;
     }
     return {data, data, &counting_allocator::free_counted, device};
   }
@@ -87,6 +100,59 @@ class counting_allocator final : public c10::Allocator {
     if (it->second.generation == generation_) in_use_ -= it->second.size;
     it->second.counted = false;
     return true;
+  }
+
+  /// Opens a state window: until close_window, the counted allocations and frees are logged, so
+  /// that some of them can become model state as if they had never been counted (a parameter's
+  /// gradient, made by a backward), and the budget has `credit` more bytes of room (the most
+  /// state the window can make). One window at a time.
+  void open_window(bytes credit) {
+    const std::lock_guard lock(mutex_);
+    if (window_open_)
+      throw std::logic_error(
+          "remat::libtorch: a state window is already open (windows do not nest)");
+    window_open_ = true;
+    window_credit_ = std::max<bytes>(0, credit);
+    window_in_use_ = in_use_;
+    window_high_water_ = high_water_;
+    window_log_.clear();
+  }
+  /// Closes the window; the allocations of `state` made in it and still counted leave the count
+  /// as if they had never been in it: in_use drops by their bytes and the high water is replayed
+  /// over the window's log without them. Those made before the window leave the count from now
+  /// on (the high water keeps them). Returns the bytes that left the count.
+  bytes close_window(const std::vector<const c10::DataPtr*>& state) {
+    const std::lock_guard lock(mutex_);
+    window_open_ = false;
+    window_credit_ = 0;
+    // The state's allocations: the last time each address was allocated in the window.
+    std::unordered_map<void*, std::size_t> made;  // address -> index in the log
+    bytes left = 0;
+    for (const c10::DataPtr* d : state) {
+      if (d == nullptr || d->get_deleter() != &counting_allocator::free_counted) continue;
+      const auto it = records_.find(d->get_context());
+      if (it == records_.end() || !it->second.counted || it->second.generation != generation_)
+        continue;
+      it->second.counted = false;
+      in_use_ -= it->second.size;
+      left += it->second.size;
+      for (std::size_t e = window_log_.size(); e-- > 0;)
+        if (window_log_[e].data == d->get_context() && window_log_[e].delta > 0) {
+          made.emplace(d->get_context(), e);
+          break;
+        }
+    }
+    if (made.empty()) return left;
+    bytes cur = window_in_use_, high = window_high_water_;
+    for (std::size_t e = 0; e < window_log_.size(); ++e) {
+      const auto it = made.find(window_log_[e].data);
+      if (it != made.end() && e >= it->second) continue;  // state from its allocation on
+      cur += window_log_[e].delta;
+      high = std::max(high, cur);
+    }
+    high_water_ = std::max(high, in_use_);
+    window_log_.clear();
+    return left;
   }
 
   // The backend's view (under the mutex).
@@ -108,6 +174,9 @@ class counting_allocator final : public c10::Allocator {
     ++generation_;
     budget_ = budget;
     in_use_ = high_water_ = 0;
+    window_open_ = false;
+    window_credit_ = 0;
+    window_log_.clear();
     allocations_ = 0;
     activity_ = "an allocation";
   }
@@ -129,6 +198,10 @@ class counting_allocator final : public c10::Allocator {
   std::string activity_ = "an allocation";
 
  private:
+  struct logged {  // a counted allocation (delta > 0) or free (delta < 0) in a state window
+    void* data = nullptr;
+    bytes delta = 0;
+  };
   struct record {
     c10::DataPtr inner;  // the wrapped allocator's memory, freed with the record
     bytes size = 0;
@@ -137,9 +210,11 @@ class counting_allocator final : public c10::Allocator {
   };
   counting_allocator() = default;
 
-  void uncount(bytes size, std::uint64_t generation) {
+  void uncount(bytes size, std::uint64_t generation, std::size_t logged_at) {
     const std::lock_guard lock(mutex_);
-    if (generation == generation_) in_use_ -= size;
+    if (generation != generation_) return;
+    in_use_ -= size;
+    if (window_open_ && logged_at < window_log_.size()) window_log_.push_back({nullptr, -size});
   }
   static void free_counted(void* data) {
     auto& self = instance();
@@ -153,8 +228,10 @@ class counting_allocator final : public c10::Allocator {
         // backend counting), released through raw_allocate and freed here by raw_deallocate.
         uncounted_deleter = self.inner_ != nullptr ? self.inner_->raw_deleter() : nullptr;
       } else {
-        if (it->second.counted && it->second.generation == self.generation_)
+        if (it->second.counted && it->second.generation == self.generation_) {
           self.in_use_ -= it->second.size;
+          if (self.window_open_) self.window_log_.push_back({data, -it->second.size});
+        }
         inner = std::move(it->second.inner);
         self.records_.erase(it);
       }
@@ -163,6 +240,11 @@ class counting_allocator final : public c10::Allocator {
   }
 
   std::unordered_map<void*, record> records_;
+  bool window_open_ = false;
+  bytes window_credit_ = 0;
+  bytes window_in_use_ = 0;      // in_use when the window opened
+  bytes window_high_water_ = 0;  // the high water then
+  std::vector<logged> window_log_;
   std::mutex mutex_;
   c10::Allocator* inner_ = nullptr;
   bool counting_ = false;
@@ -232,6 +314,36 @@ class backend {
   [[nodiscard]] std::string activity() const {
     return get([](auto& a) { return a.activity_; });
   }
+};
+
+/// While alive, the tensors a backward makes can become model state as if they had never been
+/// counted: the LibTorch adapter's backward makes the parameters' gradients in one, as they live
+/// from their backward to the optimizer step, beside the weights and outside the plan's budget.
+/// `credit`: the most bytes of state the window can make (the budget has that much more room
+/// while it is open; the high water is exact once it closes). One window at a time.
+class state_window {
+ public:
+  explicit state_window(bytes credit) {
+    detail::counting_allocator::instance().open_window(credit);
+  }
+  ~state_window() {
+    if (open_) detail::counting_allocator::instance().close_window({});
+  }
+  state_window(const state_window&) = delete;
+  state_window& operator=(const state_window&) = delete;
+
+  /// Closes the window: the storages of `state` made in it leave the count and the high water
+  /// as if never counted; those made before it leave the count from now on. Returns their bytes.
+  bytes close(const std::vector<at::Tensor>& state) {
+    std::vector<const c10::DataPtr*> ptrs;
+    for (const at::Tensor& t : state)
+      if (t.defined() && t.has_storage()) ptrs.push_back(&t.storage().data_ptr());
+    open_ = false;
+    return detail::counting_allocator::instance().close_window(ptrs);
+  }
+
+ private:
+  bool open_ = true;
 };
 
 /// Takes the storage of `t` out of the backend's count (a parameter's gradient, model state from

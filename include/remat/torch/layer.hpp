@@ -281,20 +281,51 @@ class layer {
     return y;
   }
 
+  /// The backward. The parameters' gradients are model state, not the op's memory: they are
+  /// made in a state_window (torch/backend.hpp). A gradient already there (zeroed by the
+  /// optimizer, or accumulated) is set aside, autograd makes the new one in place of nothing (it
+  /// takes the computed tensor, no copy), and the one set aside is added into it: old + new, the
+  /// sum AccumulateGrad forms, bit for bit, without a transient the size of the gradient counted
+  /// as the op's.
   at::Tensor run_backward(const at::Tensor& x, const context& ctx, const at::Tensor* dy) {
     if (!ctx.y.defined())
       throw std::logic_error(where() + ": backward without the context of a forward_save");
+    std::vector<at::Tensor> params = module_.ptr()->parameters(), before(params.size());
+    bytes credit = 0;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (!params[i].requires_grad()) continue;
+      credit += exec::tensor_traits<at::Tensor>::size(params[i]);
+      before[i] = std::exchange(params[i].mutable_grad(), at::Tensor());
+    }
+    state_window window(credit);
+    // Puts the set-aside gradients back into the new ones; the new ones are model state.
+    auto settle = [&] {
+      const ::torch::NoGradGuard no_grad;
+      std::vector<at::Tensor> made;
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        at::Tensor& g = params[i].mutable_grad();
+        if (!before[i].defined()) {
+          if (g.defined()) made.push_back(g);
+        } else if (!g.defined()) {
+          g = std::move(before[i]);
+        } else {
+          g.add_(before[i]);  // new + old: the bits of AccumulateGrad's old + new
+          made.push_back(g);
+          before[i] = at::Tensor();
+        }
+      }
+      window.close(made);
+    };
     if (ctx.y.requires_grad()) try {
         if (dy)
           ::torch::autograd::backward({ctx.y}, {*dy});
         else
           ::torch::autograd::backward({ctx.y});
       } catch (const c10::Error& e) {
+        settle();
         throw std::runtime_error(where() + ": its backward failed: " + e.what_without_backtrace());
       }
-    // The parameters' gradients are model state from now on (torch/backend.hpp).
-    for (const auto& p : module_.ptr()->parameters())
-      if (p.grad().defined()) exempt_from_count(p.grad());
+    settle();
     if (!ctx.x.requires_grad()) return {};  // no input gradient asked for (see input_gradient)
     at::Tensor dx = ctx.x.grad();
     ctx.x.mutable_grad() = at::Tensor();
