@@ -1,10 +1,13 @@
 // Rotor solve time over the chain length L and the number of memory slots S (target: L = 100,
 // S = 500 in under 50 ms on a 2-core machine). The chains are heterogeneous, with sizes and
 // times drawn from a fixed seed, and the budget is half of the store-all peak (rotor_floating:
-// half way from its minimum to that peak), where the DP has real choices to make.
+// half way from its minimum to that peak), where the DP has real choices to make; the
+// tolerance is infinite, so that one fill is timed. BM_rotor_default: rotor's defaults at 30%.
 //
 //   build/bench/bench_rotor --benchmark_filter='BM_rotor/100/500'
+//   build/bench/bench_rotor --benchmark_filter='BM_rotor_default/(100|400)'   (rotor's defaults)
 
+#include <cmath>
 #include <random>
 
 #include <benchmark/benchmark.h>
@@ -41,7 +44,7 @@ remat::bytes midpoint(const remat::chain& c) {
 void BM_rotor(benchmark::State& state) {
   const auto c = random_chain(static_cast<int>(state.range(0)), 42);
   const auto budget = half_peak(c);
-  const remat::rotor policy{.slots = state.range(1)};
+  const remat::rotor policy{.slots = state.range(1), .tolerance = HUGE_VAL};
   for (auto _ : state) {
     auto r = policy.solve(c, budget);
     if (!r) state.SkipWithError(r.message().c_str());
@@ -53,6 +56,31 @@ void BM_rotor(benchmark::State& state) {
 BENCHMARK(BM_rotor)
     ->ArgsProduct({{10, 50, 100, 200, 400}, {100, 500, 2000}})
     ->Unit(benchmark::kMillisecond);
+
+/// rotor as a user gets it (500 slots, 1 % tolerance: the DP with sizes rounded up and again
+/// rounded down for the bound) at 30% of the store-all peak, on chains of 100 to 1,000 stages:
+/// counters gap (the plan over its lower bound, - 1) and table_MiB (one fill's table).
+void BM_rotor_default(benchmark::State& state) {
+  const auto c = random_chain(static_cast<int>(state.range(0)), 42);
+  const auto budget = remat::fraction_of_store_all(c, 0.3);
+  const remat::rotor policy{};
+  double gap = 0;
+  for (auto _ : state) {
+    auto r = policy.solve_detailed(c, budget);
+    if (!r) {
+      state.SkipWithError(r.message().c_str());
+      break;
+    }
+    gap = r->bound ? r->program.predicted_time / *r->bound - 1 : 0;
+    benchmark::DoNotOptimize(r);
+  }
+  const double n = static_cast<double>(state.range(0));
+  state.counters["gap"] = gap;
+  state.counters["table_MiB"] = n * (n + 1) / 2 * (policy.slots + 1) * 8 / (1 << 20);
+}
+BENCHMARK(BM_rotor_default)->Arg(100)->Arg(400)->Unit(benchmark::kMillisecond);
+// 1,000 stages: a table of 1.9 GiB per fill, minutes per solve: one.
+BENCHMARK(BM_rotor_default)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 void BM_rotor_floating(benchmark::State& state) {
   const auto c = random_chain(static_cast<int>(state.range(0)), 42);

@@ -5,8 +5,9 @@
 // F_s^all, C2 checkpoints F_s^ck F_{s+1}^∅..F_{s'}^∅. The answer is C(1, N, S - a_0).
 //
 // One row of S+1 costs per (s,t), filled by columns; every move a shifted, vectorisable min over
-// a row from the first slot where its sub-problems are feasible; no argmin table (reconstruction
-// re-evaluates the candidates bitwise; ties go to C2). time_limit holds: the table's size is
+// a row from the first slot where its sub-problems are feasible (C2 only up to where it can still
+// lower the row); no argmin table (reconstruction re-evaluates the candidates bitwise; ties go
+// to C2). time_limit holds: the table's size is
 // checked first, then the clock every millisecond or so.
 //
 // The recurrences, the minimum-memory table and the decisions: docs/chain-dps.md §5, §7.
@@ -350,28 +351,37 @@ class rotor_dp {
     return v + d_.delta[ix(t)];
   }
 
+  /// C(s,t,·): the least of every move, cell by cell. Each move's cost is non-increasing in m,
+  /// so the row is at every step; a min is exact, so the order of the moves does not change the
+  /// row (reconstruct() re-evaluates the moves, C2 first). C1 goes first, and a C2 move is
+  /// evaluated only where it can be below the row: its cost at m is at least its cost with the
+  /// whole width, sum_f + C(s'+1,t,w-1) + C(s,s',w-1), so past the first m where the row is at
+  /// most that (a binary search) it cannot improve a cell (docs/chain-dps.md §5, "Pruning").
   void fill_one(int s, int t) {
     double* row = row_of(s, t);
     std::fill(row, row + w_, inf);
-    // C2 first, so that ties go to it: a strict < below never lets C1 replace an equal C2.
-    const std::int64_t mn = mnone(s, t);
-    double sum_f = 0;
-    for (int sp = s; sp < t; ++sp) {
-      sum_f += d_.uf[ix(sp)];
-      const std::int64_t a = d_.a[ix(sp)];
-      const std::int64_t from = std::max({mn, a + lo(sp + 1, t), lo(s, sp)});
-      const double* tail = row_of(sp + 1, t);  // C(s'+1, t, ·)
-      const double* head = row_of(s, sp);
-      detail::relax_row(row, from, w_,
-                        [&](std::int64_t m) { return sum_f + tail[m - a] + head[m]; });
-    }
-    // C1, an option at a time (RK-Rotor's E; rotor has one): ties keep C2, then the first option.
+    // C1, an option at a time (RK-Rotor's E; rotor has one).
     const double* next = row_of(s + 1, t);
     for (const detail::discrete_option& o : d_.options[ix(s)]) {
       const std::int64_t ab = o.abar;
       const std::int64_t from = std::max(d_.m_all(s, t, o), ab + lo(s + 1, t));
       const double ufb = o.uf + o.ub;
       detail::relax_row(row, from, w_, [&](std::int64_t m) { return ufb + next[m - ab]; });
+    }
+    // C2.
+    const std::int64_t mn = mnone(s, t);
+    double sum_f = 0;
+    for (int sp = s; sp < t; ++sp) {
+      sum_f += d_.uf[ix(sp)];
+      const std::int64_t a = d_.a[ix(sp)];
+      const std::int64_t from = std::max({mn, a + lo(sp + 1, t), lo(s, sp)});
+      if (from >= w_) continue;
+      const double* tail = row_of(sp + 1, t);  // C(s'+1, t, ·)
+      const double* head = row_of(s, sp);
+      const std::int64_t to =
+          detail::first_at_most(row, from, w_, sum_f + tail[w_ - 1 - a] + head[w_ - 1]);
+      detail::relax_row(row, from, to,
+                        [&](std::int64_t m) { return sum_f + tail[m - a] + head[m]; });
     }
     lo(s, t) = detail::first_finite(row, w_);
   }

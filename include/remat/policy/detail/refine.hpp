@@ -1,14 +1,14 @@
 #pragma once
 // The discretised solve shared by rotor, rotor_floating and rockmate's RK-Rotor: run the DP at
-// S slots with sizes rounded up (a plan that fits) and, when it plans, again with sizes rounded
-// down (a lower bound on the optimum at exact sizes). While the plan is more than `tolerance`
-// above the bound, or rounding leaves no plan although the budget is at least the exact minimum,
-// refine S (x4 each time, up to exact sizes: one slot per common divisor of the sizes, where the
-// DP is exact) while the table stays small (refinement_table_bytes where rounding leaves no
-// plan, gap_refinement_table_bytes for the gap alone). Past that, the best plan
-// found is returned with its bound; without one the budget is within rounding of the minimum,
-// and the caller's fallback (a schedule that fits the exact minimum) is returned.
-// docs/chain-dps.md, "Memory slots".
+// S slots with sizes rounded up (a plan that fits) and, when it plans more than `tolerance` above
+// the ideal time, again with sizes rounded down (a lower bound on the optimum at exact sizes).
+// While the plan is more than `tolerance` above the bound, or rounding leaves no plan although the
+// budget is at least the exact minimum, refine S (x4 each time, up to exact sizes: one slot per
+// common divisor of the sizes, where the DP is exact) while the table stays small
+// (refinement_table_bytes where rounding leaves no plan, gap_refinement_table_bytes for the gap
+// alone). Past that, the best plan found is returned with its bound; without one the budget is
+// within rounding of the minimum, and the caller's fallback (a schedule that fits the exact
+// minimum) is returned. docs/chain-dps.md, "Memory slots".
 
 #include <algorithm>
 #include <concepts>
@@ -175,6 +175,20 @@ result<solution<chain_dp_details>> solve_discretized(const discretized_request& 
       out.plan = dp.reconstruct();
     return out;
   };
+  // Every schedule runs each stage's backward once, after a forward_save with the same option:
+  // the least sum of the two, over the stages, bounds every makespan from below (rotor: the
+  // ideal time).
+  const double ideal = [&] {
+    const discrete_chain d = discretize(c, budget, first, r.costs);
+    double sum = 0;
+    for (int k = 1; k <= d.n; ++k) {
+      double least = std::numeric_limits<double>::infinity();
+      for (const discrete_option& o : d.options[static_cast<std::size_t>(k)])
+        least = std::min(least, o.uf + o.ub);
+      sum += least;
+    }
+    return sum;
+  }();
   std::optional<decisions> best;  // the fastest plan found, at best_slots
   std::int64_t best_slots = 0;
   double lower = 0;  // the best lower bound found
@@ -201,6 +215,12 @@ result<solution<chain_dp_details>> solve_discretized(const discretized_request& 
       return done(target.finish(std::move(*best)), {method::dp, exact_at, true});
     }
     if (best) {
+      // Within the tolerance of the ideal time (always, with an infinite tolerance), the bound
+      // of the DP with sizes rounded down is not needed: it would cost a second fill.
+      if (best->time <= ideal * (1 + r.tolerance)) {
+        lower = std::max(lower, ideal);
+        return best_plan();
+      }
       const std::optional<fill_result> down = run(s, rounding::down);
       if (!down) return best_plan();
       if (down->value < std::numeric_limits<double>::infinity())

@@ -19,6 +19,21 @@ inline void relax_row(double* row, std::int64_t from, std::int64_t w, F&& value)
   }
 }
 
+/// In a non-increasing row, the smallest m in [from, w) with row[m] <= bound, or w if none (a
+/// binary search): past it, a move whose cost is at least `bound` improves no cell.
+inline std::int64_t first_at_most(const double* row, std::int64_t from, std::int64_t w,
+                                  double bound) {
+  std::int64_t lo = from, hi = w;  // the answer is in [lo, hi]
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (row[mid] <= bound)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
 /// The smallest m with a finite cost, or w if none.
 inline std::int64_t first_finite(const double* row, std::int64_t w) {
   for (std::int64_t m = 0; m < w; ++m)
