@@ -76,7 +76,8 @@ void BM_rotor_default(benchmark::State& state) {
   }
   const double n = static_cast<double>(state.range(0));
   state.counters["gap"] = gap;
-  state.counters["table_MiB"] = n * (n + 1) / 2 * (policy.slots + 1) * 8 / (1 << 20);
+  state.counters["table_MiB"] =
+      n * (n + 1) / 2 * static_cast<double>(policy.slots + 1) * 8 / (1 << 20);
 }
 BENCHMARK(BM_rotor_default)->Arg(100)->Arg(400)->Unit(benchmark::kMillisecond);
 // 1,000 stages: a table of 1.9 GiB per fill, minutes per solve: one.
