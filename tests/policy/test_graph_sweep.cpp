@@ -35,11 +35,6 @@ graph shipped(const std::string& file) {
   return std::move(*g);
 }
 
-bytes store_all_peak(const graph& g) {
-  const schedule s{store_all_program(g), g.ideal_time(), 0};
-  return sim::simulate(g, s).peak;
-}
-
 /// The policy as the catalogue makes it, bounded in time so that a regression fails instead of
 /// hanging (no solve here comes near the bound); checkmate told to find its exact minimum, where
 /// the sweep starts. `one_block`: the graphs may have no cut point, which rockmate hands whole to
@@ -66,7 +61,7 @@ double slack_of(const P& p) {
 /// of budgets it planned.
 template <class P>
 int sweep_graph(const P& p, const graph& g, int points) {
-  const bytes top = store_all_peak(g);
+  const bytes top = peak_of_store_all(g);
   const auto below = p.solve(g, 0);
   REQUIRE_FALSE(below.ok());
   REQUIRE(below.code() == status::budget_too_small);
