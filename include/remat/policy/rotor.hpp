@@ -4,15 +4,17 @@
 // B_t..B_s from F_s with the input of s and delta_t stored and m slots besides the input; C1 runs
 // F_s^all, C2 checkpoints F_s^ck F_{s+1}^∅..F_{s'}^∅. The answer is C(1, N, S - a_0).
 //
-// One row of S+1 costs per (s,t), filled by columns; every move a shifted, vectorisable min over
-// a row from the first slot where its sub-problems are feasible (C2 only up to where it can still
-// lower the row); no argmin table (reconstruction re-evaluates the candidates bitwise; ties go
-// to C2). time_limit holds: the table's size is
-// checked first, then the clock every millisecond or so.
+// One row of S+1 costs per (s,t), filled by tiles of pairs (blocks of s by blocks of t, by their
+// distance from the diagonal: the rows a tile reads stay in cache); every move a shifted,
+// vectorisable min over a row from the first slot where its sub-problems are feasible (C2 only
+// up to where it can still lower the row); no argmin table (reconstruction re-evaluates the
+// candidates bitwise; ties go to C2). time_limit holds: the table's size is checked first, then
+// the clock every millisecond or so.
 //
 // The recurrences, the minimum-memory table and the decisions: docs/chain-dps.md §5, §7.
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -224,7 +226,10 @@ class rotor_dp {
  public:
   static constexpr double inf = detail::infinite_cost;
 
-  explicit rotor_dp(const detail::discrete_chain& d) : d_(d), n_(d.n), w_(d.dp_budget + 1) {
+  /// tile: the stages per block of the fill's order (0: chosen from the row width; any value
+  /// gives the same table, cell for cell).
+  explicit rotor_dp(const detail::discrete_chain& d, int tile = 0)
+      : d_(d), n_(d.n), w_(d.dp_budget + 1), tile_(tile > 0 ? tile : default_tile(w_)) {
     off_.assign(static_cast<std::size_t>(n_ + 2), 0);
     std::size_t cur = 0;
     for (int s = 1; s <= n_; ++s) {
@@ -235,6 +240,20 @@ class rotor_dp {
     // costs nothing up front (the time limit is checked as the rows are filled).
     cost_.reset(new double[cur * static_cast<std::size_t>(w_)]);
     lo_.assign(cur, w_);
+    // Per pair: the forward run's time sum u_F(s..t), summed s first as the moves do, and the
+    // largest F^none need max_h M_F∅(s,t,h) without delta_t.
+    run_f_.resize(cur);
+    run_none_.resize(cur);
+    for (int s = 1; s <= n_; ++s) {
+      double f = 0;
+      std::int64_t none = 0;
+      for (int t = s; t <= n_; ++t) {
+        f += d_.uf[ix(t)];
+        none = std::max(none, d_.f_none(s, t));
+        run_f_[pair(s, t)] = f;
+        run_none_[pair(s, t)] = none;
+      }
+    }
   }
 
   /// Fills the table; false if the deadline passed first.
@@ -250,25 +269,29 @@ class rotor_dp {
       lo(s, s) = detail::first_finite(row, w_);
     }
     detail::deadline_poll poll(dl);
-    // Order: t ascending, s descending. C(s,t) reads C(s'+1,t) for s' >= s (this column, just
-    // computed: still in cache) and C(s,s') for s' < t (the rows of s, contiguous in memory),
-    // so every move streams through memory instead of striding across a table far larger
-    // than the cache. The work of column t is sum over s < t of (t - s) moves.
+    // Order: tiles of tile_ x tile_ pairs (blocks of s and of t), by their distance from the
+    // diagonal. A move of C(s,t) reads C(s,s') and C(s'+1,t); for s' in a block strictly
+    // between those of s and t both lie in tiles of a smaller distance, done: a tile relaxes
+    // those moves block of s' by block of s', every row read tile_ times while it is in cache
+    // (as a blocked min-plus product), instead of once per pair streamed from a table far
+    // larger than the cache. Then the moves within the tile's own blocks, t ascending and s
+    // descending, as the plain order. A min is exact and order-free, and the pruning only skips
+    // cells a move cannot lower, so the table does not depend on the tile.
+    const int blocks = (n_ + tile_ - 1) / tile_;
     double total = 0;
     for (int t = 2; t <= n_; ++t) total += static_cast<double>(t) * (t - 1) / 2.0;
     double done = 0;
-    for (int t = 2; t <= n_; ++t) {
-      for (int s = t - 1; s >= 1; --s) {
-        fill_one(s, t);
-        if (poll.passed((t - s + 1) * w_)) return false;
+    for (int dist = 0; dist < blocks; ++dist)
+      for (int i = 0; i + dist < blocks; ++i) {
+        if (!fill_tile(i, i + dist, poll, done)) return false;
+        if (report) report(done / total);
       }
-      done += static_cast<double>(t) * (t - 1) / 2.0;
-      if (report) report(done / total);
-    }
     return true;
   }
 
   [[nodiscard]] double value() const { return row_of(1, n_)[w_ - 1]; }
+  /// C(s, t, m) after fill(): the least time of stages s..t with m slots besides their input.
+  [[nodiscard]] double cost(int s, int t, std::int64_t m) const { return row_of(s, t)[m]; }
 
   /// value() < infinity exactly when the min-memory recurrence on the same sizes fits (past the
   /// deadline: unknown, and the fill reports the time limit).
@@ -351,47 +374,80 @@ class rotor_dp {
     return v + d_.delta[ix(t)];
   }
 
-  /// C(s,t,·): the least of every move, cell by cell. Each move's cost is non-increasing in m,
-  /// so the row is at every step; a min is exact, so the order of the moves does not change the
-  /// row (reconstruct() re-evaluates the moves, C2 first). C1 goes first, and a C2 move is
-  /// evaluated only where it can be below the row: its cost at m is at least its cost with the
-  /// whole width, sum_f + C(s'+1,t,w-1) + C(s,s',w-1), so past the first m where the row is at
-  /// most that (a binary search) it cannot improve a cell (docs/chain-dps.md §5, "Pruning").
-  void fill_one(int s, int t) {
-    double* row = row_of(s, t);
-    std::fill(row, row + w_, inf);
-    // C1, an option at a time (RK-Rotor's E; rotor has one).
-    const double* next = row_of(s + 1, t);
-    for (const detail::discrete_option& o : d_.options[ix(s)]) {
-      const std::int64_t ab = o.abar;
-      const std::int64_t from = std::max(d_.m_all(s, t, o), ab + lo(s + 1, t));
-      const double ufb = o.uf + o.ub;
-      detail::relax_row(row, from, w_, [&](std::int64_t m) { return ufb + next[m - ab]; });
+  /// The tile's stages per block: three tiles' rows (the pairs being filled, the rows C(s,s')
+  /// and C(s'+1,t) of one block of s') in about 4 MiB (measured at 400 stages and 500 slots:
+  /// blocks of 4, 8, 16 and 32 stages fill in 2.95, 2.52, 2.29 and 2.29 s, 4.2 s unblocked).
+  static int default_tile(std::int64_t w) {
+    const double rows = (4 << 20) / 3.0 / (static_cast<double>(w) * sizeof(double));
+    return static_cast<int>(std::clamp(std::sqrt(rows), 4.0, 64.0));
+  }
+  [[nodiscard]] int first_of(int block) const { return block * tile_ + 1; }
+  [[nodiscard]] int last_of(int block) const { return std::min((block + 1) * tile_, n_); }
+
+  /// The C2 move s' of C(s,t,·) (F_s^ck F_{s+1}^none .. F_{s'}^none, then C(s'+1,t) and
+  /// C(s,s')): relaxed only where it can lower the row. Its cost at m is at least its cost with
+  /// the whole width, sum_f + C(s'+1,t,w-1-a) + C(s,s',w-1), so past the first m where the row
+  /// is at most that (a binary search) it cannot improve a cell (docs/chain-dps.md §5,
+  /// "Pruning"); the row only falls, so this holds whenever the move is relaxed.
+  void relax_c2(double* row, int s, int t, int sp) {
+    const std::int64_t a = d_.a[ix(sp)];
+    const std::int64_t from =
+        std::max({run_none_[pair(s, t)] + d_.delta[ix(t)], a + lo(sp + 1, t), lo(s, sp)});
+    if (from >= w_) return;
+    const double sum_f = run_f_[pair(s, sp)];
+    const double* tail = row_of(sp + 1, t);  // C(s'+1, t, ·)
+    const double* head = row_of(s, sp);
+    const std::int64_t to =
+        detail::first_at_most(row, from, w_, sum_f + tail[w_ - 1 - a] + head[w_ - 1]);
+    detail::relax_row(row, from, to, [&](std::int64_t m) { return sum_f + tail[m - a] + head[m]; });
+  }
+
+  /// Fills the pairs s < t of the tile (blocks i <= j of s and t) and adds its moves to work;
+  /// false if the deadline passed first (checked after each block of moves).
+  bool fill_tile(int i, int j, detail::deadline_poll& poll, double& work) {
+    const int s0 = first_of(i), s1 = last_of(i), t0 = first_of(j), t1 = last_of(j);
+    for (int s = s0; s <= s1; ++s)
+      for (int t = std::max(t0, s + 1); t <= t1; ++t) {
+        double* row = row_of(s, t);
+        std::fill(row, row + w_, inf);
+        work += t - s;
+      }
+    // The moves whose s' lies in a block strictly between i and j.
+    for (int k = i + 1; k < j; ++k) {
+      for (int s = s0; s <= s1; ++s)
+        for (int sp = first_of(k); sp <= last_of(k); ++sp)
+          for (int t = t0; t <= t1; ++t) relax_c2(row_of(s, t), s, t, sp);
+      if (poll.passed(std::int64_t{tile_} * tile_ * tile_ * w_)) return false;
     }
-    // C2.
-    const std::int64_t mn = mnone(s, t);
-    double sum_f = 0;
-    for (int sp = s; sp < t; ++sp) {
-      sum_f += d_.uf[ix(sp)];
-      const std::int64_t a = d_.a[ix(sp)];
-      const std::int64_t from = std::max({mn, a + lo(sp + 1, t), lo(s, sp)});
-      if (from >= w_) continue;
-      const double* tail = row_of(sp + 1, t);  // C(s'+1, t, ·)
-      const double* head = row_of(s, sp);
-      const std::int64_t to =
-          detail::first_at_most(row, from, w_, sum_f + tail[w_ - 1 - a] + head[w_ - 1]);
-      detail::relax_row(row, from, to,
-                        [&](std::int64_t m) { return sum_f + tail[m - a] + head[m]; });
-    }
-    lo(s, t) = detail::first_finite(row, w_);
+    // The rest, t ascending and s descending: C1 (an option at a time: RK-Rotor's E; rotor has
+    // one), then s' in the block of s and in the block of t (below t).
+    for (int t = std::max(t0, s0 + 1); t <= t1; ++t)
+      for (int s = std::min(s1, t - 1); s >= s0; --s) {
+        double* row = row_of(s, t);
+        const double* next = row_of(s + 1, t);
+        for (const detail::discrete_option& o : d_.options[ix(s)]) {
+          const std::int64_t ab = o.abar;
+          const std::int64_t from = std::max(d_.m_all(s, t, o), ab + lo(s + 1, t));
+          const double ufb = o.uf + o.ub;
+          detail::relax_row(row, from, w_, [&](std::int64_t m) { return ufb + next[m - ab]; });
+        }
+        for (int sp = s; sp <= std::min(s1, t - 1); ++sp) relax_c2(row, s, t, sp);
+        if (j > i)
+          for (int sp = t0; sp < t; ++sp) relax_c2(row, s, t, sp);
+        lo(s, t) = detail::first_finite(row, w_);
+      }
+    return !poll.passed(std::int64_t{tile_} * tile_ * 2 * tile_ * w_);
   }
 
   const detail::discrete_chain& d_;
   int n_;
   std::int64_t w_;
+  int tile_;
   std::vector<std::size_t> off_;
   std::unique_ptr<double[]> cost_;
   std::vector<std::int64_t> lo_;
+  std::vector<double> run_f_;           ///< per pair: sum of u_F over s..t
+  std::vector<std::int64_t> run_none_;  ///< per pair: max of f_none(s,h) over h in s..t
 };
 
 }  // namespace detail
