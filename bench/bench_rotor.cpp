@@ -2,10 +2,11 @@
 // S = 500 in under 50 ms on a 2-core machine). The chains are heterogeneous, with sizes and
 // times drawn from a fixed seed, and the budget is half of the store-all peak (rotor_floating:
 // half way from its minimum to that peak), where the DP has real choices to make; the
-// tolerance is infinite, so that one fill is timed. BM_rotor_default: rotor's defaults at 30%.
+// tolerance is infinite, so that one fill is timed, on one thread. BM_rotor_default: rotor's
+// defaults at 30%, on one thread and on every core (threads 0, the default).
 //
 //   build/bench/bench_rotor --benchmark_filter='BM_rotor/100/500'
-//   build/bench/bench_rotor --benchmark_filter='BM_rotor_default/(100|400)'   (rotor's defaults)
+//   build/bench/bench_rotor --benchmark_filter='BM_rotor_default/(100|400)/'   (rotor's defaults)
 
 #include <cmath>
 #include <random>
@@ -44,7 +45,7 @@ remat::bytes midpoint(const remat::chain& c) {
 void BM_rotor(benchmark::State& state) {
   const auto c = random_chain(static_cast<int>(state.range(0)), 42);
   const auto budget = half_peak(c);
-  const remat::rotor policy{.slots = state.range(1), .tolerance = HUGE_VAL};
+  const remat::rotor policy{.slots = state.range(1), .tolerance = HUGE_VAL, .threads = 1};
   for (auto _ : state) {
     auto r = policy.solve(c, budget);
     if (!r) state.SkipWithError(r.message().c_str());
@@ -58,12 +59,13 @@ BENCHMARK(BM_rotor)
     ->Unit(benchmark::kMillisecond);
 
 /// rotor as a user gets it (500 slots, 1 % tolerance: the DP with sizes rounded up and again
-/// rounded down for the bound) at 30% of the store-all peak, on chains of 100 to 1,000 stages:
-/// counters gap (the plan over its lower bound, - 1) and table_MiB (one fill's table).
+/// rounded down for the bound) at 30% of the store-all peak, on chains of 100 to 1,000 stages,
+/// with `threads` (the second argument; 0: every core, the default): counters gap (the plan
+/// over its lower bound, - 1) and table_MiB (one fill's table).
 void BM_rotor_default(benchmark::State& state) {
   const auto c = random_chain(static_cast<int>(state.range(0)), 42);
   const auto budget = remat::fraction_of_store_all(c, 0.3);
-  const remat::rotor policy{};
+  const remat::rotor policy{.threads = static_cast<int>(state.range(1))};
   double gap = 0;
   for (auto _ : state) {
     auto r = policy.solve_detailed(c, budget);
@@ -79,9 +81,9 @@ void BM_rotor_default(benchmark::State& state) {
   state.counters["table_MiB"] =
       n * (n + 1) / 2 * static_cast<double>(policy.slots + 1) * 8 / (1 << 20);
 }
-BENCHMARK(BM_rotor_default)->Arg(100)->Arg(400)->Unit(benchmark::kMillisecond);
-// 1,000 stages: a table of 1.9 GiB per fill, minutes per solve: one.
-BENCHMARK(BM_rotor_default)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_rotor_default)->ArgsProduct({{100, 400}, {1, 0}})->Unit(benchmark::kMillisecond);
+// 1,000 stages: a table of 1.9 GiB per fill, a minute per solve: one.
+BENCHMARK(BM_rotor_default)->Args({1000, 0})->Iterations(1)->Unit(benchmark::kMillisecond);
 
 void BM_rotor_floating(benchmark::State& state) {
   const auto c = random_chain(static_cast<int>(state.range(0)), 42);

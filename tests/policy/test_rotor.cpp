@@ -1,5 +1,6 @@
 #include <bit>
 #include <cstdint>
+#include <utility>
 
 #include <doctest/doctest.h>
 
@@ -220,9 +221,10 @@ TEST_CASE(
   CHECK(worst_unbounded > 0.05);  // the instances do catch the rounding
 }
 
-TEST_CASE("rotor's table is the same, cell for cell, whatever the tiles of its fill") {
-  // The fill relaxes the moves tile by tile (blocks of stages); a min of doubles is exact and
-  // the pruning only skips cells a move cannot lower, so every order gives the same table.
+TEST_CASE("rotor's table is the same, cell for cell, whatever the tiles of its fill and threads") {
+  // The fill relaxes the moves tile by tile (blocks of stages), the tiles of one distance from
+  // the diagonal on several threads; a min of doubles is exact and the pruning only skips cells
+  // a move cannot lower, so every order gives the same table.
   testing::chain_generator g(4711);
   for (int trial = 0; trial < 12; ++trial) {
     const chain c = g({.min_length = 20, .max_length = 45});
@@ -235,8 +237,10 @@ TEST_CASE("rotor's table is the same, cell for cell, whatever the tiles of its f
     const detail::deadline dl(0);
     detail::rotor_dp reference(d, c.length());  // one tile: the plain order, t up, s down
     REQUIRE(reference.fill(dl, {}));
-    for (int tile : {1, 2, 3, 7, 0}) {
-      detail::rotor_dp dp(d, tile);
+    for (const auto& [tile, threads] : {std::pair{1, 1}, {2, 1}, {3, 2}, {7, 3}, {0, 1}, {0, 2}}) {
+      CAPTURE(tile);
+      CAPTURE(threads);
+      detail::rotor_dp dp(d, tile, threads);
       REQUIRE(dp.fill(dl, {}));
       bool same = true;
       for (int s = 1; s <= c.length() && same; ++s)
@@ -244,7 +248,7 @@ TEST_CASE("rotor's table is the same, cell for cell, whatever the tiles of its f
           for (std::int64_t m = 0; m <= d.dp_budget && same; ++m)
             same = std::bit_cast<std::uint64_t>(dp.cost(s, t, m)) ==
                    std::bit_cast<std::uint64_t>(reference.cost(s, t, m));
-      CHECK_MESSAGE(same, "tile " << tile);
+      CHECK(same);
       CHECK(dp.reconstruct().ops == reference.reconstruct().ops);
     }
   }

@@ -14,6 +14,7 @@
 // The recurrences, the minimum-memory table and the decisions: docs/chain-dps.md §5, §7.
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +29,7 @@
 
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
+#include <remat/policy/detail/parallel_for.hpp>
 #include <remat/policy/detail/refine.hpp>
 #include <remat/policy/detail/rows.hpp>
 
@@ -198,6 +200,9 @@ struct rotor {
   seconds time_limit = std::numeric_limits<double>::infinity();
   /// Called with the fraction of the table done (0..1) as the solve goes on.
   std::function<void(double)> progress = {};
+  /// Threads that fill the table (0: the hardware's; 1: the calling thread alone). The table,
+  /// hence the plan, is the same on any number (docs/chain-dps.md §5, "Order of the fill").
+  int threads = 0;
   /// The DP table may not grow past this; when the budget is feasible only at a finer
   /// discretisation than S, S is raised up to this limit.
   std::int64_t max_table_bytes = std::int64_t{2} << 30;
@@ -226,10 +231,15 @@ class rotor_dp {
  public:
   static constexpr double inf = detail::infinite_cost;
 
-  /// tile: the stages per block of the fill's order (0: chosen from the row width; any value
-  /// gives the same table, cell for cell).
-  explicit rotor_dp(const detail::discrete_chain& d, int tile = 0)
-      : d_(d), n_(d.n), w_(d.dp_budget + 1), tile_(tile > 0 ? tile : default_tile(w_)) {
+  /// tile: the stages per block of the fill's order (0: chosen from the row width); threads:
+  /// the tiles filled at once (0: the hardware's). Any values give the same table, cell for
+  /// cell.
+  explicit rotor_dp(const detail::discrete_chain& d, int tile = 0, int threads = 1)
+      : d_(d),
+        n_(d.n),
+        w_(d.dp_budget + 1),
+        tile_(tile > 0 ? tile : default_tile(w_)),
+        threads_(threads) {
     off_.assign(static_cast<std::size_t>(n_ + 2), 0);
     std::size_t cur = 0;
     for (int s = 1; s <= n_; ++s) {
@@ -268,7 +278,6 @@ class rotor_dp {
       }
       lo(s, s) = detail::first_finite(row, w_);
     }
-    detail::deadline_poll poll(dl);
     // Order: tiles of tile_ x tile_ pairs (blocks of s and of t), by their distance from the
     // diagonal. A move of C(s,t) reads C(s,s') and C(s'+1,t); for s' in a block strictly
     // between those of s and t both lie in tiles of a smaller distance, done: a tile relaxes
@@ -276,16 +285,29 @@ class rotor_dp {
     // (as a blocked min-plus product), instead of once per pair streamed from a table far
     // larger than the cache. Then the moves within the tile's own blocks, t ascending and s
     // descending, as the plain order. A min is exact and order-free, and the pruning only skips
-    // cells a move cannot lower, so the table does not depend on the tile.
+    // cells a move cannot lower, so the table does not depend on the tile. The tiles of one
+    // distance read only tiles nearer the diagonal and write only their own pairs: they are
+    // filled on threads_ threads at once.
     const int blocks = (n_ + tile_ - 1) / tile_;
     double total = 0;
     for (int t = 2; t <= n_; ++t) total += static_cast<double>(t) * (t - 1) / 2.0;
     double done = 0;
-    for (int dist = 0; dist < blocks; ++dist)
-      for (int i = 0; i + dist < blocks; ++i) {
-        if (!fill_tile(i, i + dist, poll, done)) return false;
-        if (report) report(done / total);
-      }
+    std::vector<double> work(static_cast<std::size_t>(blocks));
+    for (int dist = 0; dist < blocks; ++dist) {
+      const auto count = static_cast<std::size_t>(blocks - dist);
+      std::fill(work.begin(), work.end(), 0.0);
+      std::atomic<bool> late{false};
+      detail::parallel_for(count, threads_, [&](std::size_t i) {
+        if (late.load(std::memory_order_relaxed)) return;
+        // One per tile (the threads share none): the clock is read after each block of moves.
+        detail::deadline_poll poll(dl, std::int64_t{tile_} * tile_ * tile_ * w_);
+        const int b = static_cast<int>(i);
+        if (!fill_tile(b, b + dist, poll, work[i])) late.store(true, std::memory_order_relaxed);
+      });
+      if (late.load()) return false;
+      for (std::size_t i = 0; i < count; ++i) done += work[i];
+      if (report) report(done / total);
+    }
     return true;
   }
 
@@ -443,6 +465,7 @@ class rotor_dp {
   int n_;
   std::int64_t w_;
   int tile_;
+  int threads_;
   std::vector<std::size_t> off_;
   std::unique_ptr<double[]> cost_;
   std::vector<std::int64_t> lo_;
@@ -467,6 +490,7 @@ inline result<solution<chain_dp_details>> rotor::solve_detailed(const chain& c,
          .slots = slots,
          .max_table_bytes = max_table_bytes,
          .tolerance = tolerance,
+         .threads = threads,
          .limit = &dl,
          .progress = progress,
          // The minimum-memory table is O(N^2) too: it counts as 2.5 slots a pair.

@@ -63,6 +63,9 @@ struct discretized_request {
   /// The plan may be this much (relative) above the lower bound before the slots are refined.
   double tolerance = 0.01;
   cost_sets costs = cost_sets::own;
+  /// The threads a table may be filled on (0: the hardware's), for a Dp built from
+  /// (discrete_chain, tile, threads) (rotor_dp); the others fill on one.
+  int threads = 1;
   const deadline* limit = nullptr;
   std::function<void(double)> progress;
   /// The table's size in doubles for a chain of n stages and rows of w slots.
@@ -168,7 +171,12 @@ result<solution<chain_dp_details>> solve_discretized(const discretized_request& 
     fill_result out;
     if (d.dp_budget < 0 || !Dp::feasible(d, dl))
       return dl.passed() ? std::nullopt : std::optional(out);
-    Dp dp(d);
+    Dp dp = [&] {
+      if constexpr (std::constructible_from<Dp, const discrete_chain&, int, int>)
+        return Dp(d, 0, r.threads);
+      else
+        return Dp(d);
+    }();
     if (!dp.fill(dl, report)) return std::nullopt;
     out.value = dp.value();
     if (way == rounding::up && out.value < std::numeric_limits<double>::infinity())
