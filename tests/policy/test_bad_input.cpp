@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <remat/policy/rockmate.hpp>
 #include <remat/remat.hpp>
 
 using namespace remat;
@@ -180,6 +181,17 @@ TEST_CASE("bad input: revolve snapshots below 0") {
     CHECK(revolve{.snapshots = s}.solve(c, 1 << 20).ok());
   }
   CHECK(revolve{}.solve(c, 1 << 20).ok());  // the best count
+}
+
+TEST_CASE("bad input: a negative thread count is an error naming it") {
+  const chain c = good_chain();
+  for (const int k : {-1, -1000, std::numeric_limits<int>::min()}) {
+    INFO("threads = ", k);
+    expect_invalid(rotor{.threads = k}.solve(c, 1 << 20), {"threads", std::to_string(k)});
+    expect_invalid(rockmate<store_all>{.threads = k}.solve(c, 1 << 20),
+                   {"threads", std::to_string(k)});
+  }
+  for (const int k : {0, 1, 3}) CHECK(rotor{.threads = k}.solve(c, 1 << 20).ok());
 }
 
 TEST_CASE_TEMPLATE("bad input: absurd slot counts give a clear error, not a huge table", P, rotor,

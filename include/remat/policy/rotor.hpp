@@ -479,6 +479,11 @@ inline result<solution<chain_dp_details>> rotor::solve_detailed(const chain& c,
                                                                 bytes budget) const {
   return detail::timed([&]() -> result<solution<chain_dp_details>> {
     if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
+    if (threads < 0)
+      return error{status::invalid_problem,
+                   "rotor: threads is " + std::to_string(threads) +
+                       "; give 0 (every core) or a number of threads",
+                   {}};
     const detail::deadline dl(time_limit);
     std::optional<detail::rotor_min_memory> exact;  // of exact sizes, once computed
     // A budget within rounding of the minimum that no affordable discretisation can plan gets
