@@ -1098,7 +1098,7 @@ TEST_CASE("remat-plan --policy rockmate: graphs and chains, its blocks in --json
            {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--threads", "-1"},
             "--threads"},
            {{"--chain", file, "--budget", "1GiB", "--policy", "revolve", "--threads", "2"},
-            "--threads applies to "}}) {
+            "--threads applies to rotor, checkmate and rockmate only"}}) {
     const std::string& reason = uc.second;
     CAPTURE(reason);
     const outcome u = run_plan(uc.first);

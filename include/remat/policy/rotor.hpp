@@ -390,10 +390,9 @@ class rotor_dp {
     return cost_.get() + pair(s, t) * static_cast<std::size_t>(w_);
   }
   std::int64_t& lo(int s, int t) { return lo_[pair(s, t)]; }
+  /// m_∅(s,t): the most an F^none of the run s..t needs, delta_t included.
   [[nodiscard]] std::int64_t mnone(int s, int t) const {
-    std::int64_t v = 0;
-    for (int h = s; h <= t; ++h) v = std::max(v, d_.f_none(s, h));
-    return v + d_.delta[ix(t)];
+    return run_none_[pair(s, t)] + d_.delta[ix(t)];
   }
 
   /// The tile's stages per block: three tiles' rows (the pairs being filled, the rows C(s,s')
@@ -413,8 +412,7 @@ class rotor_dp {
   /// "Pruning"); the row only falls, so this holds whenever the move is relaxed.
   void relax_c2(double* row, int s, int t, int sp) {
     const std::int64_t a = d_.a[ix(sp)];
-    const std::int64_t from =
-        std::max({run_none_[pair(s, t)] + d_.delta[ix(t)], a + lo(sp + 1, t), lo(s, sp)});
+    const std::int64_t from = std::max({mnone(s, t), a + lo(sp + 1, t), lo(s, sp)});
     if (from >= w_) return;
     const double sum_f = run_f_[pair(s, sp)];
     const double* tail = row_of(sp + 1, t);  // C(s'+1, t, ·)
@@ -479,11 +477,7 @@ inline result<solution<chain_dp_details>> rotor::solve_detailed(const chain& c,
                                                                 bytes budget) const {
   return detail::timed([&]() -> result<solution<chain_dp_details>> {
     if (auto ok = detail::check_request(c, budget); !ok) return ok.err();
-    if (threads < 0)
-      return error{status::invalid_problem,
-                   "rotor: threads is " + std::to_string(threads) +
-                       "; give 0 (every core) or a number of threads",
-                   {}};
+    if (auto ok = detail::check_threads(name, threads); !ok) return ok.err();
     const detail::deadline dl(time_limit);
     std::optional<detail::rotor_min_memory> exact;  // of exact sizes, once computed
     // A budget within rounding of the minimum that no affordable discretisation can plan gets

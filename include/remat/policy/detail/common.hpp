@@ -37,6 +37,15 @@ inline result<void> check_request(const chain& c, bytes budget) {
   return {};
 }
 
+/// A policy's `threads` knob: 0 (every core) or a count; a negative one is refused.
+inline result<void> check_threads(std::string_view policy, int threads) {
+  if (threads >= 0) return {};
+  return error{status::invalid_problem,
+               std::string(policy) + ": threads is " + std::to_string(threads) +
+                   "; give 0 (every core) or a number of threads",
+               {}};
+}
+
 inline error budget_too_small(std::string_view policy, const chain& c, bytes budget, bytes minimum,
                               std::string_view what = {}) {
   std::string msg = std::string(policy) + ": the budget of " + format_bytes(budget) +
