@@ -20,13 +20,13 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include <remat/policy/detail/big_array.hpp>
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/detail/parallel_for.hpp>
@@ -58,10 +58,10 @@ class rotor_min_memory {
     }
     // Not initialised: every cell is written before it is read, and a table of a gigabyte
     // (10,000 stages) would take seconds to clear before the deadline is first checked.
-    lo_.reset(new std::int64_t[cur]);
-    time_.reset(new double[cur]);
-    split_.reset(new int[cur]);
-    option_.reset(new int[cur]);
+    lo_.reset(cur);
+    time_.reset(cur);
+    split_.reset(cur);
+    option_.reset(cur);
     // Column t, s descending (as rotor's fill): C(s'+1,t) is this column, kept contiguous in
     // col_lo/col_time, and C(s,s') is row s, contiguous in the table.
     std::vector<std::int64_t> col_lo(ix(n_ + 2), inf);
@@ -178,10 +178,10 @@ class rotor_min_memory {
   int n_;
   bool complete_ = false;
   std::vector<std::size_t> off_;
-  std::unique_ptr<std::int64_t[]> lo_;
-  std::unique_ptr<double[]> time_;
-  std::unique_ptr<int[]> split_;
-  std::unique_ptr<int[]> option_;  ///< the option of C1 (and of C(s,s))
+  big_array<std::int64_t> lo_;
+  big_array<double> time_;
+  big_array<int> split_;
+  big_array<int> option_;  ///< the option of C1 (and of C(s,s))
 };
 
 }  // namespace detail
@@ -248,7 +248,7 @@ class rotor_dp {
     }
     // Not initialised here: each row is set when it is filled, so that a table of gigabytes
     // costs nothing up front (the time limit is checked as the rows are filled).
-    cost_.reset(new double[cur * static_cast<std::size_t>(w_)]);
+    cost_.reset(cur * static_cast<std::size_t>(w_));
     lo_.assign(cur, w_);
     // Per pair: the forward run's time sum u_F(s..t), summed s first as the moves do, and the
     // largest F^none need max_h M_F∅(s,t,h) without delta_t.
@@ -465,7 +465,7 @@ class rotor_dp {
   int tile_;
   int threads_;
   std::vector<std::size_t> off_;
-  std::unique_ptr<double[]> cost_;
+  big_array<double> cost_;
   std::vector<std::int64_t> lo_;
   std::vector<double> run_f_;           ///< per pair: sum of u_F over s..t
   std::vector<std::int64_t> run_none_;  ///< per pair: max of f_none(s,h) over h in s..t

@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -92,7 +91,7 @@ inline std::int64_t floating_min_memory(const discrete_chain& d, const deadline&
   const floating_index ix(n);
   // Not initialised (every state is written before it is read): no gigabyte to clear before
   // the first look at the clock.
-  const std::unique_ptr<std::int64_t[]> lo(new std::int64_t[ix.size()]);
+  const big_array<std::int64_t> lo(ix.size());
   auto A = [&](int k) { return d.a[static_cast<std::size_t>(k)]; };
   for (int s = 1; s <= n; ++s) lo[ix(s, s, s)] = d.m_all(s, s);
   deadline_poll poll(dl);
@@ -172,7 +171,7 @@ class rotor_floating::dp {
   explicit dp(const detail::discrete_chain& d)
       : d_(d), n_(d.n), w_(d.dp_budget + 1), ix_(d.n), sums_(d) {
     // Rows are set as they are filled (see rotor::dp).
-    cost_.reset(new double[ix_.size() * static_cast<std::size_t>(w_)]);
+    cost_.reset(ix_.size() * static_cast<std::size_t>(w_));
     lo_.assign(ix_.size(), w_);
   }
 
@@ -372,7 +371,7 @@ class rotor_floating::dp {
   std::int64_t w_;
   detail::floating_index ix_;
   detail::forward_sums sums_;
-  std::unique_ptr<double[]> cost_;
+  detail::big_array<double> cost_;
   std::vector<std::int64_t> lo_;
 };
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <remat/core/machine.hpp>
+#include <remat/policy/detail/big_array.hpp>
 #include <remat/policy/detail/common.hpp>
 #include <remat/policy/detail/discretize.hpp>
 #include <remat/policy/rotor.hpp>
@@ -131,18 +132,19 @@ class flat_memo {
     return static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;
   }
   void rehash(std::size_t n) {
-    std::vector<std::uint64_t> keys(n, empty);
-    std::vector<V> vals(n);
-    keys.swap(keys_);
-    vals.swap(vals_);
+    big_array<std::uint64_t> keys(n);
+    big_array<V> vals(n);
+    std::fill_n(keys.get(), n, empty);
+    std::swap(keys, keys_);
+    std::swap(vals, vals_);
     mask_ = n - 1;
     shift_ = 64 - static_cast<int>(std::bit_width(n) - 1);
     count_ = 0;
     for (std::size_t i = 0; i < keys.size(); ++i)
       if (keys[i] != empty) insert(keys[i], vals[i]);
   }
-  std::vector<std::uint64_t> keys_;
-  std::vector<V> vals_;
+  big_array<std::uint64_t> keys_;
+  big_array<V> vals_;
   std::size_t count_ = 0, mask_ = 0;
   int shift_ = 60;
 };
