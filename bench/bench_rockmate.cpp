@@ -10,10 +10,10 @@
 //                              the fraction of the store-all peak):
 //                                rockmate      rockmate<checkmate<cbc>>
 //                                rotor_blocks  rockmate<store_all>: Rotor on the same blocks
-//                                relax         checkmate<cbc> with relax (LP + rounding), 600 s
-//                                limit exact         checkmate<cbc>, 600 s limit (2 and 4 layers
-//                                only);
-//                                              optimal = 1 when proven
+//                                relax         checkmate<cbc> with relax (LP + rounding),
+//                                              600 s limit
+//                                exact         checkmate<cbc>, 600 s limit (2 and 4 layers
+//                                              only); optimal = 1 when proven
 //                              overhead = predicted makespan / store-all's - 1, or -1 when the
 //                              policy has no plan (below its minimum, or no plan in its limit)
 //   minimum/<layers>/<policy>  the policy's minimum budget (budget_too_small's), as a fraction
