@@ -169,6 +169,8 @@ class pofo_dp {
         poll_(dl, 1 << 14),
         forced_(std::move(forced)) {
     oc_.resize(static_cast<std::size_t>(n_ + 2));
+    backs_at_.resize(static_cast<std::size_t>(n_ + 2));
+    backs_.resize(static_cast<std::size_t>(n_ + 2));
     scratch_.resize(static_cast<std::size_t>(n_ + 2));
     prefix_.assign(static_cast<std::size_t>(n_ + 1), 0.0);
     for (int k = 1; k <= n_; ++k) prefix_[ix(k)] = prefix_[ix(k - 1)] + d_.uf[ix(k)] + d_.ub[ix(k)];
@@ -210,7 +212,8 @@ class pofo_dp {
       const oc_entry e = oc(s, x, a, df, db);
       const next_state nx = e.t == 0
                                 ? after_all(s, x, a, df, db, e.offload)
-                                : after_ck(s, x, a, df, db, e.t, e.offload, stats_of(s, x, a, e.t));
+                                : after_ck(s, x, a, df, db, e.offload, stats_of(s, x, a, e.t),
+                                           [&] { return cd(s, e.t, a + input(s, x), db).value; });
       if (e.offload) offloaded.push_back(s - 1);
       if (e.t == 0) {
         w.all(s);
@@ -318,9 +321,10 @@ class pofo_dp {
   }
 
   /// A checkpoint segment [s, t] (Case 2) with decision v, its run's stats `run`; its backward
-  /// work's time is cd(...).
+  /// work's time is C_Δ(s, t, a + input, db), which `back()` gives (asked only when the run fits).
+  template <class Back>
   [[nodiscard]] next_state after_ck(int s, int x, std::int64_t a, std::int64_t df, std::int64_t db,
-                                    int t, bool off, const run_stats& run) {
+                                    bool off, const run_stats& run, Back&& back_of) {
     next_state r;
     if (!(off ? run.off_fits : run.keep_fits)) return r;
     const std::int64_t in = input(s, x);
@@ -328,7 +332,7 @@ class pofo_dp {
     const double ef = std::isinf(r_.off)
                           ? 0.0
                           : idle_for(run.worst - static_cast<double>(m_ - a - df - in), r_.off);
-    const double back = cd(s, t, a + in, db).value;
+    const double back = back_of();
     if (back == inf) return r;
     r.time = run.sum_f + ef + back;
     r.a = a + (off ? kept(s, x) : in);
@@ -392,6 +396,10 @@ class pofo_dp {
         runs.push_back(r);
       }
     }
+    // C_Δ of the segment [s, t] depends on (s, x, A, Δ_B) only: the states that differ in Δ_F
+    // and both decisions share it, kept per t in one row of backs_ (NaN: not asked yet), so
+    // that each state reads a row instead of looking C_Δ up in its memo once per move.
+    double* backs = last >= s ? backs_row(s, x, a, db, last - s + 1) : nullptr;
     auto consider = [&](int t, bool off) {
       // Branch and bound: every op runs at least once, so the move costs at least its run, the
       // ideal time of its stages and of the rest; a move that cannot beat the best is skipped
@@ -399,7 +407,11 @@ class pofo_dp {
       const double bound = t == 0 ? ideal(s, n_) : runs[ix(t - s)].sum_f + ideal(s, n_);
       if (bound >= best.value) return;
       const next_state nx = t == 0 ? after_all(s, x, a, df, db, off)
-                                   : after_ck(s, x, a, df, db, t, off, runs[ix(t - s)]);
+                                   : after_ck(s, x, a, df, db, off, runs[ix(t - s)], [&] {
+                                       double& b = backs[ix(t - s)];
+                                       if (std::isnan(b)) b = cd(s, t, a + input(s, x), db).value;
+                                       return b;
+                                     });
       if (nx.time == inf) return;
       const double rest = oc(t == 0 ? s + 1 : t + 1, t == 0 ? 1 : 0, nx.a, nx.df, nx.db).value;
       const double v = nx.time + rest;
@@ -414,6 +426,19 @@ class pofo_dp {
     if (can_keep(s)) consider(0, false);
     if (can_offload(s)) consider(0, true);
     return best;
+  }
+
+  /// The row of C_Δ values of the checkpoint segments [s, s .. s + len - 1] for (x, a, db):
+  /// created NaN on first use. Rows of stage s only grow while a state of stage s is computed,
+  /// and the recursion reaches later stages only, so the pointer stays valid through it.
+  double* backs_row(int s, int x, std::int64_t a, std::int64_t db, int len) {
+    const std::uint64_t k = oc_key(x, a, 0, db);
+    std::vector<double>& pool = backs_[ix(s)];
+    if (const std::size_t* at = backs_at_[ix(s)].find(k)) return pool.data() + *at;
+    const std::size_t at = pool.size();
+    pool.resize(at + static_cast<std::size_t>(len), std::numeric_limits<double>::quiet_NaN());
+    backs_at_[ix(s)].insert(k, at);
+    return pool.data() + at;
   }
 
   cd_entry cd(int s, int t, std::int64_t a, std::int64_t delta) {
@@ -523,6 +548,8 @@ class pofo_dp {
   bool top_ = false;
   std::vector<flat_memo<oc_entry>> oc_;
   flat_memo<cd_entry> cd_;
+  std::vector<flat_memo<std::size_t>> backs_at_;  ///< per stage: (x, A, Δ_B) -> row in backs_
+  std::vector<std::vector<double>> backs_;        ///< per stage: rows of C_Δ values
   std::vector<double> prefix_;  ///< prefix_[k] = sum of u_F + u_B over stages 1..k
   std::vector<std::vector<run_stats>>
       scratch_;  ///< per stage: oc_compute's runs (recursion goes to later stages)
