@@ -125,6 +125,14 @@ class flat_memo {
     vals_[i] = v;
   }
   [[nodiscard]] std::size_t size() const { return count_; }
+  /// Asks the cache for k's first slot (a hint; a later rehash only wastes it).
+  void prefetch([[maybe_unused]] std::uint64_t k) const {
+#if defined(__GNUC__)
+    const std::size_t i = slot(k);
+    __builtin_prefetch(keys_.get() + i);
+    __builtin_prefetch(vals_.get() + i);
+#endif
+  }
 
  private:
   static constexpr std::uint64_t empty = ~std::uint64_t{0};
@@ -171,6 +179,7 @@ class pofo_dp {
     oc_.resize(static_cast<std::size_t>(n_ + 2));
     backs_at_.resize(static_cast<std::size_t>(n_ + 2));
     backs_.resize(static_cast<std::size_t>(n_ + 2));
+    moves_.resize(static_cast<std::size_t>(n_ + 2));
     scratch_.resize(static_cast<std::size_t>(n_ + 2));
     prefix_.assign(static_cast<std::size_t>(n_ + 1), 0.0);
     for (int k = 1; k <= n_; ++k) prefix_[ix(k)] = prefix_[ix(k - 1)] + d_.uf[ix(k)] + d_.ub[ix(k)];
@@ -255,6 +264,14 @@ class pofo_dp {
   struct next_state {
     double time = inf;  ///< the segment's own time (compute + idle), inf: infeasible
     std::int64_t a = 0, df = 0, db = 0;
+  };
+  /// A move of OC_x(s, ...): segment end t (0: F^all), decision v, and the state it leads to.
+  struct move {
+    int t = 0;
+    bool off = false;
+    next_state nx;
+    [[nodiscard]] int next_stage(int s) const { return t == 0 ? s + 1 : t + 1; }
+    [[nodiscard]] int next_x() const { return t == 0 ? 1 : 0; }
   };
   /// Memo keys: 20 bits per size (pofo_max_slots), 12 per stage.
   static std::uint64_t oc_key(int x, std::int64_t a, std::int64_t df, std::int64_t db) {
@@ -382,10 +399,8 @@ class pofo_dp {
       best.value = after_all(s, x, a, df, db, false).time;
       return best;
     }
-    // The segment's ends t: s (or 0 = F^all) .. N-1; top-level choices report progress.
+    // The segment's ends t: s (or 0 = F^all) .. N-1; the top level's moves report progress.
     const int last = recompute_ ? n_ - 1 : s - 1;
-    const int choices = 1 + (last - s + 1);
-    int done = 0;
     // The runs' stats, t ascending (each extends the last); the moves are then tried t descending.
     std::vector<run_stats>& runs = scratch_[ix(s)];
     runs.clear();
@@ -400,12 +415,24 @@ class pofo_dp {
     // and both decisions share it, kept per t in one row of backs_ (NaN: not asked yet), so
     // that each state reads a row instead of looking C_Δ up in its memo once per move.
     double* backs = last >= s ? backs_row(s, x, a, db, last - s + 1) : nullptr;
-    auto consider = [&](int t, bool off) {
+    // The moves in the order they are tried (checkpoint segments t descending, then F^all; keep
+    // before offload), each with its next state, gathered first with the memo slot of that state
+    // prefetched, then valued in the same order: the lookups, nearly all hits in tables of tens
+    // of MiB, overlap instead of each waiting on memory in turn. The top state values each move
+    // as it comes, so that its progress follows the work.
+    auto value = [&](const move& m) {
       // Branch and bound: every op runs at least once, so the move costs at least its run, the
       // ideal time of its stages and of the rest; a move that cannot beat the best is skipped
       // (an equal one would lose the tie anyway).
-      const double bound = t == 0 ? ideal(s, n_) : runs[ix(t - s)].sum_f + ideal(s, n_);
+      const double bound = m.t == 0 ? ideal(s, n_) : runs[ix(m.t - s)].sum_f + ideal(s, n_);
       if (bound >= best.value) return;
+      const double v = m.nx.time + oc(m.next_stage(s), m.next_x(), m.nx.a, m.nx.df, m.nx.db).value;
+      // Ties: the checkpoint moves are tried first and keep their place (strict <).
+      if (v < best.value) best = {v, m.t, m.off};
+    };
+    std::vector<move>& moves = moves_[ix(s)];
+    moves.clear();
+    auto gather = [&](int t, bool off) {
       const next_state nx = t == 0 ? after_all(s, x, a, df, db, off)
                                    : after_ck(s, x, a, df, db, off, runs[ix(t - s)], [&] {
                                        double& b = backs[ix(t - s)];
@@ -413,18 +440,25 @@ class pofo_dp {
                                        return b;
                                      });
       if (nx.time == inf) return;
-      const double rest = oc(t == 0 ? s + 1 : t + 1, t == 0 ? 1 : 0, nx.a, nx.df, nx.db).value;
-      const double v = nx.time + rest;
-      // Ties: the checkpoint moves are tried first and keep their place (strict <).
-      if (v < best.value) best = {v, t, off};
+      const move m{t, off, nx};
+      if (top) {
+        value(m);
+        return;
+      }
+      if (nx.a + nx.df <= m_ && nx.a + nx.db <= m_)
+        oc_[ix(m.next_stage(s))].prefetch(oc_key(m.next_x(), nx.a, nx.df, nx.db));
+      moves.push_back(m);
     };
+    const int choices = 1 + (last - s + 1);
+    int done = 0;
     for (int t = last; t >= s; --t) {
-      if (can_keep(s)) consider(t, false);
-      if (can_offload(s)) consider(t, true);
+      if (can_keep(s)) gather(t, false);
+      if (can_offload(s)) gather(t, true);
       if (top && progress_) progress_(static_cast<double>(++done) / choices);
     }
-    if (can_keep(s)) consider(0, false);
-    if (can_offload(s)) consider(0, true);
+    if (can_keep(s)) gather(0, false);
+    if (can_offload(s)) gather(0, true);
+    for (const move& m : moves) value(m);
     return best;
   }
 
@@ -550,6 +584,7 @@ class pofo_dp {
   flat_memo<cd_entry> cd_;
   std::vector<flat_memo<std::size_t>> backs_at_;  ///< per stage: (x, A, Δ_B) -> row in backs_
   std::vector<std::vector<double>> backs_;        ///< per stage: rows of C_Δ values
+  std::vector<std::vector<move>> moves_;          ///< per stage: oc_compute's moves (as scratch_)
   std::vector<double> prefix_;  ///< prefix_[k] = sum of u_F + u_B over stages 1..k
   std::vector<std::vector<run_stats>>
       scratch_;  ///< per stage: oc_compute's runs (recursion goes to later stages)
