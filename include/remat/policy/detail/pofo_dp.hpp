@@ -5,7 +5,8 @@
 // prefetch rates are a direct generalisation; computed Δ's are rounded up to the slot grid.
 //
 // Speed: a flat open-addressing memo per stage, checkpoint runs extended t by t, branch and bound
-// on the best so far, and states over the budget cut at once.
+// on the best so far, states over the budget cut at once, C_Δ kept in rows shared by the states
+// that differ only in Δ_F, and each state's memo lookups prefetched before they are made.
 //
 // The recurrences and every decision taken with the thesis in hand: docs/offloading.md.
 
