@@ -136,7 +136,7 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
                      " and " + std::to_string(save_budgets) +
                      "; give at least 1 each (the thesis uses 10 and 10)",
                  {}};
-  if (auto ok = detail::check_threads("rockmate", threads); !ok) return ok.err();
+  if (auto ok = detail::check_threads(name, threads); !ok) return ok.err();
   const detail::deadline dl(time_limit);
   rockmate_plan out;
   std::vector<std::vector<int>> cut = cut_into_blocks(g);

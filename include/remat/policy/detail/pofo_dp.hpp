@@ -379,10 +379,14 @@ class pofo_dp {
   [[nodiscard]] bool can_offload(int s) const { return r_.any() && s < n_ && moved(s) > 0; }
   [[nodiscard]] bool can_keep(int s) const { return forced(s) <= 0; }
 
+  /// What is pending is on the device, and what is to prefetch must be on it with A by the next
+  /// segment's work: past the budget, OC has no schedule (this also bounds the memo's keys).
+  [[nodiscard]] bool within_budget(std::int64_t a, std::int64_t df, std::int64_t db) const {
+    return a + df <= m_ && a + db <= m_;
+  }
+
   oc_entry oc(int s, int x, std::int64_t a, std::int64_t df, std::int64_t db) {
-    // What is pending is on the device, and what is to prefetch must be on it with A by the
-    // next segment's work: past the budget, no schedule (this also bounds the keys).
-    if (a + df > m_ || a + db > m_) return {};
+    if (!within_budget(a, df, db)) return {};
     auto& memo = oc_[ix(s)];  // recursion reaches later stages only: no other insert here
     const std::uint64_t k = oc_key(x, a, df, db);
     if (const oc_entry* e = memo.find(k)) return *e;
@@ -446,7 +450,7 @@ class pofo_dp {
         value(m);
         return;
       }
-      if (nx.a + nx.df <= m_ && nx.a + nx.db <= m_)
+      if (within_budget(nx.a, nx.df, nx.db))
         oc_[ix(m.next_stage(s))].prefetch(oc_key(m.next_x(), nx.a, nx.df, nx.db));
       moves.push_back(m);
     };
