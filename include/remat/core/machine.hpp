@@ -24,10 +24,18 @@ struct machine {
   double device_to_host = std::numeric_limits<double>::infinity();  ///< bytes/s of offloads
   double host_to_device = std::numeric_limits<double>::infinity();  ///< bytes/s of prefetches
   bytes host_memory = unlimited_bytes;  ///< what offloaded data may hold
+  /// Bytes of trainable parameters the optimizer updates per second on the device and on the
+  /// host (OFFMATE's alpha_G, alpha_C; infinity: instantaneous).
+  double gpu_optimizer_speed = std::numeric_limits<double>::infinity();
+  double cpu_optimizer_speed = std::numeric_limits<double>::infinity();
+  /// The host's management time per step of an OFFMATE plan (its H: launching the step's work).
+  seconds step_overhead = 0;
 
   /// The same bandwidth both ways (0: no link).
   static constexpr machine with_bandwidth(double bytes_per_second) {
-    return {bytes_per_second, bytes_per_second, unlimited_bytes};
+    machine m;
+    m.device_to_host = m.host_to_device = bytes_per_second;
+    return m;
   }
   /// No link between device and host: nothing can be offloaded.
   static constexpr machine without_transfers() { return with_bandwidth(0); }

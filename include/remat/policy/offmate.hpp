@@ -1,0 +1,246 @@
+#pragma once
+// offmate: OFFMATE's one plan for parameters, gradients, optimizer states and activations
+// [Offmate24], its O-ILP solved by a MILP backend (milp::cbc or milp::lpsolve; this header
+// includes neither). plan(problem, budget) answers with each block's option, where each group's
+// parameters and optimizer states are at each step, what the CPU updates, and the iteration's
+// time as evaluate() (plan.hpp) computes it from the plan, not as the solver reports it.
+//
+// Where nothing fits, the answer says why: budget_too_small with the least GPU memory any plan
+// needs (a MILP of its own) and what fills it at its peak step; infeasible with the host memory
+// the plans need when the host is what is short. The time limit covers every solve of the
+// call; a solve it stops returns its best plan (not proven optimal) or time_limit.
+// docs/offmate.md.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <remat/core/machine.hpp>
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/milp/model.hpp>
+#include <remat/policy/offmate/formulation.hpp>
+#include <remat/policy/offmate/plan.hpp>
+#include <remat/policy/offmate/problem.hpp>
+
+namespace remat {
+
+/// What offmate::plan answers.
+struct offmate_answer {
+  offmate_plan plan;
+  offmate_evaluation evaluation;  ///< the plan's step lanes, memory and (none) violations
+  seconds makespan = 0;           ///< one iteration, optimizer included (= evaluation.makespan)
+  bool optimal = false;           ///< proven optimal in the O-ILP
+  std::optional<seconds> bound;   ///< the solver's lower bound on the O-ILP's optimum
+  seconds solve_seconds = 0;
+  std::vector<std::string> notes;
+};
+
+template <milp::MilpBackend Backend>
+struct offmate {
+  static constexpr std::string_view name = "offmate";
+  static constexpr std::string_view summary =
+      "OFFMATE's MILP: parameters, optimizer states, CPU updates and activations in one plan";
+
+  /// The machine: the link each way, the host memory, both optimizer speeds and the CPU's
+  /// management time per step.
+  machine hw = default_machine();
+  /// Wall-clock limit of the whole call, seconds (every solve of it); not finite = none.
+  double time_limit = std::numeric_limits<double>::infinity();
+  /// Solver threads (CBC's parallel search from 2 on).
+  int threads = 1;
+  /// Called during the O-ILP's solve with the best iteration time found and the bound, in
+  /// seconds.
+  std::function<void(const milp::progress_report&)> progress = {};
+  /// Stop when the gap to the bound is at most this (0: prove optimality).
+  double relative_gap = 0;
+  offmate_semantics semantics = offmate_semantics::strict;
+  /// Switch the CPU optimizer or activation offloading off (the paper's ablations).
+  offmate_features features = {};
+  /// Move groups whole (every fraction 0 or 1) instead of by tensors.
+  bool whole_groups = false;
+  Backend backend = {};
+
+  /// PCIe 3.0 both ways, the RTX 3060 machine's optimizer speeds of [Offmate24, §5] (CPU 1.1
+  /// GB/s, GPU 16.6 GB/s), no management time.
+  static constexpr machine default_machine() {
+    machine m = machine::with_bandwidth(pcie3_x16_bandwidth);
+    m.cpu_optimizer_speed = 1.1e9;
+    m.gpu_optimizer_speed = 16.6e9;
+    return m;
+  }
+
+  [[nodiscard]] result<offmate_answer> plan(const offmate_problem& p, bytes budget) const {
+    if (auto v = validate(p); !v) return v.err();
+    if (auto e = offmate_machine_error(hw)) return bad("hw: " + *e);
+    if (budget < 0) return bad("the budget must be >= 0 bytes, not " + std::to_string(budget));
+    if (threads < 0)
+      return bad("threads must be >= 0 (0 or 1: one), not " + std::to_string(threads));
+    if (std::isnan(time_limit) || time_limit < 0)
+      return bad("time_limit must be >= 0 seconds (infinity: none)");
+    if (!features.activation_offload || !hw.transfers())
+      for (std::size_t i = 0; i < p.blocks.size(); ++i)
+        if (std::ranges::all_of(p.blocks[i].options,
+                                [](const offmate_option& o) { return o.offloaded_bytes > 0; }))
+          return bad(detail::offmate_block_label(p.blocks[i], i) +
+                     " has only options that offload activations, and " +
+                     (hw.transfers() ? "activation offloading is off" : "there is no link") +
+                     ": give it an option that keeps or recomputes");
+    const auto start = clock::now();
+    const auto deadline = start + std::chrono::duration_cast<clock::duration>(
+                                      std::chrono::duration<double>(std::min(time_limit, 1e9)));
+    auto sol = solve(p, budget, goal::time, deadline, true);
+    if (!sol) {
+      if (sol.code() != status::infeasible) return sol.err();
+      return why_not(p, budget, deadline);
+    }
+    auto& [f, s] = *sol;
+    offmate_answer out;
+    out.plan = f->plan(s);
+    out.evaluation = evaluate(p, hw, budget, out.plan, semantics, features, 1e-5);
+    if (!out.evaluation.valid())
+      return error{status::solver_error,
+                   "offmate: the solver's plan breaks the model (" +
+                       out.evaluation.violations.front() +
+                       "); a bug in remat or the solver's tolerances: please report it",
+                   {}};
+    out.makespan = out.evaluation.makespan;
+    out.optimal = s.is_optimal();
+    if (std::isfinite(s.bound)) out.bound = f->seconds_of(s.bound);
+    if (!out.optimal)
+      out.notes.push_back("stopped by the time limit: the best plan found, within " +
+                          std::to_string(100 * s.gap()) + " % of the bound");
+    out.solve_seconds = std::chrono::duration<double>(clock::now() - start).count();
+    return out;
+  }
+
+  /// The least GPU memory any plan of p needs on hw (a MILP solved to optimality, rounded up).
+  [[nodiscard]] result<bytes> minimum_budget(const offmate_problem& p) const {
+    if (auto v = validate(p); !v) return v.err();
+    if (auto e = offmate_machine_error(hw)) return bad("hw: " + *e);
+    auto s = solve(p, 0, goal::gpu_memory, deadline_from_now(), false);
+    if (!s) return s.err();
+    return round_up(s->first->bytes_of(s->second.objective));
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  using goal = detail::offmate_settings::goal;
+  using built = std::pair<std::unique_ptr<detail::offmate_formulation>, milp::solution>;
+
+  /// Bytes from the model's value: up to the next byte, past the solver's tolerance.
+  static bytes round_up(double v) { return static_cast<bytes>(std::ceil(v - 1e-3)); }
+  static error bad(std::string m) {
+    return error{status::invalid_problem, "offmate: " + std::move(m), {}};
+  }
+  [[nodiscard]] clock::time_point deadline_from_now() const {
+    return clock::now() + std::chrono::duration_cast<clock::duration>(
+                              std::chrono::duration<double>(std::min(time_limit, 1e9)));
+  }
+
+  [[nodiscard]] result<built> solve(const offmate_problem& p, bytes budget, goal g,
+                                    clock::time_point deadline, bool report) const {
+    detail::offmate_settings st{semantics, features, whole_groups, g};
+    auto f = std::make_unique<detail::offmate_formulation>(p, hw, budget, st);
+    milp::options o;
+    o.threads = threads;
+    o.relative_gap = g == goal::time ? relative_gap : 1e-9;
+    o.time_limit = std::max(1e-3, std::chrono::duration<double>(deadline - clock::now()).count());
+    if (report && progress)
+      o.progress = [this, unit = f->time_unit](const milp::progress_report& r) {
+        milp::progress_report sec = r;
+        sec.incumbent *= unit;
+        sec.bound *= unit;
+        progress(sec);
+      };
+    auto s = backend.solve(f->model, o);
+    if (!s) {
+      error e = s.err();
+      if (e.code == status::time_limit) e.message = "offmate: " + e.message + "; raise time_limit";
+      return e;
+    }
+    return built{std::move(f), std::move(*s)};
+  }
+
+  /// The answer where the O-ILP has no plan: the GPU's minimum and what sets it, or the host's.
+  [[nodiscard]] result<offmate_answer> why_not(const offmate_problem& p, bytes budget,
+                                               clock::time_point deadline) const {
+    auto least = solve(p, 0, goal::gpu_memory, deadline, false);
+    if (least) {
+      auto& [f, s] = *least;
+      const bytes need = round_up(f->bytes_of(s.objective));
+      if (need > budget)
+        return error{status::budget_too_small,
+                     "offmate: no plan of '" + p.name + "' fits in " + format_bytes(budget) +
+                         " of GPU memory" +
+                         (hw.host_memory < unlimited_bytes
+                              ? " with " + format_bytes(hw.host_memory) + " of host memory"
+                              : std::string()) +
+                         "; the least is " + format_bytes(need) + ", " + what_fills(p, f->plan(s)),
+                     need};
+    } else if (least.code() != status::infeasible) {
+      return least.err();
+    }
+    // The GPU is not what is short: the host is.
+    offmate host_free = *this;
+    host_free.hw.host_memory = unlimited_bytes;
+    auto h = host_free.solve(p, budget, goal::host_memory, deadline, false);
+    if (!h) return h.err();
+    const bytes need = round_up(h->first->bytes_of(h->second.objective));
+    return error{status::infeasible,
+                 "offmate: no plan of '" + p.name + "' fits in " + format_bytes(budget) +
+                     " of GPU memory with " + format_bytes(hw.host_memory) +
+                     " of host memory; with this budget the host needs at least " +
+                     format_bytes(need) + " (" + format_bytes(need - hw.host_memory) +
+                     " more), or give the GPU more",
+                 {}};
+  }
+
+  /// "at step t (block b's backward): its parameters X, ..." for a least-memory plan.
+  [[nodiscard]] std::string what_fills(const offmate_problem& p, const offmate_plan& pl) const {
+    const auto ev = evaluate(p, hw, unlimited_bytes, pl, semantics, features, 1e-5);
+    const int t = static_cast<int>(std::ranges::max_element(ev.gpu_bytes) - ev.gpu_bytes.begin());
+    const int b = p.block_of(t);
+    double own = 0, other = 0, states = 0, grads = 0;
+    for (std::size_t wi = 0; wi < p.groups.size(); ++wi) {
+      const parameter_group& w = p.groups[wi];
+      const auto& s = pl.at(wi, t);
+      const double sz = static_cast<double>(w.size());
+      (p.uses(w, t) ? own : other) += sz * (s.resident + s.prefetched);
+      states += p.optimizer_states * static_cast<double>(w.trainable()) *
+                (s.states_resident + s.states_prefetched);
+      if (p.holds_gradient(w, t)) grads += static_cast<double>(w.trainable());
+    }
+    double stored = 0;
+    for (int i = 0; i <= b; ++i)
+      stored +=
+          static_cast<double>(p.option(i, pl.option[static_cast<std::size_t>(i)]).stored_bytes);
+    const offmate_option& o = p.option(b, pl.option[static_cast<std::size_t>(b)]);
+    const double temp =
+        static_cast<double>(p.is_forward(t) ? o.forward_overhead_bytes : o.backward_overhead_bytes);
+    auto sz = [](double v) { return format_size(static_cast<bytes>(std::llround(v))); };
+    const std::string block = detail::offmate_block_label(p.blocks[static_cast<std::size_t>(b)],
+                                                          static_cast<std::size_t>(b));
+    std::string s = "set at step " + std::to_string(t) + " (" + block + "'s " +
+                    (p.is_forward(t) ? "forward" : "backward") + "): the parameters of " + block +
+                    " " + sz(own);
+    if (other > 0) s += ", other parameters " + sz(other);
+    if (states > 0) s += ", optimizer states " + sz(states);
+    if (grads > 0) s += ", gradients " + sz(grads);
+    s += ", stored activations of blocks 0.." + std::to_string(b) + " " + sz(stored) +
+         ", interface activations " + sz(static_cast<double>(p.interface_at(t)));
+    if (temp > 0) s += ", the block's temporaries " + sz(temp);
+    return s;
+  }
+};
+
+}  // namespace remat

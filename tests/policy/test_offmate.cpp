@@ -1,0 +1,434 @@
+// offmate (the O-ILP): one block against its closed form, plenty of memory against plain
+// training, whole-group plans against exhaustive enumeration, every answer refereed by
+// evaluate(), monotone in memory, bandwidth and optimizer speeds, the least GPU memory and the
+// host's shortfall, and problems and machines that cannot be planned.
+#include <doctest/doctest.h>
+
+#if defined(REMAT_HAS_LPSOLVE) || defined(REMAT_HAS_CBC)
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <initializer_list>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <remat/policy/offmate.hpp>
+
+#include "support/offmate_brute_force.hpp"
+
+#if defined(REMAT_HAS_CBC)
+#include <remat/milp/cbc.hpp>
+using offmate_backend = remat::milp::cbc;
+#else
+#include <remat/milp/lpsolve.hpp>
+using offmate_backend = remat::milp::lpsolve;
+#endif
+
+using namespace remat;
+
+namespace {
+
+using policy = offmate<offmate_backend>;
+
+/// L blocks of one to three options (store-all, recompute, offload), one group per block
+/// (trained or frozen at random), sizes in hundreds of bytes, times in quarter seconds.
+/// shared: one more group, trained, used by the first and the last block (tied weights).
+offmate_problem random_problem(std::mt19937& rng, int L, int max_options = 3, bool shared = false) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  offmate_problem p;
+  p.name = "random";
+  for (int i = 0; i < L; ++i) {
+    offmate_block b{"b" + std::to_string(i), {}};
+    const seconds f = 0.25 * pick(1, 8), bw = 0.25 * pick(1, 12);
+    const bytes s = 100 * pick(1, 10);
+    b.options.push_back({"store-all", f, bw, s, 0, 100 * pick(0, 2), 100 * pick(0, 2)});
+    if (max_options >= 2)
+      b.options.push_back({"recompute", f, bw + f, s / 5, 0, 0, 100 * pick(0, 2)});
+    if (max_options >= 3) b.options.push_back({"offload", f, bw, s / 5, s - s / 5, 0, 0});
+    p.blocks.push_back(b);
+    const bytes size = 100 * pick(1, 20);
+    p.groups.push_back({"w" + std::to_string(i), {{"t", size, pick(0, 3) == 0 ? 0 : size}}, {i}});
+  }
+  for (int t = 0; t < 2 * L; ++t) p.interface_bytes.push_back(100 * pick(0, 3));
+  if (shared) {
+    const bytes size = 100 * pick(1, 20);
+    p.groups.push_back({"tied", {{"t", size, size}}, {L - 1, 0}});
+  }
+  return p;
+}
+
+machine random_machine(std::mt19937& rng) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  machine m = machine::with_bandwidth(250.0 * pick(2, 16));
+  m.gpu_optimizer_speed = 1000.0 * pick(1, 8);
+  m.cpu_optimizer_speed = 250.0 * pick(1, 8);
+  m.step_overhead = 0.125 * pick(0, 4);
+  return m;
+}
+
+/// Everything on the GPU at once: a budget with which nothing needs to move.
+bytes everything(const offmate_problem& p) {
+  bytes b = 0;
+  for (const auto& w : p.groups)
+    b += w.size() +
+         static_cast<bytes>(std::ceil(p.optimizer_states * static_cast<double>(w.trainable()))) +
+         w.trainable();
+  bytes act = 0;
+  for (const auto& blk : p.blocks) {
+    bytes most = 0;
+    for (const auto& o : blk.options)
+      most =
+          std::max({most, o.stored_bytes + o.forward_overhead_bytes + o.backward_overhead_bytes});
+    act += most;
+  }
+  bytes a = 0;
+  for (bytes x : p.interface_bytes) a = std::max(a, x);
+  return b + act + a;
+}
+
+/// msg has every part (says which it lacks).
+bool mentions(const std::string& msg, std::initializer_list<std::string_view> parts) {
+  for (auto part : parts)
+    if (msg.find(part) == std::string::npos) {
+      MESSAGE("message '" << msg << "' lacks '" << part << "'");
+      return false;
+    }
+  return true;
+}
+
+policy with(const machine& hw) {
+  policy pol;
+  pol.hw = hw;
+  return pol;
+}
+
+/// plan() succeeded, its plan passes the referee at a tight tolerance and its time is the
+/// referee's.
+void check_answer(const offmate_problem& p, const policy& pol, bytes budget,
+                  const offmate_answer& a) {
+  const auto ev = evaluate(p, pol.hw, budget, a.plan, pol.semantics, pol.features, 1e-6);
+  INFO((ev.violations.empty() ? std::string() : ev.violations.front()));
+  CHECK(ev.valid());
+  CHECK(a.makespan == doctest::Approx(ev.makespan).epsilon(1e-9));
+  CHECK(ev.gpu_peak() <= static_cast<double>(budget) * (1 + 1e-6));
+  CHECK(a.optimal);
+  REQUIRE(a.bound);
+  CHECK(*a.bound <= a.makespan * (1 + 1e-6));
+}
+
+}  // namespace
+
+TEST_CASE("offmate: one block has the closed form of its only placement") {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 12; ++round) {
+    const offmate_problem p = random_problem(rng, 1);
+    const machine hw = random_machine(rng);
+    const parameter_group& w = p.groups[0];
+    const double size = static_cast<double>(w.size()), grad = static_cast<double>(w.trainable());
+    // The group and its states stay (no CPU update can happen: block 0's window is empty);
+    // transfers only add time.
+    // The peak of option o: the group, its states and (backward) its gradient, and the rest.
+    auto peak = [&](const offmate_option& o) {
+      const double fwd =
+          size + 2 * grad +
+          static_cast<double>(o.stored_bytes + o.forward_overhead_bytes + p.interface_at(0));
+      const double bwd =
+          size + 3 * grad +
+          static_cast<double>(o.stored_bytes + o.backward_overhead_bytes + p.interface_at(1));
+      return static_cast<bytes>(std::max(fwd, bwd));
+    };
+    bytes least = unlimited_bytes;
+    for (const auto& o : p.blocks[0].options) least = std::min(least, peak(o));
+    const policy pol = with(hw);
+    CHECK(pol.minimum_budget(p).value() == least);
+    for (bytes budget : {least, least + 150, least + 400}) {
+      seconds best = 1e300;
+      for (const auto& o : p.blocks[0].options) {
+        if (peak(o) > budget) continue;
+        const double moved = static_cast<double>(o.offloaded_bytes) / hw.device_to_host;
+        best =
+            std::min(best, std::max({hw.step_overhead, o.forward_time, moved}) +
+                               std::max({hw.step_overhead,
+                                         o.backward_time + grad / hw.gpu_optimizer_speed, moved}));
+      }
+      const auto a = pol.plan(p, budget);
+      REQUIRE(a);
+      check_answer(p, pol, budget, *a);
+      CHECK(a->makespan == doctest::Approx(best).epsilon(1e-7));
+    }
+    const auto below = pol.plan(p, least - 1);
+    CHECK(below.code() == status::budget_too_small);
+    CHECK(below.err().minimum_budget == least);
+  }
+}
+
+TEST_CASE("offmate: with memory for everything the plan is plain training") {
+  std::mt19937 rng(12);
+  for (int round = 0; round < 6; ++round) {
+    const offmate_problem p = random_problem(rng, 4);
+    machine hw = random_machine(rng);
+    hw.step_overhead = 0;
+    policy pol = with(hw);
+    pol.features.cpu_optimizer = false;
+    seconds plain = 0;
+    for (const auto& b : p.blocks) {
+      seconds best = 1e300;
+      for (const auto& o : b.options)
+        if (o.offloaded_bytes == 0) best = std::min(best, o.forward_time + o.backward_time);
+      plain += best;
+    }
+    for (const auto& w : p.groups)
+      plain += static_cast<double>(w.trainable()) / hw.gpu_optimizer_speed;
+    const bytes budget = everything(p);
+    const auto a = pol.plan(p, budget);
+    REQUIRE(a);
+    check_answer(p, pol, budget, *a);
+    CHECK(a->makespan == doctest::Approx(plain).epsilon(1e-7));
+    // The CPU may take some updates off the GPU: never slower, never below the compute alone.
+    pol.features.cpu_optimizer = true;
+    const auto b = pol.plan(p, budget);
+    REQUIRE(b);
+    check_answer(p, pol, budget, *b);
+    CHECK(b->makespan <= a->makespan + 1e-9);
+    seconds compute = 0;
+    for (const auto& blk : p.blocks) {
+      seconds best = 1e300;
+      for (const auto& o : blk.options) best = std::min(best, o.forward_time + o.backward_time);
+      compute += best;
+    }
+    CHECK(b->makespan >= compute - 1e-9);
+  }
+}
+
+TEST_CASE("offmate: whole-group plans are the best of every enumerated plan") {
+  std::mt19937 rng(13);
+  int tight = 0;
+  for (int round = 0; round < 16; ++round) {
+    offmate_problem p = random_problem(rng, round < 4 ? 1 : 2, 2);
+    // Two blocks: one trained group and one frozen keep the enumeration small.
+    if (p.length() == 2) p.groups[static_cast<std::size_t>(round % 2)].tensors[0].trainable = 0;
+    const machine hw = random_machine(rng);
+    policy pol = with(hw);
+    pol.whole_groups = true;
+    const bytes least = pol.minimum_budget(p).value();
+    const bytes budget = least + (everything(p) - least) * (round % 4) / 4;
+    const auto brute = testing::offmate_brute_force(p, hw, budget);
+    const auto a = pol.plan(p, budget);
+    INFO("round " << round << ", budget " << budget << ", " << brute.plans << " plans");
+    REQUIRE(brute.feasible == static_cast<bool>(a));
+    if (!a) continue;
+    check_answer(p, pol, budget, *a);
+    CHECK(a->makespan == doctest::Approx(brute.best).epsilon(1e-7));
+    // Fractions can only help.
+    pol.whole_groups = false;
+    const auto f = pol.plan(p, budget);
+    REQUIRE(f);
+    CHECK(f->makespan <= a->makespan + 1e-9);
+    if (budget == least) ++tight;
+  }
+  CHECK(tight > 0);
+}
+
+TEST_CASE("offmate: more memory, bandwidth or optimizer speed never gives a slower plan") {
+  std::mt19937 rng(14);
+  for (int round = 0; round < 4; ++round) {
+    const offmate_problem p = random_problem(rng, 3, 3, round % 2 == 0);
+    const machine hw = random_machine(rng);
+    const policy pol = with(hw);
+    const bytes least = pol.minimum_budget(p).value();
+    const bytes top = everything(p);
+    seconds last = 1e300;
+    for (int i = 0; i <= 4; ++i) {
+      const bytes budget = least + (top - least) * i / 4;
+      const auto a = pol.plan(p, budget);
+      REQUIRE(a);
+      check_answer(p, pol, budget, *a);
+      CHECK(a->makespan <= last + 1e-9);
+      last = a->makespan;
+      // Faster parts of the machine, one at a time.
+      for (int part = 0; part < 4; ++part) {
+        machine fast = hw;
+        if (part == 0) fast.device_to_host = fast.host_to_device = 2 * hw.device_to_host;
+        if (part == 1) fast.gpu_optimizer_speed *= 2;
+        if (part == 2) fast.cpu_optimizer_speed *= 2;
+        if (part == 3) fast.step_overhead /= 2;
+        const auto b = with(fast).plan(p, budget);
+        REQUIRE(b);
+        CHECK(b->makespan <= a->makespan + 1e-9);
+      }
+      // Switching a feature off never helps; the paper's literal sums never hurt.
+      for (int what = 0; what < 3; ++what) {
+        policy other = pol;
+        if (what == 0) other.features.cpu_optimizer = false;
+        if (what == 1) other.features.activation_offload = false;
+        if (what == 2) other.semantics = offmate_semantics::literal;
+        const auto c = other.plan(p, budget);
+        if (what == 2) {
+          REQUIRE(c);
+          CHECK(c->makespan <= a->makespan + 1e-9);
+        } else if (c) {
+          CHECK(c->makespan >= a->makespan - 1e-9);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("offmate: scaling every time, or every size with the speeds, keeps the plan's shape") {
+  std::mt19937 rng(15);
+  const offmate_problem p = random_problem(rng, 3);
+  const machine hw = random_machine(rng);
+  const bytes budget = (policy{with(hw)}.minimum_budget(p).value() + everything(p)) / 2;
+  const auto base = with(hw).plan(p, budget);
+  REQUIRE(base);
+  offmate_problem slow = p;
+  for (auto& b : slow.blocks)
+    for (auto& o : b.options) {
+      o.forward_time *= 3;
+      o.backward_time *= 3;
+    }
+  machine slow_hw = hw;
+  slow_hw.device_to_host /= 3;
+  slow_hw.host_to_device /= 3;
+  slow_hw.gpu_optimizer_speed /= 3;
+  slow_hw.cpu_optimizer_speed /= 3;
+  slow_hw.step_overhead *= 3;
+  const auto s = with(slow_hw).plan(slow, budget);
+  REQUIRE(s);
+  CHECK(s->makespan == doctest::Approx(3 * base->makespan).epsilon(1e-7));
+  offmate_problem big = p;
+  for (auto& b : big.blocks)
+    for (auto& o : b.options) {
+      o.stored_bytes *= 4;
+      o.offloaded_bytes *= 4;
+      o.forward_overhead_bytes *= 4;
+      o.backward_overhead_bytes *= 4;
+    }
+  for (auto& a : big.interface_bytes) a *= 4;
+  for (auto& w : big.groups)
+    for (auto& t : w.tensors) {
+      t.size *= 4;
+      t.trainable *= 4;
+    }
+  machine big_hw = hw;
+  big_hw.device_to_host *= 4;
+  big_hw.host_to_device *= 4;
+  big_hw.gpu_optimizer_speed *= 4;
+  big_hw.cpu_optimizer_speed *= 4;
+  const auto b = with(big_hw).plan(big, 4 * budget);
+  REQUIRE(b);
+  CHECK(b->makespan == doctest::Approx(base->makespan).epsilon(1e-7));
+}
+
+TEST_CASE("offmate: the least GPU memory has a plan, and below it the answer says what fills it") {
+  std::mt19937 rng(16);
+  for (int round = 0; round < 4; ++round) {
+    const offmate_problem p = random_problem(rng, 3, 3, round % 2 == 1);
+    const policy pol = with(random_machine(rng));
+    const bytes least = pol.minimum_budget(p).value();
+    // A necessary floor: each step's own parameters, gradient and stored activations.
+    bytes floor = 0;
+    for (int t = 0; t < p.steps(); ++t) {
+      bytes need = p.interface_at(t);
+      for (const auto& w : p.groups)
+        need += (p.uses(w, t) ? w.size() : 0) + (p.holds_gradient(w, t) ? w.trainable() : 0);
+      for (int i = 0; i <= p.block_of(t); ++i) {
+        bytes s = unlimited_bytes;
+        for (const auto& o : p.blocks[static_cast<std::size_t>(i)].options)
+          s = std::min(s, o.stored_bytes);
+        need += s;
+      }
+      floor = std::max(floor, need);
+    }
+    CHECK(least >= floor);
+    const auto at = pol.plan(p, least);
+    REQUIRE(at);
+    check_answer(p, pol, least, *at);
+    const auto below = pol.plan(p, least - 1);
+    REQUIRE(below.code() == status::budget_too_small);
+    CHECK(below.err().minimum_budget == least);
+    CHECK(mentions(below.err().message, {"the least is", "set at step", "parameters of block"}));
+  }
+}
+
+TEST_CASE("offmate: host memory too small says how much more it needs") {
+  std::mt19937 rng(17);
+  const offmate_problem p = random_problem(rng, 3);
+  machine hw = random_machine(rng);
+  const policy roomy = with(hw);
+  const bytes least = roomy.minimum_budget(p).value();
+  const auto a = roomy.plan(p, least);
+  REQUIRE(a);
+  const auto host = static_cast<bytes>(a->evaluation.host_bytes);
+  REQUIRE(host > 0);
+  // At the least GPU memory the plan must offload: with less host memory than any such plan
+  // needs, the GPU is what should grow.
+  hw.host_memory = 1;
+  const auto r = with(hw).plan(p, least);
+  REQUIRE(!r);
+  CHECK(r.code() == status::budget_too_small);
+  CHECK(r.err().minimum_budget > least);
+  CHECK(mentions(r.err().message, {"of host memory", "the least is"}));
+}
+
+TEST_CASE("offmate: problems and machines it cannot plan are refused with the reason") {
+  std::mt19937 rng(18);
+  const offmate_problem good = random_problem(rng, 2);
+  const policy pol = with(random_machine(rng));
+  auto refused = [&](const offmate_problem& p, std::initializer_list<std::string_view> parts) {
+    const auto r = pol.plan(p, unlimited_bytes);
+    REQUIRE(!r);
+    CHECK(r.code() == status::invalid_problem);
+    CHECK(mentions(r.err().message, parts));
+  };
+  offmate_problem p = good;
+  p.blocks.clear();
+  refused(p, {"no block"});
+  p = good;
+  p.blocks[1].options.clear();
+  refused(p, {"block 1", "no option"});
+  p = good;
+  p.blocks[0].options[0].stored_bytes = -5;
+  refused(p, {"block 0", "option 0", "stored_bytes", "negative"});
+  p = good;
+  p.blocks[0].options[1].forward_time = std::nan("");
+  refused(p, {"block 0", "option 1", "forward_time"});
+  p = good;
+  p.groups[0].blocks = {7};
+  refused(p, {"parameter group 0", "block 7", "0..1"});
+  p = good;
+  p.groups[1].tensors[0].trainable = p.groups[1].tensors[0].size + 1;
+  refused(p, {"parameter group 1", "trainable", "exceeds its size"});
+  p = good;
+  p.interface_bytes.push_back(0);
+  refused(p, {"interface_bytes", "one per step"});
+  p = good;
+  p.optimizer_states = -1;
+  refused(p, {"optimizer_states"});
+  for (int field = 0; field < 4; ++field) {
+    policy bad = pol;
+    if (field == 0) bad.hw.cpu_optimizer_speed = 0;
+    if (field == 1) bad.hw.gpu_optimizer_speed = std::nan("");
+    if (field == 2) bad.hw.step_overhead = -1;
+    if (field == 3) bad.hw.device_to_host = -1;
+    const auto r = bad.plan(good, unlimited_bytes);
+    REQUIRE(!r);
+    CHECK(r.code() == status::invalid_problem);
+    const char* name[] = {"cpu_optimizer_speed", "gpu_optimizer_speed", "step_overhead",
+                          "device-to-host"};
+    CHECK(mentions(r.err().message, {name[field]}));
+  }
+  // Only activation offloading, and no link.
+  p = good;
+  p.blocks[0].options.erase(p.blocks[0].options.begin(), p.blocks[0].options.begin() + 2);
+  policy no_link = pol;
+  no_link.hw.device_to_host = no_link.hw.host_to_device = 0;
+  const auto r = no_link.plan(p, unlimited_bytes);
+  REQUIRE(!r);
+  CHECK(mentions(r.err().message, {"block 0", "no link"}));
+}
+
+#endif
