@@ -374,6 +374,36 @@ TEST_CASE("offmate: host memory too small says how much more it needs") {
   CHECK(mentions(r.err().message, {"of host memory", "the least is"}));
 }
 
+TEST_CASE("offmate: the time limit stops the search with its best plan") {
+  // Eight identical decoder layers between an embedding and a head, Llama2-7B-like sizes: a
+  // search of tens of seconds, stopped after one (CBC once crashed there, with a warm start).
+  offmate_problem p;
+  p.name = "decoder";
+  const bytes act = 1'270'000'000, out = 33'554'432, layer = 808'000'000, emb = 524'288'000;
+  p.blocks.push_back({"embed", {{"store-all", 0.001, 0.002, out, 0, 0, 0}}});
+  for (int i = 0; i < 8; ++i)
+    p.blocks.push_back({"layer",
+                        {{"store-all", 0.09, 0.18, act, 0, out, out},
+                         {"recompute", 0.09, 0.27, out, 0, out, act},
+                         {"offload", 0.09, 0.18, out, act - out, out, out}}});
+  p.blocks.push_back({"head", {{"store-all", 0.06, 0.12, 262'144'000, 0, 0, 0}}});
+  for (int i = 0; i < p.length(); ++i)
+    p.groups.push_back({"w" + std::to_string(i),
+                        {{"t", i == 0 || i == p.length() - 1 ? emb : layer,
+                          i == 0 || i == p.length() - 1 ? emb : layer}},
+                        {i}});
+  p.interface_bytes.assign(static_cast<std::size_t>(p.steps()), 2 * out);
+  policy pol;
+  pol.hw = machine::with_bandwidth(10.4e9);
+  pol.hw.step_overhead = 0.05;
+  pol.time_limit = 1;
+  const auto a = pol.plan(p, 6'000'000'000);
+  REQUIRE(a);
+  CHECK(a->solve_seconds < 5);
+  CHECK(evaluate(p, pol.hw, 6'000'000'000, a->plan).valid());
+  if (!a->optimal) CHECK(mentions(a->notes.at(0), {"time limit"}));
+}
+
 TEST_CASE("offmate: problems and machines it cannot plan are refused with the reason") {
   std::mt19937 rng(18);
   const offmate_problem good = random_problem(rng, 2);

@@ -270,9 +270,13 @@ inline result<solution> run(const model& m, const options& o, bool preprocess,
     return to_result(std::move(s), "CBC");
   }
 
-  // MIP start by column names (CBC's interface for it).
+  // MIP start by column names (CBC's interface for it). Rows are named too: with column names
+  // and none for the rows, Clp's presolve in CBC's last resolve (after a stop on the time limit)
+  // read past the empty row-name list and crashed (CBC 2.10.8, a known Clp bug).
   std::vector<std::pair<std::string, double>> start;
   if (o.warm_start) {
+    for (std::size_t i = 0; i < f.rows(); ++i)
+      solver.setRowName(static_cast<int>(i), "r" + std::to_string(i));
     start.reserve(n);
     for (std::size_t j = 0; j < n; ++j) {
       std::string col_name = "x" + std::to_string(j);

@@ -162,6 +162,17 @@ struct offmate {
         sec.bound *= unit;
         progress(sec);
       };
+    if (g == goal::time && !whole_groups) {
+      // Only the options are integers: the LP relaxation rounded is a plan in a second or two,
+      // which the search starts from (and returns if time runs out before it finds better).
+      o.warm_start = f->rounded_start([&](const milp::model& m) {
+        milp::options lp;
+        lp.time_limit =
+            std::max(1e-3, std::chrono::duration<double>(deadline - clock::now()).count());
+        return backend.solve(m, lp);
+      });
+      o.time_limit = std::max(1e-3, std::chrono::duration<double>(deadline - clock::now()).count());
+    }
     auto s = backend.solve(f->model, o);
     if (!s) {
       error e = s.err();

@@ -228,6 +228,29 @@ class offmate_formulation {
     return out;
   }
 
+  /// A plan to start the search from: the LP relaxation's most chosen option per block, then
+  /// the fractions again with those options fixed (an LP). Nullopt when either LP has no
+  /// solution in time (or those options have no plan).
+  template <class Solve>
+  [[nodiscard]] std::optional<std::vector<double>> rounded_start(Solve solve) const {
+    milp::model relaxed = model;
+    for (std::size_t j = 0; j < relaxed.num_variables(); ++j)
+      relaxed.set_type(milp::variable{j}, milp::var_type::continuous);
+    const auto lp = solve(relaxed);
+    if (!lp || !lp->has_values()) return std::nullopt;
+    milp::model fixed = model;
+    for (const auto& c : comp_) {
+      std::size_t best = 0;
+      for (std::size_t o = 0; o < c.size(); ++o)
+        if ((*lp)[c[o]] > (*lp)[c[best]] + 1e-9) best = o;
+      for (std::size_t o = 0; o < c.size(); ++o)
+        fixed.set_bounds(c[o], o == best ? 1 : 0, o == best ? 1 : 0);
+    }
+    const auto sol = solve(fixed);
+    if (!sol || !sol->has_values()) return std::nullopt;
+    return sol->values;
+  }
+
   /// A solution's objective in seconds (goal::time) or bytes (the others).
   [[nodiscard]] seconds seconds_of(double objective) const { return objective * time_unit; }
   [[nodiscard]] double bytes_of(double objective) const { return objective * byte_unit; }
