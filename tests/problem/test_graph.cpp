@@ -334,6 +334,20 @@ TEST_CASE("graph validation errors name the nodes involved") {
     u.g.compute(u.l).kind = compute_kind::forward;
     CHECK(says(validate(u.g), {"no loss node"}));
   }
+  SUBCASE("parameters: sizes, and only forward nodes read them") {
+    tiny t;
+    const int w = t.g.add_parameter({"w", 64, true, "fp32"});
+    t.g.use_parameter(t.f, w);
+    t.g.use_parameter(t.f, w);  // twice is once
+    CHECK(t.g.parameter_users(w).size() == 1);
+    CHECK(validate(t.g).ok());
+    t.g.use_parameter(t.b, w);
+    CHECK(says(validate(t.g), {"parameter 'w'", "'B' (compute 2)", "not a forward node"}));
+    tiny u;
+    u.g.add_parameter({"v", -3, true, "fp32"});
+    CHECK(says(validate(u.g), {"parameter 'v'", "negative"}));
+    CHECK_THROWS_AS(u.g.use_parameter(u.f, 7), std::out_of_range);
+  }
   SUBCASE("negative sizes and times") {
     tiny t;
     t.g.data(t.x1).size = -1;

@@ -53,7 +53,7 @@ TEST_CASE("remat-zoo: the README's commands write the shipped files; bad flags e
     std::filesystem::remove(scratch);
     ++commands;
   }
-  CHECK(commands == 3);
+  CHECK(commands == 5);
 
   const std::pair<const char*, const char*> bad[] = {
       {"gpt2 --width 100", "width 100 is not divisible by heads 12"},
@@ -64,6 +64,10 @@ TEST_CASE("remat-zoo: the README's commands write the shipped files; bad flags e
       {"gpt2 --device B200", "unknown device 'B200'"},
       {"bert", "unknown model 'bert'"},
       {"gpt2 --frobnicate 1", "unknown option '--frobnicate'"},
+      {"llama --dropout 0.1", "--dropout is an option of gpt2, not of llama"},
+      {"resnet --ffn 100", "--ffn is an option of llama, not of resnet"},
+      {"resnet --layers 2", "--layers is an option of gpt2 and llama, not of resnet"},
+      {"llama --heads 33", "width 4096 is not divisible by heads 33"},
   };
   for (const auto& b : bad) {
     CAPTURE(b.first);

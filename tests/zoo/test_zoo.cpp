@@ -20,6 +20,7 @@
 #include <remat/problem/builder.hpp>
 #include <remat/sim/simulate.hpp>
 #include <remat/zoo/gpt2.hpp>
+#include <remat/zoo/llama.hpp>
 #include <remat/zoo/resnet.hpp>
 #include <remat/zoo/roofline.hpp>
 
@@ -211,6 +212,108 @@ TEST_CASE("resnet: op counts per depth and the sizes of the ops against hand for
   CHECK(op_named(*r18, "layer2.0.downsample.0").output_bytes == B * 128 * 28 * 28 * e);
 }
 
+TEST_CASE("llama: op counts, weights and the sizes of the ops against hand formulas") {
+  for (int layers : {1, 4, 32}) {
+    CAPTURE(layers);
+    const auto f = zoo::llama({.layers = layers}, zoo::devices::rtx3060());
+    REQUIRE_MESSAGE(f.ok(), f.message());
+    CHECK(f->ops.size() == std::size_t(1 + 17 * layers + 3));
+    CHECK(f->parameters.size() == std::size_t(3 + 9 * layers));
+    bytes total = 0;
+    for (const auto& w : f->parameters) total += w.size;
+    const bytes D = 4096, F = 11008, V = 32000, e = 4;
+    CHECK(total == 2 * V * D * e + layers * (4 * D * D + 3 * D * F + 2 * D) * e + D * e);
+  }
+  // Llama 2 7B: 6.74 billion values.
+  const auto full = zoo::llama({}, zoo::devices::rtx3060());
+  REQUIRE(full.ok());
+  bytes values = 0;
+  for (const auto& w : full->parameters) values += w.size / 4;
+  CHECK(values == 6'738'415'616);
+
+  const zoo::llama_config c{.layers = 2,
+                            .width = 64,
+                            .heads = 4,
+                            .ffn = 160,
+                            .vocab = 101,
+                            .sequence = 32,
+                            .batch = 3,
+                            .dtype_bytes = 2};
+  const auto f = zoo::llama(c, zoo::devices::a100());
+  REQUIRE_MESSAGE(f.ok(), f.message());
+  const bytes B = 3, T = 32, D = 64, H = 4, F = 160, e = 2, N = B * T, U = N * D * e;
+  CHECK(f->input_bytes == 8 * N);
+  const forward_op& q = op_named(*f, "layers.1.self_attn.q_proj");
+  CHECK(q.parameters == names{"layers.1.self_attn.q_proj.weight"});
+  CHECK(q.output_bytes == U);
+  CHECK(q.backward_reads == names{"layers.1.input_layernorm"});
+  const forward_op& norm = op_named(*f, "layers.0.post_attention_layernorm");
+  CHECK(norm.phantom_bytes == N * 4);
+  CHECK(norm.parameters == names{"layers.0.post_attention_layernorm.weight"});
+  const forward_op& scores = op_named(*f, "layers.1.self_attn.scores");
+  CHECK(scores.output_bytes == B * H * T * T * e);
+  CHECK(scores.inputs == names{"layers.1.self_attn.rotary_q", "layers.1.self_attn.rotary_k"});
+  const forward_op& act = op_named(*f, "layers.0.mlp.act");
+  CHECK(act.output_bytes == N * F * e);
+  CHECK(act.backward_reads == names{"layers.0.mlp.gate_proj", "layers.0.mlp.up_proj"});
+  CHECK(op_named(*f, "layers.0.self_attn.rotary_k").backward_reads.empty());
+  CHECK(op_named(*f, "lm_head").parameters == names{"lm_head.weight"});
+  for (const auto& w : f->parameters) {
+    CHECK(w.dtype == "bf16");
+    CHECK(w.trainable);
+  }
+  // The weights reach the training graph: one user each, a forward node.
+  const auto g = build_graph(*f);
+  REQUIRE(g.ok());
+  CHECK(g->parameters().size() == f->parameters.size());
+  for (int p = 0; p < static_cast<int>(g->parameters().size()); ++p) {
+    REQUIRE(g->parameter_users(p).size() == 1);
+    CHECK(g->compute(g->parameter_users(p)[0]).kind == compute_kind::forward);
+  }
+  CHECK(says(zoo::llama({.heads = 33}, zoo::devices::v100()), {"not divisible by heads 33"}));
+  CHECK(says(zoo::llama({.ffn = 0}, zoo::devices::v100()), {"ffn is 0"}));
+}
+
+TEST_CASE("graph JSON: parameters, and ops that read them") {
+  const char* text = R"({"name": "t", "input_bytes": 8,
+    "parameters": [{"name": "w", "bytes": 400}, {"name": "b", "bytes": 4, "trainable": false,
+                    "dtype": "bf16"}],
+    "ops": [{"name": "a", "inputs": ["input"], "forward_time": 1, "backward_time": 2,
+             "output_bytes": 8, "phantom_bytes": 0, "backward_reads": [],
+             "parameters": ["w", "b"]},
+            {"name": "l", "inputs": ["a"], "forward_time": 1, "backward_time": 1,
+             "output_bytes": 4, "phantom_bytes": 0, "backward_reads": [], "parameters": ["w"]}]})";
+  const auto f = io::parse_forward_dag(text);
+  REQUIRE_MESSAGE(f.ok(), f.message());
+  CHECK(f->parameters[0] == parameter{"w", 400, true, "fp32"});
+  CHECK(f->parameters[1] == parameter{"b", 4, false, "bf16"});
+  CHECK(f->ops[0].parameters == names{"w", "b"});
+  CHECK(io::forward_dag_from_json(io::to_json(*f)).value() == *f);
+  const auto g = build_graph(*f);
+  REQUIRE(g.ok());
+  CHECK(g->parameter_users(0).size() == 2);  // tied: a and l
+  CHECK(g->parameters_of(g->parameter_users(1)[0]).size() == 2);
+  auto edited = [&](auto edit) {
+    json j = json::parse(text);
+    edit(j);
+    return io::forward_dag_from_json(j);
+  };
+  CHECK(says(edited([](json& j) { j["parameters"][0]["bytes"] = -1; }),
+             {"parameter 'w'", "negative"}));
+  CHECK(says(edited([](json& j) { j["parameters"][0].erase("bytes"); }),
+             {"parameters[0]", "missing field \"bytes\""}));
+  CHECK(says(edited([](json& j) { j["parameters"][1]["trainable"] = "no"; }),
+             {"parameters[1]", "true or false"}));
+  CHECK(says(edited([](json& j) { j["parameters"][1]["name"] = "w"; }),
+             {"parameters[1]", "must be unique"}));
+  CHECK(says(edited([](json& j) { j["ops"][0]["parameters"] = {"v"}; }),
+             {"op 'a'", "parameter 'v'", "not in the DAG's parameters"}));
+  CHECK(says(edited([](json& j) { j["ops"][0]["parameters"] = {"w"}; }),
+             {"parameter 'b' is read by no op"}));
+  CHECK(says(edited([](json& j) { j["parameters"] = 3; }), {"\"parameters\" is an integer"}));
+  CHECK(says(edited([](json& j) { j["parameters"][0]["size"] = 3; }), {"unknown field \"size\""}));
+}
+
 TEST_CASE("zoo DAGs validate, build, run store-all and round-trip through JSON") {
   std::vector<forward_dag> dags;
   dags.push_back(
@@ -218,6 +321,15 @@ TEST_CASE("zoo DAGs validate, build, run store-all and round-trip through JSON")
   dags.push_back(
       zoo::gpt2({.layers = 2, .sequence = 128, .dropout = 0}, zoo::devices::v100()).value());
   dags.push_back(zoo::resnet({.depth = 18, .batch = 4, .image = 96}, zoo::devices::a100()).value());
+  dags.push_back(zoo::llama({.layers = 2,
+                             .width = 256,
+                             .heads = 4,
+                             .ffn = 688,
+                             .vocab = 1000,
+                             .sequence = 64,
+                             .batch = 2},
+                            zoo::devices::rtx3060())
+                     .value());
   dags.push_back(zoo::resnet({.depth = 50, .batch = 2, .image = 64, .dtype_bytes = 2},
                              zoo::devices::h100_tensor_cores())
                      .value());
@@ -257,6 +369,8 @@ TEST_CASE("the shipped zoo graphs are what the generators make today") {
            zoo::devices::v100())},
       {"resnet50.json", zoo::resnet({.depth = 50, .batch = 32, .image = 224, .dtype_bytes = 4},
                                     zoo::devices::v100())},
+      {"llama2_7b.json", zoo::llama({}, zoo::devices::rtx3060())},
+      {"llama_4layer.json", zoo::llama({.layers = 4}, zoo::devices::rtx3060())},
   };
   for (const auto& s : files) {
     CAPTURE(s.file);
@@ -303,7 +417,7 @@ TEST_CASE("zoo: bad configurations and devices are invalid_problem naming the fi
   CHECK(zoo::find_device("v100") == zoo::devices::v100());
   CHECK(zoo::find_device("H100-TC") == zoo::devices::h100_tensor_cores());
   CHECK_FALSE(zoo::find_device("B200").has_value());
-  CHECK(zoo::device_presets().size() == 6);
+  CHECK(zoo::device_presets().size() == 7);
 }
 
 TEST_CASE("graph JSON: the cost model and the ops' work fields") {

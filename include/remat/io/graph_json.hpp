@@ -35,6 +35,16 @@ inline constexpr field_spec dag_fields[] = {
     {"cost_model",
      "an object {\"device\", \"peak_flops\", \"memory_bandwidth\", \"rule\"} saying how the "
      "times were derived (optional)"},
+    {"parameters",
+     "an array of parameter objects {\"name\", \"bytes\", \"trainable\", \"dtype\"}, the "
+     "model's weights that ops read by name (optional)"},
+};
+
+inline constexpr field_spec parameter_fields[] = {
+    {"name", "a string, unique among the parameters"},
+    {"bytes", "the parameter's size in bytes, an integer >= 0"},
+    {"trainable", "whether the optimizer trains it, true or false (default true)"},
+    {"dtype", "its element type, a string such as \"fp32\" or \"bf16\" (default \"fp32\")"},
 };
 
 inline constexpr field_spec cost_model_fields[] = {
@@ -67,6 +77,9 @@ inline constexpr field_spec op_fields[] = {
      "the forward's device-memory traffic in bytes, an integer >= 0 (optional)"},
     {"backward_bytes_moved",
      "the backward's device-memory traffic in bytes, an integer >= 0 (optional)"},
+    {"parameters",
+     "an array of the names of the parameters the op reads (the DAG's \"parameters\"; default "
+     "none)"},
 };
 
 inline result<std::vector<std::string>> read_names(const json& obj, const std::string& where,
@@ -155,7 +168,52 @@ inline result<forward_op> op_from_json(const json& j, std::size_t i) {
       if (auto e = size(v, field, true)) return *e;
       *out = v;
     }
+  if (j.contains("parameters"))
+    if (auto e = names(op.parameters, "parameters")) return *e;
   return op;
+}
+
+/// The optional top-level "parameters" array; names and sizes are left to validate().
+inline std::optional<error> parameters_from_json(const json& j, forward_dag& f) {
+  const auto it = j.find("parameters");
+  if (it == j.end()) return std::nullopt;
+  if (!it->is_array())
+    return invalid("\"parameters\" is " + io::detail::describe(*it) + "; it must be " +
+                   std::string(io::detail::spec_of(dag_fields, "parameters").expect));
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const json& pj = (*it)[i];
+    const std::string where = "parameters[" + std::to_string(i) + "]";
+    if (!pj.is_object())
+      return invalid(where + " is " + io::detail::describe(pj) +
+                     "; each parameter is an object {\"name\", \"bytes\", \"trainable\", "
+                     "\"dtype\"}");
+    if (auto e = io::detail::check_unknown_fields(pj, where, parameter_fields, "a parameter"))
+      return *e;
+    parameter w;
+    for (auto [out, field] : {std::pair{&w.name, "name"}, std::pair{&w.dtype, "dtype"}}) {
+      const auto v = pj.find(field);
+      if (v == pj.end()) {
+        if (std::string_view(field) == "dtype") continue;
+        return invalid(where + ": missing field \"name\" (" +
+                       std::string(parameter_fields[0].expect) + ")");
+      }
+      if (!v->is_string())
+        return invalid(where + ": \"" + field + "\" is " + io::detail::describe(*v) +
+                       "; it must be a string");
+      *out = v->get<std::string>();
+    }
+    auto size = io::detail::read_bytes(pj, where, parameter_fields[1], true);
+    if (!size) return size.err();
+    w.size = *size;
+    if (const auto t = pj.find("trainable"); t != pj.end()) {
+      if (!t->is_boolean())
+        return invalid(where + ": \"trainable\" is " + io::detail::describe(*t) +
+                       "; it must be true or false");
+      w.trainable = t->get<bool>();
+    }
+    f.parameters.push_back(std::move(w));
+  }
+  return std::nullopt;
 }
 
 /// The optional top-level "cost_model" object; its rates' range is left to validate().
@@ -206,7 +264,8 @@ struct format<forward_dag> {
     return graph_json::op_from_json(j, i);
   }
   static std::optional<error> extra_from_json(const json& j, forward_dag& f) {
-    return graph_json::cost_model_from_json(j, f);
+    if (auto e = graph_json::cost_model_from_json(j, f)) return e;
+    return graph_json::parameters_from_json(j, f);
   }
 };
 }  // namespace detail
@@ -243,8 +302,8 @@ inline result<graph> load_graph(const std::filesystem::path& path) {
   return build_graph(*f);
 }
 
-/// The forward DAG as JSON, every field written (overheads included; the cost model and the
-/// ops' FLOPs and bytes moved when present), in the format above.
+/// The forward DAG as JSON, every field written (overheads included; the cost model, the
+/// parameters and the ops' FLOPs, bytes moved and parameters when present), in the format above.
 inline nlohmann::json to_json(const forward_dag& f) {
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& op : f.ops) {
@@ -263,6 +322,7 @@ inline nlohmann::json to_json(const forward_dag& f) {
     if (op.backward_flops) ops.back()["backward_flops"] = *op.backward_flops;
     if (op.forward_bytes_moved) ops.back()["forward_bytes_moved"] = *op.forward_bytes_moved;
     if (op.backward_bytes_moved) ops.back()["backward_bytes_moved"] = *op.backward_bytes_moved;
+    if (!op.parameters.empty()) ops.back()["parameters"] = op.parameters;
   }
   nlohmann::json out = {{"name", f.name}, {"input_bytes", f.input_bytes}};
   if (f.costs)
@@ -270,6 +330,13 @@ inline nlohmann::json to_json(const forward_dag& f) {
                          {"peak_flops", f.costs->peak_flops},
                          {"memory_bandwidth", f.costs->memory_bandwidth},
                          {"rule", f.costs->rule}};
+  if (!f.parameters.empty()) {
+    nlohmann::json params = nlohmann::json::array();
+    for (const parameter& w : f.parameters)
+      params.push_back(
+          {{"name", w.name}, {"bytes", w.size}, {"trainable", w.trainable}, {"dtype", w.dtype}});
+    out["parameters"] = std::move(params);
+  }
   out["ops"] = std::move(ops);
   return out;
 }

@@ -46,6 +46,9 @@ struct forward_op {
   std::optional<double> backward_flops = std::nullopt;       ///< floating-point operations
   std::optional<bytes> forward_bytes_moved = std::nullopt;   ///< device-memory traffic
   std::optional<bytes> backward_bytes_moved = std::nullopt;  ///< device-memory traffic
+  /// The parameters (forward_dag::parameters, by name) the op reads; its backward makes their
+  /// gradients.
+  std::vector<std::string> parameters = {};
 
   friend bool operator==(const forward_op&, const forward_op&) = default;
 };
@@ -68,6 +71,8 @@ struct forward_dag {
   bytes input_bytes = 0;
   std::vector<forward_op> ops;
   std::optional<cost_model> costs = std::nullopt;  ///< where the times came from, if a model
+  /// The model's weights, which ops read by name; only the planners of parameters use them.
+  std::vector<parameter> parameters = {};
 
   friend bool operator==(const forward_dag&, const forward_dag&) = default;
 };
@@ -258,6 +263,36 @@ inline result<void> validate(const forward_dag& f) {
 
   if (const auto sorted = detail::sort_ops(f, reads); !sorted.cycle.empty())
     return bad("ops " + sorted.cycle + " form a cycle (a -> b: b reads a)");
+
+  // Parameters: named once each, sizes in range, read by some op; ops read known ones.
+  std::unordered_map<std::string, std::size_t> params;
+  std::vector<char> used(f.parameters.size(), 0);
+  for (std::size_t p = 0; p < f.parameters.size(); ++p) {
+    const parameter& w = f.parameters[p];
+    const std::string at = "parameters[" + std::to_string(p) + "]";
+    if (w.name.empty()) return bad(at + " has no name; ops read parameters by name");
+    if (const auto [it, fresh] = params.emplace(w.name, p); !fresh)
+      return bad(at + " has the name '" + w.name + "' of parameters[" + std::to_string(it->second) +
+                 "]; parameter names must be unique");
+    if (w.size < 0)
+      return bad("parameter '" + w.name + "': bytes is negative (" + std::to_string(w.size) +
+                 "); sizes are byte counts >= 0");
+    if (w.size > max_size)
+      return bad("parameter '" + w.name + "': bytes (" + std::to_string(w.size) + ") exceeds 2^52");
+  }
+  for (std::size_t i = 0; i < f.ops.size(); ++i)
+    for (const std::string& name : f.ops[i].parameters) {
+      const auto it = params.find(name);
+      if (it == params.end())
+        return bad(detail::op_label(f, i) + " reads parameter '" + name +
+                   "', which is not in the DAG's parameters; list it there with its bytes");
+      used[it->second] = 1;
+    }
+  for (std::size_t p = 0; p < f.parameters.size(); ++p)
+    if (!used[p])
+      return bad("parameter '" + f.parameters[p].name +
+                 "' is read by no op; name it in the parameters of the ops that use it, or "
+                 "remove it");
   return {};
 }
 
@@ -303,6 +338,11 @@ inline result<graph> build_graph(const forward_dag& f) {
     g.add_output(c, lay.activation(static_cast<int>(k)));
     g.add_output(c, lay.phantom(static_cast<int>(k)));
   }
+  std::unordered_map<std::string, int> param_index;
+  for (const parameter& w : f.parameters) param_index.emplace(w.name, g.add_parameter(w));
+  for (std::size_t k = 0; k < n; ++k)
+    for (const auto& name : f.ops[order[k]].parameters)
+      g.use_parameter(lay.forward(static_cast<int>(k)), param_index.at(name));
   const int last = static_cast<int>(n) - 1;
   const int loss = g.add_compute({"loss", compute_kind::loss, 0, 0, 0, 0});
   g.add_input(loss, lay.activation(last));

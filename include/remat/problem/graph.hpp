@@ -70,6 +70,19 @@ struct data_node {
   friend bool operator==(const data_node&, const data_node&) = default;
 };
 
+/// A parameter tensor of the model (a weight): its bytes, whether the optimizer trains it, and
+/// its element type (informative: "fp32", "bf16", ...). The forward nodes that read it are its
+/// users; their backwards make its gradient. Only the planners of parameters read them
+/// (offmate); the others plan activations alone.
+struct parameter {
+  std::string name;
+  bytes size = 0;
+  bool trainable = true;
+  std::string dtype = "fp32";
+
+  friend bool operator==(const parameter&, const parameter&) = default;
+};
+
 class graph {
  public:
   std::string name;
@@ -83,6 +96,7 @@ class graph {
   /// Appends a compute node; its index is its position in the topological order.
   int add_compute(compute_node c) {
     computes_.push_back(std::move(c));
+    params_of_.emplace_back();
     inputs_.emplace_back();
     outputs_.emplace_back();
     partner_.push_back(-1);
@@ -124,6 +138,33 @@ class graph {
     unpair(twin_, gradient);
     twin_[detail::ix(activation)] = gradient;
     twin_[detail::ix(gradient)] = activation;
+  }
+
+  /// Appends a parameter; its index is its position in parameters().
+  int add_parameter(parameter p) {
+    params_.push_back(std::move(p));
+    users_.emplace_back();
+    return static_cast<int>(params_.size()) - 1;
+  }
+  /// Forward node c reads parameter p (its backward makes p's gradient). Twice is once.
+  void use_parameter(int c, int p) {
+    check_compute(c);
+    if (p < 0 || p >= static_cast<int>(params_.size()))
+      throw std::out_of_range("remat::graph: parameter " + std::to_string(p) +
+                              " does not exist (the graph has " + std::to_string(params_.size()) +
+                              ")");
+    if (link(params_of_[detail::ix(c)], p)) users_[detail::ix(p)].push_back(c);
+  }
+
+  // --- parameters ------------------------------------------------------------------------------
+  [[nodiscard]] const std::vector<parameter>& parameters() const noexcept { return params_; }
+  /// The forward nodes that read parameter p.
+  [[nodiscard]] std::span<const int> parameter_users(int p) const {
+    return users_.at(detail::ix(p));
+  }
+  /// The parameters forward node c reads.
+  [[nodiscard]] std::span<const int> parameters_of(int c) const {
+    return params_of_.at(detail::ix(c));
   }
 
   // --- nodes -----------------------------------------------------------------------------------
@@ -241,6 +282,9 @@ class graph {
   std::vector<std::vector<int>> producers_, consumers_;  // per data node
   std::vector<int> partner_;                             // forward <-> backward
   std::vector<int> twin_;                                // activation <-> gradient
+  std::vector<parameter> params_;
+  std::vector<std::vector<int>> users_;      // per parameter: the forward nodes that read it
+  std::vector<std::vector<int>> params_of_;  // per compute node: the parameters it reads
 };
 
 namespace detail {
@@ -360,6 +404,21 @@ inline result<void> validate(const graph& g) {
     if (v > max_size)
       return bad("data node " + data_label(g, d) + ": size (" + std::to_string(v) +
                  ") exceeds 2^52 bytes");
+  }
+
+  for (std::size_t p = 0; p < g.parameters().size(); ++p) {
+    const parameter& w = g.parameters()[p];
+    const std::string who = "parameter '" + w.name + "' (parameter " + std::to_string(p) + ")";
+    if (w.size < 0)
+      return bad(who + ": size is negative (" + std::to_string(w.size) +
+                 "); sizes are byte counts >= 0");
+    if (w.size > max_size)
+      return bad(who + ": size (" + std::to_string(w.size) + ") exceeds 2^52 bytes");
+    for (int c : g.parameter_users(static_cast<int>(p)))
+      if (g.compute(c).kind != compute_kind::forward)
+        return bad(who + " is read by " + compute_label(g, c) +
+                   ", which is not a forward node; forward nodes read parameters (their "
+                   "backwards make the gradients)");
   }
 
   // One loss.

@@ -132,43 +132,15 @@ inline result<forward_dag> gpt2(const gpt2_config& c, const device_model& device
     layer_norm(h + "ln_1", x);
     for (const char* p : {"q", "k", "v"})
       m.add(detail::linear(h + "attn." + p, h + "ln_1", N, D, D, e, true));
-    // scores: q k^T (2 B H T^2 D/H FLOPs, q and k read, S written), scale (S read and written),
-    // masked_fill (S read with the T^2 bool mask, S written). Backward: the mask's and the
-    // scale's gradients (S and S read, S and S written, the mask read), then dq = G k and
-    // dk = G^T q (G read twice, q and k read, dq and dk written).
-    m.add({.name = h + "attn.scores",
-           .inputs = {h + "attn.q", h + "attn.k"},
-           .output = S,
-           .phantom = 0,
-           .backward_reads = {h + "attn.q", h + "attn.k"},
-           .forward = {2 * P * (D / H) + 2 * P, 2 * U + 5 * S + T * T},
-           .backward = {4 * P * (D / H) + 2 * P, 4 * U + 6 * S + T * T},
-           .forward_temp = S,
-           .backward_temp = S});
-    m.add({.name = h + "attn.softmax",
-           .inputs = {h + "attn.scores"},
-           .output = S,
-           .phantom = 0,
-           .backward_reads = {"output"},
-           .forward = {5 * P, 2 * S},
-           .backward = {4 * P, 3 * S}});
+    m.add(
+        detail::attention_scores(h + "attn.scores", h + "attn.q", h + "attn.k", U, S, P, T, D / H));
+    m.add(detail::attention_softmax(h + "attn.softmax", h + "attn.scores", S, P));
     std::string probs = h + "attn.softmax";
     if (dropout) {
       drop(h + "attn.attn_drop", probs, S, P);
       probs = h + "attn.attn_drop";
     }
-    // context: probs v (2 B H T^2 D/H FLOPs; probs and v read, the head-layout result written),
-    // then the merge copy (read and written). Backward: dy split into heads (a copy), d_probs =
-    // dy v^T (dy, v read, S written), dv = probs^T dy (probs, dy read, dv written).
-    m.add({.name = h + "attn.context",
-           .inputs = {probs, h + "attn.v"},
-           .output = U,
-           .phantom = 0,
-           .backward_reads = {probs, h + "attn.v"},
-           .forward = {2 * P * (D / H), S + 4 * U},
-           .backward = {4 * P * (D / H), 2 * S + 6 * U},
-           .forward_temp = U,
-           .backward_temp = U});
+    m.add(detail::attention_context(h + "attn.context", probs, h + "attn.v", U, S, P, D / H));
     m.add(detail::linear(h + "attn.c_proj", h + "attn.context", N, D, D, e, true));
     std::string branch = h + "attn.c_proj";
     if (dropout) {

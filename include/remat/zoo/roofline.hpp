@@ -2,7 +2,8 @@
 // The roofline cost model of the model zoo (zoo/gpt2.hpp, zoo/resnet.hpp), after Williams,
 // Waterman and Patterson (CACM 52(4), 2009): an op's forward and backward each take
 // max(flops / peak_flops, bytes_moved / memory_bandwidth) on a device described by those two
-// numbers; presets for V100, A100, H100 (fp32 and tensor-core peaks). docs/zoo.md.
+// numbers; presets for V100, A100, H100 (fp32 and tensor-core peaks) and the RTX 3060.
+// docs/zoo.md.
 
 #include <algorithm>
 #include <cctype>
@@ -39,6 +40,8 @@ inline device_model h100() { return {"H100", 67e12, 3.35e12}; }
 inline device_model v100_tensor_cores() { return {"V100-tc", 125e12, 900e9}; }
 inline device_model a100_tensor_cores() { return {"A100-tc", 312e12, 1555e9}; }
 inline device_model h100_tensor_cores() { return {"H100-tc", 989e12, 3.35e12}; }
+/// The consumer card of [Offmate24]'s experiments (12 GB): fp32 peak and GDDR6 bandwidth.
+inline device_model rtx3060() { return {"RTX3060", 12.7e12, 360e9}; }
 }  // namespace devices
 
 /// The presets above, in that order.
@@ -48,7 +51,8 @@ inline std::vector<device_model> device_presets() {
           devices::h100(),
           devices::v100_tensor_cores(),
           devices::a100_tensor_cores(),
-          devices::h100_tensor_cores()};
+          devices::h100_tensor_cores(),
+          devices::rtx3060()};
 }
 
 /// The preset with this name (case-insensitive: "v100" finds "V100"), or nullopt.

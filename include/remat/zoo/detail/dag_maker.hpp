@@ -30,6 +30,10 @@ inline constexpr double max_ops = 1e6;
 inline std::string dtype_name(int dtype_bytes) {
   return dtype_bytes == 2 ? "fp16/bf16" : dtype_bytes == 8 ? "fp64" : "fp32";
 }
+/// A parameter's dtype for `dtype_bytes` ("bf16" for 2: the usual training half type).
+inline std::string parameter_dtype(int dtype_bytes) {
+  return dtype_bytes == 2 ? "bf16" : dtype_bytes == 8 ? "fp64" : "fp32";
+}
 
 /// Checks a size field: >= 1 (and <= `most`).
 inline std::optional<std::string> positive_field(std::string_view config, std::string_view field,
@@ -68,8 +72,9 @@ struct op_spec {
   std::vector<std::string> backward_reads;
   work forward;
   work backward;
-  double forward_temp = 0;   ///< temporaries of the forward, its phantom excepted
-  double backward_temp = 0;  ///< temporaries of the backward
+  double forward_temp = 0;                   ///< temporaries of the forward, its phantom excepted
+  double backward_temp = 0;                  ///< temporaries of the backward
+  std::vector<std::string> parameters = {};  ///< the weights it reads (dag_maker::parameter)
 };
 
 /// Collects op_specs and makes the forward DAG. The phantom of every op here is computed by its
@@ -99,7 +104,14 @@ class dag_maker {
     op.backward_bytes_moved = size(s.backward.bytes, op.name, "backward_bytes_moved");
     op.forward_time = roofline_time(s.forward, device_);
     op.backward_time = roofline_time(s.backward, device_);
+    op.parameters = std::move(s.parameters);
     ops_.push_back(std::move(op));
+  }
+
+  /// Declares a weight of `n` bytes that ops read by name; returns the name.
+  std::string parameter(std::string name, double n, std::string dtype, bool trainable = true) {
+    params_.push_back({name, size(n, name, "bytes"), trainable, std::move(dtype)});
+    return name;
   }
 
   /// The forward DAG, checked by validate(forward_dag); `who` ("gpt2") starts every message.
@@ -112,6 +124,7 @@ class dag_maker {
           {}};
     forward_dag f{std::move(name), in, std::move(ops_)};
     f.costs = to_cost_model(device_);
+    f.parameters = std::move(params_);
     if (auto v = validate(f); !v)
       return error{status::invalid_problem, std::string(who) + ": " + v.message(), {}};
     return f;
@@ -129,6 +142,7 @@ class dag_maker {
 
   device_model device_;
   std::vector<forward_op> ops_;
+  std::vector<remat::parameter> params_;
   std::optional<std::string> problem_;
 };
 
@@ -150,6 +164,47 @@ inline op_spec linear(std::string name, const std::string& x, double rows, doubl
           .forward = {2 * rows * in * out + b * rows * out, X + W + B + Y},
           .backward = {(2 + 2 * dgrad) * rows * in * out + b * rows * out,
                        (1 + dgrad + b) * Y + X + dgrad * W + dgrad * X + W + B}};
+}
+
+/// Eager attention's three ops over `B H T^2` scores (`S` bytes, `P` elements) for `U`-byte q,
+/// k, v and context of `dh` features a head, as GPT-2's and Llama's (zoo/gpt2.hpp states the
+/// decisions). scores: q k^T (2 P dh FLOPs, q and k read, S written), scale (S read and
+/// written), masked_fill (S read with the T^2 bool mask, S written); backward: the mask's and the
+/// scale's gradients, then dq = G k and dk = G^T q. softmax: its backward reads its output.
+/// context: probs v, then the merge copy; backward: dy split into heads (a copy), d_probs = dy
+/// v^T, dv = probs^T dy.
+inline op_spec attention_scores(std::string name, const std::string& q, const std::string& k,
+                                double U, double S, double P, double T, double dh) {
+  return {.name = std::move(name),
+          .inputs = {q, k},
+          .output = S,
+          .phantom = 0,
+          .backward_reads = {q, k},
+          .forward = {2 * P * dh + 2 * P, 2 * U + 5 * S + T * T},
+          .backward = {4 * P * dh + 2 * P, 4 * U + 6 * S + T * T},
+          .forward_temp = S,
+          .backward_temp = S};
+}
+inline op_spec attention_softmax(std::string name, const std::string& scores, double S, double P) {
+  return {.name = std::move(name),
+          .inputs = {scores},
+          .output = S,
+          .phantom = 0,
+          .backward_reads = {"output"},
+          .forward = {5 * P, 2 * S},
+          .backward = {4 * P, 3 * S}};
+}
+inline op_spec attention_context(std::string name, const std::string& probs, const std::string& v,
+                                 double U, double S, double P, double dh) {
+  return {.name = std::move(name),
+          .inputs = {probs, v},
+          .output = U,
+          .phantom = 0,
+          .backward_reads = {probs, v},
+          .forward = {2 * P * dh, S + 4 * U},
+          .backward = {4 * P * dh, 2 * S + 6 * U},
+          .forward_temp = U,
+          .backward_temp = U};
 }
 
 /// A residual add z = a + b of `n` bytes (`elems` elements). The backward passes dz through to
