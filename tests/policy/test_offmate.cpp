@@ -16,6 +16,8 @@
 #include <vector>
 
 #include <remat/policy/offmate.hpp>
+#include <remat/policy/offmate/from_graph.hpp>
+#include <remat/zoo/llama.hpp>
 
 #include "support/offmate_brute_force.hpp"
 
@@ -402,6 +404,133 @@ TEST_CASE("offmate: the time limit stops the search with its best plan") {
   CHECK(a->solve_seconds < 5);
   CHECK(evaluate(p, pol.hw, 6'000'000'000, a->plan).valid());
   if (!a->optimal) CHECK(mentions(a->notes.at(0), {"time limit"}));
+}
+
+TEST_CASE("offmate: a ZeRO-Infinity-like plan in the same model is valid and never faster") {
+  std::mt19937 rng(19);
+  for (int round = 0; round < 4; ++round) {
+    const offmate_problem p = random_problem(rng, 3);
+    policy pol = with(random_machine(rng));
+    const bytes budget = everything(p);
+    const auto best = pol.plan(p, budget);
+    REQUIRE(best);
+    pol.features.zero_infinity = true;
+    const auto zero = pol.plan(p, budget);
+    REQUIRE(zero);
+    check_answer(p, pol, budget, *zero);
+    CHECK(zero->makespan >= best->makespan - 1e-9);
+    for (std::size_t w = 0; w < p.groups.size(); ++w)
+      for (int t = 0; t < p.steps(); ++t)
+        if (!p.uses(p.groups[w], t)) CHECK(zero->plan.at(w, t).resident == 0);
+  }
+}
+
+namespace {
+/// A small Llama whose head reads the embedding's weight (tied, as GPT-2's).
+forward_dag tied_llama(int layers) {
+  forward_dag f = zoo::llama({.layers = layers,
+                              .width = 256,
+                              .heads = 4,
+                              .ffn = 688,
+                              .vocab = 1000,
+                              .sequence = 64,
+                              .batch = 2},
+                             zoo::devices::rtx3060())
+                      .value();
+  std::erase_if(f.parameters, [](const parameter& w) { return w.name == "lm_head.weight"; });
+  for (auto& op : f.ops)
+    if (op.name == "lm_head") op.parameters = {"embed_tokens.weight"};
+  return f;
+}
+}  // namespace
+
+TEST_CASE("offmate on a graph: blocks, their options, and groups by the blocks that read them") {
+  const graph g = build_graph(tied_llama(2)).value();
+  const auto all = offmate_problem_of(g, {.max_blocks = 0});
+  REQUIRE(all);
+  const offmate_problem& p = all->problem;
+  // The cut: the embedding, attention and MLP per layer, the final norm, the head and loss.
+  CHECK(p.length() == 1 + 2 * 2 + 2);
+  CHECK(all->blocks.size() == static_cast<std::size_t>(p.length()));
+  CHECK(validate(p).ok());
+  for (const auto& b : p.blocks) {
+    const offmate_option& keep = b.options.front();
+    CHECK(keep.name == "store-all");
+    for (const auto& o : b.options) {
+      if (o.name == "recompute") {
+        CHECK(o.stored_bytes < keep.stored_bytes);
+        CHECK(o.backward_time == doctest::Approx(keep.forward_time + keep.backward_time));
+      }
+      if (o.name == "offload") {
+        CHECK(o.stored_bytes + o.offloaded_bytes == keep.stored_bytes);
+        CHECK(o.forward_time == keep.forward_time);
+      }
+    }
+  }
+  // Groups: the tied embedding (first and last block), then one per block with weights.
+  bytes total = 0;
+  for (const auto& w : g.parameters()) total += w.size;
+  bytes grouped = 0;
+  bool tied = false;
+  for (const auto& w : p.groups) {
+    grouped += w.size();
+    if (w.blocks == std::vector<int>{0, p.length() - 1}) tied = true;
+  }
+  CHECK(grouped == total);
+  CHECK(tied);
+  CHECK(p.groups.size() == 1 + 2 * 2 + 1);  // the tied one, 4 layer halves, the final norm
+  // Merged: at most 3 blocks, every forward node in one of them, in order.
+  const auto merged = offmate_problem_of(g, {.max_blocks = 3});
+  REQUIRE(merged);
+  CHECK(merged->problem.length() == 3);
+  std::vector<int> seen;
+  for (const auto& b : merged->blocks) seen.insert(seen.end(), b.begin(), b.end());
+  std::vector<int> before;
+  for (const auto& b : all->blocks) before.insert(before.end(), b.begin(), b.end());
+  CHECK(seen == before);
+  // Planned end to end.
+  policy pol;
+  pol.hw.step_overhead = 0.001;
+  const bytes budget = pol.minimum_budget(p).value() * 3 / 2;
+  const auto a = pol.plan(g, budget);
+  REQUIRE_MESSAGE(a, a.err().message);
+  CHECK(a->blocks.size() == static_cast<std::size_t>(a->problem.length()));
+  CHECK(evaluate(a->problem, pol.hw, budget, a->plan).valid());
+  CHECK(a->makespan >= g.ideal_time() - 1e-9);
+}
+
+TEST_CASE("offmate: merged blocks have the smallest longest run (against every split)") {
+  std::mt19937 rng(20);
+  for (int round = 0; round < 40; ++round) {
+    const int n = 1 + round % 7, parts = 1 + round % 4;
+    std::vector<seconds> times;
+    for (int i = 0; i < n; ++i) times.push_back(std::uniform_int_distribution<int>(0, 9)(rng));
+    const auto ends = detail::balanced_runs(times, parts);
+    auto longest = [&](const std::vector<std::size_t>& e) {
+      seconds most = 0;
+      std::size_t start = 0;
+      for (std::size_t end : e) {
+        seconds run = 0;
+        for (std::size_t i = start; i < end; ++i) run += times[i];
+        most = std::max(most, run);
+        start = end;
+      }
+      return most;
+    };
+    REQUIRE(!ends.empty());
+    CHECK(ends.back() == times.size());
+    CHECK(ends.size() <= static_cast<std::size_t>(parts));
+    // Every split into at most `parts` runs (bit i: a run ends after item i).
+    seconds best = 1e300;
+    for (unsigned m = 0; m < (1u << (n - 1)); ++m) {
+      std::vector<std::size_t> e;
+      for (int i = 0; i + 1 < n; ++i)
+        if (m >> i & 1u) e.push_back(static_cast<std::size_t>(i + 1));
+      e.push_back(times.size());
+      if (e.size() <= static_cast<std::size_t>(parts)) best = std::min(best, longest(e));
+    }
+    CHECK(longest(ends) == best);
+  }
 }
 
 TEST_CASE("offmate: problems and machines it cannot plan are refused with the reason") {

@@ -1,9 +1,11 @@
 #pragma once
 // offmate: OFFMATE's one plan for parameters, gradients, optimizer states and activations
 // [Offmate24], its O-ILP solved by a MILP backend (milp::cbc or milp::lpsolve; this header
-// includes neither). plan(problem, budget) answers with each block's option, where each group's
-// parameters and optimizer states are at each step, what the CPU updates, and the iteration's
-// time as evaluate() (plan.hpp) computes it from the plan, not as the solver reports it.
+// includes neither). plan(graph, budget) plans a training graph with parameters through its
+// blocks (policy/offmate/from_graph.hpp); plan(problem, budget) answers with each block's option,
+// where each group's parameters and optimizer states are at each step, what the CPU updates, and
+// the iteration's time as evaluate() (plan.hpp) computes it from the plan, not as the solver
+// reports it.
 //
 // Where nothing fits, the answer says why: budget_too_small with the least GPU memory any plan
 // needs (a MILP of its own) and what fills it at its peak step; infeasible with the host memory
@@ -29,6 +31,7 @@
 #include <remat/core/units.hpp>
 #include <remat/milp/model.hpp>
 #include <remat/policy/offmate/formulation.hpp>
+#include <remat/policy/offmate/from_graph.hpp>
 #include <remat/policy/offmate/plan.hpp>
 #include <remat/policy/offmate/problem.hpp>
 
@@ -36,6 +39,9 @@ namespace remat {
 
 /// What offmate::plan answers.
 struct offmate_answer {
+  offmate_problem problem;  ///< what was planned (from a graph: its blocks, options and groups)
+  /// From a graph: each block's forward nodes; empty when planned from a problem.
+  std::vector<std::vector<int>> blocks;
   offmate_plan plan;
   offmate_evaluation evaluation;  ///< the plan's step lanes, memory and (none) violations
   seconds makespan = 0;           ///< one iteration, optimizer included (= evaluation.makespan)
@@ -68,6 +74,10 @@ struct offmate {
   offmate_features features = {};
   /// Move groups whole (every fraction 0 or 1) instead of by tensors.
   bool whole_groups = false;
+  /// From a graph: its blocks and their options (policy/offmate/from_graph.hpp). The O-ILP grows
+  /// as the square of the blocks: 40 solve within a minute on two cores, a decoder layer's two
+  /// blocks (attention, MLP) merged (docs/offmate.md, "From a graph").
+  offmate_graph_options blocks = {.max_blocks = 40};
   Backend backend = {};
 
   /// PCIe 3.0 both ways, the RTX 3060 machine's optimizer speeds of [Offmate24, §5] (CPU 1.1
@@ -77,6 +87,17 @@ struct offmate {
     m.cpu_optimizer_speed = 1.1e9;
     m.gpu_optimizer_speed = 16.6e9;
     return m;
+  }
+
+  /// The plan of a training graph with parameters: its blocks as an OFFMATE problem, planned.
+  [[nodiscard]] result<offmate_answer> plan(const graph& g, bytes budget) const {
+    offmate_graph_options o = blocks;
+    o.offload = o.offload && features.activation_offload;
+    auto p = offmate_problem_of(g, o);
+    if (!p) return p.err();
+    auto a = plan(p->problem, budget);
+    if (a) a->blocks = std::move(p->blocks);
+    return a;
   }
 
   [[nodiscard]] result<offmate_answer> plan(const offmate_problem& p, bytes budget) const {
@@ -105,6 +126,7 @@ struct offmate {
     }
     auto& [f, s] = *sol;
     offmate_answer out;
+    out.problem = p;
     out.plan = f->plan(s);
     out.evaluation = evaluate(p, hw, budget, out.plan, semantics, features, 1e-5);
     if (!out.evaluation.valid())

@@ -144,7 +144,10 @@ class offmate_formulation {
         const auto u = static_cast<std::size_t>(t);
         const auto nx = static_cast<std::size_t>((t + 1) % steps);
         const std::string at = ws + std::to_string(t);
-        if (p.uses(w, t)) model.set_bounds(v.sto[u], 1, 1);  // (5)
+        if (p.uses(w, t))
+          model.set_bounds(v.sto[u], 1, 1);  // (5)
+        else if (s.features.zero_infinity)
+          model.set_bounds(v.sto[u], 0, 0);
         // (7), (8): on the GPU, or offloaded since g_w (strict: in an earlier step).
         model.add(v.sto[u] + cum(c_ofl, t, !strict) >= 1.0, "(7)" + at);
         if (trained) model.add(v.sto_o[u] + cum(c_oflo, t, !strict) + x >= 1.0, "(8)" + at);
@@ -174,6 +177,10 @@ class offmate_formulation {
         if (t == g) gpu[u] += grad * gpu_opt * (1.0 - x);     // (20)
         host += size * v.ofl[u] + states * v.ofl_o[u];        // (18)
       }
+      bool window = false;
+      for (int t = 0; t < steps; ++t) window = window || p.in_cpu_window(w, t);
+      if (s.features.zero_infinity && cpu_ok && trained && window)
+        model.add(x == 1.0, "ZeRO-Infinity" + ws);
       // (6): the states of the GPU update are resident at g_w.
       if (trained) model.add(v.sto_o[static_cast<std::size_t>(g)] + x >= 1.0, "(6)" + ws);
       // (11): the CPU-updated part comes back before f_w.

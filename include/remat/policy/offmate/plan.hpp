@@ -82,6 +82,10 @@ struct offmate_evaluation {
 struct offmate_features {
   bool cpu_optimizer = true;       ///< false: every update on the GPU ("w/o CPU optim")
   bool activation_offload = true;  ///< false: no option that offloads ("w/o Act offload")
+  /// A ZeRO-Infinity-like plan [Rajbhandari21] in the same model: each group on the GPU only
+  /// during its own blocks' steps (prefetched the step before, offloaded after), every update
+  /// the CPU can make on the CPU, its states on the host.
+  bool zero_infinity = false;
 
   friend bool operator==(const offmate_features&, const offmate_features&) = default;
 };
@@ -192,6 +196,8 @@ inline offmate_evaluation evaluate(const offmate_problem& p, const machine& hw, 
       if (hw.host_to_device <= 0 && (s.prefetched > tol || s.states_prefetched > tol))
         bad(where + ": a prefetch without a link");
       if (p.uses(w, t) && s.resident < 1 - tol) bad(where + ": used but not resident (5)");
+      if (features.zero_infinity && !p.uses(w, t) && s.resident > tol)
+        bad(where + ": resident outside its blocks' steps in a ZeRO-Infinity-like plan");
       if (s.resident + cum(c_ofl, t, !strict) < 1 - tol)
         bad(where + ": neither on the GPU nor offloaded since g_w (7)");
       if (grad > 0 && s.states_resident + cum(c_oflo, t, !strict) < 1 - x - tol)
@@ -222,6 +228,11 @@ inline offmate_evaluation evaluate(const offmate_problem& p, const machine& hw, 
       if (t == g) ln.gpu += grad * (1 - x) * gpu_opt;            // (20): the GPU update
       host += size * s.offloaded + states * s.states_offloaded;  // (18)
     }
+    bool window = false;
+    for (int t = 0; t < steps; ++t) window = window || p.in_cpu_window(w, t);
+    if (features.zero_infinity && features.cpu_optimizer && hw.transfers() && grad > 0 && window &&
+        x < 1 - tol)
+      bad(name + ": not updated on the CPU in a ZeRO-Infinity-like plan");
     if (grad > 0 && at(g).states_resident < 1 - x - tol)
       bad(name + ": states of the GPU update not resident at g_w (6)");
     // (11): what the CPU updates comes back before f_w.
