@@ -90,13 +90,39 @@ struct offmate {
   }
 
   /// The plan of a training graph with parameters: its blocks as an OFFMATE problem, planned.
+  /// Unless blocks.run_length is given, the blocks are the fewest merges that fit max_blocks or
+  /// one block of the cut longer each (fewer steps: less management time, H each), whichever
+  /// has the smaller LP relaxation at this budget (a second or two each).
   [[nodiscard]] result<offmate_answer> plan(const graph& g, bytes budget) const {
+    const auto start = clock::now();
     offmate_graph_options o = blocks;
     o.offload = o.offload && features.activation_offload;
     auto p = offmate_problem_of(g, o);
     if (!p) return p.err();
-    auto a = plan(p->problem, budget);
-    if (a) a->blocks = std::move(p->blocks);
+    std::string why;
+    if (blocks.run_length == 0 && p->run_length < p->cut_blocks) {
+      offmate_graph_options longer = o;
+      longer.run_length = p->run_length + 1;
+      auto q = offmate_problem_of(g, longer);
+      if (!q) return q.err();
+      const auto deadline = deadline_from_now();
+      const auto a = relaxed(p->problem, budget, deadline),
+                 b = relaxed(q->problem, budget, deadline);
+      if (b && (!a || *b < *a)) {
+        why = "blocks: runs of " + std::to_string(q->run_length) + " blocks of the cut (LP " +
+              format_seconds(*b) + ") rather than " + std::to_string(p->run_length) + " (LP " +
+              (a ? format_seconds(*a) : std::string("infeasible")) + ")";
+        p = std::move(q);
+      }
+    }
+    offmate rest = *this;  // the time limit covers the relaxations too
+    rest.time_limit =
+        std::max(0.0, time_limit - std::chrono::duration<double>(clock::now() - start).count());
+    auto a = rest.plan(p->problem, budget);
+    if (a) {
+      a->blocks = std::move(p->blocks);
+      if (!why.empty()) a->notes.push_back(why);
+    }
     return a;
   }
 
@@ -202,6 +228,20 @@ struct offmate {
       return e;
     }
     return built{std::move(f), std::move(*s)};
+  }
+
+  /// The O-ILP's LP relaxation at this budget, seconds; nullopt when it has none in time.
+  [[nodiscard]] std::optional<seconds> relaxed(const offmate_problem& p, bytes budget,
+                                               clock::time_point deadline) const {
+    if (!validate(p)) return std::nullopt;
+    detail::offmate_formulation f(p, hw, budget, {semantics, features, false, goal::time});
+    for (std::size_t j = 0; j < f.model.num_variables(); ++j)
+      f.model.set_type(milp::variable{j}, milp::var_type::continuous);
+    milp::options lp;
+    lp.time_limit = std::max(1e-3, std::chrono::duration<double>(deadline - clock::now()).count());
+    const auto s = backend.solve(f.model, lp);
+    if (!s || !s->has_values()) return std::nullopt;
+    return f.seconds_of(s->objective);
   }
 
   /// The answer where the O-ILP has no plan: the GPU's minimum and what sets it, or the host's.

@@ -1,13 +1,13 @@
 #pragma once
 // OFFMATE's problem from a training graph with parameters [Offmate24, §4]: rockmate's blocks (the
 // graph cut at its 1-separators, identical blocks found once; policy/rockmate/options.hpp),
-// optionally merged into at most `max_blocks` consecutive runs with the longest run as short as
-// possible, each with up to three options made on the block's own graph: store-all (everything
-// its backward reads stays on the GPU), recompute (the forward keeps only the block's output,
-// and the backward runs the forward again first) and offload (the forward sends what store-all
-// keeps, its output excepted, to the host; the backward brings it back). The interface bytes
-// are the graph's input, and in a backward step the gradients of the block's output and input;
-// the parameter groups are the parameters read by the same set of blocks. docs/offmate.md,
+// optionally merged into at most `max_blocks` runs of equally many consecutive blocks placed where
+// they repeat most, each with up to three options made on the block's own graph: store-all
+// (everything its backward reads stays on the GPU), recompute (the forward keeps only the block's
+// output, and the backward runs the forward again first) and offload (the forward sends what
+// store-all keeps, its output excepted, to the host; the backward brings it back). The interface
+// bytes are the graph's input, and in a backward step the gradients of the block's output and
+// input; the parameter groups are the parameters read by the same set of blocks. docs/offmate.md,
 // "From a graph".
 
 #include <algorithm>
@@ -29,9 +29,13 @@ namespace remat {
 
 /// How a training graph becomes an OFFMATE problem.
 struct offmate_graph_options {
-  /// Merge consecutive blocks into at most this many, the longest (in compute time) as short as
-  /// possible; 0 keeps every block of the cut (a decoder layer is two: attention and MLP).
+  /// Merge consecutive blocks into at most this many runs of equally many, placed where the
+  /// merged blocks repeat most (detail::merge_blocks); 0 keeps every block of the cut (a
+  /// decoder layer is two: attention and MLP).
   int max_blocks = 0;
+  /// Merge runs of this many consecutive blocks (placed as above) instead of the fewest that
+  /// fit max_blocks; 0: the fewest.
+  int run_length = 0;
   bool recompute = true;  ///< each block may recompute its forward in its backward
   bool offload = true;    ///< each block may offload what it keeps
 };
@@ -40,38 +44,52 @@ struct offmate_graph_options {
 struct offmate_graph_problem {
   offmate_problem problem;
   std::vector<std::vector<int>> blocks;
+  int run_length = 1;  ///< how many blocks of the cut each block is (at most)
+  int cut_blocks = 0;  ///< the blocks of the cut
 };
 
 namespace detail {
 
-/// Consecutive runs of `times` in at most `parts` runs with the largest sum smallest (the linear
-/// partition DP); returns each run's end (exclusive).
-inline std::vector<std::size_t> balanced_runs(const std::vector<seconds>& times, int parts) {
-  const std::size_t n = times.size(), k = std::min<std::size_t>(n, static_cast<std::size_t>(parts));
-  std::vector<seconds> prefix(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + times[i];
-  const seconds inf = std::numeric_limits<seconds>::infinity();
-  // best[j][i]: the smallest largest run of the first i items in j runs; from[j][i]: its last
-  // run's start.
-  std::vector<std::vector<seconds>> best(k + 1, std::vector<seconds>(n + 1, inf));
-  std::vector<std::vector<std::size_t>> from(k + 1, std::vector<std::size_t>(n + 1, 0));
-  best[0][0] = 0;
-  for (std::size_t j = 1; j <= k; ++j)
-    for (std::size_t i = j; i <= n; ++i)
-      for (std::size_t s = j - 1; s < i; ++s) {
-        const seconds v = std::max(best[j - 1][s], prefix[i] - prefix[s]);
-        if (v < best[j][i]) {
-          best[j][i] = v;
-          from[j][i] = s;
-        }
-      }
-  std::vector<std::size_t> ends;
-  for (std::size_t j = k, i = n; j > 0; --j) {
-    ends.push_back(i);
-    i = from[j][i];
+/// The blocks of `cut` merged into runs of `r` consecutive ones (the first run `offset` long, the
+/// last what remains).
+inline std::vector<std::vector<int>> merge_runs(const std::vector<std::vector<int>>& cut,
+                                                std::size_t r, std::size_t offset) {
+  std::vector<std::vector<int>> out;
+  for (std::size_t i = 0; i < cut.size();) {
+    const std::size_t len = out.empty() && offset > 0 ? offset : r;
+    auto& run = out.emplace_back();
+    for (std::size_t j = i; j < std::min(cut.size(), i + len); ++j)
+      run.insert(run.end(), cut[j].begin(), cut[j].end());
+    i += len;
   }
-  std::reverse(ends.begin(), ends.end());
-  return ends;
+  return out;
+}
+
+/// The cut merged into runs of r = ceil(blocks / max_blocks) consecutive blocks, the runs placed
+/// (the first one 1..r long) where they make the fewest kinds of block: aligned with the model's
+/// repeating unit (a decoder layer's attention and MLP blocks together), so that the merged
+/// blocks repeat too.
+inline result<std::vector<std::vector<int>>> merge_blocks(const graph& g,
+                                                          std::vector<std::vector<int>> cut,
+                                                          int max_blocks, int run_length = 0) {
+  if (run_length <= 1 && (max_blocks <= 0 || static_cast<int>(cut.size()) <= max_blocks))
+    return cut;
+  const std::size_t m = max_blocks > 0 ? static_cast<std::size_t>(max_blocks) : cut.size();
+  const std::size_t r =
+      run_length > 0 ? static_cast<std::size_t>(run_length) : (cut.size() + m - 1) / m;
+  std::vector<std::vector<int>> best;
+  int fewest = std::numeric_limits<int>::max();
+  for (std::size_t offset = 0; offset < r; ++offset) {
+    auto runs = merge_runs(cut, r, offset);
+    if (runs.size() > m && run_length <= 0) continue;
+    auto kinds = find_block_kinds(g, runs);
+    if (!kinds) return kinds.err();
+    if (kinds->kinds() < fewest) {
+      fewest = kinds->kinds();
+      best = std::move(runs);
+    }
+  }
+  return best;
 }
 
 }  // namespace detail
@@ -81,29 +99,17 @@ inline std::vector<std::size_t> balanced_runs(const std::vector<seconds>& times,
 inline result<offmate_graph_problem> offmate_problem_of(const graph& g,
                                                         const offmate_graph_options& o = {}) {
   if (auto v = validate(g); !v) return v.err();
-  if (o.max_blocks < 0)
+  if (o.max_blocks < 0 || o.run_length < 0)
     return error{status::invalid_problem,
-                 "offmate: max_blocks must be >= 0 (0: every block of the cut), not " +
-                     std::to_string(o.max_blocks),
+                 "offmate: max_blocks and run_length must be >= 0 (0: every block of the cut, the "
+                 "fewest that fit), not " +
+                     std::to_string(o.max_blocks) + " and " + std::to_string(o.run_length),
                  {}};
-  std::vector<std::vector<int>> cut = cut_into_blocks(g);
-  if (o.max_blocks > 0 && static_cast<int>(cut.size()) > o.max_blocks) {
-    std::vector<seconds> times;
-    for (const auto& b : cut) {
-      seconds t = 0;
-      for (int f : b) t += g.compute(f).time + g.compute(g.backward_of(f)).time;
-      times.push_back(t);
-    }
-    std::vector<std::vector<int>> merged;
-    std::size_t start = 0;
-    for (std::size_t end : detail::balanced_runs(times, o.max_blocks)) {
-      auto& run = merged.emplace_back();
-      for (std::size_t i = start; i < end; ++i) run.insert(run.end(), cut[i].begin(), cut[i].end());
-      start = end;
-    }
-    cut = std::move(merged);
-  }
-  auto kinds = detail::find_block_kinds(g, cut);
+  auto whole = cut_into_blocks(g);
+  const int cut_blocks = static_cast<int>(whole.size());
+  auto cut = detail::merge_blocks(g, std::move(whole), o.max_blocks, o.run_length);
+  if (!cut) return cut.err();
+  auto kinds = detail::find_block_kinds(g, std::move(*cut));
   if (!kinds) return kinds.err();
   const detail::block_kinds& bk = *kinds;
 
@@ -179,6 +185,8 @@ inline result<offmate_graph_problem> offmate_problem_of(const graph& g,
     p.groups[it->second].tensors.push_back({pw.name, pw.size, pw.trainable ? pw.size : 0});
   }
   out.blocks = bk.cut;
+  out.cut_blocks = cut_blocks;
+  out.run_length = (cut_blocks + L - 1) / L;
   return out;
 }
 
