@@ -1,8 +1,10 @@
 #pragma once
 // The machine a schedule runs on, as the simulator and the policies see it: the transfer links
-// between device and host (bytes per second each way) and the host memory that offloaded data
-// may take. A policy that plans transfers has a `machine hw` knob (policy/concepts.hpp,
-// machine_of) and the finishing step replays its schedule on that machine.
+// between device and host (bytes per second each way), the host memory that offloaded data
+// may take, and for the planners of parameters (offmate) the optimizer's speed on the device and
+// on the host and the host's management time per step. A policy that plans transfers has a
+// `machine hw` knob (policy/concepts.hpp, machine_of) and the finishing step replays its
+// schedule on that machine.
 //
 // One meaning for every bandwidth, wherever it is given: infinity is an instantaneous copy, a
 // positive number a copy at that speed, and 0 no link at all (no transfer in that direction:
