@@ -143,8 +143,7 @@ struct offmate {
                      (hw.transfers() ? "activation offloading is off" : "there is no link") +
                      ": give it an option that keeps or recomputes");
     const auto start = clock::now();
-    const auto deadline = start + std::chrono::duration_cast<clock::duration>(
-                                      std::chrono::duration<double>(std::min(time_limit, 1e9)));
+    const auto deadline = deadline_from_now();
     auto sol = solve(p, budget, goal::time, deadline, true);
     if (!sol) {
       if (sol.code() != status::infeasible) return sol.err();
@@ -234,12 +233,10 @@ struct offmate {
   [[nodiscard]] std::optional<seconds> relaxed(const offmate_problem& p, bytes budget,
                                                clock::time_point deadline) const {
     if (!validate(p)) return std::nullopt;
-    detail::offmate_formulation f(p, hw, budget, {semantics, features, false, goal::time});
-    for (std::size_t j = 0; j < f.model.num_variables(); ++j)
-      f.model.set_type(milp::variable{j}, milp::var_type::continuous);
+    const detail::offmate_formulation f(p, hw, budget, {semantics, features, false, goal::time});
     milp::options lp;
     lp.time_limit = std::max(1e-3, std::chrono::duration<double>(deadline - clock::now()).count());
-    const auto s = backend.solve(f.model, lp);
+    const auto s = backend.solve(f.relaxation(), lp);
     if (!s || !s->has_values()) return std::nullopt;
     return f.seconds_of(s->objective);
   }

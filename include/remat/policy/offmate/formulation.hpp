@@ -177,9 +177,7 @@ class offmate_formulation {
         if (t == g) gpu[u] += grad * gpu_opt * (1.0 - x);     // (20)
         host += size * v.ofl[u] + states * v.ofl_o[u];        // (18)
       }
-      bool window = false;
-      for (int t = 0; t < steps; ++t) window = window || p.in_cpu_window(w, t);
-      if (s.features.zero_infinity && cpu_ok && trained && window)
+      if (s.features.zero_infinity && cpu_ok && trained && p.has_cpu_window(w))
         model.add(x == 1.0, "ZeRO-Infinity" + ws);
       // (6): the states of the GPU update are resident at g_w.
       if (trained) model.add(v.sto_o[static_cast<std::size_t>(g)] + x >= 1.0, "(6)" + ws);
@@ -235,15 +233,20 @@ class offmate_formulation {
     return out;
   }
 
+  /// The model with every variable continuous: its LP relaxation.
+  [[nodiscard]] milp::model relaxation() const {
+    milp::model relaxed = model;
+    for (std::size_t j = 0; j < relaxed.num_variables(); ++j)
+      relaxed.set_type(milp::variable{j}, milp::var_type::continuous);
+    return relaxed;
+  }
+
   /// A plan to start the search from: the LP relaxation's most chosen option per block, then
   /// the fractions again with those options fixed (an LP). Nullopt when either LP has no
   /// solution in time (or those options have no plan).
   template <class Solve>
   [[nodiscard]] std::optional<std::vector<double>> rounded_start(Solve solve) const {
-    milp::model relaxed = model;
-    for (std::size_t j = 0; j < relaxed.num_variables(); ++j)
-      relaxed.set_type(milp::variable{j}, milp::var_type::continuous);
-    const auto lp = solve(relaxed);
+    const auto lp = solve(relaxation());
     if (!lp || !lp->has_values()) return std::nullopt;
     milp::model fixed = model;
     for (const auto& c : comp_) {

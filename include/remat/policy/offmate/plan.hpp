@@ -228,10 +228,8 @@ inline offmate_evaluation evaluate(const offmate_problem& p, const machine& hw, 
       if (t == g) ln.gpu += grad * (1 - x) * gpu_opt;            // (20): the GPU update
       host += size * s.offloaded + states * s.states_offloaded;  // (18)
     }
-    bool window = false;
-    for (int t = 0; t < steps; ++t) window = window || p.in_cpu_window(w, t);
-    if (features.zero_infinity && features.cpu_optimizer && hw.transfers() && grad > 0 && window &&
-        x < 1 - tol)
+    if (features.zero_infinity && features.cpu_optimizer && hw.transfers() && grad > 0 &&
+        p.has_cpu_window(w) && x < 1 - tol)
       bad(name + ": not updated on the CPU in a ZeRO-Infinity-like plan");
     if (grad > 0 && at(g).states_resident < 1 - x - tol)
       bad(name + ": states of the GPU update not resident at g_w (6)");

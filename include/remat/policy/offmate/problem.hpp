@@ -135,6 +135,10 @@ struct offmate_problem {
     const int p = position(w, t);
     return p > 0 && p < position(w, first_use(w));
   }
+  /// Whether w has any step in its CPU window (all groups but block 0's).
+  [[nodiscard]] bool has_cpu_window(const parameter_group& w) const {
+    return position(w, first_use(w)) > 1;
+  }
 };
 
 namespace detail {
