@@ -179,6 +179,10 @@ class offmate_formulation {
       }
       if (s.features.zero_infinity && cpu_ok && trained && p.has_cpu_window(w))
         model.add(x == 1.0, "ZeRO-Infinity" + ws);
+      // (12'): the CPU part's gradient leaves the GPU in g_w's own offloads (the gradient
+      // buffer is counted until g_w only).
+      if (trained && cpu_ok)
+        model.add(grad * x <= size * v.ofl[static_cast<std::size_t>(g)], "(12')" + ws);
       // (6): the states of the GPU update are resident at g_w.
       if (trained) model.add(v.sto_o[static_cast<std::size_t>(g)] + x >= 1.0, "(6)" + ws);
       // (11): the CPU-updated part comes back before f_w.

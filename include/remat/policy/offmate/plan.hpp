@@ -231,6 +231,8 @@ inline offmate_evaluation evaluate(const offmate_problem& p, const machine& hw, 
     if (features.zero_infinity && features.cpu_optimizer && hw.transfers() && grad > 0 &&
         p.has_cpu_window(w) && x < 1 - tol)
       bad(name + ": not updated on the CPU in a ZeRO-Infinity-like plan");
+    if (grad * x > size * at(g).offloaded + tol * size)
+      bad(name + ": the CPU-updated part's gradient does not leave at g_w (12')");
     if (grad > 0 && at(g).states_resident < 1 - x - tol)
       bad(name + ": states of the GPU update not resident at g_w (6)");
     // (11): what the CPU updates comes back before f_w.
