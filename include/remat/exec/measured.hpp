@@ -16,9 +16,10 @@ namespace remat::exec {
 
 /// The lane an instruction runs on, in the simulator's terms.
 inline constexpr sim::lane lane_of(const instruction& i) {
-  return i.op == op_kind::offload    ? sim::lane::device_to_host
-         : i.op == op_kind::prefetch ? sim::lane::host_to_device
-                                     : sim::lane::compute;
+  return i.op == op_kind::offload      ? sim::lane::device_to_host
+         : i.op == op_kind::prefetch   ? sim::lane::host_to_device
+         : i.op == op_kind::cpu_update ? sim::lane::cpu
+                                       : sim::lane::compute;
 }
 
 /// The measured run as a report: a timeline point per instruction, which starts when the one

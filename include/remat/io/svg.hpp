@@ -257,7 +257,8 @@ inline std::string memory_timeline_svg(const sim::report& r, const timeline_labe
   seconds end = r.makespan;
   bytes high = std::max<bytes>(r.peak, 1);
   for (const auto& p : r.timeline) {
-    transfers = transfers || p.lane != sim::lane::compute;
+    transfers =
+        transfers || p.lane == sim::lane::device_to_host || p.lane == sim::lane::host_to_device;
     end = std::max(end, p.end);
     high = std::max(high, p.peak);
   }
@@ -406,7 +407,7 @@ inline std::string memory_timeline_svg(const sim::report& r, const timeline_labe
       s += d::text(f.left - 6, y + 12, row == 0 ? "to host" : "to device", "text-anchor=\"end\"");
     }
     for (const auto& p : r.timeline) {
-      if (p.lane == sim::lane::compute) continue;
+      if (p.lane == sim::lane::compute || p.lane == sim::lane::cpu) continue;
       const bool off = p.lane == sim::lane::device_to_host;
       const double x0 = f.px(p.start), w = std::max(1.0, f.px(p.end) - x0);
       s += "<rect class=\"transfer\" data-op=\"" + std::to_string(p.op) + "\" data-lane=\"" +

@@ -152,6 +152,8 @@ inline std::string_view lane_name(sim::lane l) {
       return "device\u2192host";
     case sim::lane::host_to_device:
       return "host\u2192device";
+    case sim::lane::cpu:
+      return "CPU";
   }
   return "?";
 }
@@ -168,13 +170,18 @@ inline std::string_view category(op_kind k) {
       return "transfer";
     case op_kind::wait:
       return "wait";
+    case op_kind::update:
+    case op_kind::cpu_update:
+      return "optimizer";
+    case op_kind::sync:
+      return "sync";
   }
   return "?";
 }
 
 }  // namespace detail
 
-/// The thread id of a lane in a trace: compute 1, device→host 2, host→device 3.
+/// The thread id of a lane in a trace: compute 1, device→host 2, host→device 3, CPU 4.
 inline constexpr int trace_thread(sim::lane l) { return static_cast<int>(l) + 1; }
 
 /// The Chrome trace of the timelines, one process each (pid 1, 2, ... in order). Fails
@@ -229,9 +236,13 @@ inline result<std::string> chrome_trace(std::span<const trace_process> processes
     const trace_process& p = processes[k];
     const int pid = static_cast<int>(k) + 1;
     metadata(pid, 0, "process_name", p.name, pid);
-    for (const auto l : {sim::lane::compute, sim::lane::device_to_host, sim::lane::host_to_device})
-      metadata(pid, trace_thread(l), "thread_name", detail::lane_name(l), trace_thread(l));
     const auto& tl = p.report.timeline;
+    const bool cpu =
+        std::ranges::any_of(tl, [](const auto& pt) { return pt.lane == sim::lane::cpu; });
+    for (const auto l :
+         {sim::lane::compute, sim::lane::device_to_host, sim::lane::host_to_device, sim::lane::cpu})
+      if (l != sim::lane::cpu || cpu)
+        metadata(pid, trace_thread(l), "thread_name", detail::lane_name(l), trace_thread(l));
     seconds last = 0;
     for (const auto& pt : tl) {
       const instruction& ins = p.program.ops[pt.op];

@@ -32,11 +32,23 @@ inline std::string to_string(const graph& g, const instruction& i) {
     if (i.node < 0 || i.node >= g.compute_count()) return to_string(i);
     return g.compute(i.node).name + (i.op == op_kind::fast_forward ? " [ff]" : "");
   }
+  if (i.op == op_kind::sync) return "end of step";
+  const char* verb = i.op == op_kind::free         ? "free "
+                     : i.op == op_kind::offload    ? "offload "
+                     : i.op == op_kind::prefetch   ? "prefetch "
+                     : i.op == op_kind::wait       ? "wait "
+                     : i.op == op_kind::update     ? "update "
+                     : i.op == op_kind::cpu_update ? "update on the CPU "
+                                                   : "? ";
+  if (i.manages_parameters()) {
+    if (i.node < 0 || static_cast<std::size_t>(i.node) >= g.parameters().size())
+      return to_string(i);
+    const char* part = i.part == tensor_part::gradient ? "grad "
+                       : i.part == tensor_part::states ? "states "
+                                                       : "";
+    return verb + std::string(part) + g.parameters()[static_cast<std::size_t>(i.node)].name;
+  }
   if (i.node < 0 || i.node >= g.data_count()) return to_string(i);
-  const char* verb = i.op == op_kind::free       ? "free "
-                     : i.op == op_kind::offload  ? "offload "
-                     : i.op == op_kind::prefetch ? "prefetch "
-                                                 : "wait ";
   return verb + g.data(i.node).name;
 }
 

@@ -37,9 +37,9 @@ struct violation {
   std::string message;
 };
 
-/// Where an instruction runs: compute (compute ops, frees, and waits, which block it) or a
-/// transfer lane.
-enum class lane : unsigned char { compute, device_to_host, host_to_device };
+/// Where an instruction runs: compute (compute ops, frees, and waits, which block it), a
+/// transfer lane, or the CPU (a parameter's optimizer step on the host).
+enum class lane : unsigned char { compute, device_to_host, host_to_device, cpu };
 
 /// One instruction's effect on device memory. For a transfer, start and end are those of the
 /// copy on its lane, and the memory is the device memory when it is issued (before), the highest

@@ -23,6 +23,7 @@
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/notation.hpp>
 #include <remat/schedule/schedule.hpp>
+#include <remat/sim/parameters.hpp>
 #include <remat/sim/report.hpp>
 
 namespace remat::sim {
@@ -51,6 +52,7 @@ class memory {
   void change(bytes device, bytes host = 0) {
     device_ += device;
     host_ += host;
+    host_peak_ = std::max(host_peak_, host_);
   }
   /// A change at time t (a transfer's start or end).
   void schedule(seconds t, bytes device, bytes host) {
@@ -130,9 +132,22 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
       initial += g.data(d).size;
     }
   }
+  // The parameters, where the program manages them (sim/parameters.hpp).
+  std::optional<detail::parameter_model> params;
+  if (s.parameters) {
+    params.emplace(g, *s.parameters, opt.hw);
+    if (auto why = params->mismatch()) {
+      fail(violation_kind::invalid_instruction, 0, *why);
+      return r;
+    }
+    initial += params->device_at_start();
+  }
   detail::memory mem(initial);
   seconds now = 0;                     // the compute lane's clock
   seconds d2h_free = 0, h2d_free = 0;  // when each transfer lane is free
+  seconds cpu_free = 0;                // the CPU's lane (parameters' updates, a step's management)
+  seconds step_start = 0;              // when the current step began (sync ends one)
+  if (params) mem.change(0, params->host_at_start());
   if (opt.record_timeline) r.timeline.reserve(s.ops.size());
 
   // The report of a replay stopped by a structural violation: what ran until then.
@@ -182,7 +197,39 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
     bytes peak = settled;
     memory_point point{i, now, now, before, 0, 0, lane::compute};
 
-    if (!ins.is_compute()) {
+    if (ins.manages_parameters()) {
+      if (!params) {
+        fail(violation_kind::invalid_instruction, i,
+             name() +
+                 " manages parameters, but the program has no parameter plan "
+                 "(schedule::parameters: where each parameter starts)");
+        return stop();
+      }
+      detail::lane_clocks clocks{now, d2h_free, h2d_free, cpu_free, step_start};
+      detail::parameter_effect e = params->apply(ins, i, clocks);
+      if (e.broken) {
+        if (!r.first_violation) r.first_violation = std::move(e.broken);
+        return stop();
+      }
+      // The compute lane's own work (an update) holds what is stored until it ends.
+      if (e.where == lane::compute && clocks.now > now)
+        peak = std::max(peak, mem.advance(clocks.now, false));
+      for (const detail::memory_change& c : e.changes) {
+        if (c.at <= now)
+          mem.change(c.device, c.host);
+        else
+          mem.schedule(c.at, c.device, c.host);
+      }
+      now = clocks.now;
+      d2h_free = clocks.d2h;
+      h2d_free = clocks.h2d;
+      cpu_free = clocks.cpu;
+      step_start = clocks.step_start;
+      point.start = e.start;
+      point.end = e.end;
+      point.lane = e.where;
+      peak = std::max(peak, mem.advance(now, true));
+    } else if (!ins.is_compute()) {
       const int d = ins.node;
       if (d < 0 || d >= g.data_count()) {
         fail(violation_kind::unknown_node, i,
@@ -326,6 +373,12 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
         }
       }
       bytes created = 0;
+      if (params) {
+        if (auto why = params->compute(c, created)) {
+          fail(violation_kind::not_resident, i, what() + " " + *why);
+          return stop();
+        }
+      }
       for (int d : g.outputs(c)) {
         if (fast && g.data(d).kind == data_kind::phantom) continue;
         if (!at(alive, d)) continue;
@@ -392,7 +445,7 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
          "the host holds " + std::to_string(mem.host_peak()) +
              " bytes of offloaded data, over the " + std::to_string(opt.hw.host_memory) +
              " bytes of host memory of the machine");
-  r.makespan = std::max({now, d2h_free, h2d_free});
+  r.makespan = std::max({now, d2h_free, h2d_free, params ? cpu_free : 0.0});
   r.peak = mem.peak();
   r.host_peak = mem.host_peak();
 
@@ -425,6 +478,11 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
     fail(violation_kind::wrong_final_state, end,
          "the schedule ends with " + away +
              " on the host; protected data ends on the device (prefetch it back)");
+  else if (auto why = params ? params->final_state() : std::nullopt)
+    fail(violation_kind::wrong_final_state, end,
+         "the parameters do not end where they started (a program that manages them is one "
+         "iteration of a cycle): " +
+             *why);
   r.valid = !r.first_violation.has_value();
   return r;
 }

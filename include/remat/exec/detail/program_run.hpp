@@ -208,6 +208,12 @@ class program_run {
 template <class B, class T, class Tg, class Layers>
 result<void> program_run<B, T, Tg, Layers>::check(const T& input) const {
   auto invalid = [](std::string m) { return error{status::invalid_problem, std::move(m), {}}; };
+  if (s_.parameters)
+    return invalid(
+        "executor: the program manages the model's parameters (an OFFMATE plan: weights, "
+        "gradients and optimizer states moved, optimizer steps in the program); this executor "
+        "runs programs over activations only, and the optimizer after them (train_step). "
+        "sim::simulate replays it");
   if (const auto rep = sim::simulate(g_, s_, {.record_timeline = false}); !rep.valid)
     return invalid("executor: the schedule is not valid for graph '" + g_.name +
                    "': " + rep.first_violation->message);

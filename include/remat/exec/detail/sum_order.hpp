@@ -29,7 +29,7 @@ inline std::string sum_order_violation(const graph& g, const schedule& s) {
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const instruction& ins = s.ops[i];
     const std::string at = "instruction " + std::to_string(i) + " (" + to_string(ins) + ")";
-    if (ins.op == op_kind::free) {
+    if (ins.op == op_kind::free && ins.on_data()) {
       summed[static_cast<std::size_t>(ins.node)].clear();
       continue;
     }
