@@ -5,7 +5,9 @@
 // blocks (policy/offmate/from_graph.hpp); plan(problem, budget) answers with each block's option,
 // where each group's parameters and optimizer states are at each step, what the CPU updates, and
 // the iteration's time as evaluate() (plan.hpp) computes it from the plan, not as the solver
-// reports it.
+// reports it; then the same in whole tensors (Algorithm 1, tensors.hpp) and, from a graph, the one
+// program (program.hpp) that the simulator replays: the answer's makespan and peaks are those of
+// what runs, the fractional plan's beside them.
 //
 // Where nothing fits, the answer says why: budget_too_small with the least GPU memory any plan
 // needs (a MILP of its own) and what fills it at its peak step; infeasible with the host memory
@@ -34,6 +36,10 @@
 #include <remat/policy/offmate/from_graph.hpp>
 #include <remat/policy/offmate/plan.hpp>
 #include <remat/policy/offmate/problem.hpp>
+#include <remat/policy/offmate/program.hpp>
+#include <remat/policy/offmate/tensors.hpp>
+#include <remat/schedule/schedule.hpp>
+#include <remat/sim/simulate.hpp>
 
 namespace remat {
 
@@ -42,11 +48,21 @@ struct offmate_answer {
   offmate_problem problem;  ///< what was planned (from a graph: its blocks, options and groups)
   /// From a graph: each block's forward nodes; empty when planned from a problem.
   std::vector<std::vector<int>> blocks;
-  offmate_plan plan;
-  offmate_evaluation evaluation;  ///< the plan's step lanes, memory and (none) violations
-  seconds makespan = 0;           ///< one iteration, optimizer included (= evaluation.makespan)
-  bool optimal = false;           ///< proven optimal in the O-ILP
-  std::optional<seconds> bound;   ///< the solver's lower bound on the O-ILP's optimum
+  offmate_plan plan;              ///< the O-ILP's plan, in fractions of groups
+  offmate_evaluation evaluation;  ///< its step lanes, memory and (none) violations
+  /// The plan in whole tensors (Algorithm 1; tensors.hpp): what the program moves.
+  offmate_tensor_plan tensors;
+  /// From a graph: the one program (program.hpp), checked by the simulator on hw and budget,
+  /// its predicted_time and predicted_peak the simulator's.
+  std::optional<schedule> program;
+  /// One iteration, optimizer included, of what runs: from a graph the simulated program's
+  /// makespan; from a problem the whole-tensor plan's by evaluate().
+  seconds makespan = 0;
+  bytes peak_bytes = 0;             ///< the GPU's peak, likewise
+  bytes host_peak_bytes = 0;        ///< the host's, likewise
+  seconds fractional_makespan = 0;  ///< the O-ILP's plan's (= evaluation.makespan)
+  bool optimal = false;             ///< proven optimal in the O-ILP
+  std::optional<seconds> bound;     ///< the solver's lower bound on the O-ILP's optimum
   seconds solve_seconds = 0;
   std::vector<std::string> notes;
 };
@@ -119,10 +135,27 @@ struct offmate {
     rest.time_limit =
         std::max(0.0, time_limit - std::chrono::duration<double>(clock::now() - start).count());
     auto a = rest.plan(p->problem, budget);
-    if (a) {
-      a->blocks = std::move(p->blocks);
-      if (!why.empty()) a->notes.push_back(why);
+    if (!a) return a;
+    if (!why.empty()) a->notes.push_back(why);
+    if (semantics == offmate_semantics::strict) {
+      auto s = offmate_program(g, *p, a->tensors);
+      if (!s) return s.err();
+      const sim::report r =
+          sim::simulate(g, *s, {.budget = budget, .record_timeline = false, .hw = hw});
+      if (!r.valid)
+        return error{status::solver_error,
+                     "offmate: the program of the plan is not valid on graph '" + g.name + "' (" +
+                         r.first_violation->message +
+                         "); a bug in remat: please report it with the graph",
+                     {}};
+      s->predicted_time = r.makespan;
+      s->predicted_peak = r.peak;
+      a->makespan = r.makespan;
+      a->peak_bytes = r.peak;
+      a->host_peak_bytes = r.host_peak;
+      a->program = std::move(*s);
     }
+    a->blocks = std::move(p->blocks);
     return a;
   }
 
@@ -160,7 +193,27 @@ struct offmate {
                        out.evaluation.violations.front() +
                        "); a bug in remat or the solver's tolerances: please report it",
                    {}};
-    out.makespan = out.evaluation.makespan;
+    out.fractional_makespan = out.makespan = out.evaluation.makespan;
+    out.peak_bytes = static_cast<bytes>(std::ceil(out.evaluation.gpu_peak()));
+    out.host_peak_bytes = static_cast<bytes>(std::ceil(out.evaluation.host_bytes));
+    if (semantics == offmate_semantics::strict) {
+      // Whole tensors (Algorithm 1), priced by the same referee.
+      out.tensors = to_tensors(p, hw, budget, out.plan);
+      const auto whole =
+          evaluate(p, hw, budget, fractions_of(p, out.tensors), semantics, features, 1e-5);
+      if (!whole.valid())
+        return error{status::solver_error,
+                     "offmate: the plan in whole tensors breaks the model (" +
+                         whole.violations.front() + "); a bug in remat: please report it",
+                     {}};
+      out.makespan = whole.makespan;
+      out.peak_bytes = static_cast<bytes>(std::ceil(whole.gpu_peak()));
+      out.host_peak_bytes = static_cast<bytes>(std::ceil(whole.host_bytes));
+    } else {
+      out.notes.push_back(
+          "literal semantics: the plan stays in fractions of groups (whole tensors and the "
+          "program need the strict semantics)");
+    }
     out.optimal = s.is_optimal();
     if (std::isfinite(s.bound)) out.bound = f->seconds_of(s.bound);
     if (!out.optimal)

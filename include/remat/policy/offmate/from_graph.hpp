@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <limits>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +47,12 @@ struct offmate_graph_problem {
   std::vector<std::vector<int>> blocks;
   int run_length = 1;  ///< how many blocks of the cut each block is (at most)
   int cut_blocks = 0;  ///< the blocks of the cut
+  // How the options run, for the program (policy/offmate/program.hpp): the blocks and their
+  // kinds, each kind's store-all and fast-forward programs (on its representative's nodes), and
+  // the activations its offload option sends to the host.
+  detail::block_kinds kinds;
+  std::vector<detail::block_programs> programs;
+  std::vector<std::vector<int>> offloaded;
 };
 
 namespace detail {
@@ -92,6 +99,29 @@ inline result<std::vector<std::vector<int>>> merge_blocks(const graph& g,
   return best;
 }
 
+/// The activations (nodes of g) that block b's forward part `forward` (on g) leaves alive, its
+/// output and g's protected data excepted, into `out`; their bytes.
+inline bytes offloaded_activations(const graph& g, const block_graph& b,
+                                   std::span<const instruction> forward, std::vector<int>& out) {
+  std::vector<char> alive(static_cast<std::size_t>(g.data_count()), 0);
+  for (const instruction& i : forward) {
+    if (i.is_compute())
+      for (int d : g.outputs(i.node)) alive[static_cast<std::size_t>(d)] = 1;
+    else if (i.op == op_kind::free)
+      alive[static_cast<std::size_t>(i.node)] = 0;
+  }
+  for (int d : b.outputs) alive[static_cast<std::size_t>(b.data_in_parent[ix(d)])] = 0;
+  out.clear();
+  bytes sum = 0;
+  for (int d = 0; d < g.data_count(); ++d)
+    if (alive[static_cast<std::size_t>(d)] && g.data(d).kind == data_kind::activation &&
+        !g.data(d).is_protected && g.data(d).size > 0) {
+      out.push_back(d);
+      sum += g.data(d).size;
+    }
+  return sum;
+}
+
 }  // namespace detail
 
 /// The OFFMATE problem of g (see the top of this header). Errors: a graph that is not valid, a
@@ -115,6 +145,8 @@ inline result<offmate_graph_problem> offmate_problem_of(const graph& g,
 
   // Each kind's options, made on its representative's graph.
   std::vector<std::vector<offmate_option>> options(static_cast<std::size_t>(bk.kinds()));
+  std::vector<detail::block_programs> programs(static_cast<std::size_t>(bk.kinds()));
+  std::vector<std::vector<int>> offloaded(static_cast<std::size_t>(bk.kinds()));
   std::vector<detail::interface_sizes> io(static_cast<std::size_t>(bk.kinds()));
   for (int r = 0; r < bk.kinds(); ++r) {
     const block_graph& b = bk.of_kind(r);
@@ -127,12 +159,17 @@ inline result<offmate_graph_problem> offmate_problem_of(const graph& g,
                    "offmate: the store-all program of a block of graph '" + g.name +
                        "' is not valid (a bug in remat; please report it with the graph)",
                    {}};
-    detail::block_programs ff;
+    detail::block_programs& ff = programs[ri];
     detail::make_fast_forward(b, io[ri], ff);
+    ff.options.push_back(*all);
     const stage_option& c = all->cost;
     const bytes out = io[ri].output;
-    // store-all; recompute: F^0, then F^all and B in the backward; offload: what store-all keeps
-    // besides the output goes to the host and comes back.
+    // What store-all keeps that can go to the host: the activations its forward leaves alive,
+    // the block's output and the graph's protected data excepted (a phantom, a layer's own
+    // saved context, stays on the GPU).
+    const bytes act = detail::offloaded_activations(g, b, all->forward, offloaded[ri]);
+    // store-all; recompute: F^0, then F^all and B in the backward; offload: those activations
+    // go to the host in the forward and come back for the backward.
     options[ri].push_back({"store-all", c.forward_time, c.backward_time, c.saved_bytes, 0,
                            c.forward_overhead_bytes, c.backward_overhead_bytes});
     const bytes kept = c.saved_bytes - out;
@@ -140,9 +177,9 @@ inline result<offmate_graph_problem> offmate_problem_of(const graph& g,
       options[ri].push_back({"recompute", ff.fast_time, c.forward_time + c.backward_time, out, 0,
                              ff.fast_overhead,
                              kept + std::max(c.forward_overhead_bytes, c.backward_overhead_bytes)});
-    if (o.offload && kept > 0)
-      options[ri].push_back({"offload", c.forward_time, c.backward_time, out, kept,
-                             kept + c.forward_overhead_bytes, kept + c.backward_overhead_bytes});
+    if (o.offload && act > 0)
+      options[ri].push_back({"offload", c.forward_time, c.backward_time, c.saved_bytes - act, act,
+                             act + c.forward_overhead_bytes, act + c.backward_overhead_bytes});
   }
 
   offmate_graph_problem out;
@@ -187,6 +224,9 @@ inline result<offmate_graph_problem> offmate_problem_of(const graph& g,
   out.blocks = bk.cut;
   out.cut_blocks = cut_blocks;
   out.run_length = (cut_blocks + L - 1) / L;
+  out.kinds = std::move(*kinds);
+  out.programs = std::move(programs);
+  out.offloaded = std::move(offloaded);
   return out;
 }
 

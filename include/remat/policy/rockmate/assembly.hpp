@@ -45,12 +45,14 @@ class block_assembly {
   schedule program_of(const decisions& d) const {
     schedule s;
     std::fill(runs_.begin(), runs_.end(), 0);
+    starts_.clear();
     // Whether block k's input is held plain (from F^ck / F^none, freed by B_k as in the chain
     // notation's lowering) rather than in the previous block's x̄ (freed by its B).
     std::vector<char> plain(ix(bk_.count()) + 1, 0);
     for (std::size_t i = 0; i < d.ops.size(); ++i) {
       const chain_op& op = d.ops[i];
       const int k = op.index - 1;
+      starts_.push_back(s.ops.size());
       const int o = d.options.empty() ? 0 : d.options[i];
       const block_programs& p = programs_[ix(bk_.kind_of[ix(k)])];
       const std::vector<instruction>* part = nullptr;
@@ -83,6 +85,8 @@ class block_assembly {
   /// Of the last program written: the option each block's F^all ran with, its forward runs.
   [[nodiscard]] const std::vector<int>& chosen() const { return chosen_; }
   [[nodiscard]] const std::vector<int>& runs() const { return runs_; }
+  /// Where each decision's instructions begin in the last program written.
+  [[nodiscard]] const std::vector<std::size_t>& op_starts() const { return starts_; }
 
  private:
   /// Block k's instructions, given on its kind's representative's nodes, on the whole graph.
@@ -110,6 +114,7 @@ class block_assembly {
   const std::vector<block_programs>& programs_;
   std::vector<int> input_node_;  ///< block k's input on the whole graph (-1: a graph input)
   mutable std::vector<int> chosen_, runs_;
+  mutable std::vector<std::size_t> starts_;
 };
 
 /// RK-Rotor's target (detail/refine.hpp): its decisions become the assembled program, checked

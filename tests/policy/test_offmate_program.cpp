@@ -1,0 +1,119 @@
+// offmate's program (policy/offmate/program.hpp) on small Llama-like graphs: valid for the one
+// simulator at every budget from the least to plenty, within the budget, its predicted time and
+// peak the simulator's, each trainable parameter updated once (on the GPU or on the CPU), the
+// same program for the same input, and where the fractions are tight the CPU at work.
+#include <doctest/doctest.h>
+
+#if defined(REMAT_HAS_LPSOLVE) || defined(REMAT_HAS_CBC)
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <remat/policy/offmate.hpp>
+#include <remat/sim/simulate.hpp>
+#include <remat/zoo/llama.hpp>
+
+#if defined(REMAT_HAS_CBC)
+#include <remat/milp/cbc.hpp>
+using program_backend = remat::milp::cbc;
+#else
+#include <remat/milp/lpsolve.hpp>
+using program_backend = remat::milp::lpsolve;
+#endif
+
+using namespace remat;
+
+namespace {
+
+graph small_llama(int layers, bool tied) {
+  forward_dag f = zoo::llama({.layers = layers,
+                              .width = 256,
+                              .heads = 4,
+                              .ffn = 688,
+                              .vocab = 1000,
+                              .sequence = 64,
+                              .batch = 2},
+                             zoo::devices::rtx3060())
+                      .value();
+  if (tied) {
+    std::erase_if(f.parameters, [](const parameter& w) { return w.name == "lm_head.weight"; });
+    for (auto& op : f.ops)
+      if (op.name == "lm_head") op.parameters = {"embed_tokens.weight"};
+  }
+  return build_graph(f).value();
+}
+
+}  // namespace
+
+TEST_CASE("offmate program: valid, within the budget, each parameter updated once") {
+  int cpu_updates = 0, offloaded = 0, plans = 0;
+  for (const bool tied : {false, true}) {
+    const graph g = small_llama(2, tied);
+    offmate<program_backend> pol;
+    pol.time_limit = 30;
+    auto gp = offmate_problem_of(g, pol.blocks);
+    REQUIRE(gp);
+    const bytes least = pol.minimum_budget(gp->problem).value();
+    for (const double more : {0.0, 0.3, 1.0, 3.0}) {
+      const bytes budget = least + static_cast<bytes>(more * static_cast<double>(least));
+      const auto a = pol.plan(g, budget);
+      INFO((tied ? "tied" : "untied") << ", budget " << budget);
+      REQUIRE(a);
+      REQUIRE(a->program);
+      const schedule& s = *a->program;
+      ++plans;
+      // The simulator again, from outside: valid, within the budget, as predicted.
+      const auto r = sim::simulate(g, s, {.budget = budget, .hw = pol.hw});
+      INFO((r.first_violation ? r.first_violation->message : std::string()));
+      CHECK(r.valid);
+      CHECK(r.peak <= budget);
+      CHECK(r.peak == s.predicted_peak);
+      CHECK(r.makespan == doctest::Approx(s.predicted_time));
+      CHECK(a->makespan == doctest::Approx(r.makespan));
+      CHECK(a->peak_bytes == r.peak);
+      CHECK(a->host_peak_bytes == r.host_peak);
+      CHECK(a->makespan >= g.ideal_time());
+      // One update per trainable parameter read by an op.
+      REQUIRE(s.parameters);
+      for (std::size_t p = 0; p < g.parameters().size(); ++p) {
+        const auto n = static_cast<int>(p);
+        const auto updates = std::ranges::count_if(s.ops, [&](const instruction& i) {
+          return (i.op == op_kind::update || i.op == op_kind::cpu_update) && i.node == n;
+        });
+        const bool read = !g.parameter_users(n).empty();
+        CHECK(updates == (g.parameters()[p].trainable && read ? 1 : 0));
+      }
+      cpu_updates += static_cast<int>(std::ranges::count_if(
+          s.ops, [](const instruction& i) { return i.op == op_kind::cpu_update; }));
+      offloaded += static_cast<int>(std::ranges::count_if(s.ops, [](const instruction& i) {
+        return i.op == op_kind::offload && i.part == tensor_part::weight;
+      }));
+      // The same input, the same program.
+      const auto again = pol.plan(g, budget);
+      REQUIRE(again);
+      CHECK(again->program->ops == s.ops);
+      CHECK(*again->program == s);
+    }
+  }
+  CHECK(plans == 8);
+  CHECK(cpu_updates > 0);
+  CHECK(offloaded > 0);
+}
+
+TEST_CASE("offmate program: the paper's literal semantics plans without one") {
+  const graph g = small_llama(1, false);
+  offmate<program_backend> pol;
+  pol.time_limit = 30;
+  pol.semantics = offmate_semantics::literal;
+  const auto a = pol.plan(g, 64ll << 20);
+  REQUIRE(a);
+  CHECK_FALSE(a->program);
+  CHECK(a->makespan == a->fractional_makespan);
+  CHECK(std::ranges::any_of(a->notes, [](const std::string& n) {
+    return n.find("literal semantics") != std::string::npos;
+  }));
+}
+
+#endif
