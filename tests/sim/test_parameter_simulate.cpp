@@ -48,7 +48,7 @@ std::size_t backward_at(const graph& g, const std::vector<gi>& ops, const std::s
 schedule managed(std::vector<gi> ops, std::vector<parameter_start> start) {
   schedule s;
   s.ops = std::move(ops);
-  s.parameters = parameter_plan{std::move(start), 2};
+  s.parameters = parameter_plan{true, std::move(start), 2};
   return s;
 }
 

@@ -500,6 +500,21 @@ inline nlohmann::json to_json(const schedule& s) {
   return ops;
 }
 
+/// Where a program that manages parameters starts (schedule::parameters): {"optimizer_states",
+/// "start": [{"weight_on_device", "weight_on_host", "states_on_device", "states_on_host",
+/// "cpu_updated", "gradient_on_host"}, ...]}, one entry per graph parameter.
+inline nlohmann::json to_json(const parameter_plan& p) {
+  nlohmann::json start = nlohmann::json::array();
+  for (const parameter_start& s : p.start)
+    start.push_back({{"weight_on_device", s.weight_on_device},
+                     {"weight_on_host", s.weight_on_host},
+                     {"states_on_device", s.states_on_device},
+                     {"states_on_host", s.states_on_host},
+                     {"cpu_updated", s.cpu_updated},
+                     {"gradient_on_host", s.gradient_on_host}});
+  return {{"optimizer_states", p.optimizer_states}, {"start", std::move(start)}};
+}
+
 /// A chain's program in the chain notation ("F1_ck", "O0", "B2", ...) when it is chain-shaped
 /// and has a forward or a backward (the F or B word that schedule_from_json(j, chain) tells the
 /// notation by), else as to_json(s).
@@ -571,12 +586,57 @@ inline constexpr std::string_view chain_forms =
     "\"W<k>\" (offload, prefetch, wait for the activation a_k) with k >= 0, e.g. [\"F1_ck\", "
     "\"F2_all\", \"B2\"]";
 
-/// Program text; `forms` describes the words accepted, for the messages.
+/// The "parameter_plan" of an object holding a program (to_json(parameter_plan)).
+inline result<parameter_plan> parameter_plan_from_json(const nlohmann::json& j) {
+  const std::string where = "parameter_plan";
+  if (!j.is_object()) return invalid(where + " is " + describe(j) + "; it must be an object");
+  parameter_plan p;
+  p.managed = true;
+  if (const auto k = j.find("optimizer_states"); k != j.end()) {
+    if (!k->is_number() || !(k->get<double>() >= 0))
+      return invalid(where + ".optimizer_states is " + describe(*k) +
+                     "; it must be a number >= 0 of state bytes per trainable byte (Adam: 2)");
+    p.optimizer_states = k->get<double>();
+  }
+  const auto st = j.find("start");
+  if (st == j.end() || !st->is_array())
+    return invalid(where + ".start must be an array with one object per graph parameter");
+  for (std::size_t i = 0; i < st->size(); ++i) {
+    const auto& e = (*st)[i];
+    const std::string at = where + ".start[" + std::to_string(i) + "]";
+    if (!e.is_object()) return invalid(at + " is " + describe(e) + "; it must be an object");
+    parameter_start s;
+    for (auto [name, field] :
+         {std::pair{"weight_on_device", &s.weight_on_device},
+          std::pair{"weight_on_host", &s.weight_on_host},
+          std::pair{"states_on_device", &s.states_on_device},
+          std::pair{"states_on_host", &s.states_on_host}, std::pair{"cpu_updated", &s.cpu_updated},
+          std::pair{"gradient_on_host", &s.gradient_on_host}}) {
+      const auto f = e.find(name);
+      if (f == e.end()) continue;
+      if (!f->is_boolean())
+        return invalid(at + "." + name + " is " + describe(*f) + "; it must be true or false");
+      *field = f->get<bool>();
+    }
+    p.start.push_back(s);
+  }
+  return p;
+}
+
+/// Program text; `forms` describes the words accepted, for the messages. An object may hold
+/// the program's "parameter_plan" beside its "schedule".
 inline result<schedule> program_from_json(const nlohmann::json& j, std::string_view forms) {
   try {
     auto ops = read_words(j, forms, [](const std::string& w) { return parse_instruction(w); });
     if (!ops) return ops.err();
-    return schedule{std::move(*ops), 0, 0};
+    schedule s{std::move(*ops), 0, 0};
+    if (j.is_object())
+      if (const auto it = j.find("parameter_plan"); it != j.end()) {
+        auto p = parameter_plan_from_json(*it);
+        if (!p) return p.err();
+        s.parameters = std::move(*p);
+      }
+    return s;
   } catch (const nlohmann::json::exception& e) {
     return invalid(std::string("schedule JSON could not be read: ") + e.what());
   }

@@ -99,8 +99,10 @@ struct parameter_start {
 };
 
 /// The parameters a program manages: one entry per graph parameter, and the optimizer's state
-/// bytes per trainable byte (Adam: 2).
+/// bytes per trainable byte (Adam: 2). A program whose plan is not `managed` leaves parameters
+/// alone (their memory is outside its budget), as every activation planner's.
 struct parameter_plan {
+  bool managed = false;
   std::vector<parameter_start> start;
   double optimizer_states = 2;
 
@@ -112,8 +114,8 @@ struct schedule {
   std::vector<instruction> ops;
   seconds predicted_time = 0;  ///< the policy's claimed makespan
   bytes predicted_peak = 0;    ///< the peak memory the policy expects (simulated)
-  /// Set when the program manages the model's parameters (their memory is then counted).
-  std::optional<parameter_plan> parameters = std::nullopt;
+  /// Where the program manages the model's parameters (their memory is then counted).
+  parameter_plan parameters = {};
 
   friend bool operator==(const schedule&, const schedule&) = default;
 };

@@ -134,8 +134,8 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
   }
   // The parameters, where the program manages them (sim/parameters.hpp).
   std::optional<detail::parameter_model> params;
-  if (s.parameters) {
-    params.emplace(g, *s.parameters, opt.hw);
+  if (s.parameters.managed) {
+    params.emplace(g, s.parameters, opt.hw);
     if (auto why = params->mismatch()) {
       fail(violation_kind::invalid_instruction, 0, *why);
       return r;
@@ -202,7 +202,7 @@ inline report simulate(const graph& g, const schedule& s, options opt = {}) {
         fail(violation_kind::invalid_instruction, i,
              name() +
                  " manages parameters, but the program has no parameter plan "
-                 "(schedule::parameters: where each parameter starts)");
+                 "(schedule::parameters, managed: where each parameter starts)");
         return stop();
       }
       detail::lane_clocks clocks{now, d2h_free, h2d_free, cpu_free, step_start};

@@ -208,7 +208,7 @@ class program_run {
 template <class B, class T, class Tg, class Layers>
 result<void> program_run<B, T, Tg, Layers>::check(const T& input) const {
   auto invalid = [](std::string m) { return error{status::invalid_problem, std::move(m), {}}; };
-  if (s_.parameters)
+  if (s_.parameters.managed)
     return invalid(
         "executor: the program manages the model's parameters (an OFFMATE plan: weights, "
         "gradients and optimizer states moved, optimizer steps in the program); this executor "
