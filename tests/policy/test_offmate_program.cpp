@@ -76,7 +76,7 @@ TEST_CASE("offmate program: valid, within the budget, each parameter updated onc
       CHECK(a->host_peak_bytes == r.host_peak);
       CHECK(a->makespan >= g.ideal_time());
       // One update per trainable parameter read by an op.
-      REQUIRE(s.parameters);
+      REQUIRE(s.parameters.managed);
       for (std::size_t p = 0; p < g.parameters().size(); ++p) {
         const auto n = static_cast<int>(p);
         const auto updates = std::ranges::count_if(s.ops, [&](const instruction& i) {

@@ -85,7 +85,11 @@ class offmate_formulation {
         const auto c = comp_[static_cast<std::size_t>(b)][o];
         gpu[u].add(c, S(fwd ? op.forward_time : op.backward_time));
         mem[u].add(c, B(fwd ? op.forward_overhead_bytes : op.backward_overhead_bytes));
-        (fwd ? out[u] : in[u]).add(c, B(op.offloaded_bytes) * (fwd ? d2h : h2d));
+        // The activations leave after the forward and come back before the backward: on the
+        // link, and in the block's own time.
+        const double act = B(op.offloaded_bytes) * (fwd ? d2h : h2d);
+        (fwd ? out[u] : in[u]).add(c, act);
+        gpu[u].add(c, act);
       }
       for (int i = 0; i <= b; ++i)  // (16)
         for (std::size_t o = 0; o < p.blocks[static_cast<std::size_t>(i)].options.size(); ++o)

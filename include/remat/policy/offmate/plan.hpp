@@ -146,9 +146,11 @@ inline offmate_evaluation evaluate(const offmate_problem& p, const machine& hw, 
     auto& ln = ev.lanes[static_cast<std::size_t>(t)];
     ln.gpu = p.is_forward(t) ? o.forward_time : o.backward_time;
     ln.cpu = hw.step_overhead;
-    // Activations leave during the forward and come back for the backward, on the link.
-    (p.is_forward(t) ? ln.d2h : ln.h2d) +=
-        static_cast<double>(o.offloaded_bytes) * (p.is_forward(t) ? d2h : h2d);
+    // Activations leave after the forward and come back before the backward: on the link, and
+    // in the block's own time.
+    const double act = static_cast<double>(o.offloaded_bytes) * (p.is_forward(t) ? d2h : h2d);
+    (p.is_forward(t) ? ln.d2h : ln.h2d) += act;
+    ln.gpu += act;
     double mem =
         static_cast<double>(p.interface_at(t)) +
         static_cast<double>(p.is_forward(t) ? o.forward_overhead_bytes : o.backward_overhead_bytes);

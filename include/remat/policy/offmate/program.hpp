@@ -6,8 +6,8 @@
 //
 //   step t:  the block's activations back (P; an offloading block's backward), prefetches for
 //            t+1 (Pw, Ps), offloads of other groups' tensors (Ow, Os), CPU updates (U_cpu), the
-//            block's instructions with its activations waited for before their first reader
-//            (W) or sent out after their last (O; an offloading block's forward),
+//            block's instructions (after its activations' waits; before their offloads, O, in
+//            an offloading block's forward),
 //            in a backward step the GPU updates of the groups whose last gradient it makes (U)
 //            and their own offloads (Ow, Os, and Og for the CPU's gradients), then a wait for
 //            every transfer of the step, the frees of the step's end (Dw, Ds), and S.
@@ -15,7 +15,6 @@
 // The program is one iteration of the cycle: `schedule::parameters` says where each parameter
 // is at the start of step 0, which is where the program leaves it. docs/offmate.md, "The program".
 
-#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <string>
@@ -105,6 +104,7 @@ inline result<schedule> offmate_program(const graph& g, const offmate_graph_prob
 
   // Where each parameter starts (step 0 of the cycle).
   parameter_plan plan;
+  plan.managed = true;
   plan.optimizer_states = p.optimizer_states;
   plan.start.assign(g.parameters().size(), parameter_start{});
   for (std::size_t w = 0; w < p.groups.size(); ++w) {
@@ -169,34 +169,11 @@ inline result<schedule> offmate_program(const graph& g, const offmate_graph_prob
       }
       for (int j : st.cpu_update) s.ops.push_back(instruction::cpu_update(pid[w][detail::ix(j)]));
     }
-    // The block, its activations overlapping it: each offloaded after its last reader of the
-    // forward, each waited for before its first reader in the backward.
-    auto reads = [&](const instruction& i, int dn) {
-      return i.is_compute() && std::ranges::find(g.inputs(i.node), dn) != g.inputs(i.node).end();
-    };
-    auto makes = [&](const instruction& i, int dn) {
-      return i.is_compute() && std::ranges::find(g.outputs(i.node), dn) != g.outputs(i.node).end();
-    };
-    std::vector<char> waited(moved.size(), 0);
-    for (std::size_t i = 0; i < body[u].size(); ++i) {
-      const instruction& ins = body[u][i];
-      for (std::size_t m = 0; m < moved.size() && !fwd; ++m)
-        if (!waited[m] && reads(ins, moved[m])) {
-          s.ops.push_back(instruction::wait(moved[m]));
-          waited[m] = 1;
-        }
-      s.ops.push_back(ins);
-      for (std::size_t m = 0; m < moved.size() && fwd; ++m) {
-        // After the last instruction of the step that makes or reads it.
-        bool later = false;
-        for (std::size_t j = i + 1; j < body[u].size() && !later; ++j)
-          later = reads(body[u][j], moved[m]) || makes(body[u][j], moved[m]);
-        if (!later && (reads(ins, moved[m]) || makes(ins, moved[m])))
-          issue(instruction::offload(moved[m]));
-      }
-    }
-    for (std::size_t m = 0; m < moved.size() && !fwd; ++m)
-      if (!waited[m]) s.ops.push_back(instruction::wait(moved[m]));
+    // The block between its activations: waited for before it runs (backward), sent out after
+    // it (forward), as the model times them.
+    for (int dn : fwd ? std::vector<int>{} : moved) s.ops.push_back(instruction::wait(dn));
+    s.ops.insert(s.ops.end(), body[u].begin(), body[u].end());
+    for (int dn : fwd ? moved : std::vector<int>{}) issue(instruction::offload(dn));
     for (std::size_t w = 0; w < p.groups.size(); ++w) {
       if (!own(w)) continue;
       const parameter_group& grp = p.groups[w];
