@@ -74,7 +74,7 @@ int sweep_graph(const P& p, const graph& g, int points) {
     CAPTURE(budget);
     const auto plan = p.solve(g, budget);
     REQUIRE_MESSAGE(plan.ok(), plan.message());  // every budget from the minimum up plans
-    const auto sim = sim::simulate(g, *plan);
+    const auto sim = sim::simulate(g, *plan, {.hw = machine_of(p)});
     REQUIRE(sim.valid);
     CHECK(sim.peak <= budget);
     CHECK(sim.peak == plan->predicted_peak);

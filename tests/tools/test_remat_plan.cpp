@@ -456,6 +456,81 @@ TEST_CASE("remat-plan --graph: store_all and checkmate plan the example graphs")
   }
 }
 
+#ifdef REMAT_HAS_CBC
+TEST_CASE("remat-plan --policy offmate: a Llama graph's parameters, states and activations") {
+  const std::string file = graph_file("llama_4layer.json");
+  auto g = io::load_graph(file);
+  REQUIRE(g.ok());
+  bytes weights = 0;
+  for (const auto& w : g->parameters()) weights += w.size;
+  const bytes budget = 3ll << 30;  // less than the weights alone (4.0 GiB)
+  const outcome o = run_plan(
+      {"--graph", file, "--policy", "offmate", "--budget", "3GiB", "--time-limit", "60", "--json"});
+  CAPTURE(o.err);
+  REQUIRE(o.exit_code == 0);
+  const json r = json::parse(o.out, nullptr, false);
+  REQUIRE(r.is_object());
+  CHECK(r["status"] == "ok");
+  CHECK(r["budget_bytes"].get<bytes>() == budget);
+  CHECK(r["peak_bytes"].get<bytes>() <= budget);
+  CHECK(r["host_peak_bytes"].get<bytes>() > 0);
+  CHECK(r["makespan"].get<double>() >= g->ideal_time());
+  const json& d = r["offmate"];
+  REQUIRE(d.is_object());
+  CHECK(d["fractional_makespan"].get<double>() > 0);
+  CHECK(d["host_peak_bytes"] == r["host_peak_bytes"]);
+  bytes planned = 0, cpu = 0;
+  for (const json& b : d["blocks"]) {
+    const std::string option = b["option"];
+    CHECK((option == "store-all" || option == "recompute" || option == "offload"));
+    planned += b["parameter_bytes"].get<bytes>();
+    cpu += b["cpu_update_bytes"].get<bytes>();
+    CHECK(b["offloaded_parameter_bytes"].get<bytes>() <= b["parameter_bytes"].get<bytes>());
+  }
+  CHECK(planned == weights);
+  CHECK(cpu > 0);  // the GPU cannot hold the weights: the CPU updates some
+  // The program with its parameter plan, replayed from the JSON alone.
+  auto s = io::schedule_from_json(r);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  REQUIRE(s->parameters.managed);
+  remat::machine hw = machine::with_bandwidth(d["bandwidth_d2h"].get<double>());
+  hw.cpu_optimizer_speed = d["cpu_optimizer_speed"].get<double>();
+  hw.gpu_optimizer_speed = d["gpu_optimizer_speed"].get<double>();
+  hw.step_overhead = d["step_overhead"].get<double>();
+  const auto rep = sim::simulate(*g, *s, {.budget = budget, .hw = hw});
+  CAPTURE((rep.first_violation ? rep.first_violation->message : std::string()));
+  CHECK(rep.valid);
+  CHECK(rep.peak == r["peak_bytes"].get<bytes>());
+  CHECK(rep.host_peak == r["host_peak_bytes"].get<bytes>());
+  CHECK(rep.makespan == doctest::Approx(r["makespan"].get<double>()));
+
+  // The summary's table, per block.
+  const outcome text =
+      run_plan({"--graph", file, "--policy", "offmate", "--budget", "3GiB", "--time-limit", "60"});
+  CHECK(text.exit_code == 0);
+  CHECK(has(text.out, "leave GPU"));
+  CHECK(has(text.out, "CPU update"));
+  CHECK(has(text.out, "fractions "));
+  CHECK(has(text.out, "host      "));
+
+  // Too little host memory, too little GPU memory: planning failures that say what is short.
+  const outcome host = run_plan({"--graph", file, "--policy", "offmate", "--budget", "3GiB",
+                                 "--host-memory", "1GiB", "--time-limit", "60"});
+  CHECK(host.exit_code == 1);
+  CHECK(has(host.err, "host memory"));
+  const outcome small = run_plan({"--graph", file, "--policy", "offmate", "--budget", "100MiB",
+                                  "--time-limit", "60", "--json"});
+  CHECK(small.exit_code == 1);
+  const json rs = json::parse(small.out, nullptr, false);
+  REQUIRE(rs.is_object());
+  CHECK(rs["status"] == "budget_too_small");
+  // --host-memory is offmate's alone.
+  expect_usage_errors({{{"--chain", chain_file("resnet_like.json"), "--policy", "rotor", "--budget",
+                         "1GB", "--host-memory", "1GB"},
+                        "--host-memory applies to offmate only"}});
+}
+#endif
+
 TEST_CASE("remat-plan: checkmate on a chain plans its graph, never slower than rotor_floating") {
   const std::string file = small_chain_file();
   auto c = io::load_chain(file);

@@ -25,6 +25,7 @@ remat::machine options::machine_from(remat::machine base) const {
   }
   if (bandwidth_d2h) base.device_to_host = bandwidth_d2h->value;
   if (bandwidth_h2d) base.host_to_device = bandwidth_h2d->value;
+  if (host_memory) base.host_memory = *host_memory;
   return base;
 }
 
@@ -220,6 +221,9 @@ required:
   h += wrapped("--bandwidth-d2h BYTES_PER_S, --bandwidth-h2d BYTES_PER_S",
                "the same, for offloads (device to host) or prefetches (host to device) alone, "
                "when they differ");
+  knob("--host-memory BYTES", "--host-memory",
+       "the host memory the plan may fill (offloaded parameters, optimizer states, gradients "
+       "and activations), e.g. 128GiB; default unlimited");
   h += R"(
 the smallest budget (instead of --budget):
   --find-minimum        with --policy and no --budget: print the smallest budget the
@@ -328,7 +332,8 @@ std::vector<std::string_view> knobs_given(const options& o) {
         std::pair{o.find_minimum, "--find-minimum"},
         std::pair{o.segments.has_value(), "--segments"},
         std::pair{o.snapshots.has_value(), "--snapshots"}, std::pair{o.grid.has_value(), "--grid"},
-        std::pair{o.threads.has_value(), "--threads"}})
+        std::pair{o.threads.has_value(), "--threads"},
+        std::pair{o.host_memory.has_value(), "--host-memory"}})
     if (is) given.push_back(opt);
   return given;
 }
@@ -459,6 +464,16 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
          o.budget = *b;
          return std::nullopt;
        }},
+      {"--host-memory",
+       true,
+       {},
+       [&](const std::string& v) -> std::optional<std::string> {
+         std::string why;
+         const auto b = remat_cli::parse_bytes(v, why);
+         if (!b) return "--host-memory " + why;
+         o.host_memory = *b;
+         return std::nullopt;
+       }},
       {"--policy",
        true,
        {},
@@ -535,13 +550,15 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       {"--simulate",
        true,
        {},
-       [&](const std::string& v) -> std::optional<std::string> {
-         if (v.empty() || v == "@")
-           return "--simulate needs a program: its text (e.g. \"F1_ck F2_all B2 F1_all B1\") or "
-                  "@FILE";
-         o.simulate = v;
-         return std::nullopt;
-       }},
+       [&](const std::string& v) -> std::
+                                     optional<std::string> {
+                                       if (v.empty() || v == "@")
+                                         return "--simulate needs a program: its text (e.g. "
+                                                "\"F1_ck F2_all B2 F1_all B1\") or "
+                                                "@FILE";
+                                       o.simulate = v;
+                                       return std::nullopt;
+                                     }},
       bandwidth("--bandwidth", o.bandwidth),
       bandwidth("--bandwidth-d2h", o.bandwidth_d2h),
       bandwidth("--bandwidth-h2d", o.bandwidth_h2d),

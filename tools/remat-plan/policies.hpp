@@ -144,6 +144,9 @@ void knobs(P* p, const options* o, std::vector<std::string_view>* names) {
     take("--bandwidth-d2h", false, set);
     take("--bandwidth-h2d", false, set);
   }
+  if constexpr (requires { requires P::plans_host_memory; })
+    take("--host-memory", o && o->host_memory,
+         [](P& x, const options& y) { x.hw.host_memory = *y.host_memory; });
 }
 
 /// The options that apply to P, in the order of --help.

@@ -51,6 +51,7 @@ struct options {
   std::optional<bandwidth_arg> bandwidth;      ///< --bandwidth: bytes per second, each way
   std::optional<bandwidth_arg> bandwidth_d2h;  ///< --bandwidth-d2h: offloads
   std::optional<bandwidth_arg> bandwidth_h2d;  ///< --bandwidth-h2d: prefetches
+  std::optional<remat::bytes> host_memory;     ///< --host-memory: the host's bytes for the plan
   std::optional<std::string> trace;            ///< --trace FILE: the Chrome trace of the plan
   bool json = false;
   bool progress = false;
@@ -62,7 +63,7 @@ struct options {
 
   /// --find-minimum without --budget: the command that finds the policy's smallest budget.
   [[nodiscard]] bool finds_minimum() const { return find_minimum && budget_text.empty(); }
-  /// The machine the bandwidth options describe, from `base` (a policy's own).
+  /// The machine the bandwidth and host-memory options describe, from `base` (a policy's own).
   [[nodiscard]] remat::machine machine_from(remat::machine base) const;
 };
 

@@ -20,6 +20,7 @@
 
 #include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
+#include <remat/io/json.hpp>
 #include <remat/policy/best_of.hpp>
 #include <remat/policy/details.hpp>
 #include <remat/policy/solution.hpp>
@@ -96,6 +97,36 @@ inline void write_details(nlohmann::ordered_json& j, const rockmate_details& d) 
   j["rockmate"] = std::move(r);
 }
 
+/// offmate: "offmate": {the machine, the O-ILP's fractional makespan, the host's peak, and per
+/// block its option and where its parameters, optimizer states and updates are}.
+inline void write_details(nlohmann::ordered_json& j, const offmate_details& d) {
+  nlohmann::ordered_json o;
+  o["bandwidth_d2h"] = rate_json(d.hw.device_to_host);
+  o["bandwidth_h2d"] = rate_json(d.hw.host_to_device);
+  o["cpu_optimizer_speed"] = rate_json(d.hw.cpu_optimizer_speed);
+  o["gpu_optimizer_speed"] = rate_json(d.hw.gpu_optimizer_speed);
+  o["step_overhead"] = d.hw.step_overhead;
+  o["fractional_makespan"] = d.fractional_makespan;
+  o["host_peak_bytes"] = d.host_peak_bytes;
+  o["run_length"] = d.run_length;
+  nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
+  for (const offmate_block_summary& b : d.blocks) {
+    nlohmann::ordered_json x;
+    x["name"] = b.name;
+    x["forward_nodes"] = b.forwards;
+    x["option"] = b.option;
+    x["parameter_bytes"] = b.parameter_bytes;
+    x["offloaded_parameter_bytes"] = b.offloaded_bytes;
+    x["state_bytes"] = b.state_bytes;
+    x["states_on_host_bytes"] = b.states_on_host_bytes;
+    x["cpu_update_bytes"] = b.cpu_update_bytes;
+    x["gpu_update_bytes"] = b.gpu_update_bytes;
+    blocks.push_back(std::move(x));
+  }
+  o["blocks"] = std::move(blocks);
+  j["offmate"] = std::move(o);
+}
+
 /// best_of: "portfolio": {the chosen member, every member's outcome}, then the chosen member's
 /// own details.
 template <class... Ds>
@@ -138,6 +169,7 @@ nlohmann::ordered_json to_json(const solution<D>& s, nlohmann::json program_json
   if (!s.notes.empty()) j["notes"] = s.notes;
   write_details(j, s.details);
   j["schedule"] = std::move(program_json);
+  if (s.program.parameters.managed) j["parameter_plan"] = to_json(s.program.parameters);
   return j;
 }
 

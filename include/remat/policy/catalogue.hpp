@@ -22,6 +22,28 @@
 
 namespace remat {
 
+namespace detail {
+/// Whether P joins the portfolio of its list: unless it says `static constexpr bool
+/// in_portfolio = false` (a policy whose budget means something else, as offmate's, which
+/// counts parameters, gradients and optimizer states too).
+template <class P>
+inline constexpr bool joins_portfolio = [] {
+  if constexpr (requires { P::in_portfolio; })
+    return static_cast<bool>(P::in_portfolio);
+  else
+    return true;
+}();
+template <class Acc, class... Ps>
+struct portfolio_filter {
+  using type = Acc;
+};
+template <class... As, class P, class... Ps>
+struct portfolio_filter<best_of<As...>, P, Ps...> {
+  using type = typename portfolio_filter<
+      std::conditional_t<joins_portfolio<P>, best_of<As..., P>, best_of<As...>>, Ps...>::type;
+};
+}  // namespace detail
+
 /// A list of policy types.
 template <class... Ps>
 struct policy_list {
@@ -30,8 +52,8 @@ struct policy_list {
   static constexpr std::array<std::string_view, sizeof...(Ps)> names{Ps::name...};
   /// The same types as a std::tuple (for typed tests).
   using tuple = std::tuple<Ps...>;
-  /// A portfolio of them (best_of).
-  using portfolio = best_of<Ps...>;
+  /// A portfolio of those that join one (best_of; detail::joins_portfolio).
+  using portfolio = typename detail::portfolio_filter<best_of<>, Ps...>::type;
 };
 
 /// Every chain policy, in the order the sweep and remat-plan's help list them.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -96,6 +97,29 @@ struct rockmate_details {
   int whole_graph_plans = 0;
   std::optional<seconds> whole_graph_time;
   bool whole_graph_chosen = false;
+};
+
+/// One block of an offmate plan: its option, and where the parameters whose first block it is
+/// live and are updated (bytes; parameters read by several blocks count at the first).
+struct offmate_block_summary {
+  std::string name;
+  std::vector<int> forwards;       ///< its forward compute nodes in the graph
+  std::string option;              ///< store-all, recompute or offload
+  bytes parameter_bytes = 0;       ///< its parameters
+  bytes offloaded_bytes = 0;       ///< of them, those that leave the GPU during the iteration
+  bytes state_bytes = 0;           ///< their optimizer states
+  bytes states_on_host_bytes = 0;  ///< of them, those on the host at some step
+  bytes cpu_update_bytes = 0;      ///< trainable bytes the CPU updates (gradients sent to the host)
+  bytes gpu_update_bytes = 0;      ///< trainable bytes the GPU updates
+};
+
+/// What an offmate plan is made of.
+struct offmate_details {
+  std::vector<offmate_block_summary> blocks;
+  seconds fractional_makespan = 0;  ///< the O-ILP's plan's iteration, before whole tensors
+  bytes host_peak_bytes = 0;        ///< the program's (simulated)
+  int run_length = 1;               ///< blocks of the graph's cut in each block planned
+  machine hw;                       ///< the machine it planned for
 };
 
 }  // namespace remat

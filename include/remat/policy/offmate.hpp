@@ -32,12 +32,14 @@
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/milp/model.hpp>
+#include <remat/policy/details.hpp>
 #include <remat/policy/offmate/formulation.hpp>
 #include <remat/policy/offmate/from_graph.hpp>
 #include <remat/policy/offmate/plan.hpp>
 #include <remat/policy/offmate/problem.hpp>
 #include <remat/policy/offmate/program.hpp>
 #include <remat/policy/offmate/tensors.hpp>
+#include <remat/policy/solution.hpp>
 #include <remat/schedule/schedule.hpp>
 #include <remat/sim/simulate.hpp>
 
@@ -48,6 +50,7 @@ struct offmate_answer {
   offmate_problem problem;  ///< what was planned (from a graph: its blocks, options and groups)
   /// From a graph: each block's forward nodes; empty when planned from a problem.
   std::vector<std::vector<int>> blocks;
+  int run_length = 1;             ///< from a graph: blocks of its cut merged into each block
   offmate_plan plan;              ///< the O-ILP's plan, in fractions of groups
   offmate_evaluation evaluation;  ///< its step lanes, memory and (none) violations
   /// The plan in whole tensors (Algorithm 1; tensors.hpp): what the program moves.
@@ -72,6 +75,13 @@ struct offmate {
   static constexpr std::string_view name = "offmate";
   static constexpr std::string_view summary =
       "OFFMATE's MILP: parameters, optimizer states, CPU updates and activations in one plan";
+  /// Its budget is the whole GPU (parameters, gradients and optimizer states too), not the
+  /// activations' share the other policies plan: it stays out of the portfolios, which compare
+  /// plans within one budget.
+  static constexpr bool in_portfolio = false;
+  /// It plans within the machine's host memory (hw.host_memory), which remat-plan's
+  /// --host-memory sets.
+  static constexpr bool plans_host_memory = true;
 
   /// The machine: the link each way, the host memory, both optimizer speeds and the CPU's
   /// management time per step.
@@ -156,7 +166,74 @@ struct offmate {
       a->program = std::move(*s);
     }
     a->blocks = std::move(p->blocks);
+    a->run_length = p->run_length;
     return a;
+  }
+
+  /// The catalogue's surface: the program of plan(g, budget), checked by the simulator.
+  [[nodiscard]] result<schedule> solve(const graph& g, bytes budget) const {
+    auto s = solve_detailed(g, budget);
+    if (!s) return s.err();
+    return std::move(s->program);
+  }
+
+  /// The program with what it is made of: each block's option and where its parameters,
+  /// gradients and optimizer states live (offmate_details). Not marked optimal (whole tensors
+  /// are a heuristic on the O-ILP's plan), and without a bound (the O-ILP's bounds its own
+  /// model's optimum, not the program's time); the notes give both.
+  [[nodiscard]] result<solution<offmate_details>> solve_detailed(const graph& g,
+                                                                 bytes budget) const {
+    auto a = plan(g, budget);
+    if (!a) return a.err();
+    if (!a->program)
+      return bad(
+          "the literal semantics plans in fractions of groups, which no program runs; the "
+          "strict semantics (the default) plans a program");
+    solution<offmate_details> s;
+    s.program = std::move(*a->program);
+    s.optimal = s.program.predicted_time <= g.ideal_time();
+    s.solve_seconds = a->solve_seconds;
+    s.notes = a->notes;
+    s.notes.push_back(
+        "the O-ILP's plan (fractions of groups): " + format_seconds(a->fractional_makespan) +
+        (a->optimal ? " (optimal)"
+                    : (a->bound ? ", its bound " + format_seconds(*a->bound) : std::string())) +
+        "; in whole tensors the program takes " + format_seconds(a->makespan));
+    offmate_details& d = s.details;
+    d.fractional_makespan = a->fractional_makespan;
+    d.host_peak_bytes = a->host_peak_bytes;
+    d.hw = hw;
+    d.run_length = a->run_length;
+    const offmate_problem& p = a->problem;
+    d.blocks.resize(p.blocks.size());
+    for (std::size_t k = 0; k < p.blocks.size(); ++k) {
+      d.blocks[k].name = p.blocks[k].name;
+      d.blocks[k].option = p.option(static_cast<int>(k), a->plan.option[k]).name;
+      if (k < a->blocks.size()) d.blocks[k].forwards = a->blocks[k];
+    }
+    for (std::size_t w = 0; w < p.groups.size(); ++w) {
+      const parameter_group& grp = p.groups[w];
+      const offmate_group_tensors& gt = a->tensors.groups[w];
+      offmate_block_summary& b = d.blocks[static_cast<std::size_t>(grp.first_block())];
+      for (std::size_t j = 0; j < grp.tensors.size(); ++j) {
+        const parameter_tensor& t = grp.tensors[j];
+        const bytes st =
+            static_cast<bytes>(std::llround(p.optimizer_states * static_cast<double>(t.trainable)));
+        bool leaves = false, states_leave = false;
+        for (const offmate_tensor_step& x : gt.steps) {
+          leaves = leaves || std::ranges::find(x.free, static_cast<int>(j)) != x.free.end();
+          states_leave = states_leave || std::ranges::find(x.states_free, static_cast<int>(j)) !=
+                                             x.states_free.end();
+        }
+        const bool cpu = gt.cpu_updated[j] != 0;
+        b.parameter_bytes += t.size;
+        b.offloaded_bytes += leaves ? t.size : 0;
+        b.state_bytes += st;
+        b.states_on_host_bytes += cpu || states_leave ? st : 0;
+        (cpu ? b.cpu_update_bytes : b.gpu_update_bytes) += t.trainable;
+      }
+    }
+    return s;
   }
 
   [[nodiscard]] result<offmate_answer> plan(const offmate_problem& p, bytes budget) const {
