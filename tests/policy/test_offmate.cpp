@@ -20,6 +20,7 @@
 #include <remat/zoo/llama.hpp>
 
 #include "support/offmate_brute_force.hpp"
+#include "support/small_llama.hpp"
 
 #if defined(REMAT_HAS_CBC)
 #include <remat/milp/cbc.hpp>
@@ -425,27 +426,8 @@ TEST_CASE("offmate: a ZeRO-Infinity-like plan in the same model is valid and nev
   }
 }
 
-namespace {
-/// A small Llama whose head reads the embedding's weight (tied, as GPT-2's).
-forward_dag tied_llama(int layers) {
-  forward_dag f = zoo::llama({.layers = layers,
-                              .width = 256,
-                              .heads = 4,
-                              .ffn = 688,
-                              .vocab = 1000,
-                              .sequence = 64,
-                              .batch = 2},
-                             zoo::devices::rtx3060())
-                      .value();
-  std::erase_if(f.parameters, [](const parameter& w) { return w.name == "lm_head.weight"; });
-  for (auto& op : f.ops)
-    if (op.name == "lm_head") op.parameters = {"embed_tokens.weight"};
-  return f;
-}
-}  // namespace
-
 TEST_CASE("offmate on a graph: blocks, their options, and groups by the blocks that read them") {
-  const graph g = build_graph(tied_llama(2)).value();
+  const graph g = build_graph(testing::small_llama(2, true)).value();
   const auto all = offmate_problem_of(g, {.max_blocks = 0});
   REQUIRE(all);
   const offmate_problem& p = all->problem;

@@ -13,7 +13,6 @@
 
 #include <remat/policy/offmate.hpp>
 #include <remat/sim/simulate.hpp>
-#include <remat/zoo/llama.hpp>
 
 #if defined(REMAT_HAS_CBC)
 #include <remat/milp/cbc.hpp>
@@ -23,26 +22,14 @@ using program_backend = remat::milp::cbc;
 using program_backend = remat::milp::lpsolve;
 #endif
 
+#include "support/small_llama.hpp"
+
 using namespace remat;
 
 namespace {
 
 graph small_llama(int layers, bool tied) {
-  forward_dag f = zoo::llama({.layers = layers,
-                              .width = 256,
-                              .heads = 4,
-                              .ffn = 688,
-                              .vocab = 1000,
-                              .sequence = 64,
-                              .batch = 2},
-                             zoo::devices::rtx3060())
-                      .value();
-  if (tied) {
-    std::erase_if(f.parameters, [](const parameter& w) { return w.name == "lm_head.weight"; });
-    for (auto& op : f.ops)
-      if (op.name == "lm_head") op.parameters = {"embed_tokens.weight"};
-  }
-  return build_graph(f).value();
+  return build_graph(testing::small_llama(layers, tied)).value();
 }
 
 }  // namespace
