@@ -191,8 +191,9 @@ inline result<offmate_graph_problem> offmate_problem_of(const graph& g,
     const auto r = static_cast<std::size_t>(bk.kind_of[static_cast<std::size_t>(k)]);
     const auto& fwd = bk.cut[static_cast<std::size_t>(k)];
     for (int f : fwd) block_of_forward[static_cast<std::size_t>(f)] = k;
-    p.blocks.push_back(
-        {g.compute(fwd.front()).name + " .. " + g.compute(fwd.back()).name, options[r]});
+    p.blocks.push_back({g.compute(fwd.front()).name +
+                            (fwd.size() > 1 ? " .. " + g.compute(fwd.back()).name : std::string()),
+                        options[r]});
   }
   bytes sources = 0;  // the graph's inputs, alive throughout
   for (int d = 0; d < g.data_count(); ++d)
