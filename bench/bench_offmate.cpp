@@ -8,9 +8,11 @@
 //   solve/<layers>          the plan's solve time at 8, 16, 32 and 80 layers (80 with 22 GB, the
 //                           paper's RTX 3090 less 2 GB: with 33 blocks of 2.5 layers it needs
 //                           11.3 GB, more than 10); counters
-//                           overhead (the plan's iteration / the infinite-memory iteration - 1:
-//                           compute and every update on the GPU), gap (to the solver's bound),
-//                           optimal, blocks, gpu_gb and host_gb (the plan's peaks)
+//                           overhead (the program's simulated iteration / the infinite-memory
+//                           iteration - 1: compute and every update on the GPU), ilp_overhead
+//                           (the same for the O-ILP's fractional plan), gap (the fractional
+//                           plan's, to the solver's bound), optimal, blocks, gpu_gb and host_gb
+//                           (the program's simulated peaks)
 //   variant/32/<name>       the 32-layer model under the paper's ablations and baselines:
 //                             offmate           everything on
 //                             no_cpu_optimizer  every update on the GPU ("w/o CPU optim")
