@@ -232,4 +232,41 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("offmate: whole groups as a second candidate, kept only where faster") {
+  std::mt19937 rng(33);
+  int kept = 0;
+  for (int round = 0; round < 6; ++round) {
+    offmate_problem p = tensor_problem(rng, 3);
+    for (auto& w : p.groups) w.tensors.resize(1);  // one tensor a group: whole tensors are lumps
+    const machine hw = tensor_machine(rng);
+    offmate<tensors_backend> pol;
+    pol.hw = hw;
+    pol.time_limit = 30;
+    const bytes least = pol.minimum_budget(p).value();
+    const bytes budget = least + least * (round % 3) / 3;
+    const auto a = pol.plan(p, budget);
+    pol.whole_group_nodes = 500;
+    const auto b = pol.plan(p, budget);
+    REQUIRE(a);
+    REQUIRE(b);
+    INFO("round " << round);
+    CHECK(b->makespan <= a->makespan * (1 + 1e-9));
+    const auto ev = evaluate(p, hw, budget, fractions_of(p, b->tensors));
+    CHECK(ev.valid());
+    CHECK(b->makespan == doctest::Approx(ev.makespan));
+    const bool whole = !b->notes.empty() && b->notes.front().rfind("groups moved whole (", 0) == 0;
+    if (whole) {
+      ++kept;
+      CHECK(b->makespan < a->makespan);
+      CHECK(b->makespan == doctest::Approx(b->fractional_makespan));  // exact in whole tensors
+    }
+    // The same input, the same answer (the node limit stops where it stops on every run).
+    const auto again = pol.plan(p, budget);
+    REQUIRE(again);
+    CHECK(again->tensors == b->tensors);
+  }
+  MESSAGE(kept << " of 6 answers are the whole-group plan");
+  CHECK(kept > 0);
+}
+
 #endif

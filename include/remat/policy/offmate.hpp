@@ -51,7 +51,7 @@ struct offmate_answer {
   /// From a graph: each block's forward nodes; empty when planned from a problem.
   std::vector<std::vector<int>> blocks;
   int run_length = 1;             ///< from a graph: blocks of its cut merged into each block
-  offmate_plan plan;              ///< the O-ILP's plan, in fractions of groups
+  offmate_plan plan;              ///< the O-ILP's plan (fractions of groups, or whole groups)
   offmate_evaluation evaluation;  ///< its step lanes, memory and (none) violations
   /// The plan in whole tensors (Algorithm 1; tensors.hpp): what the program moves.
   offmate_tensor_plan tensors;
@@ -61,11 +61,13 @@ struct offmate_answer {
   /// One iteration, optimizer included, of what runs: from a graph the simulated program's
   /// makespan; from a problem the whole-tensor plan's by evaluate().
   seconds makespan = 0;
-  bytes peak_bytes = 0;             ///< the GPU's peak, likewise
-  bytes host_peak_bytes = 0;        ///< the host's, likewise
-  seconds fractional_makespan = 0;  ///< the O-ILP's plan's (= evaluation.makespan)
-  bool optimal = false;             ///< proven optimal in the O-ILP
-  std::optional<seconds> bound;     ///< the solver's lower bound on the O-ILP's optimum
+  bytes peak_bytes = 0;       ///< the GPU's peak, likewise
+  bytes host_peak_bytes = 0;  ///< the host's, likewise
+  /// The O-ILP's plan's (= evaluation.makespan): in fractions of groups, or whole groups where
+  /// those were kept (a note says).
+  seconds fractional_makespan = 0;
+  bool optimal = false;          ///< proven optimal in the O-ILP
+  std::optional<seconds> bound;  ///< the solver's lower bound on the O-ILP's optimum
   seconds solve_seconds = 0;
   std::vector<std::string> notes;
 };
@@ -100,6 +102,16 @@ struct offmate {
   offmate_features features = {};
   /// Move groups whole (every fraction 0 or 1) instead of by tensors.
   bool whole_groups = false;
+  /// Where whole tensors cost the fractional plan more than 0.1 %, also solve the O-ILP with
+  /// whole groups (exact in whole tensors) within this many branch-and-bound nodes (a bound that
+  /// stops at the same point on every run, unlike time), and keep it where faster; 0 (the
+  /// default): never. Worth it where groups are one or two large tensors (docs/offmate.md,
+  /// "Whole tensors"); a binary MILP, seconds where the fractional one takes a fraction of one.
+  std::int64_t whole_group_nodes = 0;
+  /// Branch-and-bound nodes of the plan's solves (0: none): a limit that, unlike time_limit,
+  /// stops at the same point on every run (the least-memory solves behind budget_too_small stay
+  /// exact).
+  std::int64_t node_limit = 0;
   /// From a graph: its blocks and their options (policy/offmate/from_graph.hpp). The O-ILP grows
   /// as the square of the blocks: 40 solve within a minute on two cores, a decoder layer's two
   /// blocks (attention, MLP) merged (docs/offmate.md, "From a graph").
@@ -195,7 +207,7 @@ struct offmate {
     s.solve_seconds = a->solve_seconds;
     s.notes = a->notes;
     s.notes.push_back(
-        "the O-ILP's plan (fractions of groups): " + format_seconds(a->fractional_makespan) +
+        "the O-ILP's plan: " + format_seconds(a->fractional_makespan) +
         (a->optimal ? " (optimal)"
                     : (a->bound ? ", its bound " + format_seconds(*a->bound) : std::string())) +
         "; in whole tensors the program takes " + format_seconds(a->makespan));
@@ -296,6 +308,34 @@ struct offmate {
     if (!out.optimal)
       out.notes.push_back("stopped by the time limit: the best plan found, within " +
                           std::to_string(100 * s.gap()) + " % of the bound");
+    // Where whole tensors cost the fractional plan much (a group of one large tensor), the
+    // O-ILP with whole groups, exact in whole tensors, in the time left: kept where faster.
+    const double left = time_limit - std::chrono::duration<double>(clock::now() - start).count();
+    if (semantics == offmate_semantics::strict && !whole_groups && whole_group_nodes > 0 &&
+        out.makespan > out.fractional_makespan * (1 + 1e-3) && left > 0) {
+      offmate whole = *this;
+      whole.whole_groups = true;
+      whole.time_limit = left;
+      whole.node_limit =
+          node_limit > 0 ? std::min(node_limit, whole_group_nodes) : whole_group_nodes;
+      whole.progress = {};
+      auto w = whole.plan(p, budget);
+      if (w && w->makespan < out.makespan * (1 - 1e-9)) {
+        w->notes.insert(
+            w->notes.begin(),
+            "groups moved whole (every fraction 0 or 1): " + format_seconds(w->makespan) +
+                ", faster than the fractional plan (" + format_seconds(out.fractional_makespan) +
+                ") in whole tensors (" + format_seconds(out.makespan) + ")");
+        w->bound = out.bound;  // the fractional O-ILP's bound holds for every plan
+        w->optimal = false;
+        out = std::move(*w);
+      } else {
+        out.notes.push_back(
+            "groups moved whole: " +
+            (w ? format_seconds(w->makespan) + ", not faster"
+               : "no plan in the time left (" + std::string(to_string(w.code())) + ")"));
+      }
+    }
     out.solve_seconds = std::chrono::duration<double>(clock::now() - start).count();
     return out;
   }
@@ -330,6 +370,7 @@ struct offmate {
     auto f = std::make_unique<detail::offmate_formulation>(p, hw, budget, st);
     milp::options o;
     o.threads = threads;
+    if (g == goal::time) o.node_limit = node_limit;  // the minimum-memory solves stay exact
     o.relative_gap = g == goal::time ? relative_gap : 1e-9;
     o.time_limit = std::max(1e-3, std::chrono::duration<double>(deadline - clock::now()).count());
     if (report && progress)
