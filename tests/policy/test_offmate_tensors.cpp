@@ -2,7 +2,8 @@
 // O-ILP's answers for random groups of several tensors: residency within the fractions and
 // under them by less than a tensor, offloads covering the running sums, the GPU memory of every
 // step within the fractional plan's, each lane over it by at most a tensor per group, the
-// referee's constraints all kept, and integral fractions keeping their residency and time.
+// referee's constraints all kept, and integral fractions keeping their residency and time; the
+// balancing of transfers valid and never slower; whole groups as a second candidate.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -121,7 +122,7 @@ bytes largest(const parameter_group& w, bool states, double k) {
 
 TEST_CASE("offmate whole tensors: within the fractions, never above their memory, valid") {
   std::mt19937 rng(31);
-  int rounded = 0, moved = 0, on_cpu = 0, rounded_down = 0;
+  int rounded = 0, moved = 0, on_cpu = 0, rounded_down = 0, faster = 0;
   for (int round = 0; round < 12; ++round) {
     const offmate_problem p = tensor_problem(rng, 2 + round % 3);
     const machine hw = tensor_machine(rng);
@@ -190,9 +191,18 @@ TEST_CASE("offmate whole tensors: within the fractions, never above their memory
                                static_cast<double>(p.groups.size()) * 1000.0);
     // Same input, same tensors.
     CHECK(to_tensors(p, hw, budget, a->plan) == tp);
+    // Balanced: still valid within the budget, never slower, the same on every run.
+    const offmate_tensor_plan bal = balanced(p, hw, budget, tp);
+    const auto evb = evaluate(p, hw, budget, fractions_of(p, bal));
+    CHECK(evb.valid());
+    CHECK(evb.makespan <= ev.makespan * (1 + 1e-12));
+    faster += evb.makespan < ev.makespan * (1 - 1e-9) ? 1 : 0;
+    CHECK(balanced(p, hw, budget, tp) == bal);
   }
   CHECK(rounded == 12);
-  MESSAGE(rounded_down << " of 12 plans have a CPU share rounded down");
+  MESSAGE(rounded_down << " of 12 plans have a CPU share rounded down, " << faster
+                       << " are faster balanced");
+  CHECK(faster > 0);
   CHECK(rounded_down < 12);
   CHECK(moved > 0);
   CHECK(on_cpu > 0);

@@ -396,6 +396,163 @@ inline offmate_group_tensors round_group(const offmate_problem& p, const offmate
 
 }  // namespace detail
 
+namespace detail {
+
+/// Where each tensor of a group is at step 0: the cycle replayed from g_w, where every weight,
+/// and the states of every tensor the GPU updates, are resident.
+inline void refresh_start(const offmate_problem& p, const parameter_group& w,
+                          offmate_group_tensors& gt) {
+  const std::size_t n = w.tensors.size();
+  std::vector<char> alive(n, 1), alive_o(n, 0);
+  for (std::size_t j = 0; j < n; ++j)
+    alive_o[j] = static_cast<char>(w.tensors[j].trainable > 0 && !gt.cpu_updated[j]);
+  for (int q = 0; q < p.steps(); ++q) {
+    const int t = p.step_at(w, q);
+    if (t == 0) {
+      gt.resident = alive;
+      gt.states_resident = alive_o;
+    }
+    const offmate_tensor_step& st = gt.steps[static_cast<std::size_t>(t)];
+    for (int j : st.free) alive[static_cast<std::size_t>(j)] = 0;
+    for (int j : st.prefetch) alive[static_cast<std::size_t>(j)] = 1;
+    for (int j : st.states_free) alive_o[static_cast<std::size_t>(j)] = 0;
+    for (int j : st.states_prefetch) alive_o[static_cast<std::size_t>(j)] = 1;
+  }
+}
+
+/// Moves whole-tensor transfers within their windows to steps with room, while the iteration
+/// (evaluate()'s sum of step times) gets shorter and every step stays within the budget:
+/// an offload (of a weight the GPU updates or of states; the CPU's gradients stay at g_w) to any
+/// step from g_w to the step that frees it, a prefetch to any step after the free before it (and
+/// after the tensor's CPU update) and before the next use. Greedy, largest tensors first, a few
+/// passes; each move is priced by its change to the two steps' lanes and, for a prefetch moved
+/// earlier, the memory of the steps it then spans.
+inline void balance(const offmate_problem& p, const machine& hw, bytes budget,
+                    offmate_tensor_plan& tp, double tolerance) {
+  const int S = p.steps();
+  const offmate_evaluation ev =
+      evaluate(p, hw, budget, fractions_of(p, tp), offmate_semantics::strict, {}, tolerance);
+  if (!ev.valid()) return;
+  std::vector<offmate_lanes> lanes = ev.lanes;
+  std::vector<double> mem = ev.gpu_bytes;
+  const double cap = static_cast<double>(budget) * (1 + tolerance) + tolerance;
+  auto per_second = [](double r) { return std::isinf(r) ? 0.0 : 1.0 / r; };
+  const double d2h = per_second(hw.device_to_host), h2d = per_second(hw.host_to_device);
+  const double k = p.optimizer_states;
+  struct move {
+    std::size_t w, j;
+    bool states, out;  // which list: weights or states, offload or prefetch
+    int at;            // current cycle position
+    double bytes;
+  };
+  for (int pass = 0; pass < 3; ++pass) {
+    // Every movable transfer, largest first.
+    std::vector<move> moves;
+    for (std::size_t w = 0; w < p.groups.size(); ++w) {
+      const parameter_group& grp = p.groups[w];
+      const offmate_group_tensors& gt = tp.groups[w];
+      for (int q = 0; q < S; ++q) {
+        const offmate_tensor_step& st = gt.steps[static_cast<std::size_t>(p.step_at(grp, q))];
+        for (bool states : {false, true})
+          for (bool out : {true, false}) {
+            const auto& list = states ? (out ? st.states_offload : st.states_prefetch)
+                                      : (out ? st.offload : st.prefetch);
+            for (int j : list) {
+              const auto u = static_cast<std::size_t>(j);
+              if (!states && out && gt.cpu_updated[u]) continue;  // a gradient: at g_w
+              const double b = states ? k * static_cast<double>(grp.tensors[u].trainable)
+                                      : static_cast<double>(grp.tensors[u].size);
+              moves.push_back({w, u, states, out, q, b});
+            }
+          }
+      }
+    }
+    std::ranges::stable_sort(moves, [](const move& a, const move& b) { return a.bytes > b.bytes; });
+    bool improved = false;
+    for (const move& m : moves) {
+      const parameter_group& grp = p.groups[m.w];
+      offmate_group_tensors& gt = tp.groups[m.w];
+      const int j = static_cast<int>(m.j);
+      auto step = [&](int q) -> offmate_tensor_step& {
+        return gt.steps[static_cast<std::size_t>(p.step_at(grp, q))];
+      };
+      auto in = [&](const std::vector<int>& v) { return std::ranges::find(v, j) != v.end(); };
+      auto frees = [&](int q) { return in(m.states ? step(q).states_free : step(q).free); };
+      // The window, in cycle positions.
+      int lo = 0, hi = S - 1;
+      if (m.out) {
+        hi = m.at;
+        while (hi < S - 1 && !frees(hi)) ++hi;
+      } else {
+        lo = m.at;
+        while (lo > 0 && !frees(lo - 1)) --lo;
+        for (int q = 0; q < m.at; ++q)
+          if (!m.states && in(step(q).cpu_update)) lo = std::max(lo, q + 1);
+        hi = m.at;
+        auto needed = [&](int q) {
+          return m.states ? q == S : (q < S && p.uses(grp, p.step_at(grp, q)));
+        };
+        while (hi + 1 < S && !needed(hi + 1) && !frees(hi + 1) &&
+               !in(m.states ? step(hi + 1).states_prefetch : step(hi + 1).prefetch))
+          ++hi;
+      }
+      if (lo == hi) continue;
+      const double secs = m.bytes * (m.out ? d2h : h2d);
+      auto gpu_too = [&](int t) {  // (19a): a backward step's own offloads, after its update
+        return m.out && !p.is_forward(t) && p.uses(grp, t);
+      };
+      auto with = [&](int t, double sign) {
+        offmate_lanes l = lanes[static_cast<std::size_t>(t)];
+        (m.out ? l.d2h : l.h2d) += sign * secs;
+        if (gpu_too(t)) l.gpu += sign * secs;
+        return l;
+      };
+      const int from = p.step_at(grp, m.at);
+      const double base_from = lanes[static_cast<std::size_t>(from)].time();
+      const double gain_from = base_from - with(from, -1).time();
+      int best_q = m.at;
+      double best_delta = -1e-12 * std::max(1.0, ev.makespan);
+      for (int q = lo; q <= hi; ++q) {
+        if (q == m.at) continue;
+        const int t = p.step_at(grp, q);
+        // A prefetch moved earlier holds the tensor from q to m.at.
+        bool fits = true;
+        for (int r = q; r < m.at && !m.out && fits; ++r)
+          fits = mem[static_cast<std::size_t>(p.step_at(grp, r))] + m.bytes <= cap;
+        if (!fits) continue;
+        const double delta =
+            with(t, +1).time() - lanes[static_cast<std::size_t>(t)].time() - gain_from;
+        if (delta < best_delta) {
+          best_delta = delta;
+          best_q = q;
+        }
+      }
+      if (best_q == m.at) continue;
+      // Apply.
+      const int to = p.step_at(grp, best_q);
+      lanes[static_cast<std::size_t>(from)] = with(from, -1);
+      lanes[static_cast<std::size_t>(to)] = with(to, +1);
+      if (!m.out)
+        for (int r = best_q; r < m.at; ++r)
+          mem[static_cast<std::size_t>(p.step_at(grp, r))] += m.bytes;
+      if (!m.out)
+        for (int r = m.at; r < best_q; ++r)
+          mem[static_cast<std::size_t>(p.step_at(grp, r))] -= m.bytes;
+      auto& src = m.states ? (m.out ? step(m.at).states_offload : step(m.at).states_prefetch)
+                           : (m.out ? step(m.at).offload : step(m.at).prefetch);
+      std::erase(src, j);
+      auto& dst = m.states ? (m.out ? step(best_q).states_offload : step(best_q).states_prefetch)
+                           : (m.out ? step(best_q).offload : step(best_q).prefetch);
+      dst.insert(std::ranges::upper_bound(dst, j), j);
+      improved = true;
+    }
+    if (!improved) break;
+  }
+  for (std::size_t w = 0; w < p.groups.size(); ++w) refresh_start(p, p.groups[w], tp.groups[w]);
+}
+
+}  // namespace detail
+
 /// Algorithm 1 [Offmate24, §4.3] on every group of a plan, in strict same-step semantics (a free
 /// follows an offload of an earlier step). First the CPU's tensors of each group: the smallest
 /// set of whole tensors whose trainable bytes cover the share X_w the fractions give the CPU,
@@ -446,6 +603,23 @@ inline offmate_tensor_plan to_tensors(const offmate_problem& p, const machine& h
     }
   }
   return out;
+}
+
+/// The whole-tensor plan with its transfers moved within their windows to the steps with room
+/// (detail::balance): returned where that keeps it valid within `budget` and makes it faster by
+/// evaluate(), else as it was. It leaves the fractions behind (a prefetch moved earlier holds
+/// the tensor longer than they say), within the budget.
+inline offmate_tensor_plan balanced(const offmate_problem& p, const machine& hw, bytes budget,
+                                    offmate_tensor_plan tp, double tolerance = 1e-6) {
+  const offmate_evaluation before =
+      evaluate(p, hw, budget, fractions_of(p, tp), offmate_semantics::strict, {}, tolerance);
+  if (!before.valid()) return tp;
+  offmate_tensor_plan moved = tp;
+  detail::balance(p, hw, budget, moved, tolerance);
+  const offmate_evaluation after =
+      evaluate(p, hw, budget, fractions_of(p, moved), offmate_semantics::strict, {}, tolerance);
+  if (after.valid() && after.makespan < before.makespan * (1 - 1e-12)) return moved;
+  return tp;
 }
 
 }  // namespace remat
