@@ -526,7 +526,7 @@ TEST_CASE("remat-plan --policy offmate: a Llama graph's parameters, states and a
   CHECK(rs["status"] == "budget_too_small");
   // --host-memory is offmate's alone.
   expect_usage_errors({{{"--chain", chain_file("resnet_like.json"), "--policy", "rotor", "--budget",
-                         "1GB", "--host-memory", "1GB"},
+                         "1GiB", "--host-memory", "1GiB"},
                         "--host-memory applies to offmate only"}});
 }
 #endif
@@ -761,7 +761,7 @@ TEST_CASE("remat-plan: graph usage errors exit 2") {
       {{"--graph", g, "--budget", "1GiB", "--policy", "checkmate", "--solver", "gurobi"},
        "unknown solver 'gurobi'"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--solver", "cbc"},
-       "--solver applies to checkmate and rockmate only"},
+       "--solver applies to checkmate, rockmate and offmate only"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--relax"},
        "--relax applies to checkmate and rockmate only"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "revolve", "--find-minimum"},
@@ -1173,7 +1173,7 @@ TEST_CASE("remat-plan --policy rockmate: graphs and chains, its blocks in --json
            {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--threads", "-1"},
             "--threads"},
            {{"--chain", file, "--budget", "1GiB", "--policy", "revolve", "--threads", "2"},
-            "--threads applies to rotor, checkmate and rockmate only"}}) {
+            "--threads applies to rotor, checkmate, rockmate and offmate only"}}) {
     const std::string& reason = uc.second;
     CAPTURE(reason);
     const outcome u = run_plan(uc.first);
@@ -1440,7 +1440,7 @@ TEST_CASE("remat-plan: usage errors of the offloading policies") {
        "pofo plans chains"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--bandwidth-d2h", "1e9"},
        "--bandwidth-d2h applies to --simulate and to the policies that plan transfers (pofo, "
-       "offload_dynprog, offload_greedy and offload_autocapper)"},
+       "offload_dynprog, offload_greedy, offload_autocapper and offmate)"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "offload_greedy", "--slots", "10"},
        "--slots applies to"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "offload_greedy", "--time-limit", "1"},
