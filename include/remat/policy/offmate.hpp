@@ -287,7 +287,8 @@ struct offmate {
     out.host_peak_bytes = static_cast<bytes>(std::ceil(out.evaluation.host_bytes));
     if (semantics == offmate_semantics::strict) {
       // Whole tensors (Algorithm 1), priced by the same referee.
-      out.tensors = balanced(p, hw, budget, to_tensors(p, hw, budget, out.plan));
+      out.tensors =
+          balanced(p, hw, budget, to_tensors(p, hw, budget, out.plan, features), features);
       const auto whole =
           evaluate(p, hw, budget, fractions_of(p, out.tensors), semantics, features, 1e-5);
       if (!whole.valid())

@@ -564,7 +564,8 @@ inline void balance(const offmate_problem& p, const machine& hw, bytes budget,
 /// tried rounded down instead (its extra states on the GPU at g_w), kept where the plan stays
 /// within `budget` and gets faster by evaluate().
 inline offmate_tensor_plan to_tensors(const offmate_problem& p, const machine& hw, bytes budget,
-                                      const offmate_plan& plan, double tolerance = 1e-6) {
+                                      const offmate_plan& plan, offmate_features features = {},
+                                      double tolerance = 1e-6) {
   const auto T = static_cast<std::size_t>(p.steps());
   offmate_tensor_plan out;
   out.option = plan.option;
@@ -587,7 +588,8 @@ inline offmate_tensor_plan to_tensors(const offmate_problem& p, const machine& h
     detail::cpu_room room = base;
     for (std::size_t wi : order)
       out.groups[wi] = detail::round_group(p, plan, wi, down[wi] != 0, room, tolerance);
-    return evaluate(p, hw, budget, fractions_of(p, out), offmate_semantics::strict, {}, tolerance);
+    return evaluate(p, hw, budget, fractions_of(p, out), offmate_semantics::strict, features,
+                    tolerance);
   };
   offmate_evaluation best = build();
   for (std::size_t wi : order) {
@@ -610,14 +612,15 @@ inline offmate_tensor_plan to_tensors(const offmate_problem& p, const machine& h
 /// evaluate(), else as it was. It leaves the fractions behind (a prefetch moved earlier holds
 /// the tensor longer than they say), within the budget.
 inline offmate_tensor_plan balanced(const offmate_problem& p, const machine& hw, bytes budget,
-                                    offmate_tensor_plan tp, double tolerance = 1e-6) {
+                                    offmate_tensor_plan tp, offmate_features features = {},
+                                    double tolerance = 1e-6) {
   const offmate_evaluation before =
-      evaluate(p, hw, budget, fractions_of(p, tp), offmate_semantics::strict, {}, tolerance);
+      evaluate(p, hw, budget, fractions_of(p, tp), offmate_semantics::strict, features, tolerance);
   if (!before.valid()) return tp;
   offmate_tensor_plan moved = tp;
   detail::balance(p, hw, budget, moved, tolerance);
-  const offmate_evaluation after =
-      evaluate(p, hw, budget, fractions_of(p, moved), offmate_semantics::strict, {}, tolerance);
+  const offmate_evaluation after = evaluate(p, hw, budget, fractions_of(p, moved),
+                                            offmate_semantics::strict, features, tolerance);
   if (after.valid() && after.makespan < before.makespan * (1 - 1e-12)) return moved;
   return tp;
 }
