@@ -111,7 +111,6 @@ namespace detail {
 /// its update), -1 for the others.
 struct cover_run {
   std::vector<std::vector<int>> offload, prefetch, free;  ///< per step
-  std::vector<char> resident_at_zero;
 };
 
 inline cover_run cover_tensors(const offmate_problem& p, const parameter_group& w,
@@ -192,7 +191,6 @@ inline cover_run cover_tensors(const offmate_problem& p, const parameter_group& 
           run.prefetch[before].push_back(static_cast<int>(j));
         }
     }
-    if (t == 0) run.resident_at_zero = alive;
     // Offload what the running sum asks for, during this step: at g_w the CPU's tensors first
     // (their gradients).
     if (q == 0)
@@ -213,7 +211,6 @@ inline cover_run cover_tensors(const offmate_problem& p, const parameter_group& 
   const auto last = static_cast<std::size_t>(p.step_at(w, steps - 1));
   for (std::size_t j = 0; j < n; ++j)
     if (present[j] && !alive[j]) run.prefetch[last].push_back(static_cast<int>(j));
-  if (run.resident_at_zero.empty()) run.resident_at_zero = alive;
   for (auto* lists : {&run.prefetch, &run.free, &run.offload})
     for (auto& v : *lists) std::ranges::sort(v);
   return run;
@@ -279,6 +276,28 @@ inline offmate_plan fractions_of(const offmate_problem& p, const offmate_tensor_
 
 namespace detail {
 
+/// Where each tensor of a group is at step 0: the cycle replayed from g_w, where every weight,
+/// and the states of every tensor the GPU updates, are resident.
+inline void refresh_start(const offmate_problem& p, const parameter_group& w,
+                          offmate_group_tensors& gt) {
+  const std::size_t n = w.tensors.size();
+  std::vector<char> alive(n, 1), alive_o(n, 0);
+  for (std::size_t j = 0; j < n; ++j)
+    alive_o[j] = static_cast<char>(w.tensors[j].trainable > 0 && !gt.cpu_updated[j]);
+  for (int q = 0; q < p.steps(); ++q) {
+    const int t = p.step_at(w, q);
+    if (t == 0) {
+      gt.resident = alive;
+      gt.states_resident = alive_o;
+    }
+    const offmate_tensor_step& st = gt.steps[static_cast<std::size_t>(t)];
+    for (int j : st.free) alive[static_cast<std::size_t>(j)] = 0;
+    for (int j : st.prefetch) alive[static_cast<std::size_t>(j)] = 1;
+    for (int j : st.states_free) alive_o[static_cast<std::size_t>(j)] = 0;
+    for (int j : st.states_prefetch) alive_o[static_cast<std::size_t>(j)] = 1;
+  }
+}
+
 /// Room on each step's CPU lane (its time in the fractional plan, less management), and each
 /// CPU update's seconds per byte.
 struct cpu_room {
@@ -336,14 +355,15 @@ inline offmate_group_tensors round_group(const offmate_problem& p, const offmate
     }
     bytes got = 0, all = 0;
     for (bytes b : trained) all += b;
-    std::vector<int> chosen = select_cover(trained, static_cast<bytes>(std::ceil(want - slack)));
+    std::vector<int> chosen;
     if (down) {  // the complement of the smallest cover of what stays on the GPU
       std::vector<char> gpu(trained.size(), 0);
       for (int c : select_cover(trained, all - static_cast<bytes>(std::floor(want + slack))))
         gpu[static_cast<std::size_t>(c)] = 1;
-      chosen.clear();
       for (std::size_t c = 0; c < trained.size(); ++c)
         if (!gpu[c]) chosen.push_back(static_cast<int>(c));
+    } else {
+      chosen = select_cover(trained, static_cast<bytes>(std::ceil(want - slack)));
     }
     for (int c : chosen) {
       const auto j = static_cast<std::size_t>(ids[static_cast<std::size_t>(c)]);
@@ -380,8 +400,6 @@ inline offmate_group_tensors round_group(const offmate_problem& p, const offmate
   for (std::size_t j = 0; j < n; ++j) on_gpu[j] = static_cast<char>(grads[j] > 0 && cpu[j] < 0);
   const detail::cover_run st =
       detail::cover_tensors(p, w, states, on_gpu, k * grad, sto_o, ofl_o, at_update, {}, tolerance);
-  gt.resident = weights.resident_at_zero;
-  gt.states_resident = st.resident_at_zero;
   for (std::size_t t = 0; t < T; ++t) {
     gt.steps[t].offload = weights.offload[t];
     gt.steps[t].prefetch = weights.prefetch[t];
@@ -391,34 +409,13 @@ inline offmate_group_tensors round_group(const offmate_problem& p, const offmate
     gt.steps[t].states_free = st.free[t];
     std::ranges::sort(gt.steps[t].cpu_update);
   }
+  refresh_start(p, w, gt);
   return gt;
 }
 
 }  // namespace detail
 
 namespace detail {
-
-/// Where each tensor of a group is at step 0: the cycle replayed from g_w, where every weight,
-/// and the states of every tensor the GPU updates, are resident.
-inline void refresh_start(const offmate_problem& p, const parameter_group& w,
-                          offmate_group_tensors& gt) {
-  const std::size_t n = w.tensors.size();
-  std::vector<char> alive(n, 1), alive_o(n, 0);
-  for (std::size_t j = 0; j < n; ++j)
-    alive_o[j] = static_cast<char>(w.tensors[j].trainable > 0 && !gt.cpu_updated[j]);
-  for (int q = 0; q < p.steps(); ++q) {
-    const int t = p.step_at(w, q);
-    if (t == 0) {
-      gt.resident = alive;
-      gt.states_resident = alive_o;
-    }
-    const offmate_tensor_step& st = gt.steps[static_cast<std::size_t>(t)];
-    for (int j : st.free) alive[static_cast<std::size_t>(j)] = 0;
-    for (int j : st.prefetch) alive[static_cast<std::size_t>(j)] = 1;
-    for (int j : st.states_free) alive_o[static_cast<std::size_t>(j)] = 0;
-    for (int j : st.states_prefetch) alive_o[static_cast<std::size_t>(j)] = 1;
-  }
-}
 
 /// Moves whole-tensor transfers within their windows to steps with room, while the iteration
 /// (evaluate()'s sum of step times) gets shorter and every step stays within the budget:
