@@ -26,15 +26,18 @@
 // Multi-input layers (add, attention, scores, attention_context) override the do_*_n hooks; softmax
 // overrides do_backward_n to write or add its input gradient in place.
 //
-// Parameters and gradients are ordinary Eigen matrices owned by the layer: they live outside
-// the activation budget (the chain model counts activations only; weights are subtracted
-// from the device memory beforehand).
+// Parameters and gradients are eg::tensors owned by the layer, allocated from a backend of the
+// layer's own (unbudgeted): they live outside the activation budget (the chain model counts
+// activations only; weights are subtracted from the device memory beforehand). Their buffers are
+// what remat::exec::managed_training moves when a program manages the parameters (an OFFMATE
+// plan): the layers read them through value(i) and grad(i) at every call, wherever they are.
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <random>
 #include <span>
@@ -69,11 +72,12 @@ struct context {
 /// saves it before a stage's first forward and restores it before each recomputation.
 using rng_state = std::optional<std::mt19937>;
 
-/// A parameter and its gradient, both shaped like the parameter.
+/// A parameter and its gradient, both shaped like the parameter (remat::exec::parameter_traits
+/// finds the name, value and grad members).
 struct parameter {
   std::string name;
-  matrix value;
-  matrix grad;
+  tensor value;
+  tensor grad;
 };
 
 /// The base of every example layer. Public members are what the executor calls (non-virtual,
@@ -113,8 +117,8 @@ class layer {
   [[nodiscard]] std::span<parameter> parameters() noexcept { return params_; }
   [[nodiscard]] std::span<const parameter> parameters() const noexcept { return params_; }
   /// The gradients, in the order of parameters().
-  [[nodiscard]] std::vector<const matrix*> gradients() const {
-    std::vector<const matrix*> g;
+  [[nodiscard]] std::vector<const tensor*> gradients() const {
+    std::vector<const tensor*> g;
     g.reserve(params_.size());
     for (const auto& p : params_) g.push_back(&p.grad);
     return g;
@@ -125,11 +129,14 @@ class layer {
     for (const auto& p : params_) n += static_cast<std::size_t>(p.value.size());
     return n;
   }
+  /// Zeroes the gradients (those that hold memory: a program that manages the parameters
+  /// creates each gradient when its first contribution comes).
   void zero_grad() {
-    for (auto& p : params_) p.grad.setZero();
+    for (auto& p : params_)
+      if (p.grad.data() != nullptr) p.grad.mat().setZero();
   }
   void sgd_step(float lr) {
-    for (auto& p : params_) p.value -= lr * p.grad;
+    for (auto& p : params_) p.value.mat() -= lr * p.grad.mat();
   }
 
   // --- random state (the executor finds these through the base class) ---------------------
@@ -245,12 +252,16 @@ class layer {
 
   /// Registers a parameter (zero gradient); returns its index in parameters().
   std::size_t add_parameter(std::string pname, index rows, index cols) {
-    params_.push_back({std::move(pname), matrix::Zero(rows, cols), matrix::Zero(rows, cols)});
+    params_.push_back(
+        {std::move(pname), tensor::zeros(*store_, rows, cols), tensor::zeros(*store_, rows, cols)});
     return params_.size() - 1;
   }
-  [[nodiscard]] matrix& value(std::size_t i) noexcept { return params_[i].value; }
-  [[nodiscard]] const matrix& value(std::size_t i) const noexcept { return params_[i].value; }
-  [[nodiscard]] matrix& grad(std::size_t i) noexcept { return params_[i].grad; }
+  [[nodiscard]] tensor::const_map value(std::size_t i) const noexcept {
+    return params_[i].value.mat();
+  }
+  [[nodiscard]] tensor::map grad(std::size_t i) noexcept { return params_[i].grad.mat(); }
+  /// Parameter i's value tensor (to initialise it).
+  [[nodiscard]] tensor& value_tensor(std::size_t i) noexcept { return params_[i].value; }
 
   [[nodiscard]] std::string where() const { return "eg::layer '" + name_ + "': "; }
   [[nodiscard]] static std::string shape(const tensor& t) {
@@ -270,6 +281,9 @@ class layer {
 
  private:
   std::string name_;
+  // The parameters' own backend, declared before them so that it outlives them; a pointer so
+  // that its address is stable.
+  std::unique_ptr<backend> store_ = std::make_unique<backend>();
   std::vector<parameter> params_;
 };
 
@@ -290,8 +304,8 @@ inline constexpr float gelu_c = 0.044715f;
 
 /// Row-wise layer norm: xhat = (x - mean) * rstd, u = xhat * gain + bias, with
 /// rstd = 1 / sqrt(var + eps) (rows x 1). Plain loops: one fixed order of operations.
-inline void layer_norm_forward(const tensor& xt, const matrix& gain, const matrix& bias, float eps,
-                               tensor& xhat_t, tensor& rstd_t, tensor& u_t) {
+inline void layer_norm_forward(const tensor& xt, tensor::const_map gain, tensor::const_map bias,
+                               float eps, tensor& xhat_t, tensor& rstd_t, tensor& u_t) {
   const auto x = xt.mat();
   auto xhat = xhat_t.mat(), rstd = rstd_t.mat(), u = u_t.mat();
   const index d = x.cols();
@@ -315,7 +329,8 @@ inline void layer_norm_forward(const tensor& xt, const matrix& gain, const matri
 /// Given du, accumulates dgain and dbias, and adds the input gradient into dx:
 /// dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = du * gain.
 inline void layer_norm_backward(const tensor& du_t, const tensor& xhat_t, const tensor& rstd_t,
-                                const matrix& gain, matrix& dgain, matrix& dbias, tensor& dx_t) {
+                                tensor::const_map gain, tensor::map dgain, tensor::map dbias,
+                                tensor& dx_t) {
   const auto du = du_t.mat(), xhat = xhat_t.mat(), rstd = rstd_t.mat();
   auto dx = dx_t.mat();
   const index d = du.cols();
@@ -355,10 +370,10 @@ class linear final : public layer {
     add_parameter("weight", in, out);
     add_parameter("bias", 1, out);
     const float limit = std::sqrt(6.0f / static_cast<float>(in + out));
-    fill_synthetic(value(0), derive_seed(seed, 0), limit);
+    fill_synthetic(value_tensor(0), derive_seed(seed, 0), limit);
   }
-  [[nodiscard]] const matrix& weight() const noexcept { return value(0); }
-  [[nodiscard]] const matrix& bias() const noexcept { return value(1); }
+  [[nodiscard]] tensor::const_map weight() const noexcept { return value(0); }
+  [[nodiscard]] tensor::const_map bias() const noexcept { return value(1); }
 
  protected:
   tensor do_forward(const tensor& x, backend& b) override {
@@ -450,7 +465,7 @@ class layer_norm final : public layer {
       : layer(std::move(name)), eps_(eps) {
     add_parameter("gain", 1, width);
     add_parameter("bias", 1, width);
-    value(0).setOnes();
+    value_tensor(0).mat().setOnes();
   }
   [[nodiscard]] float eps() const noexcept { return eps_; }
 
@@ -572,10 +587,10 @@ class residual_mlp final : public layer {
     add_parameter("fc1.bias", 1, hidden);
     add_parameter("fc2.weight", hidden, width);
     add_parameter("fc2.bias", 1, width);
-    value(gain).setOnes();
+    value_tensor(gain).mat().setOnes();
     const float limit = std::sqrt(6.0f / static_cast<float>(width + hidden));
-    fill_synthetic(value(w1), derive_seed(seed, 0), limit);
-    fill_synthetic(value(w2), derive_seed(seed, 1), limit);
+    fill_synthetic(value_tensor(w1), derive_seed(seed, 0), limit);
+    fill_synthetic(value_tensor(w2), derive_seed(seed, 1), limit);
   }
   [[nodiscard]] index width() const noexcept { return value(w1).rows(); }
   [[nodiscard]] index hidden() const noexcept { return value(w1).cols(); }

@@ -394,7 +394,7 @@ remat::result<bool> dag_model_by_hand() {
   bool trained = true;
   remat::exec::for_each_layer(m, [&](auto& layer) {
     if constexpr (std::is_same_v<std::remove_cvref_t<decltype(layer)>, eg::linear>)
-      for (const auto& p : layer.parameters()) trained = trained && p.grad.norm() > 0;
+      for (const auto& p : layer.parameters()) trained = trained && p.grad.mat().norm() > 0;
   });
   return trained;
 }

@@ -48,7 +48,7 @@ void perturb_parameters(eg::layer& l, std::uint64_t seed) {
   for (auto& p : l.parameters()) {
     eg::matrix noise(p.value.rows(), p.value.cols());
     eg::fill_synthetic(noise, eg::derive_seed(seed, k++), 0.5f);
-    p.value += noise;
+    p.value.mat() += noise;
   }
 }
 
@@ -206,13 +206,13 @@ TEST_CASE("eg layers: backward accumulates parameter gradients") {
   l.zero_grad();
   (void)l.backward(x, y, ctx, dy, b);
   std::vector<eg::matrix> once;
-  for (const auto* g : l.gradients()) once.push_back(*g);
+  for (const auto* g : l.gradients()) once.push_back(g->mat());
   (void)l.backward(x, y, ctx, dy, b);
   const auto twice = l.gradients();
   REQUIRE(twice.size() == 6);
-  for (std::size_t k = 0; k < once.size(); ++k) CHECK(twice[k]->isApprox(2.0f * once[k]));
+  for (std::size_t k = 0; k < once.size(); ++k) CHECK(twice[k]->mat().isApprox(2.0f * once[k]));
   l.zero_grad();
-  for (const auto* g : l.gradients()) CHECK(g->isZero());
+  for (const auto* g : l.gradients()) CHECK(g->mat().isZero());
 }
 
 TEST_CASE("eg layers: forward and forward_save give the same bits") {

@@ -128,8 +128,9 @@ TEST_CASE("docs/guide/train.md: the program is examples/train_example.cpp withou
 TEST_CASE("docs/guide/train.md: the table of optional members names every member looked for") {
   // Members the library calls: required ones, and the optional ones the table must name.
   const std::set<std::string> required = {"forward", "forward_save", "backward", "bytes"};
-  const std::set<std::string> optional = {
-      "item", "storage", "zero_grad", "random_state", "set_random_state", "name", "backward_reads"};
+  const std::set<std::string> optional = {"item",           "storage",          "zero_grad",
+                                          "random_state",   "set_random_state", "name",
+                                          "backward_reads", "parameters"};
   // Member calls on a tensor, layer or context in the exec headers (code lines, not comments).
   std::set<std::string> called;
   for (const auto& h : exec_headers())

@@ -32,6 +32,7 @@
 #include <remat/exec/concepts/dag_layer.hpp>
 #include <remat/exec/concepts/layer.hpp>
 #include <remat/exec/concepts/model.hpp>
+#include <remat/exec/concepts/parameters.hpp>
 #include <remat/exec/concepts/tensor.hpp>
 #include <remat/exec/detail/allocation_check.hpp>
 #include <remat/exec/detail/check_model.hpp>
@@ -333,6 +334,17 @@ requires Backend<B> result<forward_dag> profile_dag(Model& model, const T& sampl
                                [&](std::size_t i) { return "op '" + f.ops[i].name + "'"; });
       !r)
     return error{status::execution_error, "profile_dag: " + r.err().message, {}};
+  // The layers' parameters (HasParameters), named "<op>.<parameter>", read by their op: the
+  // planners of parameters see them, and a program that manages them finds each by its op.
+  for (std::size_t i = 0; i < model.ops.size(); ++i)
+    model_traits<decltype(model.layers)>::visit(model.layers, i, [&](auto& layer) {
+      detail::for_each_parameter(layer, [&](const std::string& n, auto& value, auto&) {
+        std::string full = f.ops[i].name + "." + n;
+        f.parameters.push_back(
+            {full, tensor_traits<std::remove_cvref_t<decltype(value)>>::size(value)});
+        f.ops[i].parameters.push_back(std::move(full));
+      });
+    });
   if (auto v = validate(f); !v) return v.err();
   return f;
 }
