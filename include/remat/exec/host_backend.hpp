@@ -3,7 +3,9 @@
 // allocated through it, so the memory it reports is the memory the schedule uses; it enforces a
 // byte budget (out_of_budget names what was running), records the high-water mark and who holds
 // the memory (live_summary), and keeps offloaded tensors in an unbudgeted host store with
-// synchronous copies (a TransferBackend). docs/executor.md, "The host backend".
+// synchronous copies (a TransferBackend), and the parameter management of OFFMATE programs
+// (a ParameterBackend: copies into kept host buffers, zeroing, Adam on the device side).
+// docs/executor.md, "The host backend".
 
 #include <algorithm>
 #include <cstddef>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include <remat/core/units.hpp>
+#include <remat/exec/adam.hpp>
 
 namespace remat::exec {
 
@@ -100,6 +103,9 @@ class host_backend {
     [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
     /// True for memory of the host store (host_allocate, offload), false for the budgeted one.
     [[nodiscard]] bool on_host() const noexcept { return host_; }
+    /// The backend it came from (nullptr for an empty buffer): managed_training gives a
+    /// parameter back to the backend its buffer came from.
+    [[nodiscard]] host_backend* owner() const noexcept { return owner_; }
     /// Frees the memory now (the buffer becomes empty).
     void release() noexcept {
       if (owner_ != nullptr) owner_->deallocate(data_, size_, host_, tag_);
@@ -187,6 +193,35 @@ class host_backend {
   void wait(const transfer&) const noexcept {}
   [[nodiscard]] bytes host_in_use() const noexcept { return host_in_use_; }
   [[nodiscard]] bytes host_high_water() const noexcept { return host_high_water_; }
+  /// Starts a new measurement of the host store's high water from what it holds now.
+  void reset_host_high_water() noexcept { host_high_water_ = host_in_use_; }
+
+  // --- parameters (ParameterBackend: programs that manage them, exec/managed_training.hpp) ------
+
+  /// Copies a buffer of the budgeted store into an existing host buffer of the same size (a
+  /// parameter's host copy, allocated once and kept), now.
+  transfer offload_into(const buffer& src, buffer& dst) {
+    if (src.on_host() || !dst.on_host() || src.size() != dst.size())
+      throw std::invalid_argument(activity_ +
+                                  ": offload_into needs a device buffer and a host buffer of the "
+                                  "same size");
+    copy(dst, src);
+    return transfer(src.size());
+  }
+  /// Sets a buffer's bytes to zero (a gradient before its first contribution).
+  static void zero(buffer& b) noexcept {
+    if (b.size() > 0) std::memset(b.data(), 0, static_cast<std::size_t>(b.size()));
+  }
+  /// Adam's step t on the device side: weight w, gradient g and states (m then v) of the
+  /// budgeted store, all floats (exec/adam.hpp; the same code as the host side's).
+  void device_adam(const adam& opt, long t, buffer& w, const buffer& g, buffer& states) const {
+    const auto n = static_cast<std::size_t>(w.size()) / sizeof(float);
+    if (g.size() != w.size() || states.size() != w.size() * adam::states_per_value)
+      throw std::invalid_argument(activity_ +
+                                  ": device_adam needs a gradient of the weight's size "
+                                  "and two states of it");
+    opt.step(w.as<float>(), g.as<float>(), states.as<float>(), n, t);
+  }
 
   [[nodiscard]] bytes budget() const noexcept { return budget_; }
   void set_budget(bytes b) noexcept { budget_ = b; }

@@ -2,9 +2,10 @@
 // What the executor and the profiler need from a backend, the allocator every tensor, context
 // and temporary of the layers comes from: Backend (allocate, the bytes in use, a high-water
 // mark, a budget, the activity that allocations are charged to), and the optional abilities:
-// TransferBackend (offload, prefetch, wait) with a TransferableTensor, TimingBackend (its own
-// clock), RunAwareBackend (told where a run begins and ends) and SynchronizingBackend (waits for
-// its queued work). docs/executor.md, "Backends".
+// TransferBackend (offload, prefetch, wait) with a TransferableTensor, ParameterBackend (the
+// parameter management of OFFMATE programs), TimingBackend (its own clock), RunAwareBackend
+// (told where a run begins and ends) and SynchronizingBackend (waits for its queued work).
+// docs/executor.md, "Backends".
 
 #include <chrono>
 #include <concepts>
@@ -14,6 +15,7 @@
 #include <variant>
 
 #include <remat/core/units.hpp>
+#include <remat/exec/adam.hpp>
 #include <remat/exec/concepts/tensor.hpp>
 
 namespace remat::exec {
@@ -73,6 +75,24 @@ struct transfer_types<B, true> {
   using handle = std::remove_cvref_t<decltype(std::declval<offload_result_t<B>&>().second)>;
 };
 }  // namespace detail
+
+/// Optional: a TransferBackend that runs programs that manage the model's parameters (OFFMATE
+/// plans, exec/managed_training.hpp):
+///   host_allocate(n) -> H                 a host buffer of the kind offload returns, kept across
+///                                         steps; h.data() is host memory the CPU's Adam updates
+///   offload_into(const buffer&, H&) -> X  a copy into an existing host buffer of the same size
+///   zero(buffer&)                         a gradient before its first contribution
+///   device_adam(adam, t, w, g, states)    Adam's step t on device buffers (states: m then v)
+template <class B>
+concept ParameterBackend = TransferBackend<B> &&
+    requires(B& b, buffer_t<B>& d, const buffer_t<B>& cd,
+             typename detail::transfer_types<B>::host& h, const adam& opt) {
+  { b.host_allocate(bytes{}) } -> std::same_as<typename detail::transfer_types<B>::host>;
+  { b.offload_into(cd, h) } -> std::convertible_to<typename detail::transfer_types<B>::handle>;
+  b.zero(d);
+  b.device_adam(opt, long{}, d, cd, d);
+  { h.data() } -> std::convertible_to<void*>;
+};
 
 /// A tensor whose data the executor can move: tensor_traits<T>::storage(t) is the buffer of
 /// backend B holding it, which can be emptied (assigned a default one) and refilled.

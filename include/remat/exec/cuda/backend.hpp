@@ -2,10 +2,12 @@
 // remat::cuda::backend: the CUDA backend. Device memory comes from a pool carved from one
 // cudaMalloc of the budget (a hard limit; a static placement can be replayed); the layers launch
 // on the compute stream (stream()), copies run on two copy streams ordered by events, offloaded
-// tensors live in a pinned host pool (a TransferBackend), and CUDA events time the work
-// (TimingBackend). Every layer must launch on stream() or synchronise with it; a buffer a copy
-// reads is released through release_after(). Part of the opt-in remat::cuda target: no umbrella
-// header includes it. docs/executor.md, "The CUDA backend"; docs/guide/cuda.md.
+// tensors live in a pinned host pool (a TransferBackend), CUDA events time the work
+// (TimingBackend), and the parameters of an OFFMATE program move the same way, with Adam's
+// kernel on the compute stream (a ParameterBackend; cuda/adam.cuh). Every layer must launch on
+// stream() or synchronise with it; a buffer a copy reads is released through release_after().
+// Part of the opt-in remat::cuda target: no umbrella header includes it. docs/executor.md, "The
+// CUDA backend"; docs/guide/cuda.md.
 
 #if !__has_include(<cuda_runtime_api.h>)
 #error "remat/exec/cuda needs the CUDA toolkit; link remat::cuda"
@@ -19,6 +21,7 @@
 #include <utility>
 
 #include <remat/core/units.hpp>
+#include <remat/exec/adam.hpp>
 #include <remat/exec/cuda/device.hpp>
 #include <remat/exec/cuda/error.hpp>
 #include <remat/exec/detail/arena.hpp>
@@ -28,6 +31,12 @@
 namespace remat::exec::cuda {
 
 class backend;
+
+/// Adam's step t over n floats of device memory (w, g, states: m then v) on `stream`: the GPU's
+/// optimizer steps of a program that manages the parameters (backend::device_adam). Defined by
+/// <remat/exec/cuda/adam.cuh>, which one .cu file of such a program includes.
+void adam_step_async(const adam& opt, long t, float* w, const float* g, float* states,
+                     std::size_t n, cudaStream_t stream);
 
 /// An owned CUDA event (move-only); empty when default-constructed.
 class event {
@@ -101,6 +110,8 @@ class pool_buffer {
   [[nodiscard]] bytes offset() const noexcept { return offset_; }
   /// Returns the memory to the pool now (the buffer becomes empty).
   inline void release() noexcept;
+  /// The backend it came from (nullptr for an empty buffer).
+  [[nodiscard]] backend* owner() const noexcept { return owner_; }
 
  private:
   friend class backend;
@@ -329,6 +340,33 @@ class backend {
     t.wait_host();
     b.release();
   }
+  // --- parameters (ParameterBackend: programs that manage them, exec/managed_training.hpp) ------
+
+  /// Copies a device buffer into an existing pinned host buffer of the same size (a
+  /// parameter's host copy, kept across steps), on the device-to-host stream.
+  [[nodiscard]] transfer offload_into(const device_buffer& src, host_buffer& dst) {
+    if (src.size() != dst.size())
+      throw std::invalid_argument(activity_ + ": offload_into needs buffers of the same size");
+    return copy_to_host(src, dst);
+  }
+  /// Sets a buffer's bytes to zero on the compute stream (a gradient before its first
+  /// contribution).
+  void zero(device_buffer& b) {
+    if (b.size() > 0)
+      REMAT_CUDA_CHECK(cudaMemsetAsync(b.data(), 0, static_cast<std::size_t>(b.size()), compute_));
+  }
+  /// Adam's step t on the compute stream: weight w, gradient g and states (m then v), floats
+  /// (exec/adam.hpp's arithmetic, bit for bit: adam_step_async, <remat/exec/cuda/adam.cuh>).
+  void device_adam(const adam& opt, long t, device_buffer& w, const device_buffer& g,
+                   device_buffer& states) {
+    if (g.size() != w.size() || states.size() != w.size() * adam::states_per_value)
+      throw std::invalid_argument(activity_ +
+                                  ": device_adam needs a gradient of the weight's size "
+                                  "and two states of it");
+    adam_step_async(opt, t, w.as<float>(), g.as<float>(), states.as<float>(),
+                    static_cast<std::size_t>(w.size()) / sizeof(float), compute_);
+  }
+
   /// Blocks the host until the three streams are idle.
   void synchronize() {
     REMAT_CUDA_CHECK(cudaStreamSynchronize(compute_));
