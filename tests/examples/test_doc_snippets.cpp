@@ -33,6 +33,7 @@
 
 #include <remat/exec.hpp>
 #include <remat/policy/checkmate.hpp>
+#include <remat/policy/offmate.hpp>
 #include <remat/policy/rockmate.hpp>
 #include <remat/remat.hpp>
 #if __has_include(<nlohmann/json.hpp>)
@@ -444,6 +445,29 @@ remat::result<std::optional<double>> graph_executor() {
   if (!r) return r.err();
   return r->loss;
 }
+
+// offmate's program trained by managed_training, at the least budget offmate plans.
+remat::result<bool> graph_offmate() {
+  eg::dag d = eg::make_attention_dag(/*width*/ 16, /*hidden*/ 32, /*batch*/ 8, /*seed*/ 1);
+  remat::exec::host_backend b;
+  auto f = remat::exec::profile_dag(d, eg::make_input(b, 8, 16, 2), b);
+  auto g = remat::build_graph(*f);
+  remat::exec::executor ex(d, *g, b);
+  remat::offmate<remat::milp::cbc> least;
+  const remat::bytes budget =
+      least.minimum_budget(remat::offmate_problem_of(*g, least.blocks)->problem).value();
+  b.set_budget(budget);
+  // --- doc docs/guide/graphs.md begin ---
+  remat::offmate<remat::milp::cbc> om;  // om.hw: the links, the GPU's and CPU's optimizer speeds
+  auto a = om.plan(*g, budget);         // budget: the whole GPU's (weights, states, activations)
+  if (!a) return a.err();
+  remat::exec::managed_training train(ex, *a->program, remat::exec::adam{.lr = 1e-3f});
+  for (int step = 0; step < 5; ++step)
+    if (auto r = train.step(eg::make_input(b, 8, 16, step)); !r) return r.err();
+  train.finish();  // the CPU's last steps; the parameters back in their layers
+  // --- doc end ---
+  return train.steps() == 5 && b.in_use() == 0;
+}
 #endif
 
 // --- docs/offloading.md, docs/rockmate.md, docs/write-a-policy.md ---------------------------
@@ -675,5 +699,8 @@ TEST_CASE("doc fragments: graphs") {
   CHECK_MESSAGE((r.ok() || r.message().find("runs a second time") != std::string::npos),
                 r.message());
   if (r) CHECK(r->has_value());
+  const auto o = graph_offmate();
+  REQUIRE_MESSAGE(o.ok(), o.message());
+  CHECK(*o);
 #endif
 }

@@ -68,13 +68,25 @@ class executor {
   template <class T, class Tg>
   result<run_result<T>> run(const schedule& s, T input, const Tg& targets);
 
+  /// Runs a program that manages the parameters with their state `ps` (managed_training's
+  /// step, exec/managed_training.hpp).
+  template <class T, class Tg>
+  result<run_result<T>> run_managed(const schedule& s, T input, const Tg& targets,
+                                    detail::parameter_state_t<B>& ps);
+
+  /// The graph the executor runs (a DAG model's; a chain model's, built from its chain) and each
+  /// op's nodes, or why the model and the problem do not match.
+  result<detail::run_plan> plan();
+
   /// The model it runs (for train_step, exec/train.hpp).
   Model& model() noexcept { return model_; }
   /// The backend it runs on.
   B& backend() noexcept { return backend_; }
 
  private:
-  result<detail::run_plan> plan();
+  template <class T, class Tg>
+  result<run_result<T>> run_with(const schedule& s, T input, const Tg& targets,
+                                 detail::parameter_state_t<B>* ps);
 
   Model& model_;
   const graph* graph_ = nullptr;
@@ -123,6 +135,20 @@ result<detail::run_plan> executor<B, Model>::plan() {
 template <class B, class Model>
 template <class T, class Tg>
 result<run_result<T>> executor<B, Model>::run(const schedule& s, T input, const Tg& targets) {
+  return run_with(s, std::move(input), targets, nullptr);
+}
+
+template <class B, class Model>
+template <class T, class Tg>
+result<run_result<T>> executor<B, Model>::run_managed(const schedule& s, T input, const Tg& targets,
+                                                      detail::parameter_state_t<B>& ps) {
+  return run_with(s, std::move(input), targets, &ps);
+}
+
+template <class B, class Model>
+template <class T, class Tg>
+result<run_result<T>> executor<B, Model>::run_with(const schedule& s, T input, const Tg& targets,
+                                                   detail::parameter_state_t<B>* ps) {
   static_assert(
       Tensor<T>,
       "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
@@ -134,12 +160,12 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input, const 
   auto r = [&] {
     if constexpr (detail::is_dag_model<Model>) {
       using layers_t = std::remove_reference_t<decltype((model_.layers))>;
-      return detail::program_run<B, T, Tg, layers_t>(backend_, model_.layers, *p, s, targets)
+      return detail::program_run<B, T, Tg, layers_t>(backend_, model_.layers, *p, s, targets, ps)
           .run(std::move(input));
     } else {
       detail::chain_layers<Model> layers{&model_};
       return detail::program_run<B, T, Tg, detail::chain_layers<Model>>(backend_, layers, *p, s,
-                                                                        targets)
+                                                                        targets, ps)
           .run(std::move(input));
     }
   }();

@@ -1,6 +1,7 @@
 #pragma once
 // run_result<T>: what one run of the executor measured (exec/executor.hpp): the input gradient,
-// the run's peak and time, per instruction its peak and time, the forwards per op and the loss.
+// the run's peak and time, per instruction its peak and time, the forwards per op, the loss and
+// the host store's peak.
 // Its own header so that what reads runs (exec/measured.hpp) need not include the executor.
 // docs/executor.md, "What a run returns".
 
@@ -25,6 +26,10 @@ struct run_result {
   /// The loss: tensor_traits<T>::item of the loss op's output at its first forward of the run
   /// (the last op's; empty when the tensor type has no item(), exec/concepts/tensor.hpp).
   std::optional<double> loss;
+  /// The host store's peak over the run, on a backend that counts it (host_in_use,
+  /// host_high_water, reset_host_high_water: host_backend): offloaded copies and, in a program
+  /// that manages the parameters, their host copies, states and gradients. Empty elsewhere.
+  std::optional<bytes> measured_host_peak = std::nullopt;
 };
 
 }  // namespace remat::exec

@@ -27,6 +27,7 @@
 #include <remat/exec/detail/allocation_check.hpp>
 #include <remat/exec/detail/layer_calls.hpp>
 #include <remat/exec/detail/model_graph.hpp>
+#include <remat/exec/detail/parameter_run.hpp>
 #include <remat/exec/detail/random_states.hpp>
 #include <remat/exec/detail/sum_order.hpp>
 #include <remat/exec/detail/type_erasure.hpp>
@@ -47,6 +48,21 @@ struct run_plan {
   std::vector<backward_needs> reads;
   /// The backend's in_use when the executor's last run ended (its results included), if any.
   std::optional<bytes> last_run_end = std::nullopt;
+};
+
+/// The parameter state a run of a program that manages parameters uses (managed_training):
+/// parameter_state<B> on a ParameterBackend, nothing elsewhere.
+struct no_parameter_state {};
+template <class B>
+using parameter_state_t =
+    std::conditional_t<ParameterBackend<B>, parameter_state<B>, no_parameter_state>;
+
+/// A backend that counts its host store (host_backend): the run measures its peak.
+template <class B>
+concept CountsHostStore = requires(B& b, const B& cb) {
+  { cb.host_in_use() } -> std::convertible_to<bytes>;
+  { cb.host_high_water() } -> std::convertible_to<bytes>;
+  b.reset_host_high_water();
 };
 
 /// Tells a RunAwareBackend where a run begins and ends: end_run() however the run ends.
@@ -101,13 +117,14 @@ std::string held_at_start(const B& b, bytes held, bytes appeared) {
 /// One run of schedule s on backend b over the layers l (a DAG model's, or a chain model's
 /// through chain_layers), whose graph and op nodes are p's; the loss gets the targets tg
 /// (no_targets: none). Op i runs layer i; data node d's tensor, context and host copy are kept
-/// at d.
+/// at d. A program that manages the parameters runs with their state `ps` (managed_training).
 template <class B, class T, class Tg, class Layers>
 class program_run {
  public:
   // Short parameter names: a constructor's are checked by -Wshadow where it is instantiated,
   // against the user's global names (a `using targets = ...`, say).
-  program_run(B& b, Layers& l, const run_plan& p, const schedule& s, const Tg& tg)
+  program_run(B& b, Layers& l, const run_plan& p, const schedule& s, const Tg& tg,
+              parameter_state_t<B>* ps = nullptr)
       : backend_(b),
         layers_(l),
         g_(*p.g),
@@ -124,7 +141,8 @@ class program_run {
         moving_(can_transfer ? remat::detail::ix(g_.data_count()) : 0),
         offloading_(can_transfer ? remat::detail::ix(g_.data_count()) : 0, 0),
         leaving_(can_transfer ? remat::detail::ix(g_.data_count()) : 0, 0),
-        forwards_(nodes_.size(), 0) {
+        forwards_(nodes_.size(), 0),
+        params_(ps) {
     for (std::size_t i = 0; i < nodes_.size(); ++i)
       op_of_[remat::detail::ix(nodes_[i].fwd)] = op_of_[remat::detail::ix(nodes_[i].bwd)] =
           static_cast<int>(i);
@@ -200,6 +218,7 @@ class program_run {
   std::vector<int> forwards_;
   std::optional<double> loss_;
   allocation_check allocated_;
+  parameter_state_t<B>* params_;  // a program that manages the parameters: their state
 };
 
 /// What cannot run is refused before anything runs: a schedule the simulator rejects, one that
@@ -208,12 +227,12 @@ class program_run {
 template <class B, class T, class Tg, class Layers>
 result<void> program_run<B, T, Tg, Layers>::check(const T& input) const {
   auto invalid = [](std::string m) { return error{status::invalid_problem, std::move(m), {}}; };
-  if (s_.parameters.managed)
+  if (s_.parameters.managed && params_ == nullptr)
     return invalid(
         "executor: the program manages the model's parameters (an OFFMATE plan: weights, "
-        "gradients and optimizer states moved, optimizer steps in the program); this executor "
-        "runs programs over activations only, and the optimizer after them (train_step). "
-        "sim::simulate replays it");
+        "gradients and optimizer states moved, optimizer steps in the program); run it with "
+        "remat::exec::managed_training (exec/managed_training.hpp), which holds them across "
+        "steps, not with executor::run or train_step");
   if (const auto rep = sim::simulate(g_, s_, {.record_timeline = false}); !rep.valid)
     return invalid("executor: the schedule is not valid for graph '" + g_.name +
                    "': " + rep.first_violation->message);
@@ -221,7 +240,7 @@ result<void> program_run<B, T, Tg, Layers>::check(const T& input) const {
     return invalid("executor: graph '" + g_.name + "', " + why);
   if constexpr (!can_transfer) {
     for (std::size_t j = 0; j < s_.ops.size(); ++j)
-      if (!s_.ops[j].is_compute() && s_.ops[j].op != op_kind::free)
+      if (s_.ops[j].on_data() && s_.ops[j].op != op_kind::free)
         return invalid(
             "executor: instruction " + std::to_string(j) + " (" + to_string(s_.ops[j]) +
             ") moves a tensor, but " +
@@ -250,7 +269,19 @@ template <class B, class T, class Tg, class Layers>
 result<run_result<T>> program_run<B, T, Tg, Layers>::run(T input) {
   if (auto ok = check(input); !ok) return ok.err();
   const bytes at_start = backend_.in_use();
-  const bytes baseline = at_start - tensor_traits<T>::size(input);
+  // The parameters a managed program holds on the device count in its peak, as the simulator's.
+  bytes managed = 0, host_managed = 0;
+  if constexpr (ParameterBackend<B>)
+    if (params_ != nullptr) {
+      managed = params_->device_bytes();
+      host_managed = params_->host_bytes();
+    }
+  const bytes baseline = at_start - tensor_traits<T>::size(input) - managed;
+  bytes host_baseline = 0;
+  if constexpr (CountsHostStore<B>) {
+    backend_.reset_host_high_water();
+    host_baseline = backend_.host_in_use() - host_managed;
+  }
   // Memory held before the run, besides the input: named if the run runs out of budget, with
   // what appeared since the last run ended (the input counts if it is new, not if the caller
   // kept it from the last run, as a LibTorch batch is).
@@ -306,13 +337,16 @@ result<run_result<T>> program_run<B, T, Tg, Layers>::run(T input) {
   if (auto why = allocated_.problem(); !why.empty()) return failed("executor: " + why);
   random_.restore(layers_, true);
   backend_.set_activity("an allocation");
+  std::optional<bytes> host_peak;
+  if constexpr (CountsHostStore<B>) host_peak = backend_.host_high_water() - host_baseline;
   return run_result<T>{std::move(*tensors_[remat::detail::ix(training_layout::input_gradient)]),
                        peak,
                        elapsed,
                        std::move(op_peaks_),
                        std::move(op_times_),
                        std::move(forwards_),
-                       loss_};
+                       loss_,
+                       host_peak};
 }
 
 /// Ends a failed run (status::execution_error): the layers' random states as before the run, the
@@ -328,12 +362,21 @@ error program_run<B, T, Tg, Layers>::failed(std::string message) {
 template <class B, class T, class Tg, class Layers>
 void program_run<B, T, Tg, Layers>::execute(std::size_t at) {
   const instruction& ins = s_.ops[at];
-  if (ins.op == op_kind::free)
+  if (ins.manages_parameters()) {
+    if constexpr (ParameterBackend<B>) {
+      std::string who = where(at);
+      if (ins.op != op_kind::sync)
+        who += ", parameter '" + g_.parameters()[remat::detail::ix(ins.node)].name + "'";
+      backend_.set_activity(std::move(who));
+      params_->apply(ins);
+    }
+  } else if (ins.op == op_kind::free) {
     free_data(ins.node);
-  else if (ins.is_compute())
+  } else if (ins.is_compute()) {
     compute(ins, at);
-  else
+  } else {
     transfer(ins, at);
+  }
 }
 
 /// A compute instruction: the forward or backward of the op whose node it is, with the activity
@@ -426,6 +469,8 @@ void program_run<B, T, Tg, Layers>::backward(L& layer, std::size_t i, const std:
   for (std::size_t j = 0; j < dx.size(); ++j)
     dx[j] = std::move(tensors_[remat::detail::ix(on.in_grad[j])]);
   const T* dy = i + 1 == nodes_.size() ? nullptr : &*tensors_[remat::detail::ix(on.grad)];
+  if constexpr (ParameterBackend<B>)
+    if (params_ != nullptr) params_->before_backward(on.fwd);
   call_backward(layer, std::span<const T* const>(x), y, ctx, dy, targets_,
                 std::span<std::optional<T>>(dx), backend_, who);
   for (std::size_t j = 0; j < dx.size(); ++j) {
