@@ -25,11 +25,15 @@ struct parameter_traits {
   { return layer.parameters(); }
   /// A record's value tensor (default: its `value` member).
   template <class P>
-  static auto& value(P& p) requires requires { p.value; }
+  static auto& value(P& p) requires requires {
+    p.value;
+  }
   { return p.value; }
   /// A record's gradient tensor, the value's size (default: its `grad` member).
   template <class P>
-  static auto& gradient(P& p) requires requires { p.grad; }
+  static auto& gradient(P& p) requires requires {
+    p.grad;
+  }
   { return p.grad; }
   /// A record's name, unique within the layer (default: its `name` member, else its position).
   template <class P>
@@ -56,10 +60,10 @@ template <class L>
 concept HasParameters = requires(L& l) {
   parameter_traits<L>::parameters(l);
   requires std::ranges::forward_range<detail::parameter_range_t<L>>;
-  requires Tensor<std::remove_cvref_t<
-      decltype(parameter_traits<L>::value(std::declval<detail::parameter_record_t<L>&>()))>>;
-  requires Tensor<std::remove_cvref_t<
-      decltype(parameter_traits<L>::gradient(std::declval<detail::parameter_record_t<L>&>()))>>;
+  requires Tensor<std::remove_cvref_t<decltype(parameter_traits<L>::value(
+      std::declval<detail::parameter_record_t<L>&>()))>>;
+  requires Tensor<std::remove_cvref_t<decltype(parameter_traits<L>::gradient(
+      std::declval<detail::parameter_record_t<L>&>()))>>;
 };
 
 namespace detail {
