@@ -23,13 +23,7 @@
 #include <remat/problem/builder.hpp>
 #include <remat/sim/simulate.hpp>
 
-#if defined(REMAT_HAS_CBC)
-#include <remat/milp/cbc.hpp>
-using offmate_backend = remat::milp::cbc;
-#else
-#include <remat/milp/lpsolve.hpp>
-using offmate_backend = remat::milp::lpsolve;
-#endif
+#include "checkmate_backend.hpp"  // milp_backend: CBC, else lp_solve
 
 using namespace remat;
 using exec::host_backend;
@@ -138,7 +132,7 @@ TEST_CASE(
   const exec::adam opt{.lr = 1e-2f};
   const std::vector<float> reference = plain_training(g, opt);
 
-  offmate<offmate_backend> pol;
+  offmate<milp_backend> pol;
   pol.time_limit = 30;
   auto gp = offmate_problem_of(g, pol.blocks);
   REQUIRE_MESSAGE(gp.ok(), gp.message());
@@ -194,7 +188,7 @@ TEST_CASE(
 namespace {
 /// offmate's program at the least budget (CPU steps, some of them a step behind).
 schedule tight_program(const graph& g, bytes& budget) {
-  offmate<offmate_backend> pol;
+  offmate<milp_backend> pol;
   pol.time_limit = 30;
   auto gp = offmate_problem_of(g, pol.blocks);
   REQUIRE(gp.ok());

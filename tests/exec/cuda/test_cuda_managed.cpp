@@ -25,16 +25,9 @@
 #include <remat/problem/builder.hpp>
 #include <remat/sim/simulate.hpp>
 
+#include "exec/checkmate_backend.hpp"  // milp_backend: CBC, else lp_solve
 #include "graph_kernels.hpp"
 #include "toy_kernels.hpp"
-
-#if defined(REMAT_HAS_CBC)
-#include <remat/milp/cbc.hpp>
-using offmate_backend = remat::milp::cbc;
-#else
-#include <remat/milp/lpsolve.hpp>
-using offmate_backend = remat::milp::lpsolve;
-#endif
 
 using namespace remat;
 using namespace remat::literals;
@@ -198,7 +191,7 @@ TEST_CASE("cuda.managed: offmate's programs train bitwise as the device's Adam, 
     reference = weights(m);
   }
 
-  offmate<offmate_backend> pol;
+  offmate<milp_backend> pol;
   pol.time_limit = 30;
   auto gp = offmate_problem_of(g, pol.blocks);
   REQUIRE_MESSAGE(gp.ok(), gp.message());
