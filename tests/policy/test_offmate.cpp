@@ -547,3 +547,78 @@ TEST_CASE("offmate: problems and machines it cannot plan are refused with the re
 }
 
 #endif
+
+TEST_CASE("offmate batch size: with one sample at most it is the O-ILP itself") {
+  std::mt19937 rng(41);
+  for (int k = 0; k < 4; ++k) {
+    const offmate_problem p = random_problem(rng, 3);
+    policy pol;
+    pol.hw = random_machine(rng);
+    const bytes budget = everything(p) * 3 / 4;
+    const auto base = pol.plan(p, budget);
+    const auto b = pol.plan_batch(p, budget, 1);
+    REQUIRE(base.ok() == b.ok());
+    if (!base) continue;
+    CHECK(b->batch == 1);
+    CHECK(b->continuous_batch == doctest::Approx(1.0));
+    CHECK(b->time_per_sample == doctest::Approx(base->fractional_makespan).epsilon(1e-6));
+    CHECK(b->answer.makespan == doctest::Approx(base->makespan).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("offmate batch size: a lower bound of every batch size's plan per sample") {
+  // [Offmate24, App. A]: a plan at batch b, divided by b, is a plan of the variant at r = 1/b
+  // (the data are linear in b here), so the variant's optimum is at most every b's per sample;
+  // the answer is the better rounding of its 1/r.
+  std::mt19937 rng(43);
+  constexpr int max_batch = 4;
+  int checked = 0, above_one = 0, exact = 0;
+  for (int k = 0; k < 6; ++k) {
+    const offmate_problem p = random_problem(rng, 3);
+    policy pol;
+    pol.hw = random_machine(rng);
+    const bytes budget = everything(p);
+    const auto v = pol.plan_batch(p, budget, max_batch);
+    REQUIRE_MESSAGE(v.ok(), v.message());
+    CHECK(v->continuous_batch >= 1 - 1e-9);
+    CHECK(v->continuous_batch <= max_batch + 1e-9);
+    CHECK(v->batch >= 1);
+    CHECK(v->batch <= max_batch);
+    CHECK(std::abs(v->batch - v->continuous_batch) < 1);
+    CHECK(v->answer.makespan / v->batch >= v->time_per_sample * (1 - 1e-6));
+    REQUIRE(!v->tried.empty());
+    CHECK(v->tried.front().first == 1);  // the batch as given is always a candidate
+    for (const auto& [b, t] : v->tried)
+      if (t > 0) CHECK(v->samples_per_second() >= b / t * (1 - 1e-12));
+    const int whole = static_cast<int>(std::lround(v->continuous_batch));
+    for (int b = 1; b <= max_batch; ++b) {
+      const auto a = pol.plan(at_batch(p, b), budget);
+      if (!a) continue;
+      ++checked;
+      CHECK(a->fractional_makespan / b >= v->time_per_sample * (1 - 1e-6));
+      // At a whole 1/r the variant's plan is batch b's, divided by b: equal optima.
+      if (b == whole && std::abs(v->continuous_batch - whole) < 1e-6) {
+        ++exact;
+        CHECK(a->fractional_makespan / b == doctest::Approx(v->time_per_sample).epsilon(1e-5));
+      }
+    }
+    above_one += v->batch > 1;
+  }
+  CHECK(checked > 6);
+  CHECK(exact > 0);
+  CHECK(above_one > 0);  // room for more than one sample: it takes it
+}
+
+TEST_CASE("offmate batch size: bad requests say what would work") {
+  std::mt19937 rng(47);
+  const offmate_problem p = random_problem(rng, 3);
+  policy pol;
+  auto zero = pol.plan_batch(p, everything(p), 0);
+  REQUIRE_FALSE(zero.ok());
+  CHECK(zero.code() == status::invalid_problem);
+  CHECK(mentions(zero.message(), {"max_batch", ">= 1"}));
+  auto tight = pol.plan_batch(p, 1, 8);
+  REQUIRE_FALSE(tight.ok());
+  CHECK(tight.code() == status::budget_too_small);
+  CHECK(tight.err().minimum_budget.has_value());
+}

@@ -104,3 +104,36 @@ TEST_CASE("offmate program: the paper's literal semantics plans without one") {
 }
 
 #endif
+
+TEST_CASE("offmate batch size from a graph: a program for the graph at the batch it chose") {
+  const graph g = small_llama(2, false);
+  offmate<program_backend> pol;
+  pol.time_limit = 30;
+  auto gp = offmate_problem_of(g, pol.blocks);
+  REQUIRE(gp);
+  const bytes least = pol.minimum_budget(gp->problem).value();
+  int above_one = 0;
+  for (const double more : {0.0, 1.0, 4.0}) {
+    const bytes budget = least + static_cast<bytes>(more * static_cast<double>(least));
+    INFO("budget " << budget);
+    const auto v = pol.plan_batch(g, budget, 4);
+    REQUIRE_MESSAGE(v.ok(), v.message());
+    REQUIRE(v->answer.program);
+    CHECK(v->batch >= 1);
+    CHECK(v->batch <= 4);
+    above_one += v->batch > 1;
+    // The program is the graph's at that batch: valid there, within the budget, as predicted.
+    const graph at = at_batch(g, v->batch);
+    const auto r = sim::simulate(at, *v->answer.program, {.budget = budget, .hw = pol.hw});
+    INFO((r.first_violation ? r.first_violation->message : std::string()));
+    CHECK(r.valid);
+    CHECK(r.peak <= budget);
+    CHECK(r.makespan == doctest::Approx(v->answer.makespan));
+    // Never slower per sample than the graph's own batch.
+    const auto one = pol.plan(g, budget);
+    REQUIRE(one.ok());
+    CHECK(v->samples_per_second() >= 1 / one->makespan * (1 - 1e-9));
+    CHECK(v->answer.makespan / v->batch >= v->time_per_sample * (1 - 1e-6));
+  }
+  CHECK(above_one > 0);
+}

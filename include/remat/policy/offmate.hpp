@@ -7,7 +7,8 @@
 // the iteration's time as evaluate() (plan.hpp) computes it from the plan, not as the solver
 // reports it; then the same in whole tensors (Algorithm 1, tensors.hpp) and, from a graph, the one
 // program (program.hpp) that the simulator replays: the answer's makespan and peaks are those of
-// what runs, the fractional plan's beside them.
+// what runs, the fractional plan's beside them. plan_batch chooses the batch size too (the
+// variant of [Offmate24, App. A]: r = 1/b a variable, the time per sample minimised).
 //
 // Where nothing fits, the answer says why: budget_too_small with the least GPU memory any plan
 // needs (a MILP of its own) and what fills it at its peak step; infeasible with the host memory
@@ -72,6 +73,22 @@ struct offmate_answer {
   std::vector<std::string> notes;
 };
 
+/// What offmate::plan_batch answers: the batch size it chose, and the plan at that size.
+struct offmate_batch_answer {
+  int batch = 1;  ///< the batch size chosen: 1/r rounded, or 1, with the more samples per second
+  double continuous_batch = 1;  ///< 1/r at the variant's optimum, before rounding
+  /// The variant's optimum: the time per sample of its fractional plan, a lower bound of every
+  /// batch size's plan per sample (within the solver's gap).
+  seconds time_per_sample = 0;
+  offmate_answer answer;  ///< the plan at `batch` (plan(at_batch(problem, batch), budget))
+  /// Each batch size planned: its size and its iteration's time (0 where it had no plan).
+  std::vector<std::pair<int, seconds>> tried;
+
+  [[nodiscard]] double samples_per_second() const {
+    return answer.makespan > 0 ? batch / answer.makespan : 0.0;
+  }
+};
+
 template <milp::MilpBackend Backend>
 struct offmate {
   static constexpr std::string_view name = "offmate";
@@ -133,26 +150,9 @@ struct offmate {
   /// has the smaller LP relaxation at this budget (a second or two each).
   [[nodiscard]] result<offmate_answer> plan(const graph& g, bytes budget) const {
     const auto start = clock::now();
-    offmate_graph_options o = blocks;
-    o.offload = o.offload && features.activation_offload;
-    auto p = offmate_problem_of(g, o);
-    if (!p) return p.err();
     std::string why;
-    if (blocks.run_length == 0 && p->run_length < p->cut_blocks) {
-      offmate_graph_options longer = o;
-      longer.run_length = p->run_length + 1;
-      auto q = offmate_problem_of(g, longer);
-      if (!q) return q.err();
-      const auto deadline = deadline_from_now();
-      const auto a = relaxed(p->problem, budget, deadline),
-                 b = relaxed(q->problem, budget, deadline);
-      if (b && (!a || *b < *a)) {
-        why = "blocks: runs of " + std::to_string(q->run_length) + " blocks of the cut (LP " +
-              format_seconds(*b) + ") rather than " + std::to_string(p->run_length) + " (LP " +
-              (a ? format_seconds(*a) : std::string("infeasible")) + ")";
-        p = std::move(q);
-      }
-    }
+    auto p = problem_of(g, budget, why);
+    if (!p) return p.err();
     offmate rest = *this;  // the time limit covers the relaxations too
     rest.time_limit =
         std::max(0.0, time_limit - std::chrono::duration<double>(clock::now() - start).count());
@@ -341,6 +341,32 @@ struct offmate {
     return out;
   }
 
+  /// The batch-size variant [Offmate24, App. A]: `per_sample` holds one sample's data (each
+  /// option's times and activation bytes, A_t); the O-ILP with r = 1/b a variable in
+  /// [1/max_batch, 1] minimises the time per sample; 1/r rounded down and up, and 1, are each
+  /// planned (plan(at_batch(per_sample, b), budget)), and the one with the more samples per
+  /// second is the answer (never slower per sample than batch 1). budget_too_small where even one
+  /// sample does not fit.
+  [[nodiscard]] result<offmate_batch_answer> plan_batch(const offmate_problem& per_sample,
+                                                        bytes budget, int max_batch) const {
+    return batch_search(per_sample, budget, max_batch, [&](const offmate& sub, int b) {
+      return sub.plan(at_batch(per_sample, b), budget);
+    });
+  }
+
+  /// The same from a graph whose batch is the unit: the variant on its blocks (plan(g, ...)'s),
+  /// then each rounding b planned as plan(at_batch(g, b), budget), whose program is for that
+  /// graph (from_graph.hpp's at_batch: the activations and times b times the graph's).
+  [[nodiscard]] result<offmate_batch_answer> plan_batch(const graph& g, bytes budget,
+                                                        int max_batch) const {
+    std::string why;
+    auto p = problem_of(g, budget, why);
+    if (!p) return p.err();
+    return batch_search(p->problem, budget, max_batch, [&](const offmate& sub, int b) {
+      return sub.plan(at_batch(g, b), budget);
+    });
+  }
+
   /// The least GPU memory any plan of p needs on hw (a MILP solved to optimality, rounded up).
   [[nodiscard]] result<bytes> minimum_budget(const offmate_problem& p) const {
     if (auto v = validate(p); !v) return v.err();
@@ -366,8 +392,9 @@ struct offmate {
   }
 
   [[nodiscard]] result<built> solve(const offmate_problem& p, bytes budget, goal g,
-                                    clock::time_point deadline, bool report) const {
-    detail::offmate_settings st{semantics, features, whole_groups, g};
+                                    clock::time_point deadline, bool report,
+                                    int max_batch = 0) const {
+    detail::offmate_settings st{semantics, features, whole_groups, g, max_batch};
     auto f = std::make_unique<detail::offmate_formulation>(p, hw, budget, st);
     milp::options o;
     o.threads = threads;
@@ -399,6 +426,90 @@ struct offmate {
       return e;
     }
     return built{std::move(f), std::move(*s)};
+  }
+
+  /// plan(g, ...)'s blocks: the fewest merges that fit max_blocks, or one block of the cut
+  /// longer each where the LP relaxation at this budget says so (`why` then says why).
+  [[nodiscard]] result<offmate_graph_problem> problem_of(const graph& g, bytes budget,
+                                                         std::string& why) const {
+    offmate_graph_options o = blocks;
+    o.offload = o.offload && features.activation_offload;
+    auto p = offmate_problem_of(g, o);
+    if (!p) return p.err();
+    if (blocks.run_length == 0 && p->run_length < p->cut_blocks) {
+      offmate_graph_options longer = o;
+      longer.run_length = p->run_length + 1;
+      auto q = offmate_problem_of(g, longer);
+      if (!q) return q.err();
+      const auto deadline = deadline_from_now();
+      const auto a = relaxed(p->problem, budget, deadline),
+                 b = relaxed(q->problem, budget, deadline);
+      if (b && (!a || *b < *a)) {
+        why = "blocks: runs of " + std::to_string(q->run_length) + " blocks of the cut (LP " +
+              format_seconds(*b) + ") rather than " + std::to_string(p->run_length) + " (LP " +
+              (a ? format_seconds(*a) : std::string("infeasible")) + ")";
+        p = std::move(q);
+      }
+    }
+    return p;
+  }
+
+  /// The batch-size variant on `per_sample` (one unit of batch), then `plan_at(sub, b)` for its
+  /// 1/r rounded down and up, and for 1; the one with the more samples per second.
+  template <class PlanAt>
+  [[nodiscard]] result<offmate_batch_answer> batch_search(const offmate_problem& per_sample,
+                                                          bytes budget, int max_batch,
+                                                          PlanAt plan_at) const {
+    if (max_batch < 1)
+      return bad("max_batch must be >= 1 (the largest batch size to consider), not " +
+                 std::to_string(max_batch));
+    if (auto v = validate(per_sample); !v) return v.err();
+    if (auto e = offmate_machine_error(hw)) return bad("hw: " + *e);
+    if (budget < 0) return bad("the budget must be >= 0 bytes, not " + std::to_string(budget));
+    const auto start = clock::now();
+    auto sol = solve(per_sample, budget, goal::time, deadline_from_now(), true, max_batch);
+    if (!sol) {  // one sample does not fit either: plan() says why
+      if (sol.code() != status::infeasible) return sol.err();
+      auto one = plan_at(*this, 1);
+      if (!one) return one.err();
+      return error{status::solver_error,
+                   "offmate: the batch-size variant has no plan where batch 1 has one; a bug in "
+                   "remat or the solver's tolerances: please report it",
+                   {}};
+    }
+    offmate_batch_answer out;
+    const double r = std::clamp(sol->first->ratio(sol->second), 1.0 / max_batch, 1.0);
+    out.continuous_batch = 1.0 / r;
+    out.time_per_sample = sol->first->seconds_of(sol->second.objective);
+    const int down =
+        std::clamp(static_cast<int>(std::floor(out.continuous_batch + 1e-9)), 1, max_batch);
+    const int up =
+        std::clamp(static_cast<int>(std::ceil(out.continuous_batch - 1e-9)), 1, max_batch);
+    // The batch as given too: the answer is never slower per sample than it.
+    std::vector<int> candidates{1};
+    for (const int b : {down, up})
+      if (std::ranges::find(candidates, b) == candidates.end()) candidates.push_back(b);
+    std::optional<error> last;
+    bool found = false;
+    for (const int b : candidates) {
+      offmate sub = *this;
+      sub.time_limit =
+          std::max(1e-3, time_limit - std::chrono::duration<double>(clock::now() - start).count());
+      auto a = plan_at(sub, b);
+      out.tried.emplace_back(b, a ? a->makespan : 0.0);
+      if (!a) {
+        last = a.err();
+        continue;
+      }
+      if (!found || b / a->makespan > out.samples_per_second() * (1 + 1e-12)) {
+        out.batch = b;
+        out.answer = std::move(*a);
+        found = true;
+      }
+    }
+    if (!found) return *last;
+    out.answer.solve_seconds = std::chrono::duration<double>(clock::now() - start).count();
+    return out;
   }
 
   /// The O-ILP's LP relaxation at this budget, seconds; nullopt when it has none in time.

@@ -29,6 +29,11 @@ struct offmate_settings {
   /// What to minimise: the iteration's time (the O-ILP), or, to say why a budget is too small,
   /// the GPU's peak (the budget then ignored) or the host's bytes.
   enum class goal { time, gpu_memory, host_memory } objective = goal::time;
+  /// > 0: the batch-size variant [Offmate24, App. A]: the problem's data are one sample's, r =
+  /// 1/b in [1/max_batch, 1] is a variable, every parameter fraction is bounded by r and every
+  /// constant of the parameters' and the budgets' constraints scaled by it, so that the
+  /// objective is the time per sample (docs/offmate.md, "The batch size").
+  int max_batch = 0;
 };
 
 class offmate_formulation {
@@ -53,20 +58,25 @@ class offmate_formulation {
     const var_kind frac = s.whole_groups ? milp::var_type::binary : milp::var_type::continuous;
     auto B = [&](bytes b) { return static_cast<double>(b) / byte_unit; };
     auto S = [&](seconds x) { return x / time_unit; };
+    // 1, or r = 1/b in the batch-size variant: the whole of a group, of a budget, of H.
+    if (s.max_batch > 0) ratio_ = model.add_continuous(1.0 / s.max_batch, 1, "r");
+    auto one = [&]() -> milp::linear_expr {
+      return ratio_ ? milp::linear_expr(*ratio_) : milp::linear_expr(1.0);
+    };
 
     // (1): one option per block.
     comp_.resize(p.blocks.size());
     for (std::size_t i = 0; i < p.blocks.size(); ++i) {
-      milp::linear_expr one;
+      milp::linear_expr chosen;
       for (std::size_t o = 0; o < p.blocks[i].options.size(); ++o) {
         const auto v = model.add_binary("Comp_" + std::to_string(i) + "_" + std::to_string(o));
         const offmate_option& op = p.blocks[i].options[o];
         if (op.offloaded_bytes > 0 && (!s.features.activation_offload || !hw.transfers()))
           model.set_bounds(v, 0, 0);
         comp_[i].push_back(v);
-        one += v;
+        chosen += v;
       }
-      model.add(one == 1.0, "(1) block " + std::to_string(i));
+      model.add(chosen == 1.0, "(1) block " + std::to_string(i));
     }
     // (2): step times; the objective.
     time_ = model.add_variables(T, milp::var_type::continuous, 0, milp::infinity, "Time_");
@@ -78,8 +88,8 @@ class offmate_formulation {
       const auto u = static_cast<std::size_t>(t);
       const int b = p.block_of(t);
       const bool fwd = p.is_forward(t);
-      mem[u] += B(p.interface_at(t));  // A_t
-      cpu[u] += S(hw.step_overhead);   // H
+      mem[u] += B(p.interface_at(t));         // A_t
+      cpu[u] += S(hw.step_overhead) * one();  // H (23')
       for (std::size_t o = 0; o < p.blocks[static_cast<std::size_t>(b)].options.size(); ++o) {
         const offmate_option& op = p.option(b, static_cast<int>(o));
         const auto c = comp_[static_cast<std::size_t>(b)][o];
@@ -123,6 +133,10 @@ class offmate_formulation {
       for (int t = 0; t < steps; ++t)
         if (cpu_ok && trained && p.in_cpu_window(w, t))
           model.set_bounds(v.opt[static_cast<std::size_t>(t)], 0, 1);
+      if (ratio_)  // (3'), (4'): every fraction within r
+        for (const auto* x : {&v.sto, &v.ofl, &v.prf, &v.sto_o, &v.ofl_o, &v.prf_o, &v.opt})
+          for (std::size_t t = 0; t < T; ++t)
+            model.add(milp::linear_expr((*x)[t]) <= one(), "(3')" + n + std::to_string(t));
       // Running sums along the cycle: c[q] = sum of the first q + 1 steps from g_w.
       auto running = [&](const std::vector<milp::variable>& x, const char* name) {
         auto c = model.add_variables(T, milp::var_type::continuous, 0, milp::infinity,
@@ -148,13 +162,17 @@ class offmate_formulation {
         const auto u = static_cast<std::size_t>(t);
         const auto nx = static_cast<std::size_t>((t + 1) % steps);
         const std::string at = ws + std::to_string(t);
-        if (p.uses(w, t))
-          model.set_bounds(v.sto[u], 1, 1);  // (5)
-        else if (s.features.zero_infinity)
+        if (p.uses(w, t)) {
+          if (ratio_)
+            model.add(milp::linear_expr(v.sto[u]) == one(), "(5'')" + at);
+          else
+            model.set_bounds(v.sto[u], 1, 1);  // (5)
+        } else if (s.features.zero_infinity) {
           model.set_bounds(v.sto[u], 0, 0);
+        }
         // (7), (8): on the GPU, or offloaded since g_w (strict: in an earlier step).
-        model.add(v.sto[u] + cum(c_ofl, t, !strict) >= 1.0, "(7)" + at);
-        if (trained) model.add(v.sto_o[u] + cum(c_oflo, t, !strict) + x >= 1.0, "(8)" + at);
+        model.add(v.sto[u] + cum(c_ofl, t, !strict) >= one(), "(7)" + at);
+        if (trained) model.add(v.sto_o[u] + cum(c_oflo, t, !strict) + x >= one(), "(8)" + at);
         // (9), (10): residency grows only through prefetches (cyclic: 2L-1 -> 0).
         model.add(v.sto[nx] <= v.sto[u] + v.prf[u], "(9)" + at);
         model.add(v.sto_o[nx] <= v.sto_o[u] + v.prf_o[u], "(10)" + at);
@@ -164,31 +182,31 @@ class offmate_formulation {
         // (13), not at g_w (where (5) holds the group): what awaits its CPU update is neither
         // on the GPU nor on its way.
         if (trained && cpu_ok && t != g)
-          model.add(grad * (x - cum(c_opt, t, !strict)) <= size * (1.0 - v.prf[u] - v.sto[u]),
+          model.add(grad * (x - cum(c_opt, t, !strict)) <= size * (one() - v.prf[u] - v.sto[u]),
                     "(13)" + at);
-        model.add(v.sto[u] + v.prf[u] <= 1.0, "(13') " + at);
+        model.add(v.sto[u] + v.prf[u] <= one(), "(13') " + at);
         // The states of the CPU-updated part stay on the host.
-        if (trained) model.add(v.sto_o[u] + v.prf_o[u] + x <= 1.0, "states" + at);
+        if (trained) model.add(v.sto_o[u] + v.prf_o[u] + x <= one(), "states" + at);
         // (14), (15), and the gradient buffer.
         mem[u] += size * (v.sto[u] + v.prf[u]) + states * (v.sto_o[u] + v.prf_o[u]);
-        if (p.holds_gradient(w, t)) mem[u] += grad;
+        if (p.holds_gradient(w, t)) mem[u] += grad * one();
         // (19)-(23).
         const milp::linear_expr off = size * d2h * v.ofl[u] + states * d2h * v.ofl_o[u];
         out[u] += off;
         in[u] += size * h2d * v.prf[u] + states * h2d * v.prf_o[u];
         cpu[u] += grad * cpu_opt * v.opt[u];
         if (!p.is_forward(t) && p.uses(w, t)) gpu[u] += off;  // L_t (19a)
-        if (t == g) gpu[u] += grad * gpu_opt * (1.0 - x);     // (20)
+        if (t == g) gpu[u] += grad * gpu_opt * (one() - x);   // (20)
         host += size * v.ofl[u] + states * v.ofl_o[u];        // (18)
       }
       if (s.features.zero_infinity && cpu_ok && trained && p.has_cpu_window(w))
-        model.add(x == 1.0, "ZeRO-Infinity" + ws);
+        model.add(x == one(), "ZeRO-Infinity" + ws);
       // (12'): the CPU part's gradient leaves the GPU in g_w's own offloads (the gradient
       // buffer is counted until g_w only).
       if (trained && cpu_ok)
         model.add(grad * x <= size * v.ofl[static_cast<std::size_t>(g)], "(12')" + ws);
       // (6): the states of the GPU update are resident at g_w.
-      if (trained) model.add(v.sto_o[static_cast<std::size_t>(g)] + x >= 1.0, "(6)" + ws);
+      if (trained) model.add(v.sto_o[static_cast<std::size_t>(g)] + x >= one(), "(6)" + ws);
       // (11): the CPU-updated part comes back before f_w.
       if (trained && cpu_ok) {
         milp::linear_expr back;
@@ -199,7 +217,7 @@ class offmate_formulation {
       host += (k + 1) * grad * x;  // (18)
     }
     using goal = offmate_settings::goal;
-    milp::linear_expr m = static_cast<double>(budget) / byte_unit;
+    milp::linear_expr m = static_cast<double>(budget) / byte_unit * one();  // (17'')
     if (s.objective == goal::gpu_memory) {
       const auto peak = model.add_continuous(0, milp::infinity, "M_GPU");
       m = peak;
@@ -216,7 +234,7 @@ class offmate_formulation {
       model.add(milp::linear_expr(time_[u]) >= cpu[u], "(23)" + at);
     }
     if (hw.host_memory < unlimited_bytes && s.objective != goal::host_memory)
-      model.add(host <= static_cast<double>(hw.host_memory) / byte_unit, "(18)");
+      model.add(host <= static_cast<double>(hw.host_memory) / byte_unit * one(), "(18)");
   }
 
   /// The plan a solution holds (its fractions rounded off below 1e-9).
@@ -269,6 +287,11 @@ class offmate_formulation {
     return sol->values;
   }
 
+  /// The batch-size variant's r = 1/b in a solution (1 in the base O-ILP).
+  [[nodiscard]] double ratio(const milp::solution& sol) const {
+    return ratio_ ? sol[*ratio_] : 1.0;
+  }
+
   /// A solution's objective in seconds (goal::time) or bytes (the others).
   [[nodiscard]] seconds seconds_of(double objective) const { return objective * time_unit; }
   [[nodiscard]] double bytes_of(double objective) const { return objective * byte_unit; }
@@ -282,6 +305,7 @@ class offmate_formulation {
   std::vector<std::vector<milp::variable>> comp_;
   std::vector<milp::variable> time_;
   std::vector<group_vars> groups_;
+  std::optional<milp::variable> ratio_;  // r = 1/b in the batch-size variant
 
   void units(const machine& hw) {
     double big = 1, slow = 0;

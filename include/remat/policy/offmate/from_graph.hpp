@@ -231,4 +231,22 @@ inline result<offmate_graph_problem> offmate_problem_of(const graph& g,
   return out;
 }
 
+/// The graph at `batch` times its batch size [Offmate24, App. A]: every data node (activations,
+/// their gradients, the layers' contexts) and every compute node's time and temporaries scaled by
+/// it, linearly as the paper assumes; the parameters do not depend on it. The batch-size variant
+/// (offmate::plan_batch) plans multiples of a graph's batch this way.
+[[nodiscard]] inline graph at_batch(const graph& g, int batch) {
+  graph out = g;
+  const auto k = static_cast<bytes>(batch);
+  for (int d = 0; d < out.data_count(); ++d) out.data(d).size *= k;
+  for (int c = 0; c < out.compute_count(); ++c) {
+    compute_node& n = out.compute(c);
+    n.time *= batch;
+    n.fast_time *= batch;
+    n.overhead *= k;
+    n.fast_overhead *= k;
+  }
+  return out;
+}
+
 }  // namespace remat

@@ -141,6 +141,25 @@ struct offmate_problem {
   }
 };
 
+/// The problem at `batch` samples from its data for one sample [Offmate24, App. A]: what depends
+/// on the batch (each option's times, S, O and temporaries, and A_t) scaled by it, linearly as
+/// the paper assumes; the parameters, their states and the machine do not depend on it.
+[[nodiscard]] inline offmate_problem at_batch(const offmate_problem& per_sample, int batch) {
+  offmate_problem p = per_sample;
+  const auto k = static_cast<bytes>(batch);
+  for (auto& b : p.blocks)
+    for (auto& o : b.options) {
+      o.forward_time *= batch;
+      o.backward_time *= batch;
+      o.stored_bytes *= k;
+      o.offloaded_bytes *= k;
+      o.forward_overhead_bytes *= k;
+      o.backward_overhead_bytes *= k;
+    }
+  for (auto& a : p.interface_bytes) a *= k;
+  return p;
+}
+
 namespace detail {
 inline std::string group_label(const parameter_group& w, std::size_t i) {
   std::string s = "parameter group " + std::to_string(i);
