@@ -25,6 +25,7 @@
 #include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
 #include <remat/policy/offload.hpp>
+#include <remat/policy/offmate/from_graph.hpp>
 #include <remat/remat.hpp>
 #include <remat/sweep.hpp>
 
@@ -477,6 +478,8 @@ TEST_CASE("remat-plan --policy offmate: a Llama graph's parameters, states and a
   CHECK(r["makespan"].get<double>() >= g->ideal_time());
   const json& d = r["offmate"];
   REQUIRE(d.is_object());
+  CHECK(d["batch"] == 1);  // the graph's own: no --max-batch
+  CHECK_FALSE(d.contains("continuous_batch"));
   CHECK(d["fractional_makespan"].get<double>() > 0);
   CHECK(d["host_peak_bytes"] == r["host_peak_bytes"]);
   bytes planned = 0, cpu = 0;
@@ -524,10 +527,40 @@ TEST_CASE("remat-plan --policy offmate: a Llama graph's parameters, states and a
   const json rs = json::parse(small.out, nullptr, false);
   REQUIRE(rs.is_object());
   CHECK(rs["status"] == "budget_too_small");
-  // --host-memory is offmate's alone.
-  expect_usage_errors({{{"--chain", chain_file("resnet_like.json"), "--policy", "rotor", "--budget",
-                         "1GiB", "--host-memory", "1GiB"},
-                        "--host-memory applies to offmate only"}});
+  // --max-batch: the batch chosen too, the program for the graph at that batch.
+  const outcome batched = run_plan({"--graph", file, "--policy", "offmate", "--budget", "6GiB",
+                                    "--max-batch", "4", "--time-limit", "60", "--json"});
+  CAPTURE(batched.err);
+  REQUIRE(batched.exit_code == 0);
+  const json rb = json::parse(batched.out, nullptr, false);
+  REQUIRE(rb.is_object());
+  const json& db = rb["offmate"];
+  const int batch = db["batch"].get<int>();
+  CHECK(batch >= 1);
+  CHECK(batch <= 4);
+  CHECK(db["continuous_batch"].get<double>() >= 1);
+  CHECK(db["time_per_sample"].get<double>() > 0);
+  auto sb = io::schedule_from_json(rb);
+  REQUIRE_MESSAGE(sb.ok(), sb.message());
+  const auto repb = sim::simulate(at_batch(*g, batch), *sb, {.budget = 6ll << 30, .hw = hw});
+  CAPTURE((repb.first_violation ? repb.first_violation->message : std::string()));
+  CHECK(repb.valid);
+  CHECK(repb.peak == rb["peak_bytes"].get<bytes>());
+  CHECK(repb.makespan == doctest::Approx(rb["makespan"].get<double>()));
+  const outcome batched_text = run_plan({"--graph", file, "--policy", "offmate", "--budget", "6GiB",
+                                         "--max-batch", "4", "--time-limit", "60"});
+  CHECK(batched_text.exit_code == 0);
+  CHECK(has(batched_text.out, "times the graph's"));
+  // --host-memory and --max-batch are offmate's alone.
+  expect_usage_errors(
+      {{{"--chain", chain_file("resnet_like.json"), "--policy", "rotor", "--budget", "1GiB",
+         "--host-memory", "1GiB"},
+        "--host-memory applies to offmate only"},
+       {{"--chain", chain_file("resnet_like.json"), "--policy", "rotor", "--budget", "1GiB",
+         "--max-batch", "4"},
+        "--max-batch applies to offmate only"},
+       {{"--graph", file, "--policy", "offmate", "--budget", "1GiB", "--max-batch", "0"},
+        "--max-batch"}});
 }
 #endif
 

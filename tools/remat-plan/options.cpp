@@ -224,6 +224,10 @@ required:
   knob("--host-memory BYTES", "--host-memory",
        "the host memory the plan may fill (offloaded parameters, optimizer states, gradients "
        "and activations), e.g. 128GiB; default unlimited");
+  knob("--max-batch N", "--max-batch",
+       "choose the batch size too, from 1 to N times the graph's (OFFMATE's batch-size variant; "
+       "the plan is for the graph at the batch chosen, which the output gives); default 1: the "
+       "graph's batch");
   h += R"(
 the smallest budget (instead of --budget):
   --find-minimum        with --policy and no --budget: print the smallest budget the
@@ -333,7 +337,8 @@ std::vector<std::string_view> knobs_given(const options& o) {
         std::pair{o.segments.has_value(), "--segments"},
         std::pair{o.snapshots.has_value(), "--snapshots"}, std::pair{o.grid.has_value(), "--grid"},
         std::pair{o.threads.has_value(), "--threads"},
-        std::pair{o.host_memory.has_value(), "--host-memory"}})
+        std::pair{o.host_memory.has_value(), "--host-memory"},
+        std::pair{o.max_batch.has_value(), "--max-batch"}})
     if (is) given.push_back(opt);
   return given;
 }
@@ -574,6 +579,16 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
                             : parse_int<int>(std::string_view(v).substr(comma + 1));
          if (!p || !q || *p < 1 || *q < 1 || *p > 1000 || *q > 1000) return bad(v);
          o.grid = {*p, *q};
+         return std::nullopt;
+       }},
+      {"--max-batch",
+       true,
+       {},
+       [&, bad = not_a("--max-batch", "an integer from 1 to 1024")](
+           const std::string& v) -> std::optional<std::string> {
+         const auto n = parse_int<int>(v);
+         if (!n || *n < 1 || *n > 1024) return bad(v);
+         o.max_batch = *n;
          return std::nullopt;
        }},
       {"--threads",

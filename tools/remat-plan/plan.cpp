@@ -190,6 +190,11 @@ inline void print_after_peak(const remat::rockmate_details& d) {
               << (d.whole_graph_chosen ? ", returned" : "") << '\n';
 }
 inline void print_after_peak(const remat::offmate_details& d) {
+  if (d.continuous_batch)
+    std::cout << "batch     " << d.batch
+              << " times the graph's (the batch-size variant's 1/r: " << *d.continuous_batch
+              << ", at best " << remat::format_seconds(d.time_per_sample.value_or(0))
+              << " per unit of batch); the plan is for the graph at that batch\n";
   std::cout << "host      " << remat::format_bytes(d.host_peak_bytes)
             << " simulated (parameters, optimizer states, gradients, activations offloaded)\n"
             << "fractions " << remat::format_seconds(d.fractional_makespan)
@@ -236,7 +241,7 @@ void print_after_peak(const remat::portfolio_details<Ds...>& d) {
 template <class P>
 int plan_with(const options& o, const loaded_problem& lp) {
   const remat::chain* c = lp.chain ? &*lp.chain : nullptr;
-  const remat::graph& g = *lp.graph;
+  const remat::graph& input = *lp.graph;
   P p = configured<P>(o);
   // A portfolio on a graph runs MILPs: a minute unless --time-limit says otherwise.
   if constexpr (detail::is_best_of<P>)
@@ -251,6 +256,11 @@ int plan_with(const options& o, const loaded_problem& lp) {
   auto finish = [&](auto planned, bool on_chain) -> int {
     if (!planned) return fail(o, c, planned.err());
     const auto& s = *planned;
+    // The graph the program is for: the input's, or the input's at the batch chosen.
+    std::optional<remat::graph> scaled;
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(s.details)>, remat::offmate_details>)
+      if (s.details.batch > 1) scaled = remat::at_batch(input, s.details.batch);
+    const remat::graph& g = scaled ? *scaled : input;
     const remat::machine hw = remat::machine_of(p);
     const bool record = o.trace.has_value() || !o.svg.empty();
     const remat::sim::report r =
@@ -374,7 +384,7 @@ int plan_with(const options& o, const loaded_problem& lp) {
     if (c) return finish(run(*c), true);
   }
   if constexpr (remat::DetailedPolicy<P, remat::graph>) {
-    return finish(run(g), false);
+    return finish(run(input), false);
   } else {
     return fail(o, c,
                 remat::error{remat::status::invalid_problem,

@@ -147,6 +147,9 @@ void knobs(P* p, const options* o, std::vector<std::string_view>* names) {
   if constexpr (requires { requires P::plans_host_memory; })
     take("--host-memory", o && o->host_memory,
          [](P& x, const options& y) { x.hw.host_memory = *y.host_memory; });
+  if constexpr (requires(P & x) { x.max_batch = 1; })
+    take("--max-batch", o && o->max_batch,
+         [](P& x, const options& y) { x.max_batch = *y.max_batch; });
 }
 
 /// The options that apply to P, in the order of --help.

@@ -109,6 +109,9 @@ inline void write_details(nlohmann::ordered_json& j, const offmate_details& d) {
   o["fractional_makespan"] = d.fractional_makespan;
   o["host_peak_bytes"] = d.host_peak_bytes;
   o["run_length"] = d.run_length;
+  o["batch"] = d.batch;
+  if (d.continuous_batch) o["continuous_batch"] = *d.continuous_batch;
+  if (d.time_per_sample) o["time_per_sample"] = *d.time_per_sample;
   nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
   for (const offmate_block_summary& b : d.blocks) {
     nlohmann::ordered_json x;

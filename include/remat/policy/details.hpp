@@ -120,6 +120,11 @@ struct offmate_details {
   bytes host_peak_bytes = 0;        ///< the program's (simulated)
   int run_length = 1;               ///< blocks of the graph's cut in each block planned
   machine hw;                       ///< the machine it planned for
+  /// The batch size, in units of the graph's (offmate::max_batch > 1: the one chosen; the
+  /// program is then for at_batch(graph, batch)), the variant's 1/r and time per sample.
+  int batch = 1;
+  std::optional<double> continuous_batch;
+  std::optional<seconds> time_per_sample;
 };
 
 }  // namespace remat

@@ -133,6 +133,10 @@ struct offmate {
   /// as the square of the blocks: 40 solve within a minute on two cores, a decoder layer's two
   /// blocks (attention, MLP) merged (docs/offmate.md, "From a graph").
   offmate_graph_options blocks = {.max_blocks = 40};
+  /// The batch sizes to consider in solve_detailed / solve (a graph): 1 to max_batch times the
+  /// graph's own, chosen by plan_batch (the program is then for at_batch(g, batch)); 1 (the
+  /// default): the batch as given.
+  int max_batch = 1;
   Backend backend = {};
 
   /// PCIe 3.0 both ways, the RTX 3060 machine's optimizer speeds of [Offmate24, §5] (CPU 1.1
@@ -195,7 +199,14 @@ struct offmate {
   /// model's optimum, not the program's time); the notes give both.
   [[nodiscard]] result<solution<offmate_details>> solve_detailed(const graph& g,
                                                                  bytes budget) const {
-    auto a = plan(g, budget);
+    std::optional<offmate_batch_answer> batch;
+    auto a = [&]() -> result<offmate_answer> {
+      if (max_batch == 1) return plan(g, budget);
+      auto v = plan_batch(g, budget, max_batch);
+      if (!v) return v.err();
+      batch = *v;
+      return std::move(v->answer);
+    }();
     if (!a) return a.err();
     if (!a->program)
       return bad(
@@ -214,6 +225,16 @@ struct offmate {
     offmate_details& d = s.details;
     d.fractional_makespan = a->fractional_makespan;
     d.host_peak_bytes = a->host_peak_bytes;
+    if (batch) {
+      d.batch = batch->batch;
+      d.continuous_batch = batch->continuous_batch;
+      d.time_per_sample = batch->time_per_sample;
+      s.notes.push_back("batch " + std::to_string(batch->batch) +
+                        " times the graph's (the variant's 1/r " +
+                        std::to_string(batch->continuous_batch) +
+                        "): " + std::to_string(batch->samples_per_second()) +
+                        " samples per second; the program is for the graph at that batch");
+    }
     d.hw = hw;
     d.run_length = a->run_length;
     const offmate_problem& p = a->problem;
@@ -343,13 +364,13 @@ struct offmate {
 
   /// The batch-size variant [Offmate24, App. A]: `per_sample` holds one sample's data (each
   /// option's times and activation bytes, A_t); the O-ILP with r = 1/b a variable in
-  /// [1/max_batch, 1] minimises the time per sample; 1/r rounded down and up, and 1, are each
+  /// [1/largest, 1] minimises the time per sample; 1/r rounded down and up, and 1, are each
   /// planned (plan(at_batch(per_sample, b), budget)), and the one with the more samples per
   /// second is the answer (never slower per sample than batch 1). budget_too_small where even one
   /// sample does not fit.
   [[nodiscard]] result<offmate_batch_answer> plan_batch(const offmate_problem& per_sample,
-                                                        bytes budget, int max_batch) const {
-    return batch_search(per_sample, budget, max_batch, [&](const offmate& sub, int b) {
+                                                        bytes budget, int largest) const {
+    return batch_search(per_sample, budget, largest, [&](const offmate& sub, int b) {
       return sub.plan(at_batch(per_sample, b), budget);
     });
   }
@@ -358,11 +379,11 @@ struct offmate {
   /// then each rounding b planned as plan(at_batch(g, b), budget), whose program is for that
   /// graph (from_graph.hpp's at_batch: the activations and times b times the graph's).
   [[nodiscard]] result<offmate_batch_answer> plan_batch(const graph& g, bytes budget,
-                                                        int max_batch) const {
+                                                        int largest) const {
     std::string why;
     auto p = problem_of(g, budget, why);
     if (!p) return p.err();
-    return batch_search(p->problem, budget, max_batch, [&](const offmate& sub, int b) {
+    return batch_search(p->problem, budget, largest, [&](const offmate& sub, int b) {
       return sub.plan(at_batch(g, b), budget);
     });
   }
@@ -393,8 +414,8 @@ struct offmate {
 
   [[nodiscard]] result<built> solve(const offmate_problem& p, bytes budget, goal g,
                                     clock::time_point deadline, bool report,
-                                    int max_batch = 0) const {
-    detail::offmate_settings st{semantics, features, whole_groups, g, max_batch};
+                                    int batch_variant = 0) const {
+    detail::offmate_settings st{semantics, features, whole_groups, g, batch_variant};
     auto f = std::make_unique<detail::offmate_formulation>(p, hw, budget, st);
     milp::options o;
     o.threads = threads;
@@ -458,16 +479,16 @@ struct offmate {
   /// 1/r rounded down and up, and for 1; the one with the more samples per second.
   template <class PlanAt>
   [[nodiscard]] result<offmate_batch_answer> batch_search(const offmate_problem& per_sample,
-                                                          bytes budget, int max_batch,
+                                                          bytes budget, int largest,
                                                           PlanAt plan_at) const {
-    if (max_batch < 1)
+    if (largest < 1)
       return bad("max_batch must be >= 1 (the largest batch size to consider), not " +
-                 std::to_string(max_batch));
+                 std::to_string(largest));
     if (auto v = validate(per_sample); !v) return v.err();
     if (auto e = offmate_machine_error(hw)) return bad("hw: " + *e);
     if (budget < 0) return bad("the budget must be >= 0 bytes, not " + std::to_string(budget));
     const auto start = clock::now();
-    auto sol = solve(per_sample, budget, goal::time, deadline_from_now(), true, max_batch);
+    auto sol = solve(per_sample, budget, goal::time, deadline_from_now(), true, largest);
     if (!sol) {  // one sample does not fit either: plan() says why
       if (sol.code() != status::infeasible) return sol.err();
       auto one = plan_at(*this, 1);
@@ -478,13 +499,12 @@ struct offmate {
                    {}};
     }
     offmate_batch_answer out;
-    const double r = std::clamp(sol->first->ratio(sol->second), 1.0 / max_batch, 1.0);
+    const double r = std::clamp(sol->first->ratio(sol->second), 1.0 / largest, 1.0);
     out.continuous_batch = 1.0 / r;
     out.time_per_sample = sol->first->seconds_of(sol->second.objective);
     const int down =
-        std::clamp(static_cast<int>(std::floor(out.continuous_batch + 1e-9)), 1, max_batch);
-    const int up =
-        std::clamp(static_cast<int>(std::ceil(out.continuous_batch - 1e-9)), 1, max_batch);
+        std::clamp(static_cast<int>(std::floor(out.continuous_batch + 1e-9)), 1, largest);
+    const int up = std::clamp(static_cast<int>(std::ceil(out.continuous_batch - 1e-9)), 1, largest);
     // The batch as given too: the answer is never slower per sample than it.
     std::vector<int> candidates{1};
     for (const int b : {down, up})
