@@ -19,6 +19,9 @@
 //                             no_act_offload    no activation offloading ("w/o Act offload")
 //                             zero_infinity     ZeRO-Infinity-like: each group on the GPU only
 //                                               for its own steps, the CPU updates all it can
+//                             zero_2            ZeRO-2-like: the CPU updates all it can, each
+//                                               group on the GPU but while awaiting it, the
+//                                               activations recomputed (no offload)
 //                           counters as above (-1: no plan fits)
 //
 //   build/bench/bench_offmate --benchmark_filter='variant'
@@ -92,6 +95,7 @@ void register_all() {
       {"no_cpu_optimizer", {.cpu_optimizer = false}},
       {"no_act_offload", {.activation_offload = false}},
       {"zero_infinity", {.zero_infinity = true}},
+      {"zero_2", {.activation_offload = false, .zero_offload = true}},
   };
   for (const auto& [name, features] : variants)
     benchmark::RegisterBenchmark((std::string("variant/32/") + name).c_str(),

@@ -426,6 +426,36 @@ TEST_CASE("offmate: a ZeRO-Infinity-like plan in the same model is valid and nev
   }
 }
 
+TEST_CASE("offmate: a ZeRO-2-like plan in the same model is valid and never faster") {
+  std::mt19937 rng(23);
+  int cpu = 0;
+  for (int round = 0; round < 4; ++round) {
+    const offmate_problem p = random_problem(rng, 3);
+    policy pol = with(random_machine(rng));
+    const bytes budget = everything(p);
+    const auto best = pol.plan(p, budget);
+    REQUIRE(best);
+    pol.features.zero_offload = true;
+    const auto zero = pol.plan(p, budget);
+    REQUIRE_MESSAGE(zero.ok(), zero.message());
+    check_answer(p, pol, budget, *zero);
+    CHECK(zero->fractional_makespan >= best->fractional_makespan - 1e-9);
+    for (std::size_t w = 0; w < p.groups.size(); ++w) {
+      const parameter_group& g = p.groups[w];
+      const double x = zero->plan.cpu_share(w);
+      if (g.trainable() > 0 && p.has_cpu_window(g)) {
+        CHECK(x == doctest::Approx(1.0));  // every update the CPU can make
+        ++cpu;
+      }
+      if (g.trainable() == 0)  // nothing to update: on the GPU throughout
+        for (int t = 0; t < p.steps(); ++t)
+          CHECK(zero->plan.at(w, t).resident + zero->plan.at(w, t).prefetched ==
+                doctest::Approx(1.0));
+    }
+  }
+  CHECK(cpu > 0);
+}
+
 TEST_CASE("offmate on a graph: blocks, their options, and groups by the blocks that read them") {
   const graph g = build_graph(testing::small_llama(2, true)).value();
   const auto all = offmate_problem_of(g, {.max_blocks = 0});

@@ -163,7 +163,7 @@ struct offmate {
     auto a = rest.plan(p->problem, budget);
     if (!a) return a;
     if (!why.empty()) a->notes.push_back(why);
-    if (semantics == offmate_semantics::strict) {
+    if (semantics == offmate_semantics::strict && !features.zero_offload) {
       auto s = offmate_program(g, *p, a->tensors);
       if (!s) return s.err();
       const sim::report r =
@@ -210,8 +210,9 @@ struct offmate {
     if (!a) return a.err();
     if (!a->program)
       return bad(
-          "the literal semantics plans in fractions of groups, which no program runs; the "
-          "strict semantics (the default) plans a program");
+          "the literal semantics and the ZeRO-2-like baseline plan in fractions of groups, which "
+          "no program runs; the strict semantics (the default) without features.zero_offload "
+          "plans a program");
     solution<offmate_details> s;
     s.program = std::move(*a->program);
     s.optimal = s.program.predicted_time <= g.ideal_time();
@@ -306,7 +307,7 @@ struct offmate {
     out.fractional_makespan = out.makespan = out.evaluation.makespan;
     out.peak_bytes = static_cast<bytes>(std::ceil(out.evaluation.gpu_peak()));
     out.host_peak_bytes = static_cast<bytes>(std::ceil(out.evaluation.host_bytes));
-    if (semantics == offmate_semantics::strict) {
+    if (semantics == offmate_semantics::strict && !features.zero_offload) {
       // Whole tensors (Algorithm 1), priced by the same referee.
       out.tensors =
           balanced(p, hw, budget, to_tensors(p, hw, budget, out.plan, features), features);
@@ -320,6 +321,10 @@ struct offmate {
       out.makespan = whole.makespan;
       out.peak_bytes = static_cast<bytes>(std::ceil(whole.gpu_peak()));
       out.host_peak_bytes = static_cast<bytes>(std::ceil(whole.host_bytes));
+    } else if (features.zero_offload) {
+      out.notes.push_back(
+          "a ZeRO-2-like baseline: the plan stays in fractions of groups (the model's price of "
+          "that placement; Algorithm 1 would move its tensors elsewhere), with no program");
     } else {
       out.notes.push_back(
           "literal semantics: the plan stays in fractions of groups (whole tensors and the "

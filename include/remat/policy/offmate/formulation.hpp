@@ -185,6 +185,12 @@ class offmate_formulation {
           model.add(grad * (x - cum(c_opt, t, !strict)) <= size * (one() - v.prf[u] - v.sto[u]),
                     "(13)" + at);
         model.add(v.sto[u] + v.prf[u] <= one(), "(13') " + at);
+        // ZeRO-2-like: on the GPU (or arriving) but for what awaits its CPU update.
+        if (s.features.zero_offload) {
+          milp::linear_expr held = size * (v.sto[u] + v.prf[u]);
+          if (trained && cpu_ok && t != g) held += grad * (x - cum(c_opt, t, !strict));
+          model.add(held >= size * one(), "ZeRO-2" + at);
+        }
         // The states of the CPU-updated part stay on the host.
         if (trained) model.add(v.sto_o[u] + v.prf_o[u] + x <= one(), "states" + at);
         // (14), (15), and the gradient buffer.
@@ -199,8 +205,9 @@ class offmate_formulation {
         if (t == g) gpu[u] += grad * gpu_opt * (one() - x);   // (20)
         host += size * v.ofl[u] + states * v.ofl_o[u];        // (18)
       }
-      if (s.features.zero_infinity && cpu_ok && trained && p.has_cpu_window(w))
-        model.add(x == one(), "ZeRO-Infinity" + ws);
+      if ((s.features.zero_infinity || s.features.zero_offload) && cpu_ok && trained &&
+          p.has_cpu_window(w))
+        model.add(x == one(), "ZeRO" + ws);
       // (12'): the CPU part's gradient leaves the GPU in g_w's own offloads (the gradient
       // buffer is counted until g_w only).
       if (trained && cpu_ok)

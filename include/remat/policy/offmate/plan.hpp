@@ -86,6 +86,13 @@ struct offmate_features {
   /// during its own blocks' steps (prefetched the step before, offloaded after), every update
   /// the CPU can make on the CPU, its states on the host.
   bool zero_infinity = false;
+  /// A ZeRO-2-like plan (DeepSpeed's stage 2 with its optimizer on the CPU [Ren21]) in the same
+  /// model: every update the CPU can make on the CPU (states on the host, gradients offloaded),
+  /// and each group on the GPU at every step but while its CPU update is awaited ((13) forbids
+  /// the stale copy there). Its activations are the features' (the paper's baseline recomputes:
+  /// activation_offload = false). A baseline priced in fractions of groups: no whole tensors,
+  /// no program.
+  bool zero_offload = false;
 
   friend bool operator==(const offmate_features&, const offmate_features&) = default;
 };
@@ -200,6 +207,10 @@ inline offmate_evaluation evaluate(const offmate_problem& p, const machine& hw, 
       if (p.uses(w, t) && s.resident < 1 - tol) bad(where + ": used but not resident (5)");
       if (features.zero_infinity && !p.uses(w, t) && s.resident > tol)
         bad(where + ": resident outside its blocks' steps in a ZeRO-Infinity-like plan");
+      if (features.zero_offload && size * (s.resident + s.prefetched) +
+                                           (t == g ? 0.0 : grad * (x - cum(c_opt, t, !strict))) <
+                                       size * (1 - tol))
+        bad(where + ": off the GPU without awaiting its CPU update in a ZeRO-2-like plan");
       if (s.resident + cum(c_ofl, t, !strict) < 1 - tol)
         bad(where + ": neither on the GPU nor offloaded since g_w (7)");
       if (grad > 0 && s.states_resident + cum(c_oflo, t, !strict) < 1 - x - tol)
@@ -230,9 +241,10 @@ inline offmate_evaluation evaluate(const offmate_problem& p, const machine& hw, 
       if (t == g) ln.gpu += grad * (1 - x) * gpu_opt;            // (20): the GPU update
       host += size * s.offloaded + states * s.states_offloaded;  // (18)
     }
-    if (features.zero_infinity && features.cpu_optimizer && hw.transfers() && grad > 0 &&
-        p.has_cpu_window(w) && x < 1 - tol)
-      bad(name + ": not updated on the CPU in a ZeRO-Infinity-like plan");
+    if ((features.zero_infinity || features.zero_offload) && features.cpu_optimizer &&
+        hw.transfers() && grad > 0 && p.has_cpu_window(w) && x < 1 - tol)
+      bad(name + ": not updated on the CPU in a ZeRO-" +
+          (features.zero_infinity ? "Infinity" : "2") + "-like plan");
     if (grad * x > size * at(g).offloaded + tol * size)
       bad(name + ": the CPU-updated part's gradient does not leave at g_w (12')");
     if (grad > 0 && at(g).states_resident < 1 - x - tol)
