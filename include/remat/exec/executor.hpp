@@ -72,7 +72,7 @@ class executor {
   /// step, exec/managed_training.hpp).
   template <class T, class Tg>
   result<run_result<T>> run_managed(const schedule& s, T input, const Tg& targets,
-                                    detail::parameter_state_t<B>& ps);
+                                    detail::parameter_hooks& ps);
 
   /// The graph the executor runs (a DAG model's; a chain model's, built from its chain) and each
   /// op's nodes, or why the model and the problem do not match.
@@ -86,7 +86,7 @@ class executor {
  private:
   template <class T, class Tg>
   result<run_result<T>> run_with(const schedule& s, T input, const Tg& targets,
-                                 detail::parameter_state_t<B>* ps);
+                                 detail::parameter_hooks* ps);
 
   Model& model_;
   const graph* graph_ = nullptr;
@@ -141,14 +141,14 @@ result<run_result<T>> executor<B, Model>::run(const schedule& s, T input, const 
 template <class B, class Model>
 template <class T, class Tg>
 result<run_result<T>> executor<B, Model>::run_managed(const schedule& s, T input, const Tg& targets,
-                                                      detail::parameter_state_t<B>& ps) {
+                                                      detail::parameter_hooks& ps) {
   return run_with(s, std::move(input), targets, &ps);
 }
 
 template <class B, class Model>
 template <class T, class Tg>
 result<run_result<T>> executor<B, Model>::run_with(const schedule& s, T input, const Tg& targets,
-                                                   detail::parameter_state_t<B>* ps) {
+                                                   detail::parameter_hooks* ps) {
   static_assert(
       Tensor<T>,
       "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "

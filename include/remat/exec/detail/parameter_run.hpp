@@ -20,6 +20,7 @@
 #include <remat/core/units.hpp>
 #include <remat/exec/adam.hpp>
 #include <remat/exec/concepts/backend.hpp>
+#include <remat/exec/detail/parameter_hooks.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
 
@@ -52,7 +53,7 @@ auto owner_of(const Buf& b) {
 }
 
 template <class B>
-class parameter_state {
+class parameter_state final : public parameter_hooks {
   static_assert(ParameterBackend<B>);
   using host_t = typename transfer_types<B>::host;
   using handle_t = typename transfer_types<B>::handle;
@@ -66,13 +67,13 @@ class parameter_state {
                                        std::vector<saved_states<B>>& saved);
 
   /// An instruction on a parameter (manages_parameters()), in a run of the program.
-  void apply(const instruction& ins);
+  void apply(const instruction& ins) override;
   /// Before the backward of forward node f's op: the gradients it adds to, created zero on the
   /// device at their first contribution.
-  void before_backward(int f);
+  void before_backward(int f) override;
   /// The device and host bytes the parameters hold now (their part of the backend's counts).
-  [[nodiscard]] bytes device_bytes() const;
-  [[nodiscard]] bytes host_bytes() const;
+  [[nodiscard]] bytes device_bytes() const override;
+  [[nodiscard]] bytes host_bytes() const override;
   /// The CPU updates still waiting (a plan whose CPU steps take the previous iteration's
   /// gradient), then every parameter back in its layer, in a host buffer of the backend (the
   /// value's current copy, a zero gradient), and the optimizer states into `saved`.

@@ -27,7 +27,7 @@
 #include <remat/exec/detail/allocation_check.hpp>
 #include <remat/exec/detail/layer_calls.hpp>
 #include <remat/exec/detail/model_graph.hpp>
-#include <remat/exec/detail/parameter_run.hpp>
+#include <remat/exec/detail/parameter_hooks.hpp>
 #include <remat/exec/detail/random_states.hpp>
 #include <remat/exec/detail/sum_order.hpp>
 #include <remat/exec/detail/type_erasure.hpp>
@@ -49,13 +49,6 @@ struct run_plan {
   /// The backend's in_use when the executor's last run ended (its results included), if any.
   std::optional<bytes> last_run_end = std::nullopt;
 };
-
-/// The parameter state a run of a program that manages parameters uses (managed_training):
-/// parameter_state<B> on a ParameterBackend, nothing elsewhere.
-struct no_parameter_state {};
-template <class B>
-using parameter_state_t =
-    std::conditional_t<ParameterBackend<B>, parameter_state<B>, no_parameter_state>;
 
 /// A backend that counts its host store (host_backend): the run measures its peak.
 template <class B>
@@ -124,7 +117,7 @@ class program_run {
   // Short parameter names: a constructor's are checked by -Wshadow where it is instantiated,
   // against the user's global names (a `using targets = ...`, say).
   program_run(B& b, Layers& l, const run_plan& p, const schedule& s, const Tg& tg,
-              parameter_state_t<B>* ps = nullptr)
+              parameter_hooks* ps = nullptr)
       : backend_(b),
         layers_(l),
         g_(*p.g),
@@ -218,7 +211,7 @@ class program_run {
   std::vector<int> forwards_;
   std::optional<double> loss_;
   allocation_check allocated_;
-  parameter_state_t<B>* params_;  // a program that manages the parameters: their state
+  parameter_hooks* params_;  // a program that manages the parameters: their state
 };
 
 /// What cannot run is refused before anything runs: a schedule the simulator rejects, one that
@@ -271,11 +264,10 @@ result<run_result<T>> program_run<B, T, Tg, Layers>::run(T input) {
   const bytes at_start = backend_.in_use();
   // The parameters a managed program holds on the device count in its peak, as the simulator's.
   bytes managed = 0, host_managed = 0;
-  if constexpr (ParameterBackend<B>)
-    if (params_ != nullptr) {
-      managed = params_->device_bytes();
-      host_managed = params_->host_bytes();
-    }
+  if (params_ != nullptr) {
+    managed = params_->device_bytes();
+    host_managed = params_->host_bytes();
+  }
   const bytes baseline = at_start - tensor_traits<T>::size(input) - managed;
   bytes host_baseline = 0;
   if constexpr (CountsHostStore<B>) {
@@ -363,13 +355,11 @@ template <class B, class T, class Tg, class Layers>
 void program_run<B, T, Tg, Layers>::execute(std::size_t at) {
   const instruction& ins = s_.ops[at];
   if (ins.manages_parameters()) {
-    if constexpr (ParameterBackend<B>) {
-      std::string who = where(at);
-      if (ins.op != op_kind::sync)
-        who += ", parameter '" + g_.parameters()[remat::detail::ix(ins.node)].name + "'";
-      backend_.set_activity(std::move(who));
-      params_->apply(ins);
-    }
+    std::string who = where(at);
+    if (ins.op != op_kind::sync)
+      who += ", parameter '" + g_.parameters()[remat::detail::ix(ins.node)].name + "'";
+    backend_.set_activity(std::move(who));
+    params_->apply(ins);
   } else if (ins.op == op_kind::free) {
     free_data(ins.node);
   } else if (ins.is_compute()) {
@@ -469,8 +459,7 @@ void program_run<B, T, Tg, Layers>::backward(L& layer, std::size_t i, const std:
   for (std::size_t j = 0; j < dx.size(); ++j)
     dx[j] = std::move(tensors_[remat::detail::ix(on.in_grad[j])]);
   const T* dy = i + 1 == nodes_.size() ? nullptr : &*tensors_[remat::detail::ix(on.grad)];
-  if constexpr (ParameterBackend<B>)
-    if (params_ != nullptr) params_->before_backward(on.fwd);
+  if (params_ != nullptr) params_->before_backward(on.fwd);
   call_backward(layer, std::span<const T* const>(x), y, ctx, dy, targets_,
                 std::span<std::optional<T>>(dx), backend_, who);
   for (std::size_t j = 0; j < dx.size(); ++j) {
