@@ -13,7 +13,7 @@
 //                           (the same for the O-ILP's fractional plan), gap (the fractional
 //                           plan's, to the solver's bound), optimal, blocks, gpu_gb and host_gb
 //                           (the program's simulated peaks)
-//   variant/32/<name>       the 32-layer model under the paper's ablations and baselines:
+//   variant/L/<name>        the L-layer model (8, 32) under the paper's ablations and baselines:
 //                             offmate           everything on
 //                             no_cpu_optimizer  every update on the GPU ("w/o CPU optim")
 //                             no_act_offload    no activation offloading ("w/o Act offload")
@@ -97,15 +97,16 @@ void register_all() {
       {"zero_infinity", {.zero_infinity = true}},
       {"zero_2", {.activation_offload = false, .zero_offload = true}},
   };
-  for (const auto& [name, features] : variants)
-    benchmark::RegisterBenchmark((std::string("variant/32/") + name).c_str(),
-                                 [features](benchmark::State& s) {
-                                   auto p = paper_policy();
-                                   p.features = features;
-                                   run(s, llama(32), p);
-                                 })
-        ->Unit(benchmark::kSecond)
-        ->Iterations(1);
+  for (int layers : {8, 32})
+    for (const auto& [name, features] : variants)
+      benchmark::RegisterBenchmark(("variant/" + std::to_string(layers) + "/" + name).c_str(),
+                                   [layers, features](benchmark::State& s) {
+                                     auto p = paper_policy();
+                                     p.features = features;
+                                     run(s, llama(layers), p);
+                                   })
+          ->Unit(benchmark::kSecond)
+          ->Iterations(1);
 }
 
 }  // namespace
