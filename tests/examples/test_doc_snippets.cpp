@@ -455,7 +455,7 @@ remat::result<bool> graph_offmate() {
   remat::exec::executor ex(d, *g, b);
   remat::offmate<remat::milp::cbc> least;
   const remat::bytes budget =
-      least.minimum_budget(remat::offmate_problem_of(*g, least.blocks)->problem).value();
+      least.minimum_budget(remat::offmate_problem_of(*g, least.blocks, least.hw)->problem).value();
   b.set_budget(budget);
   // --- doc docs/guide/graphs.md begin ---
   remat::offmate<remat::milp::cbc> om;  // om.hw: the links, the GPU's and CPU's optimizer speeds

@@ -519,6 +519,65 @@ TEST_CASE("offmate on a graph: blocks, their options, and groups by the blocks t
   CHECK(a->makespan >= g.ideal_time() - 1e-9);
 }
 
+TEST_CASE("offmate on a graph: the offload option makes its cheap operations again") {
+  // [Offmate24, §4.1]: an operation is cheap when it takes less time than its outputs' offload
+  // and prefetch; the offload option frees their outputs after the forward and makes them again
+  // at the start of the backward instead of moving them.
+  const graph g = build_graph(testing::small_llama(2, true)).value();
+  const policy pol;
+  const machine& hw = pol.hw;
+  const auto plain = offmate_problem_of(g, {.recompute_cheap = false}, hw);
+  const auto cheap = offmate_problem_of(g, {}, hw);
+  REQUIRE(plain);
+  REQUIRE(cheap);
+  // A link that costs nothing makes nothing cheap: the same problem.
+  const auto free_link = offmate_problem_of(g, {});
+  REQUIRE(free_link);
+  CHECK(free_link->problem.blocks == plain->problem.blocks);
+  CHECK(validate(cheap->problem).ok());
+  const double round_trip = 1 / hw.device_to_host + 1 / hw.host_to_device;
+  int fewer = 0;
+  for (int r = 0; r < cheap->kinds.kinds(); ++r) {
+    const auto ri = static_cast<std::size_t>(r);
+    const int k =
+        static_cast<int>(std::ranges::find(cheap->kinds.kind_of, r) - cheap->kinds.kind_of.begin());
+    const auto& opts = cheap->problem.blocks[static_cast<std::size_t>(k)].options;
+    const auto& before = plain->problem.blocks[static_cast<std::size_t>(k)].options;
+    REQUIRE(opts.size() == before.size());
+    if (opts.back().name != "offload") continue;
+    const offmate_option &o = opts.back(), &q = before.back();
+    CHECK(o.stored_bytes <= q.stored_bytes);  // less by the phantoms made again
+    CHECK(o.forward_time == q.forward_time);
+    CHECK(o.offloaded_bytes <= q.offloaded_bytes);
+    CHECK(o.stored_bytes + o.forward_overhead_bytes <= q.stored_bytes + q.forward_overhead_bytes);
+    CHECK(o.stored_bytes + o.backward_overhead_bytes <= q.stored_bytes + q.backward_overhead_bytes);
+    // The option's program: the forwards it runs again, at the start of its backward, are
+    // cheap, their outputs no longer moved, and the backward longer by their time.
+    REQUIRE(cheap->programs[ri].options.size() == 2);
+    const auto& moved = cheap->offloaded[ri];
+    const auto& moved_before = plain->offloaded[ri];
+    seconds again = 0;
+    bytes made = 0;
+    for (const instruction& i : cheap->programs[ri].options[1].backward) {
+      if (!i.is_compute() || g.compute(i.node).kind != compute_kind::forward) continue;
+      again += g.compute(i.node).time;
+      double out = 0;
+      for (int d : g.outputs(i.node)) {
+        if (g.data(d).kind != data_kind::activation) continue;
+        CHECK(std::ranges::find(moved_before, d) != moved_before.end());
+        CHECK(std::ranges::find(moved, d) == moved.end());
+        out += static_cast<double>(g.data(d).size);
+        made += g.data(d).size;
+      }
+      CHECK(g.compute(i.node).time < out * round_trip);
+    }
+    CHECK(o.backward_time == doctest::Approx(q.backward_time + again));
+    CHECK(o.offloaded_bytes + made == q.offloaded_bytes);
+    fewer += o.offloaded_bytes < q.offloaded_bytes;
+  }
+  CHECK(fewer > 0);
+}
+
 TEST_CASE("offmate: problems and machines it cannot plan are refused with the reason") {
   std::mt19937 rng(18);
   const offmate_problem good = random_problem(rng, 2);

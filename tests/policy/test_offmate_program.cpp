@@ -35,12 +35,12 @@ graph small_llama(int layers, bool tied) {
 }  // namespace
 
 TEST_CASE("offmate program: valid, within the budget, each parameter updated once") {
-  int cpu_updates = 0, offloaded = 0, plans = 0;
+  int cpu_updates = 0, offloaded = 0, plans = 0, activations_moved = 0, made_again = 0;
   for (const bool tied : {false, true}) {
     const graph g = small_llama(2, tied);
     offmate<program_backend> pol;
     pol.time_limit = 30;
-    auto gp = offmate_problem_of(g, pol.blocks);
+    auto gp = offmate_problem_of(g, pol.blocks, pol.hw);
     REQUIRE(gp);
     const bytes least = pol.minimum_budget(gp->problem).value();
     for (const double more : {0.0, 0.3, 1.0, 3.0}) {
@@ -77,6 +77,17 @@ TEST_CASE("offmate program: valid, within the budget, each parameter updated onc
       offloaded += static_cast<int>(std::ranges::count_if(s.ops, [](const instruction& i) {
         return i.op == op_kind::offload && i.part == tensor_part::weight;
       }));
+      activations_moved += static_cast<int>(std::ranges::count_if(s.ops, [](const instruction& i) {
+        return i.op == op_kind::offload && i.part == tensor_part::data;
+      }));
+      // Offloading blocks make their cheap operations again (their forwards run twice).
+      std::vector<int> runs(static_cast<std::size_t>(g.compute_count()), 0);
+      for (const instruction& i : s.ops)
+        if (i.op == op_kind::compute) ++runs[static_cast<std::size_t>(i.node)];
+      for (int k = 0; k < a->problem.length(); ++k)
+        if (a->problem.option(k, a->plan.option[static_cast<std::size_t>(k)]).name == "offload")
+          for (int f : a->blocks[static_cast<std::size_t>(k)])
+            made_again += runs[static_cast<std::size_t>(f)] > 1;
       // The same input, the same program.
       const auto again = pol.plan(g, budget);
       REQUIRE(again);
@@ -87,6 +98,8 @@ TEST_CASE("offmate program: valid, within the budget, each parameter updated onc
   CHECK(plans == 8);
   CHECK(cpu_updates > 0);
   CHECK(offloaded > 0);
+  CHECK(activations_moved > 0);
+  CHECK(made_again > 0);
 }
 
 TEST_CASE("offmate program: the paper's literal semantics plans without one") {
@@ -109,7 +122,7 @@ TEST_CASE("offmate batch size from a graph: a program for the graph at the batch
   const graph g = small_llama(2, false);
   offmate<program_backend> pol;
   pol.time_limit = 30;
-  auto gp = offmate_problem_of(g, pol.blocks);
+  auto gp = offmate_problem_of(g, pol.blocks, pol.hw);
   REQUIRE(gp);
   const bytes least = pol.minimum_budget(gp->problem).value();
   int above_one = 0;

@@ -460,12 +460,12 @@ struct offmate {
                                                          std::string& why) const {
     offmate_graph_options o = blocks;
     o.offload = o.offload && features.activation_offload;
-    auto p = offmate_problem_of(g, o);
+    auto p = offmate_problem_of(g, o, hw);
     if (!p) return p.err();
     if (blocks.run_length == 0 && p->run_length < p->cut_blocks) {
       offmate_graph_options longer = o;
       longer.run_length = p->run_length + 1;
-      auto q = offmate_problem_of(g, longer);
+      auto q = offmate_problem_of(g, longer, hw);
       if (!q) return q.err();
       const auto deadline = deadline_from_now();
       const auto a = relaxed(p->problem, budget, deadline),

@@ -193,7 +193,7 @@ TEST_CASE("cuda.managed: offmate's programs train bitwise as the device's Adam, 
 
   offmate<milp_backend> pol;
   pol.time_limit = 30;
-  auto gp = offmate_problem_of(g, pol.blocks);
+  auto gp = offmate_problem_of(g, pol.blocks, pol.hw);
   REQUIRE_MESSAGE(gp.ok(), gp.message());
   const bytes least = pol.minimum_budget(gp->problem).value();
   int cpu_steps = 0;

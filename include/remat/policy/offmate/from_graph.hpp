@@ -5,7 +5,8 @@
 // they repeat most, each with up to three options made on the block's own graph: store-all
 // (everything its backward reads stays on the GPU), recompute (the forward keeps only the block's
 // output, and the backward runs the forward again first) and offload (the forward sends what
-// store-all keeps, its output excepted, to the host; the backward brings it back). The interface
+// store-all keeps, its output excepted, to the host, but for the outputs of cheap operations,
+// freed and made again at the start of the backward; the backward brings it back). The interface
 // bytes are the graph's input, and in a backward step the gradients of the block's output and
 // input; the parameter groups are the parameters read by the same set of blocks. docs/offmate.md,
 // "From a graph".
@@ -19,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include <remat/core/machine.hpp>
 #include <remat/core/result.hpp>
 #include <remat/policy/offmate/problem.hpp>
 #include <remat/policy/rockmate/options.hpp>
@@ -39,6 +41,10 @@ struct offmate_graph_options {
   int run_length = 0;
   bool recompute = true;  ///< each block may recompute its forward in its backward
   bool offload = true;    ///< each block may offload what it keeps
+  /// The offload option makes the outputs of its cheap operations again in the backward
+  /// instead of moving them [Offmate24, §4.1]: an operation is cheap where it takes less time
+  /// than its outputs' offload and prefetch on the machine the problem is made for.
+  bool recompute_cheap = true;
 };
 
 /// The problem, and the blocks' forward nodes (each block's, in order).
@@ -48,8 +54,9 @@ struct offmate_graph_problem {
   int run_length = 1;  ///< how many blocks of the cut each block is (at most)
   int cut_blocks = 0;  ///< the blocks of the cut
   // How the options run, for the program (policy/offmate/program.hpp): the blocks and their
-  // kinds, each kind's store-all and fast-forward programs (on its representative's nodes), and
-  // the activations its offload option sends to the host.
+  // kinds, each kind's programs (on its representative's nodes: options[0] store-all's, and
+  // where the kind may offload, options[1] the offload option's), and the activations its
+  // offload option sends to the host.
   detail::block_kinds kinds;
   std::vector<detail::block_programs> programs;
   std::vector<std::vector<int>> offloaded;
@@ -122,12 +129,87 @@ inline bytes offloaded_activations(const graph& g, const block_graph& b,
   return sum;
 }
 
+/// The offload option of block b [Offmate24, §4.1], `all` its store-all option. Of `moved`
+/// (offloaded_activations of its store-all forward, nodes of g), the outputs of cheap
+/// operations -- forward operations of the block whose time is below their outputs' offload and
+/// prefetch on hw, whose outputs are in `moved` or are their own phantoms (kept on the GPU
+/// otherwise), and all of whose inputs the backward has (kept, brought back, or made again
+/// before them) -- are freed at the end of the forward, phantoms too, and made again, in order,
+/// at the start of the backward; `moved` keeps the rest. The
+/// option's program is store-all's with those frees and operations, costed as every block
+/// option (make_option), and taken where its forward and backward need no more memory than
+/// store-all's (making an output again may need temporaries the backward did not); else `all`.
+inline block_option offload_option(const graph& g, const block_graph& b, const interface_sizes& io,
+                                   const machine& hw, bool recompute_cheap, const block_option& all,
+                                   std::vector<int>& moved) {
+  const std::vector<instruction> ops = store_all_program(b.g);
+  const double round_trip = 1 / hw.device_to_host + 1 / hw.host_to_device;
+  const int loss = block_loss(b);
+  std::size_t k = 0;
+  while (k < ops.size() && !(ops[k].is_compute() && ops[k].node == loss)) ++k;
+  if (!recompute_cheap || !(round_trip > 0) || k == ops.size()) return all;
+  std::map<int, int> local;
+  for (std::size_t i = 0; i < b.data_in_parent.size(); ++i)
+    local[b.data_in_parent[i]] = static_cast<int>(i);
+  std::vector<char> candidate(ix(b.g.data_count()), 0), alive(ix(b.g.data_count()), 0);
+  for (int d : moved) candidate[ix(local.at(d))] = 1;
+  for (int d = 0; d < b.g.data_count(); ++d) alive[ix(d)] = b.g.is_source(d) ? 1 : 0;
+  for (std::size_t i = 0; i < k; ++i) {
+    if (ops[i].is_compute())
+      for (int d : b.g.outputs(ops[i].node)) alive[ix(d)] = 1;
+    else if (ops[i].op == op_kind::free)
+      alive[ix(ops[i].node)] = 0;
+  }
+  std::vector<int> cheap;  // operations made again, in order
+  std::vector<char> again(ix(b.g.data_count()), 0);
+  for (std::size_t i = 0; i < k; ++i) {
+    if (!ops[i].is_compute()) continue;
+    const int c = ops[i].node;
+    const auto outs = b.g.outputs(c);
+    double out_bytes = 0;
+    bool ok = !outs.empty();
+    for (int d : outs) {  // activations that would move, and the op's own phantoms
+      const data_node& n = b.g.data(d);
+      const bool phantom = n.kind == data_kind::phantom && !n.is_protected &&
+                           !g.data(b.data_in_parent[ix(d)]).is_protected;
+      ok = ok && alive[ix(d)] && (candidate[ix(d)] || phantom);
+      if (candidate[ix(d)]) out_bytes += static_cast<double>(n.size);
+    }
+    for (int d : b.g.inputs(c)) ok = ok && alive[ix(d)];
+    if (!ok || !(b.g.compute(c).time < out_bytes * round_trip)) continue;
+    cheap.push_back(c);
+    for (int d : outs) again[ix(d)] = 1;
+  }
+  if (cheap.empty()) return all;
+  std::vector<instruction> with;
+  with.reserve(ops.size() + 2 * cheap.size());
+  with.insert(with.end(), ops.begin(), ops.begin() + static_cast<std::ptrdiff_t>(k));
+  for (int d = 0; d < b.g.data_count(); ++d)
+    if (again[ix(d)]) with.push_back(instruction::free(d));
+  std::size_t after = k + 1;  // the loss and the frees that follow it
+  while (after < ops.size() && ops[after].op == op_kind::free) ++after;
+  with.insert(with.end(), ops.begin() + static_cast<std::ptrdiff_t>(k),
+              ops.begin() + static_cast<std::ptrdiff_t>(after));
+  for (int c : cheap) with.push_back(instruction::compute(c));
+  with.insert(with.end(), ops.begin() + static_cast<std::ptrdiff_t>(after), ops.end());
+  auto o = make_option(b, io, schedule{std::move(with), 0, 0}, releasable(b, g));
+  const stage_option &f = o ? o->cost : all.cost, &a = all.cost;
+  if (!o || f.saved_bytes + f.forward_overhead_bytes > a.saved_bytes + a.forward_overhead_bytes ||
+      f.saved_bytes + f.backward_overhead_bytes > a.saved_bytes + a.backward_overhead_bytes)
+    return all;
+  std::erase_if(moved, [&](int d) { return again[ix(local.at(d))] != 0; });
+  return *o;
+}
+
 }  // namespace detail
 
-/// The OFFMATE problem of g (see the top of this header). Errors: a graph that is not valid, a
-/// negative max_blocks, a block whose store-all program fails (a bug).
+/// The OFFMATE problem of g (see the top of this header) for a machine hw (its bandwidths say
+/// which operations the offload option makes again rather than moving: none on the default
+/// machine, whose link costs nothing). Errors: a graph that is not valid, a negative
+/// max_blocks, a block whose store-all program fails (a bug).
 inline result<offmate_graph_problem> offmate_problem_of(const graph& g,
-                                                        const offmate_graph_options& o = {}) {
+                                                        const offmate_graph_options& o = {},
+                                                        const machine& hw = {}) {
   if (auto v = validate(g); !v) return v.err();
   if (o.max_blocks < 0 || o.run_length < 0)
     return error{status::invalid_problem,
@@ -167,9 +249,10 @@ inline result<offmate_graph_problem> offmate_problem_of(const graph& g,
     // What store-all keeps that can go to the host: the activations its forward leaves alive,
     // the block's output and the graph's protected data excepted (a phantom, a layer's own
     // saved context, stays on the GPU).
-    const bytes act = detail::offloaded_activations(g, b, all->forward, offloaded[ri]);
+    detail::offloaded_activations(g, b, all->forward, offloaded[ri]);
     // store-all; recompute: F^0, then F^all and B in the backward; offload: those activations
-    // go to the host in the forward and come back for the backward.
+    // (but for the cheap operations' outputs) go to the host in the forward and come back for
+    // the backward.
     options[ri].push_back({"store-all", c.forward_time, c.backward_time, c.saved_bytes, 0,
                            c.forward_overhead_bytes, c.backward_overhead_bytes});
     const bytes kept = c.saved_bytes - out;
@@ -177,9 +260,18 @@ inline result<offmate_graph_problem> offmate_problem_of(const graph& g,
       options[ri].push_back({"recompute", ff.fast_time, c.forward_time + c.backward_time, out, 0,
                              ff.fast_overhead,
                              kept + std::max(c.forward_overhead_bytes, c.backward_overhead_bytes)});
-    if (o.offload && act > 0)
-      options[ri].push_back({"offload", c.forward_time, c.backward_time, c.saved_bytes - act, act,
-                             act + c.forward_overhead_bytes, act + c.backward_overhead_bytes});
+    if (!o.offload || offloaded[ri].empty()) {
+      offloaded[ri].clear();
+      continue;
+    }
+    const detail::block_option off =
+        detail::offload_option(g, b, io[ri], hw, o.recompute_cheap, *all, offloaded[ri]);
+    bytes act = 0;
+    for (int dn : offloaded[ri]) act += g.data(dn).size;
+    const stage_option& f = off.cost;  // saved_bytes: what stays or moves
+    ff.options.push_back(off);
+    options[ri].push_back({"offload", f.forward_time, f.backward_time, f.saved_bytes - act, act,
+                           act + f.forward_overhead_bytes, act + f.backward_overhead_bytes});
   }
 
   offmate_graph_problem out;

@@ -2,7 +2,8 @@
 // An OFFMATE plan as the one program [Offmate24, §4, Fig. 1]: the blocks' activation programs
 // (rockmate's assembly of each block's option: store-all, or recompute as F^ck then F^all before
 // the backward, or store-all with the kept activations offloaded after the forward and prefetched
-// before the backward), and around each step the whole-tensor moves of offmate_tensor_plan:
+// before the backward, the cheap operations' outputs freed and made again instead), and around each
+// step the whole-tensor moves of offmate_tensor_plan:
 //
 //   step t:  the block's activations back (P; an offloading block's backward), prefetches for
 //            t+1 (Pw, Ps), offloads of other groups' tensors (Ow, Os), CPU updates (U_cpu), the
@@ -47,10 +48,12 @@ inline result<schedule> offmate_program(const graph& g, const offmate_graph_prob
 
   // The activations: rockmate's assembly of the blocks' options, and where each step begins.
   detail::decisions d;
+  // Block programs: options[0] store-all's, options[1] the offload option's.
+  auto program = [&](int k) { return is(k, "offload") ? 1 : 0; };
   for (int k = 0; k < L; ++k) {
     d.ops.push_back(chain_op::forward(
         k + 1, is(k, "recompute") ? forward_mode::save_input : forward_mode::save_all));
-    d.options.push_back(0);
+    d.options.push_back(program(k));
   }
   std::vector<std::size_t> step_of_op;  // per decision
   for (int k = 0; k < L; ++k) step_of_op.push_back(static_cast<std::size_t>(k));
@@ -61,7 +64,7 @@ inline result<schedule> offmate_program(const graph& g, const offmate_graph_prob
       step_of_op.push_back(static_cast<std::size_t>(p.backward_step(k)));
     }
     d.ops.push_back(chain_op::backward(k + 1));
-    d.options.push_back(0);
+    d.options.push_back(program(k));
     step_of_op.push_back(static_cast<std::size_t>(p.backward_step(k)));
   }
   const detail::block_assembly assembly(g, gp.kinds, gp.programs);
