@@ -24,6 +24,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -43,6 +44,18 @@ namespace remat::detail {
 struct checkmate_formulation {
   bool fast_forward = true;
 
+  /// A way to run a compute node: its time and scratch, which of its outputs it makes and which
+  /// of its inputs it reads (per position in g.outputs(k), g.inputs(k)), and the instruction
+  /// that runs it. On a training graph a node has its normal run, and a forward the fast-forward
+  /// (no phantom) where has_fast; the model is written over variants so that a node may have
+  /// others (a cluster's options in a hierarchical graph, [Zhao24, §3.4]).
+  struct run_variant {
+    seconds time = 0;
+    bytes overhead = 0;
+    std::vector<char> makes, reads;
+    op_kind op = op_kind::compute;
+  };
+
   /// (step k, a variable or the constant 1); a step that is not listed is the constant 0.
   using steps = std::vector<std::pair<int, milp::linear_expr>>;
   using keep_matrix = std::vector<std::vector<char>>;  // [t][i], t = 0..T
@@ -52,15 +65,26 @@ struct checkmate_formulation {
     bytes unit = 1;
     /// Seconds per unit of the objective (see time_unit).
     double time_scale = 1;
-    /// [t][k], k <= t: a variable, or a constant (see "Reductions"); F is 0 where c_k has no
-    /// fast-forward variable.
-    std::vector<std::vector<milp::linear_expr>> R, F;
+    /// Per compute node, its variants (variants_of): 0 the normal run, 1 the fast-forward.
+    std::vector<std::vector<run_variant>> variants;
+    /// [t][k][v], k <= t: variant v of c_k runs in stage t: a variable, or a constant (see
+    /// "Reductions"); 0 where c_k cannot run in stage t.
+    std::vector<std::vector<std::vector<milp::linear_expr>>> run;
     std::vector<std::vector<milp::linear_expr>> P;               // [t][i]: a variable or a constant
     std::vector<std::vector<std::vector<milp::linear_expr>>> S;  // [t][i][producer position]
     std::vector<std::vector<steps>> cre, del;                    // [t][i]
     std::vector<std::vector<milp::variable>> U;                  // [t][k]
-    /// [k]: the phantom that a normal run of c_k always makes (R is its create), or -1.
+    /// [k]: the phantom that a normal run of c_k always makes (variant 0's run is its create),
+    /// or -1.
     std::vector<int> normal_makes;
+
+    /// The variant of c_k that runs in stage t of solution s, or -1.
+    [[nodiscard]] int variant_on(const milp::solution& s, int t, int k) const {
+      const auto& v = run[ix(t)][ix(k)];
+      for (std::size_t i = 0; i < v.size(); ++i)
+        if (s.value(v[i]) > 0.5) return static_cast<int>(i);
+      return -1;
+    }
   };
 
   static const milp::linear_expr* at_step(const steps& v, int k) {
@@ -119,6 +143,25 @@ struct checkmate_formulation {
     for (int i : g.outputs(k))
       if (g.data(i).kind == data_kind::phantom && g.data(i).size > 0) empty = false;
     return !(empty && n.fast_time >= n.time && n.fast_overhead >= n.overhead);
+  }
+
+  /// Each compute node's variants on a training graph: the normal run (every output, the
+  /// node's time and overhead), and where has_fast the fast-forward (no phantom, its fast time
+  /// and overhead); both read every input.
+  [[nodiscard]] std::vector<std::vector<run_variant>> variants_of(const graph& g) const {
+    std::vector<std::vector<run_variant>> out(ix(g.compute_count()));
+    for (int k = 0; k < g.compute_count(); ++k) {
+      const auto& n = g.compute(k);
+      const std::vector<char> all_in(g.inputs(k).size(), 1), all_out(g.outputs(k).size(), 1);
+      out[ix(k)].push_back({n.time, n.overhead, all_out, all_in, op_kind::compute});
+      if (!has_fast(g, k)) continue;
+      std::vector<char> no_phantom(all_out.size(), 1);
+      for (std::size_t p = 0; p < no_phantom.size(); ++p)
+        no_phantom[p] = g.data(g.outputs(k)[p]).kind != data_kind::phantom;
+      out[ix(k)].push_back(
+          {n.fast_time, n.fast_overhead, no_phantom, all_in, op_kind::fast_forward});
+    }
+    return out;
   }
 
   /// Data every related node of which runs once (gradients: made by backwards and the loss, read
@@ -193,6 +236,7 @@ struct checkmate_formulation {
           unit_(memory_unit(g, budget)),
           cap_(units(budget, unit_)) {
       b.unit = unit_;
+      b.variants = f.variants_of(g);
     }
 
     built b;
@@ -214,18 +258,17 @@ struct checkmate_formulation {
       }
     }
 
-    /// R and F: constants where c_k cannot run (0), and R[t][t] = 1 where c_t has no F; each
-    /// stage t runs c_t once, and an op at most once (normal or fast) in a stage.
+    /// The runs: constants where c_k cannot run (0), and 1 for c_t's single variant in stage t;
+    /// each stage t runs c_t once, and an op at most once (in one variant) in a stage.
     void add_runs() {
       milp::model& m = b.m;
-      b.R.assign(ix(T), {});
-      b.F.assign(ix(T), {});
-      fast_.assign(ix(T), 0);
+      b.run.assign(ix(T), {});
       b.normal_makes.assign(ix(T), -1);
       for (int k = 0; k < T; ++k) {
-        fast_[ix(k)] = f_.has_fast(g_, k) ? 1 : 0;
-        const auto& n = g_.compute(k);
-        if (!fast_[ix(k)] || n.fast_time > n.time || n.fast_overhead > n.overhead) continue;
+        // The phantom tied to the normal run: where the fast-forward is no dearer, a normal run
+        // that makes no phantom is the fast-forward (see "Reductions").
+        const auto& v = b.variants[ix(k)];
+        if (v.size() != 2 || v[1].time > v[0].time || v[1].overhead > v[0].overhead) continue;
         int phantoms = 0;
         for (int i : g_.outputs(k))
           if (g_.data(i).kind == data_kind::phantom) {
@@ -235,23 +278,20 @@ struct checkmate_formulation {
         if (phantoms != 1) b.normal_makes[ix(k)] = -1;
       }
       for (int t = 0; t < T; ++t) {
+        b.run[ix(t)].resize(ix(t + 1));
         for (int k = 0; k <= t; ++k) {
-          milp::linear_expr r, fx;
-          if (can_run(t, k)) {
-            if (k == t && !fast_[ix(k)])
-              r = milp::linear_expr(1.0);
-            else
-              r = m.add_binary();
-            if (fast_[ix(k)]) fx = m.add_binary();
-          }
-          b.R[ix(t)].push_back(std::move(r));
-          b.F[ix(t)].push_back(std::move(fx));
+          const std::size_t nv = b.variants[ix(k)].size();
+          auto& r = b.run[ix(t)][ix(k)];
+          r.assign(nv, milp::linear_expr());
+          if (!can_run(t, k)) continue;
+          for (std::size_t v = 0; v < nv; ++v)
+            r[v] = k == t && nv == 1 ? milp::linear_expr(1.0) : milp::linear_expr(m.add_binary());
         }
       }
       for (int t = 0; t < T; ++t) {
         m.add(run(t, t) == 1);
         for (int k = 0; k < t; ++k)
-          if (fast_[ix(k)] && can_run(t, k)) m.add(run(t, k) <= 1);
+          if (b.variants[ix(k)].size() > 1 && can_run(t, k)) m.add(run(t, k) <= 1);
       }
     }
 
@@ -339,7 +379,7 @@ struct checkmate_formulation {
               continue;
             }
             if (producer && b.normal_makes[ix(k)] == i) {
-              cre[ix(t)][ix(i)].push_back({k, R(t, k)});  // the normal run makes the phantom
+              cre[ix(t)][ix(i)].push_back({k, var(t, k, 0)});  // the normal run makes the phantom
             } else if (producer) {
               milp::variable c = m.add_binary();
               m.add(milp::linear_expr(c) <= prodrun(t, k, i));
@@ -393,17 +433,18 @@ struct checkmate_formulation {
               if (multi)  // never sum a contribution twice
                 m.add(prodrun(t, k, i) + S[ix(t)][ix(i)][p] <= 1 + freed_before);
             } else {  // consumer
-              m.add(before_free >= run(t, k));
+              const milp::linear_expr reads = readrun(t, k, i);
+              m.add(before_free >= reads);
               // Every contribution, kept or made in the stage; with one producer it is the row
               // above (create <= the producer's run).
               for (std::size_t p = 0; p < pr.size() && multi; ++p) {
                 milp::linear_expr have = S[ix(t)][ix(i)][p];
                 if (pr[p] <= t) have += prodrun(t, pr[p], i);
-                m.add(run(t, k) <= have);
+                m.add(reads <= have);
               }
               if (multi)
                 for (const auto& [kk, x] : D)
-                  if (kk < k) m.add(x + run(t, k) <= 1);
+                  if (kk < k) m.add(x + reads <= 1);
             }
             freed_before += d;
           }
@@ -462,9 +503,10 @@ struct checkmate_formulation {
           }
           const milp::linear_expr& made = made_at[ix(k)];
           const milp::linear_expr& gone = gone_at[ix(k)];
-          const auto& n = g_.compute(k);
-          const milp::linear_expr tmp = units(n.overhead, unit_) * R(t, k) +
-                                        units(n.fast_overhead, unit_) * b.F[ix(t)][ix(k)];
+          milp::linear_expr tmp;
+          const auto& vs = b.variants[ix(k)];
+          for (std::size_t v = 0; v < vs.size(); ++v)
+            tmp += units(vs[v].overhead, unit_) * var(t, k, v);
           m.add(prev + made + tmp <= cap_);
           milp::variable u = m.add_continuous(0, milp::infinity);
           m.add(milp::linear_expr(u) == prev + made - gone);
@@ -481,9 +523,11 @@ struct checkmate_formulation {
       milp::linear_expr obj;
       if (!feasibility)
         for (int t = 0; t < T; ++t)
-          for (int k = 0; k <= t; ++k)
-            obj += g_.compute(k).time / b.time_scale * R(t, k) +
-                   g_.compute(k).fast_time / b.time_scale * b.F[ix(t)][ix(k)];
+          for (int k = 0; k <= t; ++k) {
+            const auto& vs = b.variants[ix(k)];
+            for (std::size_t v = 0; v < vs.size(); ++v)
+              obj += vs[v].time / b.time_scale * var(t, k, v);
+          }
       b.m.minimize(obj);
     }
 
@@ -491,11 +535,31 @@ struct checkmate_formulation {
     [[nodiscard]] bool can_run(int t, int k) const {
       return k == t || (k < t && t <= useful_[ix(k)]);
     }
-    [[nodiscard]] const milp::linear_expr& R(int t, int k) const { return b.R[ix(t)][ix(k)]; }
-    [[nodiscard]] milp::linear_expr run(int t, int k) const { return R(t, k) + b.F[ix(t)][ix(k)]; }
-    /// What makes output i of c_k: a phantom only a normal run, other data either run.
+    [[nodiscard]] const milp::linear_expr& var(int t, int k, std::size_t v) const {
+      return b.run[ix(t)][ix(k)][v];
+    }
+    /// c_k runs in stage t, in any variant.
+    [[nodiscard]] milp::linear_expr run(int t, int k) const {
+      milp::linear_expr e;
+      for (const auto& x : b.run[ix(t)][ix(k)]) e += x;
+      return e;
+    }
+    /// c_k runs in stage t in a variant that makes output i (a phantom: only a normal run),
+    /// or that reads input i.
     [[nodiscard]] milp::linear_expr prodrun(int t, int k, int i) const {
-      return g_.data(i).kind == data_kind::phantom ? R(t, k) : run(t, k);
+      return variants_with(t, k, i, g_.outputs(k), &run_variant::makes);
+    }
+    [[nodiscard]] milp::linear_expr readrun(int t, int k, int i) const {
+      return variants_with(t, k, i, g_.inputs(k), &run_variant::reads);
+    }
+    [[nodiscard]] milp::linear_expr variants_with(int t, int k, int i, std::span<const int> of,
+                                                  std::vector<char> run_variant::*mask) const {
+      const auto p = static_cast<std::size_t>(std::find(of.begin(), of.end(), i) - of.begin());
+      milp::linear_expr e;
+      const auto& vs = b.variants[ix(k)];
+      for (std::size_t v = 0; v < vs.size(); ++v)
+        if ((vs[v].*mask)[p]) e += var(t, k, v);
+      return e;
     }
     [[nodiscard]] double sz(int i) const { return units(g_.data(i).size, unit_); }
     /// Fixed data: alive from its first producer's step to its last related step, freed there
@@ -514,7 +578,6 @@ struct checkmate_formulation {
     const bytes unit_;
     const double cap_;
     std::vector<int> useful_;
-    std::vector<char> fast_;
     std::vector<std::vector<int>> rel_;  // each data node's related (producing or reading) ops
     std::vector<char> fixed_;
     std::vector<int> first_, last_, dead_;  // first producer, last related op, last useful stage
@@ -549,11 +612,13 @@ struct checkmate_formulation {
     auto& done = state.done;
     for (int t = 0; t < T; ++t)
       for (int k = 0; k <= t; ++k) {
-        const bool normal = on(b.R[ix(t)][ix(k)]);
-        const bool fast = !normal && on(b.F[ix(t)][ix(k)]);
-        if (!normal && !fast) continue;
-        for (int i : g.outputs(k)) {
-          if (fast && g.data(i).kind == data_kind::phantom) continue;
+        const int v = b.variant_on(s, t, k);
+        if (v < 0) continue;
+        const run_variant& rv = b.variants[ix(k)][ix(v)];
+        const auto outs = g.outputs(k);
+        for (std::size_t q = 0; q < outs.size(); ++q) {
+          const int i = outs[q];
+          if (!rv.makes[q]) continue;
           const auto pr = g.producers(i);
           const auto p = static_cast<std::size_t>(std::find(pr.begin(), pr.end(), k) - pr.begin());
           if (alive[ix(i)] && done[ix(i)][p]) {
@@ -569,8 +634,8 @@ struct checkmate_formulation {
           alive[ix(i)] = 1;
           done[ix(i)][p] = 1;
         }
-        out.ops.push_back(fast ? instruction::fast_forward(k) : instruction::compute(k));
-        out.predicted_time += fast ? g.compute(k).fast_time : g.compute(k).time;
+        out.ops.push_back({rv.op, k});
+        out.predicted_time += rv.time;
         for (int i = 0; i < I; ++i)
           for (const auto& [kk, x] : b.del[ix(t)][ix(i)])
             if (kk == k && on(x)) {
@@ -653,16 +718,17 @@ struct checkmate_formulation {
       }
       for (int k = 0; k <= t; ++k) {
         char md = mode[ix(t)][ix(k)];
-        if (md == 2 && b.F[ix(t)][ix(k)].terms.empty()) {
+        const auto& r = b.run[ix(t)][ix(k)];
+        if (md == 2 && (r.size() < 2 || r[1].terms.empty())) {
           if (!fast_forward)
             return bad(cname(k) + " runs as a fast-forward but fast_forward is off");
           md = 1;  // no F (see has_fast): the normal run, which also makes its empty phantoms
         }
         if (md == 1 && b.normal_makes[ix(k)] >= 0 && alive[ix(b.normal_makes[ix(k)])])
           md = 2;  // makes no phantom: the model's fast-forward (as fast, as small)
-        if (md == 1 && !set(b.R[ix(t)][ix(k)], 1))
+        if (md == 1 && !set(r[0], 1))
           return bad(cname(k) + " runs again (backwards and the loss run once)");
-        if (md == 2) set(b.F[ix(t)][ix(k)], 1);
+        if (md == 2) set(r[1], 1);
         if (md != 0)
           for (int i : g.outputs(k)) {
             if (md == 2 && g.data(i).kind == data_kind::phantom) continue;
@@ -717,11 +783,8 @@ struct checkmate_formulation {
       for (int k = 0; k <= t; ++k) {
         for (int i = 0; i < I; ++i)
           if (const auto* c = at_step(b.cre[ix(t)][ix(i)], k)) alive[ix(i)] += on(*c);
-        const bool normal = on(b.R[ix(t)][ix(k)]) != 0;
-        const bool fast = !normal && on(b.F[ix(t)][ix(k)]) != 0;
-        if (normal || fast) {
-          const auto& n = g.compute(k);
-          const bytes scratch = normal ? n.overhead : n.fast_overhead;
+        if (const int v = b.variant_on(s, t, k); v >= 0) {
+          const bytes scratch = b.variants[ix(k)][ix(v)].overhead;
           std::vector<std::pair<bytes, int>> items;  // (size, data; -1: the op's scratch)
           bytes mem = scratch;
           if (scratch > 0) items.push_back({scratch, -1});
@@ -737,7 +800,7 @@ struct checkmate_formulation {
             double count = 0;
             for (const auto& [size, i] : items) {
               if (i < 0) {
-                lhs += normal ? b.R[ix(t)][ix(k)] : b.F[ix(t)][ix(k)];
+                lhs += b.run[ix(t)][ix(k)][ix(v)];
               } else {
                 lhs += b.P[ix(t)][ix(i)];
                 for (const auto& [kk, x] : b.cre[ix(t)][ix(i)])
