@@ -1,0 +1,160 @@
+// H-graphs (policy/hiremate/hgraph.hpp): each cluster of a partition of GPT-2, its sub-clusters
+// given their store-all option, becomes a valid training graph whose every node has its run
+// variants; the H-graph's own store-all program, lowered onto the cluster's block graph, is a
+// valid program there at the block's ideal time.
+#include <cstddef>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/policy/hiremate/hgraph.hpp>
+#include <remat/policy/store_all.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/sim/simulate.hpp>
+#include <remat/zoo/gpt2.hpp>
+
+using namespace remat;
+
+namespace {
+
+/// Cluster k's programs with its store-all option alone (as rockmate makes option 0).
+detail::block_programs store_all_programs(const graph& g, const hiremate_cluster& c) {
+  const block_graph b = extract_block(g, c.forwards).value();
+  const auto io = detail::interface_of(b);
+  detail::block_programs p;
+  detail::make_fast_forward(b, io, p);
+  auto o =
+      detail::make_option(b, io, schedule{store_all_program(b.g), 0, 0}, detail::releasable(b, g));
+  REQUIRE(o);
+  p.options.push_back(std::move(*o));
+  return p;
+}
+
+/// A program of the H-graph: the forwards in order, each sub-cluster fast-forwarded (no
+/// phantom), the loss, then per item in reverse its backward, a sub-cluster's forward run again
+/// in its first option just before it (its outputs freed first where alive); every datum freed
+/// after its last use in that sequence.
+std::vector<hiremate_run> recompute_program(const hiremate_hgraph& h) {
+  const graph& g = h.g;
+  std::vector<hiremate_run> seq;  // the runs, without frees
+  const auto ix = [](int i) { return static_cast<std::size_t>(i); };
+  const auto fast = [&](int n) { return static_cast<int>(h.variants[ix(n)].size()) - 1; };
+  // A sub-cluster runs again unless it makes the block's protected outputs (never freed).
+  auto again = [&](int f) {
+    if (f < 0 || h.compute_in_block[ix(f)] >= 0 || h.item_of[ix(f)] < 0) return false;
+    for (int d : g.outputs(f))
+      if (g.data(d).is_protected) return false;
+    return true;
+  };
+  for (int n = 0; n < g.compute_count(); ++n) {
+    if (g.compute(n).kind != compute_kind::backward) {
+      seq.push_back({instruction::compute(n), again(n) ? fast(n) : 0});
+      continue;
+    }
+    if (again(g.forward_of(n))) seq.push_back({instruction::compute(g.forward_of(n)), 0});
+    seq.push_back({instruction::compute(n), 0});
+  }
+  // Last use of each datum, by position in seq (what a run reads or makes).
+  std::vector<int> last(ix(g.data_count()), -1);
+  for (std::size_t i = 0; i < seq.size(); ++i) {
+    const int n = seq[i].ins.node;
+    for (int d : g.inputs(n)) last[ix(d)] = static_cast<int>(i);
+    for (int d : g.outputs(n)) last[ix(d)] = static_cast<int>(i);
+  }
+  std::vector<hiremate_run> out;
+  std::vector<char> alive(ix(g.data_count()), 0);
+  for (int d = 0; d < g.data_count(); ++d) alive[ix(d)] = g.is_source(d) ? 1 : 0;
+  for (std::size_t i = 0; i < seq.size(); ++i) {
+    const int n = seq[i].ins.node;
+    const auto& v = h.variants[ix(n)][ix(seq[i].variant)];
+    for (std::size_t q = 0; q < g.outputs(n).size(); ++q) {
+      const int d = g.outputs(n)[q];
+      if (!v.makes[q]) continue;
+      if (alive[ix(d)] && g.data(d).kind != data_kind::gradient) {
+        out.push_back({instruction::free(d), 0});  // made again
+        alive[ix(d)] = 0;
+      }
+    }
+    out.push_back(seq[i]);
+    for (std::size_t q = 0; q < g.outputs(n).size(); ++q)
+      if (v.makes[q]) alive[ix(g.outputs(n)[q])] = 1;
+    for (int d = 0; d < g.data_count(); ++d)
+      if (alive[ix(d)] && last[ix(d)] == static_cast<int>(i) && !g.data(d).is_protected) {
+        out.push_back({instruction::free(d), 0});
+        alive[ix(d)] = 0;
+      }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("hiremate H-graphs: valid graphs, and the store-all program lowered at the ideal time") {
+  const auto f = zoo::gpt2({.layers = 2}, zoo::devices::rtx3060());
+  REQUIRE(f);
+  const graph g = build_graph(*f).value();
+  const auto p = hiremate_partition_of(g, {.lower = 4, .top = 6});
+  REQUIRE(p);
+  REQUIRE(p->levels() >= 3);
+  std::vector<detail::block_programs> programs(p->clusters.size());
+  int checked = 0, made_again = 0;
+  for (std::size_t k = 0; k < p->clusters.size(); ++k) {
+    const hiremate_cluster& c = p->clusters[k];
+    INFO("cluster " << k << " of " << p->clusters.size());
+    if (k + 1 < p->clusters.size()) programs[k] = store_all_programs(g, c);
+    bool has_sub = false;
+    for (const auto& it : c.items) has_sub = has_sub || it.is_cluster;
+    if (!has_sub) continue;
+    const auto h = hiremate_hgraph_of(g, *p, static_cast<int>(k), programs);
+    REQUIRE_MESSAGE(h, h.message());
+    CHECK(validate(h->g).ok());
+    REQUIRE(h->variants.size() == static_cast<std::size_t>(h->g.compute_count()));
+    int sub_nodes = 0;
+    for (int n = 0; n < h->g.compute_count(); ++n) {
+      const auto& vs = h->variants[static_cast<std::size_t>(n)];
+      REQUIRE_FALSE(vs.empty());
+      for (const auto& v : vs) {
+        CHECK(v.makes.size() == h->g.outputs(n).size());
+        CHECK(v.reads.size() == h->g.inputs(n).size());
+      }
+      if (h->compute_in_block[static_cast<std::size_t>(n)] < 0 &&
+          h->item_of[static_cast<std::size_t>(n)] >= 0) {
+        ++sub_nodes;
+        // F_j: its option, then the fast-forward; B_j: its option.
+        CHECK(vs.size() == (h->is_backward[static_cast<std::size_t>(n)] ? 1U : 2U));
+      }
+    }
+    CHECK(sub_nodes > 0);
+    // Fewer nodes than the block graph: the sub-clusters' insides are gone.
+    CHECK(h->g.compute_count() < h->block.g.compute_count());
+    // The H-graph's store-all program, each sub-cluster in its store-all option.
+    std::vector<hiremate_run> runs;
+    for (const instruction& i : store_all_program(h->g)) runs.push_back({i, 0});
+    const std::vector<instruction> low = lower(*h, runs);
+    const auto r = sim::simulate(h->block.g, schedule{low, 0, 0});
+    INFO((r.first_violation ? r.first_violation->message : std::string()));
+    CHECK(r.valid);
+    CHECK(r.makespan == doctest::Approx(h->block.g.ideal_time()));
+    // Each sub-cluster fast-forwarded, then run again in its option before its backward: valid,
+    // longer by the fast-forwards.
+    seconds fast = 0;
+    for (const auto& run : recompute_program(*h))
+      if (run.ins.is_compute() &&
+          run.variant ==
+              static_cast<int>(h->variants[static_cast<std::size_t>(run.ins.node)].size()) - 1 &&
+          h->compute_in_block[static_cast<std::size_t>(run.ins.node)] < 0 &&
+          h->item_of[static_cast<std::size_t>(run.ins.node)] >= 0 &&
+          !h->is_backward[static_cast<std::size_t>(run.ins.node)])
+        fast += h->programs[static_cast<std::size_t>(
+                                h->item_of[static_cast<std::size_t>(run.ins.node)])]
+                    .fast_time;
+    const auto again = sim::simulate(h->block.g, schedule{lower(*h, recompute_program(*h)), 0, 0});
+    INFO((again.first_violation ? again.first_violation->message : std::string()));
+    CHECK(again.valid);
+    CHECK(again.makespan == doctest::Approx(h->block.g.ideal_time() + fast));
+    made_again += fast > 0;
+    ++checked;
+  }
+  CHECK(checked >= 2);
+  CHECK(made_again >= 2);
+}
