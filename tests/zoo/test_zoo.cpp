@@ -23,6 +23,8 @@
 #include <remat/zoo/llama.hpp>
 #include <remat/zoo/resnet.hpp>
 #include <remat/zoo/roofline.hpp>
+#include <remat/zoo/transformer.hpp>
+#include <remat/zoo/unet.hpp>
 
 #include "support/io_checks.hpp"
 
@@ -274,6 +276,223 @@ TEST_CASE("llama: op counts, weights and the sizes of the ops against hand formu
   CHECK(says(zoo::llama({.ffn = 0}, zoo::devices::v100()), {"ffn is 0"}));
 }
 
+TEST_CASE("encoder_decoder: op counts, weights, cross-attention and sizes against hand formulas") {
+  struct depth {
+    int encoder, decoder;
+  };
+  for (const depth d : {depth{1, 1}, depth{2, 3}, depth{6, 6}}) {
+    CAPTURE(d.encoder);
+    CAPTURE(d.decoder);
+    const auto f = zoo::encoder_decoder({.encoder_layers = d.encoder, .decoder_layers = d.decoder},
+                                        zoo::devices::v100());
+    REQUIRE_MESSAGE(f.ok(), f.message());
+    CHECK(f->ops.size() == std::size_t(10 + 17 * d.encoder + 28 * d.decoder));
+    const auto no_dropout = zoo::encoder_decoder(
+        {.encoder_layers = d.encoder, .decoder_layers = d.decoder, .dropout = 0},
+        zoo::devices::v100());
+    REQUIRE(no_dropout.ok());
+    CHECK(no_dropout->ops.size() == std::size_t(8 + 14 * d.encoder + 23 * d.decoder));
+    CHECK(f->ops.back().name == "loss");
+    // One shared embedding table; per encoder layer 2 norms, 4 attention and 2 FFN linears
+    // (weight and bias each), per decoder layer 3 norms, 8 attention and 2 FFN linears; the two
+    // final norms.
+    CHECK(f->parameters.size() == std::size_t(5 + 16 * d.encoder + 26 * d.decoder));
+    bytes total = 0;
+    for (const auto& w : f->parameters) total += w.size;
+    const bytes D = 512, F = 2048, V = 32000, e = 4;
+    const bytes attention = 4 * (D * D + D), ffn = 2 * D * F + F + D, norm = 2 * D;
+    CHECK(total == (V * D + d.encoder * (attention + ffn + 2 * norm) +
+                    d.decoder * (2 * attention + ffn + 3 * norm) + 2 * norm) *
+                       e);
+  }
+  // The base model: 60,524,544 values with a 32000-token vocabulary.
+  const auto base = zoo::encoder_decoder({}, zoo::devices::v100());
+  REQUIRE(base.ok());
+  bytes values = 0;
+  for (const auto& w : base->parameters) values += w.size / 4;
+  CHECK(values == 60'524'544);
+
+  const zoo::encoder_decoder_config c{.encoder_layers = 2,
+                                      .decoder_layers = 3,
+                                      .width = 64,
+                                      .heads = 4,
+                                      .ffn = 96,
+                                      .source_sequence = 24,
+                                      .target_sequence = 16,
+                                      .batch = 3,
+                                      .vocab = 101,
+                                      .dtype_bytes = 4,
+                                      .dropout = 0.1};
+  const auto f = zoo::encoder_decoder(c, zoo::devices::a100());
+  REQUIRE_MESSAGE(f.ok(), f.message());
+  const bytes B = 3, Ts = 24, Tt = 16, D = 64, H = 4, F = 96, V = 101, e = 4, Ns = B * Ts,
+              Nt = B * Tt, Us = Ns * D * e, Ut = Nt * D * e;
+  CHECK(f->input_bytes == 8 * (Ns + Nt));  // both int64 id tensors
+  CHECK(f->costs->device == "A100");
+  for (const char* embed : {"src_embed", "tgt_embed"}) {
+    const forward_op& o = op_named(*f, embed);
+    CHECK(o.inputs == names{"input"});
+    CHECK(o.backward_reads == names{"input"});
+    CHECK(o.parameters == names{"embed_tokens.weight"});
+  }
+  CHECK(op_named(*f, "src_embed").output_bytes == Us);
+  CHECK(op_named(*f, "tgt_embed").output_bytes == Ut);
+  const forward_op& pos = op_named(*f, "tgt_pos");
+  CHECK(pos.backward_reads.empty());
+  CHECK(pos.forward_overhead_bytes == Ut);  // the scaled embedding while the add runs
+  CHECK(*pos.forward_bytes_moved == 4 * Ut + Tt * D * e);
+  CHECK(op_named(*f, "src_drop").phantom_bytes == Ns * D);
+
+  // Encoder self-attention: T_s^2 scores, the source's key-padding mask (B T_s bytes).
+  const forward_op& enc = op_named(*f, "encoder.1.attn.scores");
+  CHECK(enc.output_bytes == B * H * Ts * Ts * e);
+  CHECK(enc.inputs == names{"encoder.1.attn.q", "encoder.1.attn.k"});
+  CHECK(*enc.forward_bytes_moved == 2 * Us + 5 * B * H * Ts * Ts * e + B * Ts);
+  CHECK(op_named(*f, "encoder.0.attn.k").inputs == names{"encoder.0.ln_1"});
+  CHECK(op_named(*f, "encoder.1.ln_1").inputs == names{"encoder.0.add_2"});
+  CHECK(op_named(*f, "encoder.0.ln_1").inputs == names{"src_drop"});
+  CHECK(op_named(*f, "encoder.ln_f").inputs == names{"encoder.1.add_2"});
+  // Decoder self-attention: causal, a T_t^2 mask.
+  const forward_op& self = op_named(*f, "decoder.2.self_attn.scores");
+  CHECK(self.output_bytes == B * H * Tt * Tt * e);
+  CHECK(*self.forward_bytes_moved == 2 * Ut + 5 * B * H * Tt * Tt * e + Tt * Tt);
+  CHECK(op_named(*f, "decoder.0.ln_1").inputs == names{"tgt_drop"});
+  // Cross-attention: every decoder layer's k and v read the encoder's final output.
+  for (int l = 0; l < c.decoder_layers; ++l) {
+    const std::string h = "decoder." + std::to_string(l) + ".cross_attn.";
+    CAPTURE(h);
+    CHECK(op_named(*f, h + "q").inputs == names{"decoder." + std::to_string(l) + ".ln_2"});
+    for (const char* p : {"k", "v"}) {
+      const forward_op& kv = op_named(*f, h + p);
+      CHECK(kv.inputs == names{"encoder.ln_f"});
+      CHECK(kv.backward_reads == names{"encoder.ln_f"});
+      CHECK(kv.output_bytes == Us);
+      CHECK(*kv.forward_flops == double(2 * Ns * D * D + Ns * D));
+    }
+    const forward_op& scores = op_named(*f, h + "scores");
+    CHECK(scores.output_bytes == B * H * Tt * Ts * e);
+    CHECK(*scores.forward_flops == double(2 * B * H * Tt * Ts * (D / H) + 2 * B * H * Tt * Ts));
+    CHECK(*scores.forward_bytes_moved == Ut + Us + 5 * B * H * Tt * Ts * e + B * Ts);
+    const forward_op& context = op_named(*f, h + "context");
+    CHECK(context.inputs == names{h + "attn_drop", h + "v"});
+    CHECK(context.output_bytes == Ut);
+    CHECK(*context.backward_bytes_moved == 2 * B * H * Tt * Ts * e + 4 * Ut + 2 * Us);
+    CHECK(op_named(*f, "decoder." + std::to_string(l) + ".add_2").inputs ==
+          names{"decoder." + std::to_string(l) + ".add_1", h + "resid_drop"});
+  }
+  std::size_t readers = 0;
+  for (const forward_op& o : f->ops)
+    readers +=
+        static_cast<std::size_t>(std::count(o.inputs.begin(), o.inputs.end(), "encoder.ln_f"));
+  CHECK(readers == std::size_t(2 * c.decoder_layers));
+  // FFN: ReLU reads its output; the norms save 2 fp32 values a token.
+  CHECK(op_named(*f, "decoder.1.ffn.fc1").output_bytes == Nt * F * e);
+  CHECK(op_named(*f, "encoder.0.ffn.relu").backward_reads == names{"output"});
+  CHECK(op_named(*f, "encoder.0.ffn.relu").output_bytes == Ns * F * e);
+  CHECK(op_named(*f, "decoder.1.ln_3").phantom_bytes == 2 * Nt * 4);
+  CHECK(op_named(*f, "decoder.1.ln_3").parameters ==
+        names{"decoder.1.ln_3.weight", "decoder.1.ln_3.bias"});
+  CHECK(op_named(*f, "decoder.1.add_3").inputs == names{"decoder.1.add_2", "decoder.1.ffn.drop"});
+  // Head: tied to the embedding, no bias; the loss over the target tokens.
+  const forward_op& head = op_named(*f, "lm_head");
+  CHECK(head.inputs == names{"decoder.ln_f"});
+  CHECK(head.parameters == names{"embed_tokens.weight"});
+  CHECK(head.output_bytes == Nt * V * e);
+  CHECK(*head.backward_flops == double(4 * Nt * D * V));
+  const forward_op& loss = f->ops.back();
+  CHECK(loss.phantom_bytes == Nt * V * e + 8 * Nt);
+  check_roofline(*f);
+
+  // The shared table reaches the training graph with its three users.
+  const auto g = build_graph(*f);
+  REQUIRE_MESSAGE(g.ok(), g.message());
+  CHECK(validate(*g).ok());
+  CHECK(g->parameters().size() == f->parameters.size());
+  CHECK(g->parameters()[0].name == "embed_tokens.weight");
+  CHECK(g->parameter_users(0).size() == 3);
+}
+
+TEST_CASE("unet: op counts, weights, the skips and sizes against hand formulas") {
+  for (int levels = 1; levels <= 5; ++levels) {
+    CAPTURE(levels);
+    const auto f =
+        zoo::unet({.levels = levels, .base_channels = 8, .image = 64}, zoo::devices::v100());
+    REQUIRE_MESSAGE(f.ok(), f.message());
+    CHECK(f->ops.size() == std::size_t(15 * levels + 8));
+    CHECK(f->parameters.size() == std::size_t(14 * levels + 8));
+    CHECK(f->ops.back().name == "loss");
+  }
+  const auto f = zoo::unet({}, zoo::devices::v100());  // 4 levels, 64 channels, 256x256, batch 8
+  REQUIRE_MESSAGE(f.ok(), f.message());
+  const bytes B = 8, I = 256, e = 4, K = 2;
+  CHECK(f->input_bytes == B * 3 * I * I * e);
+  // Weights: per double convolution two 3x3 convolutions without bias and two batch norms.
+  bytes total = 0;
+  for (const auto& w : f->parameters) total += w.size;
+  auto double_conv = [](bytes cin, bytes cout) {
+    return 9 * cin * cout + 9 * cout * cout + 4 * cout;
+  };
+  bytes values = double_conv(3, 64) + K * 64 + K;  // the first level, the head
+  for (bytes l = 1; l <= 4; ++l) values += double_conv(64 << (l - 1), 64 << l);
+  for (bytes l = 0; l < 4; ++l)
+    values += 4 * (64 << (l + 1)) * (64 << l) + (64 << l) + double_conv(2 * (64 << l), 64 << l);
+  CHECK(total == values * e);
+  CHECK(values == 31'037'698);
+
+  const forward_op& conv1 = op_named(*f, "down0.conv1");
+  CHECK(conv1.output_bytes == B * 64 * I * I * e);
+  CHECK(*conv1.forward_flops == 2.0 * B * 64 * I * I * 3 * 9);
+  CHECK(*conv1.backward_flops == *conv1.forward_flops);  // reads the image: no data gradient
+  CHECK(conv1.parameters == names{"down0.conv1.weight"});
+  const forward_op& c2 = op_named(*f, "down1.conv1");
+  CHECK(*c2.backward_flops == 2 * *c2.forward_flops);
+  CHECK(c2.inputs == names{"down0.pool"});
+  CHECK(op_named(*f, "down0.bn1").phantom_bytes == 2 * 64 * 4);
+  CHECK(op_named(*f, "down0.bn1").parameters == names{"down0.bn1.weight", "down0.bn1.bias"});
+  CHECK(op_named(*f, "down0.relu2").backward_reads == names{"output"});
+  const forward_op& pool = op_named(*f, "down0.pool");
+  CHECK(pool.output_bytes == B * 64 * 128 * 128 * e);
+  CHECK(pool.phantom_bytes == B * 64 * 128 * 128 * 8);  // int64 indices
+  CHECK(pool.backward_reads == names{"down0.relu2"});
+  CHECK(op_named(*f, "bottleneck.conv1").inputs == names{"down3.pool"});
+  CHECK(op_named(*f, "bottleneck.relu2").output_bytes == B * 1024 * 16 * 16 * e);
+  const forward_op& up = op_named(*f, "up3.upconv");
+  CHECK(up.inputs == names{"bottleneck.relu2"});
+  CHECK(up.output_bytes == B * 512 * 32 * 32 * e);
+  CHECK(*up.forward_flops == 2.0 * B * 1024 * 16 * 16 * 512 * 4 + B * 512 * 32 * 32);
+  CHECK(up.parameters == names{"up3.upconv.weight", "up3.upconv.bias"});
+  // The long skips: each level's concatenation reads the skip of the same level, and that skip
+  // is read by its max-pool and its concatenation only.
+  for (int l = 0; l < 4; ++l) {
+    const std::string down = "down" + std::to_string(l) + ".",
+                      up_l = "up" + std::to_string(l) + ".";
+    CAPTURE(l);
+    const bytes ch = 64 << l, side = I >> l;
+    const forward_op& cat = op_named(*f, up_l + "concat");
+    CHECK(cat.inputs == names{down + "relu2", up_l + "upconv"});
+    CHECK(cat.output_bytes == B * 2 * ch * side * side * e);
+    CHECK(cat.backward_reads.empty());
+    CHECK(op_named(*f, down + "relu2").output_bytes == B * ch * side * side * e);
+    CHECK(op_named(*f, up_l + "conv1").inputs == names{up_l + "concat"});
+    names readers;
+    for (const forward_op& o : f->ops)
+      if (std::find(o.inputs.begin(), o.inputs.end(), down + "relu2") != o.inputs.end())
+        readers.push_back(o.name);
+    CHECK(readers == names{down + "pool", up_l + "concat"});
+  }
+  const forward_op& head = op_named(*f, "head");
+  CHECK(head.inputs == names{"up0.relu2"});
+  CHECK(head.output_bytes == B * K * I * I * e);
+  CHECK(*head.forward_flops == double(2 * B * K * I * I * 64 + B * K * I * I));  // with bias
+  const forward_op& loss = f->ops.back();
+  CHECK(loss.phantom_bytes == B * I * I * K * e + 8 * B * I * I);  // per pixel
+  check_roofline(*f);
+  const auto g = build_graph(*f);
+  REQUIRE_MESSAGE(g.ok(), g.message());
+  CHECK(validate(*g).ok());
+  CHECK(g->parameters().size() == f->parameters.size());
+}
+
 TEST_CASE("graph JSON: parameters, and ops that read them") {
   const char* text = R"({"name": "t", "input_bytes": 8,
     "parameters": [{"name": "w", "bytes": 400}, {"name": "b", "bytes": 4, "trainable": false,
@@ -333,6 +552,42 @@ TEST_CASE("zoo DAGs validate, build, run store-all and round-trip through JSON")
   dags.push_back(zoo::resnet({.depth = 50, .batch = 2, .image = 64, .dtype_bytes = 2},
                              zoo::devices::h100_tensor_cores())
                      .value());
+  dags.push_back(zoo::encoder_decoder({.encoder_layers = 2,
+                                       .decoder_layers = 2,
+                                       .width = 128,
+                                       .heads = 4,
+                                       .ffn = 256,
+                                       .source_sequence = 64,
+                                       .target_sequence = 48,
+                                       .batch = 2,
+                                       .vocab = 1000},
+                                      zoo::devices::h100())
+                     .value());
+  dags.push_back(zoo::encoder_decoder({.encoder_layers = 1,
+                                       .decoder_layers = 2,
+                                       .width = 64,
+                                       .heads = 2,
+                                       .ffn = 128,
+                                       .source_sequence = 32,
+                                       .target_sequence = 32,
+                                       .batch = 2,
+                                       .vocab = 500,
+                                       .dtype_bytes = 2,
+                                       .dropout = 0},
+                                      zoo::devices::a100_tensor_cores())
+                     .value());
+  dags.push_back(
+      zoo::unet({.levels = 2, .base_channels = 8, .image = 32, .batch = 2}, zoo::devices::a100())
+          .value());
+  dags.push_back(zoo::unet({.levels = 3,
+                            .base_channels = 4,
+                            .image = 24,
+                            .in_channels = 1,
+                            .classes = 5,
+                            .batch = 1,
+                            .dtype_bytes = 8},
+                           zoo::devices::rtx3060())
+                     .value());
   for (const forward_dag& f : dags) {
     CAPTURE(f.name);
     CHECK(validate(f).ok());
@@ -371,6 +626,19 @@ TEST_CASE("the shipped zoo graphs are what the generators make today") {
                                     zoo::devices::v100())},
       {"llama2_7b.json", zoo::llama({}, zoo::devices::rtx3060())},
       {"llama_4layer.json", zoo::llama({.layers = 4}, zoo::devices::rtx3060())},
+      {"encoder_decoder_6layer.json", zoo::encoder_decoder({.encoder_layers = 6,
+                                                            .decoder_layers = 6,
+                                                            .width = 512,
+                                                            .heads = 8,
+                                                            .ffn = 2048,
+                                                            .source_sequence = 512,
+                                                            .target_sequence = 512,
+                                                            .batch = 8,
+                                                            .vocab = 32000,
+                                                            .dtype_bytes = 4,
+                                                            .dropout = 0.1},
+                                                           zoo::devices::v100())},
+      {"unet.json", zoo::unet({}, zoo::devices::v100())},
   };
   for (const auto& s : files) {
     CAPTURE(s.file);
@@ -383,6 +651,14 @@ TEST_CASE("the shipped zoo graphs are what the generators make today") {
   REQUIRE(small.ok());
   CHECK(small->ops.size() == 210);
   CHECK(small->costs->device == "V100");
+  const auto pair = io::load_forward_dag(graphs_dir() / "encoder_decoder_6layer.json");
+  REQUIRE(pair.ok());
+  CHECK(pair->ops.size() == 280);
+  CHECK(pair->parameters.size() == 257);
+  const auto u = io::load_forward_dag(graphs_dir() / "unet.json");
+  REQUIRE(u.ok());
+  CHECK(u->ops.size() == 68);
+  CHECK(u->parameters.size() == 64);
 }
 
 TEST_CASE("zoo: bad configurations and devices are invalid_problem naming the field") {
@@ -408,6 +684,40 @@ TEST_CASE("zoo: bad configurations and devices are invalid_problem naming the fi
   CHECK(says(zoo::resnet({.image = 0}, v100), {"image is 0"}));
   CHECK(says(zoo::resnet({.dtype_bytes = 16}, v100), {"dtype_bytes is 16"}));
   CHECK(says(zoo::resnet({.batch = 1 << 24, .image = 1 << 20}, v100), {"input images", "2^48"}));
+  using ed = zoo::encoder_decoder_config;
+  CHECK(says(zoo::encoder_decoder({.encoder_layers = 0}, v100),
+             {"encoder_decoder_config", "encoder_layers is 0", "from 1 to 10000"}));
+  CHECK(says(zoo::encoder_decoder({.decoder_layers = -1}, v100), {"decoder_layers is -1"}));
+  CHECK(
+      says(zoo::encoder_decoder({.width = 100}, v100), {"width 100 is not divisible by heads 8"}));
+  CHECK(says(zoo::encoder_decoder({.heads = 0}, v100), {"heads is 0"}));
+  CHECK(says(zoo::encoder_decoder({.ffn = 0}, v100), {"ffn is 0"}));
+  CHECK(says(zoo::encoder_decoder({.source_sequence = 0}, v100), {"source_sequence is 0"}));
+  CHECK(says(zoo::encoder_decoder(ed{.target_sequence = -2}, v100), {"target_sequence is -2"}));
+  CHECK(says(zoo::encoder_decoder(ed{.batch = 0}, v100), {"batch is 0"}));
+  CHECK(says(zoo::encoder_decoder(ed{.vocab = 0}, v100), {"vocab is 0"}));
+  CHECK(says(zoo::encoder_decoder(ed{.dtype_bytes = 3}, v100), {"dtype_bytes is 3"}));
+  CHECK(says(zoo::encoder_decoder(ed{.dropout = 1}, v100), {"dropout is 1", "[0, 1)"}));
+  CHECK(says(zoo::encoder_decoder({.source_sequence = 1 << 24, .batch = 1 << 24}, v100),
+             {"encoder's attention scores", "batch * heads * source_sequence^2 * dtype_bytes",
+              "2^48", "reduce batch or source_sequence"}));
+  CHECK(says(zoo::encoder_decoder({.target_sequence = 1 << 22}, v100),
+             {"decoder's attention scores", "reduce batch or target_sequence"}));
+  CHECK(says(zoo::unet({.levels = 0}, v100), {"unet_config", "levels is 0", "from 1 to 16"}));
+  CHECK(says(zoo::unet({.levels = 17}, v100), {"levels is 17"}));
+  CHECK(says(zoo::unet({.base_channels = 0}, v100), {"base_channels is 0"}));
+  CHECK(says(zoo::unet({.image = 250}, v100),
+             {"image 250 is not divisible by 2^levels = 16", "256 with 4 levels"}));
+  CHECK(says(zoo::unet({.levels = 5, .image = 48}, v100), {"image 48", "2^levels = 32"}));
+  CHECK(says(zoo::unet({.image = 0}, v100), {"image is 0"}));
+  CHECK(says(zoo::unet({.in_channels = 0}, v100), {"in_channels is 0"}));
+  CHECK(says(zoo::unet({.classes = 0}, v100), {"classes is 0"}));
+  CHECK(says(zoo::unet({.batch = -1}, v100), {"batch is -1"}));
+  CHECK(says(zoo::unet({.dtype_bytes = 16}, v100), {"dtype_bytes is 16"}));
+  CHECK(says(zoo::unet({.levels = 12, .base_channels = 1 << 16, .image = 4096, .batch = 1}, v100),
+             {"bottleneck's convolution weight", "reduce base_channels or levels"}));
+  CHECK(says(zoo::unet({.image = 1 << 16, .batch = 1 << 10}, v100),
+             {"first level's concatenation", "2^48"}));
   CHECK(says(zoo::gpt2({}, zoo::device_model{"broken", 0, 900e9}), {"peak_flops is 0", "> 0"}));
   CHECK(says(zoo::resnet({}, zoo::device_model{"broken", 1e12, -1}), {"memory_bandwidth is -1"}));
   // A device so slow that the times pass remat's limit: refused by validate(forward_dag).

@@ -1,16 +1,19 @@
-// remat-zoo: write the forward DAG of a standard architecture (GPT-2, Llama, ResNet) with
-// roofline times, as a graph file for remat-plan --graph (docs/json-format.md).
+// remat-zoo: write the forward DAG of a standard architecture (GPT-2, Llama, ResNet, the
+// encoder-decoder Transformer, U-Net) with roofline times, as a graph file for remat-plan --graph
+// (docs/json-format.md).
 //
 //   remat-zoo gpt2 --layers 12 --width 768 --heads 12 --sequence 512 --batch 8 --dtype fp32
 //             --device V100 -o gpt2_small.json
 //   remat-zoo llama --layers 32 --batch 4 --sequence 512 --device RTX3060 -o llama2_7b.json
 //   remat-zoo resnet --depth 50 --batch 32 --image 224 --device A100
+//   remat-zoo encoder-decoder --encoder-layers 6 --decoder-layers 6 --device V100
+//   remat-zoo unet --levels 4 --image 256 --device V100
 //
 // The ops, their sizes and the cost rule are stated in include/remat/zoo/gpt2.hpp, llama.hpp,
-// resnet.hpp and roofline.hpp. Without -o the JSON goes to stdout; with -o a one-line summary does
-// (ops, the sum of output and phantom bytes, the store-all time). Exit status: 0 written, 1 the
-// file could not be written, 2 usage error (an unknown option, a value that is not a number, a
-// configuration the generator refuses: the reason on stderr).
+// resnet.hpp, transformer.hpp, unet.hpp and roofline.hpp. Without -o the JSON goes to stdout;
+// with -o a one-line summary does (ops, the sum of output and phantom bytes, the store-all time).
+// Exit status: 0 written, 1 the file could not be written, 2 usage error (an unknown option, a
+// value that is not a number, a configuration the generator refuses: the reason on stderr).
 
 #include <algorithm>
 #include <array>
@@ -18,12 +21,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <iostream>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -34,6 +39,8 @@
 #include <remat/zoo/llama.hpp>
 #include <remat/zoo/resnet.hpp>
 #include <remat/zoo/roofline.hpp>
+#include <remat/zoo/transformer.hpp>
+#include <remat/zoo/unet.hpp>
 
 #include "cli.hpp"
 
@@ -42,13 +49,15 @@ namespace {
 constexpr std::string_view help_text = R"(usage: remat-zoo gpt2 [OPTIONS]
        remat-zoo llama [OPTIONS]
        remat-zoo resnet [OPTIONS]
+       remat-zoo encoder-decoder [OPTIONS]
+       remat-zoo unet [OPTIONS]
        remat-zoo --help
 
 Writes the forward DAG (the graph file of remat-plan --graph) of a standard architecture, at
 the op granularity of PyTorch's autograd, with times from a roofline model:
 time = max(flops / peak_flops, bytes_moved / memory_bandwidth) per forward and per backward.
-The file carries the device ("cost_model") and each op's FLOPs and bytes moved; llama's also
-carries the weights ("parameters") and which ops read them.
+The file carries the device ("cost_model") and each op's FLOPs and bytes moved; those of llama,
+encoder-decoder and unet also carry the weights ("parameters") and which ops read them.
 
 gpt2 (defaults: GPT-2 small):
   --layers N            transformer blocks (default 12)
@@ -75,6 +84,27 @@ resnet (defaults: ResNet-50 on ImageNet):
   --image N             image height and width (default 224)
   --classes N           classes of the classifier (default 1000)
 
+encoder-decoder (defaults: the Transformer base model of Vaswani et al.):
+  --encoder-layers N    encoder layers (default 6)
+  --decoder-layers N    decoder layers (default 6)
+  --width N             model width d (default 512)
+  --heads N             attention heads, dividing the width (default 8)
+  --ffn N               the FFN's hidden width (default 2048)
+  --source-sequence N   source tokens per sequence (default 512)
+  --target-sequence N   target tokens per sequence (default 512)
+  --batch N             sequence pairs per batch (default 8)
+  --vocab N             the shared vocabulary's size (default 32000)
+  --dropout P           dropout probability in [0, 1); 0 leaves the dropout ops out
+                        (default 0.1)
+
+unet (defaults: the U-Net of Ronneberger et al. on 256x256 RGB images):
+  --levels N            max-pools on the way down, up-convolutions on the way up (default 4)
+  --base-channels N     the first level's channels, doubled at each level (default 64)
+  --image N             image height and width, divisible by 2^levels (default 256)
+  --in-channels N       channels of the input images (default 3)
+  --classes N           classes of each pixel (default 2)
+  --batch N             images per batch (default 8)
+
 all:
   --dtype T             fp16, bf16, fp32 or fp64: the activations' (and weights') type
                         (default fp32)
@@ -96,10 +126,12 @@ struct usage_error {
 };
 
 struct options {
-  std::string model;  ///< "gpt2", "llama" or "resnet"
+  std::string model;  ///< one of `models`
   remat::zoo::gpt2_config gpt2;
   remat::zoo::llama_config llama;
   remat::zoo::resnet_config resnet;
+  remat::zoo::encoder_decoder_config encoder_decoder;
+  remat::zoo::unet_config unet;
   remat::zoo::device_model device = remat::zoo::devices::v100();
   std::string output;
   bool help = false;
@@ -116,6 +148,83 @@ std::optional<double> parse_double(const std::string& s) {
   return v;
 }
 
+constexpr std::array<std::string_view, 5> models = {"gpt2", "llama", "resnet", "encoder-decoder",
+                                                    "unet"};
+
+/// Each model's own options; the common ones (common_options) are every model's.
+std::vector<std::string_view> own_options(std::string_view model) {
+  if (model == "gpt2")
+    return {"--layers", "--width", "--heads", "--sequence", "--vocab", "--dropout"};
+  if (model == "llama") return {"--layers", "--width", "--heads", "--ffn", "--sequence", "--vocab"};
+  if (model == "resnet") return {"--depth", "--image", "--classes"};
+  if (model == "encoder-decoder")
+    return {"--encoder-layers",  "--decoder-layers",  "--width", "--heads",  "--ffn",
+            "--source-sequence", "--target-sequence", "--vocab", "--dropout"};
+  return {"--levels", "--base-channels", "--image", "--in-channels", "--classes"};
+}
+constexpr std::array<std::string_view, 6> common_options = {
+    "--batch", "--dtype", "--device", "--peak-flops", "--bandwidth", "--output"};
+
+/// The integer field of the chosen model's configuration that option `name` sets (--batch and
+/// --dtype, whose value is the bytes, included), or nullptr.
+int* integer_field(options& o, std::string_view name) {
+  auto find = [&](std::initializer_list<std::pair<std::string_view, int*>> fields) -> int* {
+    for (const auto& [option, field] : fields)
+      if (option == name) return field;
+    return nullptr;
+  };
+  if (o.model == "gpt2") {
+    auto& c = o.gpt2;
+    return find({{"--layers", &c.layers},
+                 {"--width", &c.width},
+                 {"--heads", &c.heads},
+                 {"--sequence", &c.sequence},
+                 {"--vocab", &c.vocab},
+                 {"--batch", &c.batch},
+                 {"--dtype", &c.dtype_bytes}});
+  }
+  if (o.model == "llama") {
+    auto& c = o.llama;
+    return find({{"--layers", &c.layers},
+                 {"--width", &c.width},
+                 {"--heads", &c.heads},
+                 {"--ffn", &c.ffn},
+                 {"--sequence", &c.sequence},
+                 {"--vocab", &c.vocab},
+                 {"--batch", &c.batch},
+                 {"--dtype", &c.dtype_bytes}});
+  }
+  if (o.model == "resnet") {
+    auto& c = o.resnet;
+    return find({{"--depth", &c.depth},
+                 {"--image", &c.image},
+                 {"--classes", &c.classes},
+                 {"--batch", &c.batch},
+                 {"--dtype", &c.dtype_bytes}});
+  }
+  if (o.model == "encoder-decoder") {
+    auto& c = o.encoder_decoder;
+    return find({{"--encoder-layers", &c.encoder_layers},
+                 {"--decoder-layers", &c.decoder_layers},
+                 {"--width", &c.width},
+                 {"--heads", &c.heads},
+                 {"--ffn", &c.ffn},
+                 {"--source-sequence", &c.source_sequence},
+                 {"--target-sequence", &c.target_sequence},
+                 {"--vocab", &c.vocab},
+                 {"--batch", &c.batch},
+                 {"--dtype", &c.dtype_bytes}});
+  }
+  auto& c = o.unet;
+  return find({{"--levels", &c.levels},
+               {"--base-channels", &c.base_channels},
+               {"--image", &c.image},
+               {"--in-channels", &c.in_channels},
+               {"--classes", &c.classes},
+               {"--batch", &c.batch},
+               {"--dtype", &c.dtype_bytes}});
+}
+
 std::variant<options, usage_error> parse_args(int argc, char** argv) {
   options o;
   std::vector<std::string_view> args(argv + 1, argv + argc);
@@ -126,20 +235,13 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
   }
   if (args.empty())
     return usage_error{
-        "give a model: 'remat-zoo gpt2 ...', 'remat-zoo llama ...' or 'remat-zoo resnet ...' "
-        "(run 'remat-zoo --help')"};
+        "give a model: 'remat-zoo gpt2 ...', 'remat-zoo llama ...', 'remat-zoo resnet ...', "
+        "'remat-zoo encoder-decoder ...' or 'remat-zoo unet ...' (run 'remat-zoo --help')"};
   o.model = std::string(args[0]);
-  if (o.model != "gpt2" && o.model != "llama" && o.model != "resnet")
-    return usage_error{"unknown model '" + o.model + "'; the models are gpt2, llama and resnet"};
-  // Which models take an option (the common ones: every model).
-  static constexpr std::array<std::string_view, 5> transformer = {"--layers", "--width", "--heads",
-                                                                  "--sequence", "--vocab"};
-  static constexpr std::array<std::string_view, 1> gpt2_only = {"--dropout"};
-  static constexpr std::array<std::string_view, 1> llama_only = {"--ffn"};
-  static constexpr std::array<std::string_view, 3> resnet_only = {"--depth", "--image",
-                                                                  "--classes"};
-  static constexpr std::array<std::string_view, 6> common = {
-      "--batch", "--dtype", "--device", "--peak-flops", "--bandwidth", "--output"};
+  if (std::find(models.begin(), models.end(), o.model) == models.end())
+    return usage_error{"unknown model '" + o.model +
+                       "'; the models are gpt2, llama, resnet, encoder-decoder and unet"};
+  const std::vector<std::string_view> own = own_options(o.model);
   std::optional<double> peak, bandwidth;
   std::optional<std::string> device_name;
   for (std::size_t i = 1; i < args.size(); ++i) {
@@ -160,17 +262,19 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     auto listed = [&](const auto& names) {
       return std::find(names.begin(), names.end(), name) != names.end();
     };
-    const char* owner = listed(transformer)   ? (o.model == "resnet" ? "gpt2 and llama" : nullptr)
-                        : listed(gpt2_only)   ? (o.model == "gpt2" ? nullptr : "gpt2")
-                        : listed(llama_only)  ? (o.model == "llama" ? nullptr : "llama")
-                        : listed(resnet_only) ? (o.model == "resnet" ? nullptr : "resnet")
-                                              : nullptr;
-    if (!listed(transformer) && !listed(gpt2_only) && !listed(llama_only) && !listed(resnet_only) &&
-        !listed(common))
-      return usage_error{"unknown option '" + std::string(name) +
-                         "' (run 'remat-zoo --help' for the options)"};
-    if (owner)
-      return usage_error{std::string(name) + " is an option of " + owner + ", not of " + o.model};
+    if (!listed(own) && !listed(common_options)) {
+      // Another model's option ("gpt2 and llama"), or no model's.
+      std::vector<std::string_view> owners;
+      for (std::string_view m : models)
+        if (const auto theirs = own_options(m); listed(theirs)) owners.push_back(m);
+      if (owners.empty())
+        return usage_error{"unknown option '" + std::string(name) +
+                           "' (run 'remat-zoo --help' for the options)"};
+      std::string list;
+      for (std::size_t k = 0; k < owners.size(); ++k)
+        list += (k == 0 ? "" : k + 1 == owners.size() ? " and " : ", ") + std::string(owners[k]);
+      return usage_error{std::string(name) + " is an option of " + list + ", not of " + o.model};
+    }
     if (!value) {
       if (i + 1 >= args.size() || args[i + 1].substr(0, 2) == "--")
         return usage_error{"option " + std::string(name) + " needs a value"};
@@ -194,42 +298,15 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       out = *n;
       return std::nullopt;
     };
-    // A transformer's option: gpt2's field or llama's, by the model.
-    auto shape = [&](int remat::zoo::gpt2_config::*g, int remat::zoo::llama_config::*l) {
-      return integer(o.model == "gpt2" ? o.gpt2.*g : o.llama.*l);
-    };
-    using gpt2_t = remat::zoo::gpt2_config;
-    using llama_t = remat::zoo::llama_config;
     std::optional<usage_error> e;
-    if (name == "--layers")
-      e = shape(&gpt2_t::layers, &llama_t::layers);
-    else if (name == "--width")
-      e = shape(&gpt2_t::width, &llama_t::width);
-    else if (name == "--heads")
-      e = shape(&gpt2_t::heads, &llama_t::heads);
-    else if (name == "--sequence")
-      e = shape(&gpt2_t::sequence, &llama_t::sequence);
-    else if (name == "--vocab")
-      e = shape(&gpt2_t::vocab, &llama_t::vocab);
-    else if (name == "--ffn")
-      e = integer(o.llama.ffn);
-    else if (name == "--dropout")
-      e = number(o.gpt2.dropout);
-    else if (name == "--depth")
-      e = integer(o.resnet.depth);
-    else if (name == "--image")
-      e = integer(o.resnet.image);
-    else if (name == "--classes")
-      e = integer(o.resnet.classes);
-    else if (name == "--batch") {
-      e = integer(o.gpt2.batch);
-      o.resnet.batch = o.llama.batch = o.gpt2.batch;
-    } else if (name == "--dtype") {
+    if (name == "--dtype") {
       const int bytes = v == "fp16" || v == "bf16" ? 2 : v == "fp32" ? 4 : v == "fp64" ? 8 : 0;
       if (bytes == 0)
         return usage_error{"--dtype '" + v +
                            "' is not a type; the types are fp16, bf16, fp32, fp64"};
-      o.gpt2.dtype_bytes = o.resnet.dtype_bytes = o.llama.dtype_bytes = bytes;
+      *integer_field(o, name) = bytes;
+    } else if (name == "--dropout") {
+      e = number(o.model == "gpt2" ? o.gpt2.dropout : o.encoder_decoder.dropout);
     } else if (name == "--device") {
       device_name = v;
     } else if (name == "--peak-flops") {
@@ -239,6 +316,8 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     } else if (name == "--output") {
       if (v.empty()) return usage_error{"--output needs a file name"};
       o.output = v;
+    } else {
+      e = integer(*integer_field(o, name));
     }
     if (e) return *e;
   }
@@ -325,9 +404,12 @@ int main(int argc, char** argv) {
     std::cout << help_text;
     return 0;
   }
-  const auto f = o.model == "gpt2"    ? remat::zoo::gpt2(o.gpt2, o.device)
-                 : o.model == "llama" ? remat::zoo::llama(o.llama, o.device)
-                                      : remat::zoo::resnet(o.resnet, o.device);
+  const auto f = o.model == "gpt2"     ? remat::zoo::gpt2(o.gpt2, o.device)
+                 : o.model == "llama"  ? remat::zoo::llama(o.llama, o.device)
+                 : o.model == "resnet" ? remat::zoo::resnet(o.resnet, o.device)
+                 : o.model == "encoder-decoder"
+                     ? remat::zoo::encoder_decoder(o.encoder_decoder, o.device)
+                     : remat::zoo::unet(o.unet, o.device);
   if (!f) {
     std::cerr << "remat-zoo: " << f.message() << "\n";
     return 2;

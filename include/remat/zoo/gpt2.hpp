@@ -75,43 +75,22 @@ inline result<forward_dag> gpt2(const gpt2_config& c, const device_model& device
   if (auto v = validate(device); !v) return v.err();
   const double B = c.batch, T = c.sequence, D = c.width, H = c.heads, V = c.vocab,
                e = c.dtype_bytes;
-  const double N = B * T;                         // tokens
-  const double U = N * D * e;                     // one residual-stream activation
-  const double S = B * H * T * T * e;             // one attention-score tensor
-  const double P = B * H * T * T;                 // its elements, and its dropout mask's bytes
-  const double Dp = D * e;                        // a LayerNorm parameter vector
-  const double stats = 2 * N * (e == 8 ? 8 : 4);  // LayerNorm's mean and rstd
+  const double N = B * T;              // tokens
+  const double U = N * D * e;          // one residual-stream activation
+  const double S = B * H * T * T * e;  // one attention-score tensor
+  const double P = B * H * T * T;      // its elements, and its dropout mask's bytes
   const bool dropout = c.dropout > 0;
 
   detail::dag_maker m(device);
-  // Dropout over `n` bytes of `elems` elements: mask of `elems` bytes.
   auto drop = [&](std::string name, const std::string& x, double n, double elems) {
-    m.add({.name = std::move(name),
-           .inputs = {x},
-           .output = n,
-           .phantom = elems,
-           .backward_reads = {},
-           .forward = {2 * elems, 2 * n + elems},
-           .backward = {2 * elems, 2 * n + elems}});
+    m.add(detail::dropout(std::move(name), x, n, elems));
   };
   auto layer_norm = [&](std::string name, const std::string& x) {
-    m.add({.name = std::move(name),
-           .inputs = {x},
-           .output = U,
-           .phantom = stats,
-           .backward_reads = {x},
-           .forward = {8 * N * D, 2 * U + stats + 2 * Dp},
-           .backward = {12 * N * D, 3 * U + stats + 3 * Dp}});
+    m.add(detail::layer_norm(std::move(name), x, N, D, e));
   };
 
-  // Embeddings. wte: read ids, gather rows, write; backward as stated above.
-  m.add({.name = "wte",
-         .inputs = {"input"},
-         .output = U,
-         .phantom = 0,
-         .backward_reads = {"input"},
-         .forward = {0, 8 * N + 2 * U},
-         .backward = {N * D, V * D * e + 8 * N + 3 * U}});
+  // Embeddings: wte, the token lookup (detail::embedding).
+  m.add(detail::embedding("wte", "input", N, D, V, e));
   // wpe_add: x + wpe[0:T] (broadcast over the batch); backward: wpe's gradient sums dy over the
   // batch (dy read, T D e written); the token embedding's gradient is dy itself.
   m.add({.name = "wpe_add",
@@ -132,15 +111,15 @@ inline result<forward_dag> gpt2(const gpt2_config& c, const device_model& device
     layer_norm(h + "ln_1", x);
     for (const char* p : {"q", "k", "v"})
       m.add(detail::linear(h + "attn." + p, h + "ln_1", N, D, D, e, true));
-    m.add(
-        detail::attention_scores(h + "attn.scores", h + "attn.q", h + "attn.k", U, S, P, T, D / H));
+    m.add(detail::attention_scores(h + "attn.scores", h + "attn.q", h + "attn.k", U, U, S, P, T * T,
+                                   D / H));
     m.add(detail::attention_softmax(h + "attn.softmax", h + "attn.scores", S, P));
     std::string probs = h + "attn.softmax";
     if (dropout) {
       drop(h + "attn.attn_drop", probs, S, P);
       probs = h + "attn.attn_drop";
     }
-    m.add(detail::attention_context(h + "attn.context", probs, h + "attn.v", U, S, P, D / H));
+    m.add(detail::attention_context(h + "attn.context", probs, h + "attn.v", U, U, S, P, D / H));
     m.add(detail::linear(h + "attn.c_proj", h + "attn.context", N, D, D, e, true));
     std::string branch = h + "attn.c_proj";
     if (dropout) {

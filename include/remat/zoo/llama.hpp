@@ -86,19 +86,17 @@ inline result<forward_dag> llama(const llama_config& c, const device_model& devi
   detail::dag_maker m(device);
   // y = x * rsqrt(mean(x^2) + eps) * w: its backward reads x and the saved statistics.
   auto rms_norm = [&](const std::string& name, const std::string& x) {
-    m.add({.name = name,
-           .inputs = {x},
-           .output = U,
-           .phantom = stats,
-           .backward_reads = {x},
-           .forward = {4 * N * D, 2 * U + stats + Dp},
-           .backward = {8 * N * D, 3 * U + stats + 2 * Dp},
-           .parameters = {m.parameter(name + ".weight", Dp, dtype)}});
+    m.add_with_weights({.name = name,
+                        .inputs = {x},
+                        .output = U,
+                        .phantom = stats,
+                        .backward_reads = {x},
+                        .forward = {4 * N * D, 2 * U + stats + Dp},
+                        .backward = {8 * N * D, 3 * U + stats + 2 * Dp}},
+                       Dp, 0, dtype);
   };
   auto linear = [&](const std::string& name, const std::string& x, double in, double out) {
-    detail::op_spec op = detail::linear(name, x, N, in, out, e, false);
-    op.parameters = {m.parameter(name + ".weight", in * out * e, dtype)};
-    m.add(std::move(op));
+    m.add_with_weights(detail::linear(name, x, N, in, out, e, false), in * out * e, 0, dtype);
   };
   // Rotary embedding of q or k: x * cos + rotate(x) * sin; its backward needs only the tables.
   auto rotary = [&](const std::string& name, const std::string& x) {
@@ -113,16 +111,8 @@ inline result<forward_dag> llama(const llama_config& c, const device_model& devi
            .backward_temp = U});
   };
 
-  // The token embedding: gather rows of the table (ids read); its backward scatters dy into
-  // the table's gradient.
-  m.add({.name = "embed_tokens",
-         .inputs = {"input"},
-         .output = U,
-         .phantom = 0,
-         .backward_reads = {"input"},
-         .forward = {0, 8 * N + 2 * U},
-         .backward = {N * D, V * D * e + 8 * N + 3 * U},
-         .parameters = {m.parameter("embed_tokens.weight", V * D * e, dtype)}});
+  // The token embedding (detail::embedding).
+  m.add_with_weights(detail::embedding("embed_tokens", "input", N, D, V, e), V * D * e, 0, dtype);
   std::string x = "embed_tokens";
 
   for (int i = 0; i < c.layers; ++i) {
@@ -134,10 +124,10 @@ inline result<forward_dag> llama(const llama_config& c, const device_model& devi
     rotary(h + "self_attn.rotary_k", h + "self_attn.k_proj");
     // scores, softmax and context as GPT-2's (zoo/gpt2.hpp), without dropout.
     m.add(detail::attention_scores(h + "self_attn.scores", h + "self_attn.rotary_q",
-                                   h + "self_attn.rotary_k", U, S, P, T, D / H));
+                                   h + "self_attn.rotary_k", U, U, S, P, T * T, D / H));
     m.add(detail::attention_softmax(h + "self_attn.softmax", h + "self_attn.scores", S, P));
     m.add(detail::attention_context(h + "self_attn.context", h + "self_attn.softmax",
-                                    h + "self_attn.v_proj", U, S, P, D / H));
+                                    h + "self_attn.v_proj", U, U, S, P, D / H));
     linear(h + "self_attn.o_proj", h + "self_attn.context", D, D);
     m.add(detail::residual_add(h + "add_1", x, h + "self_attn.o_proj", U, N * D));
     rms_norm(h + "post_attention_layernorm", h + "add_1");

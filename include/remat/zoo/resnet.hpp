@@ -5,7 +5,6 @@
 // roofline of zoo/roofline.hpp. Every op with its sizes and work: docs/zoo.md, "ResNet".
 
 #include <array>
-#include <cmath>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -14,6 +13,7 @@
 
 #include <remat/core/result.hpp>
 #include <remat/problem/builder.hpp>
+#include <remat/zoo/detail/conv.hpp>
 #include <remat/zoo/detail/dag_maker.hpp>
 #include <remat/zoo/roofline.hpp>
 
@@ -50,10 +50,6 @@ inline std::optional<resnet_layout> resnet_layout_of(int depth) {
       return std::nullopt;
   }
 }
-/// The output size of a convolution or pooling window over `h` (floor, as PyTorch's).
-inline double conv_out(double h, int k, int stride, int pad) {
-  return std::floor((h + 2 * pad - k) / stride) + 1;
-}
 }  // namespace detail
 
 /// Checks a configuration; the message names the field and what would be accepted.
@@ -86,44 +82,20 @@ inline result<forward_dag> resnet(const resnet_config& c, const device_model& de
   if (auto v = validate(device); !v) return v.err();
   const detail::resnet_layout layout = *detail::resnet_layout_of(c.depth);
   const double B = c.batch, e = c.dtype_bytes;
-  const double acc = c.dtype_bytes == 8 ? 8 : 4;  // batch norm's statistics
 
   detail::dag_maker m(device);
-  // A convolution over `x` (channels cin, size h); returns its output size.
+  // A convolution over `x` (channels cin, size h), without bias; returns its output size.
   auto conv = [&](std::string name, const std::string& x, double cin, double cout, int k,
                   int stride, int pad, double h) {
-    const double ho = detail::conv_out(h, k, stride, pad);
-    const double X = B * cin * h * h * e, Y = B * cout * ho * ho * e, W = cout * cin * k * k * e;
-    const double flops = 2 * B * cout * ho * ho * cin * k * k;
-    const double dgrad = x == "input" ? 0 : 1;
-    m.add({.name = std::move(name),
-           .inputs = {x},
-           .output = Y,
-           .phantom = 0,
-           .backward_reads = {x},
-           .forward = {flops, X + W + Y},
-           .backward = {(1 + dgrad) * flops, (1 + dgrad) * Y + X + dgrad * (W + X) + W}});
-    return ho;
+    m.add(detail::conv2d(std::move(name), x, B, cin, cout, k, stride, pad, h, e, false));
+    return detail::conv_out(h, k, stride, pad);
   };
   auto batch_norm = [&](std::string name, const std::string& x, double ch, double h) {
-    const double X = B * ch * h * h * e, n = B * ch * h * h, stats = 2 * ch * acc;
-    m.add({.name = std::move(name),
-           .inputs = {x},
-           .output = X,
-           .phantom = stats,
-           .backward_reads = {x},
-           .forward = {8 * n, 3 * X + stats + 2 * ch * e},
-           .backward = {12 * n, 5 * X + stats + 3 * ch * e}});
+    m.add(detail::batch_norm(std::move(name), x, B, ch, h, e));
   };
   auto relu = [&](std::string name, const std::string& x, double ch, double h) {
-    const double X = B * ch * h * h * e, n = B * ch * h * h;
-    m.add({.name = std::move(name),
-           .inputs = {x},
-           .output = X,
-           .phantom = 0,
-           .backward_reads = {"output"},
-           .forward = {n, 2 * X},
-           .backward = {n, 3 * X}});
+    const double n = B * ch * h * h;
+    m.add(detail::relu(std::move(name), x, n * e, n));
   };
 
   // Stem.
@@ -131,18 +103,8 @@ inline result<forward_dag> resnet(const resnet_config& c, const device_model& de
   h = conv("conv1", "input", 3, 64, 7, 2, 3, h);
   batch_norm("bn1", "conv1", 64, h);
   relu("relu", "bn1", 64, h);
-  {
-    const double ho = detail::conv_out(h, 3, 2, 1);
-    const double X = B * 64 * h * h * e, n_out = B * 64 * ho * ho, Y = n_out * e;
-    m.add({.name = "maxpool",
-           .inputs = {"relu"},
-           .output = Y,
-           .phantom = 8 * n_out,
-           .backward_reads = {"relu"},
-           .forward = {9 * n_out, X + Y + 8 * n_out},
-           .backward = {n_out, 2 * X + Y + 8 * n_out}});
-    h = ho;
-  }
+  m.add(detail::max_pool("maxpool", "relu", B, 64, h, 3, 2, 1, e));
+  h = detail::conv_out(h, 3, 2, 1);
 
   std::string x = "maxpool";
   double ch = 64;  // channels of x

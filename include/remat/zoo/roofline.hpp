@@ -1,5 +1,5 @@
 #pragma once
-// The roofline cost model of the model zoo (zoo/gpt2.hpp, zoo/resnet.hpp), after Williams,
+// The roofline cost model of the model zoo (zoo/gpt2.hpp, resnet.hpp, ...), after Williams,
 // Waterman and Patterson (CACM 52(4), 2009): an op's forward and backward each take
 // max(flops / peak_flops, bytes_moved / memory_bandwidth) on a device described by those two
 // numbers; presets for V100, A100, H100 (fp32 and tensor-core peaks) and the RTX 3060.

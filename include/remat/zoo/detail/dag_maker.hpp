@@ -1,8 +1,10 @@
 #pragma once
 // What the model zoo's generators share: an op as a generator describes it (sizes as doubles,
 // checked before they become byte counts), the assembly of the forward DAG with its roofline
-// times, and the ops that more than one architecture has (linear layer, residual add,
-// cross-entropy). The decisions are stated at each function; the cost rule in zoo/roofline.hpp.
+// times and weights, and the ops that more than one architecture has (linear layer, embedding,
+// layer norm, dropout, ReLU, eager attention, residual add, cross-entropy; the convolutional ones
+// are in detail/conv.hpp). The decisions are stated at each function; the cost rule in
+// zoo/roofline.hpp.
 
 #include <cmath>
 #include <optional>
@@ -25,6 +27,10 @@ inline constexpr double max_tensor_bytes = 281474976710656.0;
 
 /// The most ops a generated DAG may have (10^6): a bound on memory for absurd depths.
 inline constexpr double max_ops = 1e6;
+
+/// The bytes of a value of the accumulation type of `e`-byte activations (a norm's statistics):
+/// fp32, fp64 for e = 8, as ATen's.
+inline double accumulation_bytes(double e) { return e == 8 ? 8 : 4; }
 
 /// "fp32" for 4 bytes, and so on.
 inline std::string dtype_name(int dtype_bytes) {
@@ -114,6 +120,15 @@ class dag_maker {
     return name;
   }
 
+  /// Adds `s` with weights of its own, declared first: "<name>.weight" of `weight` bytes and,
+  /// when `bias` > 0, "<name>.bias" of `bias` bytes, trainable, of `dtype`; the op reads them
+  /// (after any parameters `s` already lists: a tied weight).
+  void add_with_weights(op_spec s, double weight, double bias, const std::string& dtype) {
+    s.parameters.push_back(parameter(s.name + ".weight", weight, dtype));
+    if (bias > 0) s.parameters.push_back(parameter(s.name + ".bias", bias, dtype));
+    add(std::move(s));
+  }
+
   /// The forward DAG, checked by validate(forward_dag); `who` ("gpt2") starts every message.
   result<forward_dag> finish(std::string name, double input_bytes, std::string_view who) && {
     const bytes in = size(input_bytes, "input", "input_bytes");
@@ -146,42 +161,114 @@ class dag_maker {
   std::optional<std::string> problem_;
 };
 
-/// A linear layer y = x W (+ b) on `rows` rows, `in` -> `out` features, dtype `e` bytes; its
-/// backward reads x (for W's gradient), not its output. FLOPs 2 rows in out forward (+ rows out
-/// for the bias); backward 4 rows in out (dx = dy W^T, dW = x^T dy; 2 rows in out when x is the
-/// graph input: no dx) + rows out (db). Bytes: forward x, W, b, y; backward dy read by each
-/// product and by the bias reduction, x, W, and dx, dW, db written.
-inline op_spec linear(std::string name, const std::string& x, double rows, double in, double out,
-                      double e, bool bias, bool input_needs_grad = true) {
-  const double b = bias ? 1 : 0;
-  const double X = rows * in * e, Y = rows * out * e, W = in * out * e, B = out * e * b;
-  const double dgrad = input_needs_grad ? 1 : 0;
+/// An op that multiplies its input x by a weight (a linear layer, a convolution, a transposed
+/// convolution): `flops` for the product, `X`, `W`, `Y` the bytes of x, the weight and the
+/// output, and a bias of `bias` bytes (0: none) added to the `out_elems` elements of the output.
+/// Its backward reads x (for W's gradient), not its output: dx (from dy and W) and dW (from x
+/// and dy) each take the forward's FLOPs, only dW when x is the graph input (no dx), and db
+/// `out_elems` FLOPs. Bytes: forward x, W, b, y; backward dy read by each product and by the
+/// bias reduction, x, W, and dx, dW, db written.
+inline op_spec weight_product(std::string name, const std::string& x, double X, double W, double Y,
+                              double flops, double bias, double out_elems, bool input_needs_grad) {
+  const double b = bias > 0 ? 1 : 0, dgrad = input_needs_grad ? 1 : 0;
   return {.name = std::move(name),
           .inputs = {x},
           .output = Y,
           .phantom = 0,
           .backward_reads = {x},
-          .forward = {2 * rows * in * out + b * rows * out, X + W + B + Y},
-          .backward = {(2 + 2 * dgrad) * rows * in * out + b * rows * out,
-                       (1 + dgrad + b) * Y + X + dgrad * W + dgrad * X + W + B}};
+          .forward = {flops + b * out_elems, X + W + bias + Y},
+          .backward = {(1 + dgrad) * flops + b * out_elems,
+                       (1 + dgrad + b) * Y + X + dgrad * W + dgrad * X + W + bias}};
 }
 
-/// Eager attention's three ops over `B H T^2` scores (`S` bytes, `P` elements) for `U`-byte q,
-/// k, v and context of `dh` features a head, as GPT-2's and Llama's (zoo/gpt2.hpp states the
-/// decisions). scores: q k^T (2 P dh FLOPs, q and k read, S written), scale (S read and
-/// written), masked_fill (S read with the T^2 bool mask, S written); backward: the mask's and the
-/// scale's gradients, then dq = G k and dk = G^T q. softmax: its backward reads its output.
-/// context: probs v, then the merge copy; backward: dy split into heads (a copy), d_probs = dy
-/// v^T, dv = probs^T dy.
+/// A linear layer y = x W (+ b) on `rows` rows, `in` -> `out` features, dtype `e` bytes
+/// (weight_product): 2 rows in out FLOPs forward (+ rows out for the bias), 4 rows in out
+/// backward (2 when x is the graph input) + rows out.
+inline op_spec linear(std::string name, const std::string& x, double rows, double in, double out,
+                      double e, bool bias, bool input_needs_grad = true) {
+  return weight_product(std::move(name), x, rows * in * e, in * out * e, rows * out * e,
+                        2 * rows * in * out, bias ? out * e : 0, rows * out, input_needs_grad);
+}
+
+/// A token embedding: the rows of a `vocab` x `width` table gathered for `tokens` int64 ids read
+/// from `ids` (the graph input). Forward: the ids (8 bytes a token) read, the rows read and
+/// written (0 FLOPs). The backward reads the ids; it zero-fills the table's gradient (vocab
+/// width e bytes) and scatters dy into it (tokens width FLOPs): charged vocab width e + 3 tokens
+/// width e + 8 tokens bytes.
+inline op_spec embedding(std::string name, const std::string& ids, double tokens, double width,
+                         double vocab, double e) {
+  const double U = tokens * width * e;
+  return {.name = std::move(name),
+          .inputs = {ids},
+          .output = U,
+          .phantom = 0,
+          .backward_reads = {ids},
+          .forward = {0, 8 * tokens + 2 * U},
+          .backward = {tokens * width, vocab * width * e + 8 * tokens + 3 * U}};
+}
+
+/// Layer norm over the last `width` features of `rows` rows (with weight and bias): it saves
+/// mean and rstd (2 rows values in the accumulation type) as its phantom and reads its input in
+/// the backward. FLOPs 8 an element forward, 12 backward; bytes: forward x read, y written, the
+/// statistics and the weight and bias; backward dy and x read, dx written, the statistics, the
+/// weight read and its and the bias's gradients written.
+inline op_spec layer_norm(std::string name, const std::string& x, double rows, double width,
+                          double e) {
+  const double U = rows * width * e, stats = 2 * rows * accumulation_bytes(e), Dp = width * e;
+  return {.name = std::move(name),
+          .inputs = {x},
+          .output = U,
+          .phantom = stats,
+          .backward_reads = {x},
+          .forward = {8 * rows * width, 2 * U + stats + 2 * Dp},
+          .backward = {12 * rows * width, 3 * U + stats + 3 * Dp}};
+}
+
+/// Dropout over `n` bytes of `elems` elements: it saves its mask, 1 byte an element (ATen's bool
+/// mask), as its phantom, and its backward (dy * mask / (1 - p)) reads nothing else. FLOPs 2 an
+/// element each way; bytes the tensor read and written and the mask written, then dy and the
+/// mask read and dx written.
+inline op_spec dropout(std::string name, const std::string& x, double n, double elems) {
+  return {.name = std::move(name),
+          .inputs = {x},
+          .output = n,
+          .phantom = elems,
+          .backward_reads = {},
+          .forward = {2 * elems, 2 * n + elems},
+          .backward = {2 * elems, 2 * n + elems}};
+}
+
+/// ReLU over `n` bytes of `elems` elements, a tensor of its own (not in place): its backward
+/// reads its output. 1 FLOP an element each way; x read and y written, then dy and y read and
+/// dx written.
+inline op_spec relu(std::string name, const std::string& x, double n, double elems) {
+  return {.name = std::move(name),
+          .inputs = {x},
+          .output = n,
+          .phantom = 0,
+          .backward_reads = {"output"},
+          .forward = {elems, 2 * n},
+          .backward = {elems, 3 * n}};
+}
+
+/// Eager attention's three ops over `P` = B H Tq Tk scores (`S` bytes) between queries of `Q`
+/// bytes and keys and values of `K` bytes each, `dh` features a head: GPT-2's and Llama's, where
+/// Tq = Tk (zoo/gpt2.hpp states the decisions), and the encoder-decoder's cross-attention, where
+/// the keys and values come from the source (zoo/transformer.hpp). scores: q k^T (2 P dh FLOPs,
+/// q and k read, S written), scale (S read and written), masked_fill (S read with the `mask`
+/// bytes of the bool mask: T^2 for a causal one, B Tk for a key-padding one; S written);
+/// backward: the mask's and the scale's gradients, then dq = G k and dk = G^T q. softmax: its
+/// backward reads its output. context: probs v, then the merge copy (`O` bytes, the queries'
+/// size); backward: dy split into heads (a copy), d_probs = dy v^T, dv = probs^T dy.
 inline op_spec attention_scores(std::string name, const std::string& q, const std::string& k,
-                                double U, double S, double P, double T, double dh) {
+                                double Q, double K, double S, double P, double mask, double dh) {
   return {.name = std::move(name),
           .inputs = {q, k},
           .output = S,
           .phantom = 0,
           .backward_reads = {q, k},
-          .forward = {2 * P * dh + 2 * P, 2 * U + 5 * S + T * T},
-          .backward = {4 * P * dh + 2 * P, 4 * U + 6 * S + T * T},
+          .forward = {2 * P * dh + 2 * P, Q + K + 5 * S + mask},
+          .backward = {4 * P * dh + 2 * P, 2 * Q + 2 * K + 6 * S + mask},
           .forward_temp = S,
           .backward_temp = S};
 }
@@ -195,16 +282,16 @@ inline op_spec attention_softmax(std::string name, const std::string& scores, do
           .backward = {4 * P, 3 * S}};
 }
 inline op_spec attention_context(std::string name, const std::string& probs, const std::string& v,
-                                 double U, double S, double P, double dh) {
+                                 double O, double K, double S, double P, double dh) {
   return {.name = std::move(name),
           .inputs = {probs, v},
-          .output = U,
+          .output = O,
           .phantom = 0,
           .backward_reads = {probs, v},
-          .forward = {2 * P * dh, S + 4 * U},
-          .backward = {4 * P * dh, 2 * S + 6 * U},
-          .forward_temp = U,
-          .backward_temp = U};
+          .forward = {2 * P * dh, S + K + 3 * O},
+          .backward = {4 * P * dh, 2 * S + 4 * O + 2 * K},
+          .forward_temp = O,
+          .backward_temp = O};
 }
 
 /// A residual add z = a + b of `n` bytes (`elems` elements). The backward passes dz through to
