@@ -207,7 +207,15 @@ struct checkmate_formulation {
   /// P and S, their creates and frees, the transitions between steps, memory, the objective.
   [[nodiscard]] result<built> build(const graph& g, bytes budget, bool feasibility,
                                     clock::time_point deadline) const {
-    model_builder mb(*this, g, budget);
+    return build(g, variants_of(g), {}, budget, feasibility, deadline);
+  }
+  /// The MILP with the nodes' variants given (one list per compute node, each variant's masks
+  /// the size of the node's outputs and inputs), and groups of data of which at most one is
+  /// alive at a time (a cluster's option phantoms in an H-graph, [Zhao24, Eq. 3.16]).
+  [[nodiscard]] result<built> build(const graph& g, std::vector<std::vector<run_variant>> variants,
+                                    const std::vector<std::vector<int>>& exclusive, bytes budget,
+                                    bool feasibility, clock::time_point deadline) const {
+    model_builder mb(*this, g, budget, std::move(variants));
     const error out_of_time{status::time_limit,
                             "checkmate: the time limit passed while building the MILP of graph '" +
                                 g.name + "' (" + std::to_string(g.compute_count()) +
@@ -218,6 +226,7 @@ struct checkmate_formulation {
     mb.add_runs();
     mb.add_data();
     if (!mb.add_creates_and_frees(past_deadline)) return out_of_time;
+    mb.add_exclusive(exclusive);
     if (!mb.add_transitions(past_deadline)) return out_of_time;
     if (!mb.add_memory(past_deadline)) return out_of_time;
     mb.add_objective(feasibility);
@@ -228,7 +237,8 @@ struct checkmate_formulation {
   /// Builds the MILP step by step (build()): the state the steps share, and one member per step.
   class model_builder {
    public:
-    model_builder(const checkmate_formulation& f, const graph& g, bytes budget)
+    model_builder(const checkmate_formulation& f, const graph& g, bytes budget,
+                  std::vector<std::vector<run_variant>> variants)
         : f_(f),
           g_(g),
           T(g.compute_count()),
@@ -236,7 +246,7 @@ struct checkmate_formulation {
           unit_(memory_unit(g, budget)),
           cap_(units(budget, unit_)) {
       b.unit = unit_;
-      b.variants = f.variants_of(g);
+      b.variants = std::move(variants);
     }
 
     built b;
@@ -394,6 +404,22 @@ struct checkmate_formulation {
         }
       }
       return true;
+    }
+
+    /// At most one datum of each group alive at a stage's start, or made at its step in the
+    /// stage (the group's data share their producer).
+    void add_exclusive(const std::vector<std::vector<int>>& groups) {
+      for (const auto& grp : groups) {
+        if (grp.size() < 2) continue;
+        for (int t = 0; t < T; ++t) {
+          milp::linear_expr alive;
+          for (int i : grp) {
+            alive += b.P[ix(t)][ix(i)];
+            for (const auto& [k, x] : b.cre[ix(t)][ix(i)]) alive += x;
+          }
+          b.m.add(alive <= 1);
+        }
+      }
     }
 
     /// Liveness, dependencies, and the S and P transitions from step to step; false when the
@@ -598,6 +624,28 @@ struct checkmate_formulation {
       return m;
     }
   };
+
+  /// Algorithm 4 over an integral solution (extract), each run with its variant.
+  struct run_record {
+    instruction ins;
+    int variant = 0;
+  };
+  [[nodiscard]] result<std::vector<run_record>> extract_runs(const graph& g, const built& b,
+                                                             const milp::solution& s) const {
+    auto prog = extract(g, b, s);
+    if (!prog) return prog.err();
+    std::vector<run_record> out;
+    const int T = g.compute_count();
+    std::size_t at = 0;
+    for (int t = 0; t < T; ++t)
+      for (int k = 0; k <= t; ++k)
+        if (const int v = b.variant_on(s, t, k); v >= 0) {
+          while (prog->ops[at].op == op_kind::free) out.push_back({prog->ops[at++], 0});
+          out.push_back({prog->ops[at++], v});
+        }
+    for (; at < prog->ops.size(); ++at) out.push_back({prog->ops[at], 0});
+    return out;
+  }
 
   /// Algorithm 4 over an integral solution, replaying the state to free an alive output before
   /// its recompute.
