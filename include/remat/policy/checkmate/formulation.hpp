@@ -215,7 +215,7 @@ struct checkmate_formulation {
   [[nodiscard]] result<built> build(const graph& g, std::vector<std::vector<run_variant>> variants,
                                     const std::vector<std::vector<int>>& exclusive, bytes budget,
                                     bool feasibility, clock::time_point deadline) const {
-    model_builder mb(*this, g, budget, std::move(variants));
+    model_builder mb(g, budget, std::move(variants));
     const error out_of_time{status::time_limit,
                             "checkmate: the time limit passed while building the MILP of graph '" +
                                 g.name + "' (" + std::to_string(g.compute_count()) +
@@ -237,10 +237,8 @@ struct checkmate_formulation {
   /// Builds the MILP step by step (build()): the state the steps share, and one member per step.
   class model_builder {
    public:
-    model_builder(const checkmate_formulation& f, const graph& g, bytes budget,
-                  std::vector<std::vector<run_variant>> variants)
-        : f_(f),
-          g_(g),
+    model_builder(const graph& g, bytes budget, std::vector<std::vector<run_variant>> variants)
+        : g_(g),
           T(g.compute_count()),
           I(g.data_count()),
           unit_(memory_unit(g, budget)),
@@ -598,7 +596,6 @@ struct checkmate_formulation {
       return x ? *x : milp::linear_expr();
     }
 
-    const checkmate_formulation& f_;
     const graph& g_;
     const int T, I;  // compute and data nodes (the thesis' names)
     const bytes unit_;
