@@ -43,6 +43,8 @@ namespace remat::detail {
 /// The MILP of checkmate (its `fast_forward` knob decides whether forwards get a fast variant).
 struct checkmate_formulation {
   bool fast_forward = true;
+  /// The budget is at most 2^memory_bits memory units (see memory_unit).
+  int memory_bits = 17;
 
   /// A way to run a compute node: its time and scratch, which of its outputs it makes and which
   /// of its inputs it reads (per position in g.outputs(k), g.inputs(k)), and the instruction
@@ -94,13 +96,13 @@ struct checkmate_formulation {
   }
 
   /// The memory unit of the model (see "Memory units" above): the gcd of every size and overhead
-  /// when that leaves fewer than 2^17 units in the budget (exact), else the smallest power of two
-  /// that does (sizes rounded down to it).
-  static bytes memory_unit(const graph& g, bytes budget) {
+  /// when that leaves fewer than 2^bits units in the budget (exact), else the smallest power of
+  /// two that does (sizes rounded down to it).
+  static bytes memory_unit(const graph& g, bytes budget, int bits = 17) {
     const bytes u = memory_gcd(g);
-    if (budget / u < (bytes{1} << 17)) return u;
+    if (budget / u < (bytes{1} << bits)) return u;
     bytes coarse = 1;
-    while (coarse <= (budget >> 17)) coarse *= 2;
+    while (coarse <= (budget >> bits)) coarse *= 2;
     return coarse;
   }
   /// Bytes in model units, rounded down (exact when the unit is the gcd): the MILP is then a
@@ -215,7 +217,7 @@ struct checkmate_formulation {
   [[nodiscard]] result<built> build(const graph& g, std::vector<std::vector<run_variant>> variants,
                                     const std::vector<std::vector<int>>& exclusive, bytes budget,
                                     bool feasibility, clock::time_point deadline) const {
-    model_builder mb(g, budget, std::move(variants));
+    model_builder mb(g, budget, std::move(variants), memory_bits);
     const error out_of_time{status::time_limit,
                             "checkmate: the time limit passed while building the MILP of graph '" +
                                 g.name + "' (" + std::to_string(g.compute_count()) +
@@ -237,11 +239,12 @@ struct checkmate_formulation {
   /// Builds the MILP step by step (build()): the state the steps share, and one member per step.
   class model_builder {
    public:
-    model_builder(const graph& g, bytes budget, std::vector<std::vector<run_variant>> variants)
+    model_builder(const graph& g, bytes budget, std::vector<std::vector<run_variant>> variants,
+                  int memory_bits)
         : g_(g),
           T(g.compute_count()),
           I(g.data_count()),
-          unit_(memory_unit(g, budget)),
+          unit_(memory_unit(g, budget, memory_bits)),
           cap_(units(budget, unit_)) {
       b.unit = unit_;
       b.variants = std::move(variants);

@@ -60,23 +60,6 @@ struct hiremate_hgraph {
   std::vector<detail::block_programs> programs;
 };
 
-namespace detail {
-
-inline std::vector<instruction> on_block_nodes(const graph& parent, const block_graph& b,
-                                               std::span<const instruction> ops) {
-  std::vector<int> cmap(ix(parent.compute_count()), -1), dmap(ix(parent.data_count()), -1);
-  for (std::size_t i = 0; i < b.compute_in_parent.size(); ++i)
-    if (b.compute_in_parent[i] >= 0) cmap[ix(b.compute_in_parent[i])] = static_cast<int>(i);
-  for (std::size_t i = 0; i < b.data_in_parent.size(); ++i)
-    dmap[ix(b.data_in_parent[i])] = static_cast<int>(i);
-  std::vector<instruction> out;
-  for (const instruction& i : ops)
-    out.push_back({i.op, (i.is_compute() ? cmap : dmap)[ix(i.node)], i.part});
-  return out;
-}
-
-}  // namespace detail
-
 /// The H-graph of cluster `c` of partition `p` of `parent`; `sub[k]` are the programs of
 /// cluster k (its options and fast-forward, on the parent's nodes, as rockmate's block options:
 /// detail::block_programs), read for the sub-clusters of c. Errors (status::invalid_problem): a
@@ -120,10 +103,10 @@ inline result<hiremate_hgraph> hiremate_hgraph_of(const graph& parent, const hir
         return bad("sub-cluster " + std::to_string(item.index) + " of cluster " +
                    std::to_string(c) + " has no option; plan the clusters below first");
       detail::block_programs bp = sub[ix(item.index)];
-      bp.fast_forward = detail::on_block_nodes(parent, B, bp.fast_forward);
+      bp.fast_forward = detail::to_block(parent, B, bp.fast_forward);
       for (auto& o : bp.options) {
-        o.forward = detail::on_block_nodes(parent, B, o.forward);
-        o.backward = detail::on_block_nodes(parent, B, o.backward);
+        o.forward = detail::to_block(parent, B, o.forward);
+        o.backward = detail::to_block(parent, B, o.backward);
       }
       h.programs[ix(it)] = std::move(bp);
     }
@@ -186,9 +169,11 @@ inline result<hiremate_hgraph> hiremate_hgraph_of(const graph& parent, const hir
       // What the option's forward part leaves alive inside the sub-cluster.
       std::vector<char> alive(ix(bg.data_count()), 0);
       for (const instruction& i : h.programs[ix(it)].options[o].forward) {
-        if (i.is_compute())
-          for (int d : bg.outputs(i.node)) alive[ix(d)] = 1;
-        else if (i.op == op_kind::free)
+        if (i.is_compute()) {
+          for (int d : bg.outputs(i.node))  // a fast-forward makes no phantom
+            if (i.op != op_kind::fast_forward || bg.data(d).kind != data_kind::phantom)
+              alive[ix(d)] = 1;
+        } else if (i.op == op_kind::free)
           alive[ix(i.node)] = 0;
       }
       std::vector<int> kept;
@@ -238,6 +223,24 @@ inline result<hiremate_hgraph> hiremate_hgraph_of(const graph& parent, const hir
         if (owner[ix(d)] != it) outs.push_back(dmap[ix(d)]);
     }
     if (backward && !has_backward) return -1;
+    // What an option's backward part reads before it makes it (a forward it runs again reads
+    // the sub-cluster's inputs): B_j's inputs, those of each option ([Zhao24, §3.4]: d ->^o B_j).
+    auto needs = [&](const std::vector<instruction>& part) {
+      std::vector<char> made(ix(bg.data_count()), 0), need(ix(bg.data_count()), 0);
+      for (const instruction& i : part) {
+        if (!i.is_compute()) continue;
+        for (int d : bg.inputs(i.node))
+          if (!made[ix(d)]) need[ix(d)] = 1;
+        for (int d : bg.outputs(i.node)) made[ix(d)] = 1;
+      }
+      return need;
+    };
+    if (backward)
+      for (const auto& o : bp.options) {
+        const auto need = needs(o.backward);
+        for (int d = 0; d < bg.data_count(); ++d)
+          if (need[ix(d)] && owner[ix(d)] != it) ins.push_back(dmap[ix(d)]);
+      }
     // Inputs the sub-cluster makes itself (an output its backward reads) are F_j's outputs.
     std::sort(outs.begin(), outs.end());
     outs.erase(std::unique(outs.begin(), outs.end()), outs.end());
@@ -277,10 +280,7 @@ inline result<hiremate_hgraph> hiremate_hgraph_of(const graph& parent, const hir
       std::vector<char> reads(io_in.size(), 1), makes(io_out.size(), 1);
       if (backward) {
         // Its phantom, and the interface data its backward part reads.
-        std::vector<char> read(ix(bg.data_count()), 0);
-        for (const instruction& i : opt.backward)
-          if (i.is_compute())
-            for (int d : bg.inputs(i.node)) read[ix(d)] = 1;
+        const std::vector<char> read = needs(opt.backward);
         for (std::size_t q = 0; q < io_in.size(); ++q) {
           const int d = io_in[q];
           const auto at = std::ranges::find(ph, d);

@@ -91,22 +91,7 @@ class block_assembly {
  private:
   /// Block k's instructions, given on its kind's representative's nodes, on the whole graph.
   std::vector<instruction> on_block(int k, const std::vector<instruction>& ops) const {
-    const block_graph& rep = bk_.of_kind(bk_.kind_of[ix(k)]);
-    const block_graph& b = bk_.blocks[ix(k)];
-    std::vector<int> compute_back(ix(g_.compute_count()), -1), data_back(ix(g_.data_count()), -1);
-    for (std::size_t i = 0; i < rep.compute_in_parent.size(); ++i)
-      if (rep.compute_in_parent[i] >= 0)
-        compute_back[ix(rep.compute_in_parent[i])] = static_cast<int>(i);
-    for (std::size_t i = 0; i < rep.data_in_parent.size(); ++i)
-      data_back[ix(rep.data_in_parent[i])] = static_cast<int>(i);
-    std::vector<instruction> mapped;
-    mapped.reserve(ops.size());
-    for (const instruction& i : ops) {
-      const int local = i.is_compute() ? compute_back[ix(i.node)] : data_back[ix(i.node)];
-      const auto& map = i.is_compute() ? b.compute_in_parent : b.data_in_parent;
-      mapped.push_back({i.op, map[ix(local)]});
-    }
-    return mapped;
+    return between_blocks(g_, bk_.of_kind(bk_.kind_of[ix(k)]), bk_.blocks[ix(k)], ops);
   }
 
   const graph& g_;

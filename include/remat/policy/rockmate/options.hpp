@@ -81,6 +81,30 @@ inline std::vector<instruction> to_parent(const block_graph& b, std::span<const 
   return out;
 }
 
+/// Instructions on the parent graph's nodes as instructions on the block graph's (the inverse
+/// of to_parent; a node outside the block becomes -1).
+inline std::vector<instruction> to_block(const graph& parent, const block_graph& b,
+                                         std::span<const instruction> ops) {
+  std::vector<int> cmap(ix(parent.compute_count()), -1), dmap(ix(parent.data_count()), -1);
+  for (std::size_t i = 0; i < b.compute_in_parent.size(); ++i)
+    if (b.compute_in_parent[i] >= 0) cmap[ix(b.compute_in_parent[i])] = static_cast<int>(i);
+  for (std::size_t i = 0; i < b.data_in_parent.size(); ++i)
+    dmap[ix(b.data_in_parent[i])] = static_cast<int>(i);
+  std::vector<instruction> out;
+  out.reserve(ops.size());
+  for (const instruction& i : ops)
+    out.push_back({i.op, (i.is_compute() ? cmap : dmap)[ix(i.node)], i.part});
+  return out;
+}
+
+/// Instructions on the nodes of block `from` as the same instructions on those of `to`, a block
+/// of the same kind (same_block): node for node.
+inline std::vector<instruction> between_blocks(const graph& parent, const block_graph& from,
+                                               const block_graph& to,
+                                               std::span<const instruction> ops) {
+  return to_parent(to, to_block(parent, from, ops));
+}
+
 /// The block's loss (placeholder or the graph's) in the block graph.
 inline int block_loss(const block_graph& b) {
   return b.placeholder_loss >= 0 ? b.placeholder_loss : b.g.loss();
@@ -421,7 +445,11 @@ result<std::vector<block_programs>> make_block_options(const graph& g, const blo
           policy.time_limit = std::max(1e-3, limit);
       if constexpr (requires { policy.node_limit; })
         if (rq.node_limit > 0) policy.node_limit = rq.node_limit;
-      return policy.solve(limited.g, t.peak);
+      // An inner that plans each kind its own way (hiremate's H-ILP over the cluster's H-graph).
+      if constexpr (requires { policy.solve_block(t.kind, limited.g, t.peak); })
+        return policy.solve_block(t.kind, limited.g, t.peak);
+      else
+        return policy.solve(limited.g, t.peak);
     };
     const auto started = clock::now();
     result<schedule> sol = large_block ? attempt(large) : attempt(inner);
