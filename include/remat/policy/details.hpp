@@ -99,6 +99,29 @@ struct rockmate_details {
   bool whole_graph_chosen = false;
 };
 
+/// One cluster of a hiremate plan (the partition's, children before parents, the top last).
+struct hiremate_cluster_summary {
+  std::vector<int> forwards;  ///< its forward compute nodes in the graph
+  int level = 1;              ///< 1: ops alone; the top's is the partition's depth
+  int same_as = -1;           ///< an identical cluster planned once for both (-1: none)
+  int options = 0;            ///< its options (store-all is option 0; 0 for the top)
+  seconds solve_seconds = 0;  ///< its H-ILP solves (the grid's, or the top's)
+  /// In the top's plan, the option the top's H-ILP ran it with (-1: fast-forwarded only, or not
+  /// a sub-cluster of the top).
+  int chosen = -1;
+};
+
+/// What a hiremate plan is made of.
+struct hiremate_details {
+  std::vector<hiremate_cluster_summary> clusters;
+  int levels = 0;            ///< the partition's depth
+  seconds options_time = 0;  ///< making the options of every cluster below the top
+  seconds top_time = 0;      ///< the top's H-ILP
+  int tightened = 0;         ///< top H-ILP solves again at a lower budget (its plan, lowered,
+                             ///< peaked over the budget)
+  std::string over_limit;    ///< the partition's top over its size limit, and why (else empty)
+};
+
 /// One block of an offmate plan: its option, and where the parameters whose first block it is
 /// live and are updated (bytes; parameters read by several blocks count at the first).
 struct offmate_block_summary {

@@ -1,0 +1,190 @@
+// hiremate (policy/hiremate.hpp): without a partition it is checkmate's exact MILP (the same
+// optimum on random DAGs); partitioned deep, every plan is valid within its budget and never
+// faster than the exact optimum; GPT-2 and the U-Net plan down to a minimum hiremate reports and
+// plans; identical clusters are planned once; bad input is refused with what would work.
+#include <cstddef>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <remat/policy/checkmate.hpp>
+#include <remat/policy/hiremate.hpp>
+#include <remat/policy/store_all.hpp>
+#include <remat/problem/builder.hpp>
+#include <remat/sim/simulate.hpp>
+#include <remat/zoo/gpt2.hpp>
+#include <remat/zoo/unet.hpp>
+
+#include "support/random_dag.hpp"
+
+#if defined(REMAT_HAS_CBC)
+#include <remat/milp/cbc.hpp>
+
+using namespace remat;
+
+namespace {
+
+/// Budgets from store-all's peak down to the memory floor, evenly.
+std::vector<bytes> budgets_of(const graph& g, int n) {
+  const bytes hi = peak_of_store_all(g), lo = checkmate<milp::cbc>::lower_bound(g);
+  std::vector<bytes> out;
+  for (int i = 0; i < n; ++i) out.push_back(hi - (hi - lo) * i / (n - 1));
+  return out;
+}
+
+void check_valid(const graph& g, const schedule& s, bytes budget) {
+  const auto rep = sim::simulate(g, s, {.budget = budget, .record_timeline = false});
+  INFO((rep.first_violation ? rep.first_violation->message : std::string()));
+  CHECK(rep.valid);
+  CHECK(rep.peak == s.predicted_peak);
+  CHECK(rep.makespan == doctest::Approx(s.predicted_time));
+}
+
+}  // namespace
+
+TEST_CASE("hiremate: without a partition it is checkmate's exact MILP") {
+  // The top holds every op: its H-graph is the graph, its H-ILP checkmate's MILP (the ablation of
+  // [Zhao24, §3.5]): the same optimum at every budget, and the same budgets without a plan.
+  std::mt19937 rng(7);
+  hiremate<milp::cbc> h;
+  h.partitioner.limits = {.lower = 100, .top = 100};
+  checkmate<milp::cbc> c;
+  int compared = 0;
+  for (int i = 0; i < 6; ++i) {
+    const graph g = test::random_dag(rng, 7 + i % 3, i);
+    for (const bytes b : budgets_of(g, 5)) {
+      INFO("graph " << i << ", budget " << b);
+      const auto x = h.solve_detailed(g, b);
+      const auto y = c.solve_detailed(g, b);
+      REQUIRE((y || y.code() == status::budget_too_small || y.code() == status::infeasible));
+      CHECK(bool(x) == bool(y));
+      if (!x || !y) {
+        if (!x) CHECK(x.code() == status::budget_too_small);
+        continue;
+      }
+      check_valid(g, x->program, b);
+      CHECK(x->details.levels == 1);
+      CHECK(x->program.predicted_time == doctest::Approx(y->program.predicted_time));
+      ++compared;
+    }
+  }
+  CHECK(compared >= 15);
+}
+
+TEST_CASE("hiremate: partitioned deep, valid within the budget, never faster than the optimum") {
+  std::mt19937 rng(11);
+  hiremate<milp::cbc> h;
+  h.partitioner.limits = {.lower = 3, .top = 4};
+  h.peak_budgets = 3;
+  h.save_budgets = 3;
+  checkmate<milp::cbc> c;
+  int planned = 0, deep = 0;
+  for (int i = 0; i < 5; ++i) {
+    const graph g = test::random_dag(rng, 12, 100 + i);
+    for (const bytes b : budgets_of(g, 4)) {
+      INFO("graph " << i << ", budget " << b);
+      const auto x = h.solve_detailed(g, b);
+      if (!x) {
+        INFO(x.err().message);
+        REQUIRE(x.code() == status::budget_too_small);
+        // The minimum it reports plans.
+        REQUIRE(x.err().minimum_budget);
+        const auto at = h.solve(g, *x.err().minimum_budget);
+        CHECK(at);
+        continue;
+      }
+      check_valid(g, x->program, b);
+      const auto y = c.solve_detailed(g, b);
+      REQUIRE(y);  // the exact MILP plans wherever hiremate does
+      CHECK(x->program.predicted_time >= y->program.predicted_time - 1e-9);
+      deep += x->details.levels >= 3 ? 1 : 0;
+      ++planned;
+    }
+  }
+  CHECK(planned >= 10);
+  CHECK(deep >= 5);
+}
+
+TEST_CASE("hiremate: GPT-2 and the U-Net down to the minimum it reports, which plans") {
+  hiremate<milp::cbc> h;
+  h.partitioner.limits = {.lower = 4, .top = 6};
+  for (const bool unet : {false, true}) {
+    const graph g = unet ? build_graph(*zoo::unet({}, zoo::devices::rtx3060())).value()
+                         : build_graph(*zoo::gpt2({.layers = 2}, zoo::devices::rtx3060())).value();
+    INFO(g.name);
+    const bytes all = peak_of_store_all(g);
+    seconds last = 0;
+    for (const double share : {0.9, 0.7}) {
+      const auto b = static_cast<bytes>(share * static_cast<double>(all));
+      const auto x = h.solve_detailed(g, b);
+      if (!x) {
+        CHECK(x.code() == status::budget_too_small);
+        continue;
+      }
+      check_valid(g, x->program, b);
+      CHECK(x->details.levels >= 3);
+      CHECK(x->program.predicted_time >= g.ideal_time() - 1e-12);
+      // A smaller budget never gives a faster plan here (the options are the same).
+      CHECK(x->program.predicted_time >= last - 1e-12);
+      last = x->program.predicted_time;
+    }
+    if (unet) continue;  // the bisection to the minimum: GPT-2's
+    const auto low = h.solve_detailed(g, checkmate<milp::cbc>::lower_bound(g) / 2);
+    REQUIRE(!low);
+    CHECK(low.code() == status::budget_too_small);
+    REQUIRE(low.err().minimum_budget);
+    const auto at = h.solve_detailed(g, *low.err().minimum_budget);
+    REQUIRE(at);
+    check_valid(g, at->program, *low.err().minimum_budget);
+  }
+}
+
+TEST_CASE("hiremate: identical clusters are planned once; the details add up") {
+  const graph g = build_graph(*zoo::gpt2({.layers = 2}, zoo::devices::rtx3060())).value();
+  hiremate<milp::cbc> h;
+  h.partitioner.limits = {.lower = 4, .top = 6};
+  const auto x = h.solve_detailed(g, peak_of_store_all(g) * 3 / 4);
+  REQUIRE(x);
+  const auto p = hiremate_partition_of(g, h.partitioner.limits).value();
+  REQUIRE(x->details.clusters.size() == p.clusters.size());
+  CHECK(x->details.levels == p.levels());
+  int same = 0, chosen = 0;
+  for (std::size_t k = 0; k < p.clusters.size(); ++k) {
+    const auto& c = x->details.clusters[k];
+    CHECK(c.forwards == p.clusters[k].forwards);
+    CHECK(c.level == p.clusters[k].level);
+    if (k + 1 < p.clusters.size()) CHECK(c.options >= 1);
+    if (c.same_as >= 0) {
+      ++same;
+      CHECK(c.same_as < static_cast<int>(k));
+      CHECK(c.forwards.size() == p.clusters[static_cast<std::size_t>(c.same_as)].forwards.size());
+      CHECK(c.options == x->details.clusters[static_cast<std::size_t>(c.same_as)].options);
+    }
+    chosen += c.chosen >= 0 ? 1 : 0;
+  }
+  CHECK(same >= 2);  // the two layers' clusters
+  CHECK(chosen >= 1);
+}
+
+TEST_CASE("hiremate: bad input says what is wrong and what would work") {
+  const graph g = build_graph(*zoo::gpt2({.layers = 1}, zoo::devices::rtx3060())).value();
+  hiremate<milp::cbc> h;
+  auto r = h.solve(g, -1);
+  REQUIRE(!r);
+  CHECK(r.code() == status::invalid_problem);
+  CHECK(r.err().message.find("negative") != std::string::npos);
+  h.peak_budgets = 0;
+  r = h.solve(g, 1000);
+  REQUIRE(!r);
+  CHECK(r.code() == status::invalid_problem);
+  CHECK(r.err().message.find("at least 1") != std::string::npos);
+  h.peak_budgets = 4;
+  h.partitioner.limits = {.lower = 1, .top = 1};
+  r = h.solve(g, 1000);
+  REQUIRE(!r);
+  CHECK(r.code() == status::invalid_problem);
+  CHECK(r.err().message.find("lower >= 2") != std::string::npos);
+}
+#endif
