@@ -22,13 +22,35 @@ set(REMAT_SANITIZE_TARGETS "" CACHE STRING
 set(REMAT_SANITIZE_TARGET_FLAGS "-O0;-g1" CACHE STRING
     "With REMAT_SANITIZE_TARGETS: the flags the sanitized targets add after the build type's")
 
+# An entry of REMAT_SANITIZE_TARGETS: a target, sanitized with REMAT_SANITIZE, or
+# "target=list", sanitized with its own list (e.g. test_exec=address: ASan without UBSan, whose
+# checks double the compile time of the executor's tests at -O0).
+function(remat_sanitize_entry entry name_out list_out)
+  if(entry MATCHES "^([^=]+)=(.+)$")
+    set(${name_out} ${CMAKE_MATCH_1} PARENT_SCOPE)
+    set(${list_out} ${CMAKE_MATCH_2} PARENT_SCOPE)
+  else()
+    set(${name_out} ${entry} PARENT_SCOPE)
+    set(${list_out} ${REMAT_SANITIZE} PARENT_SCOPE)
+  endif()
+endfunction()
+
 # remat_sanitized(target out): whether `target` is built with the sanitizers.
 function(remat_sanitized target out)
-  if(REMAT_SANITIZE AND (NOT REMAT_SANITIZE_TARGETS OR target IN_LIST REMAT_SANITIZE_TARGETS))
-    set(${out} TRUE PARENT_SCOPE)
-  else()
-    set(${out} FALSE PARENT_SCOPE)
+  set(${out} FALSE PARENT_SCOPE)
+  if(NOT REMAT_SANITIZE)
+    return()
   endif()
+  if(NOT REMAT_SANITIZE_TARGETS)
+    set(${out} TRUE PARENT_SCOPE)
+    return()
+  endif()
+  foreach(entry IN LISTS REMAT_SANITIZE_TARGETS)
+    remat_sanitize_entry("${entry}" name list)
+    if(name STREQUAL target)
+      set(${out} TRUE PARENT_SCOPE)
+    endif()
+  endforeach()
 endfunction()
 
 if(REMAT_SANITIZE)
@@ -64,14 +86,18 @@ function(remat_apply_sanitize_targets)
   if(NOT REMAT_SANITIZE OR NOT REMAT_SANITIZE_TARGETS)
     return()
   endif()
-  foreach(t IN LISTS REMAT_SANITIZE_TARGETS)
+  foreach(entry IN LISTS REMAT_SANITIZE_TARGETS)
+    remat_sanitize_entry("${entry}" t list)
     if(TARGET ${t})
-      target_compile_options(${t} PRIVATE ${remat_sanitize_flags} ${REMAT_SANITIZE_TARGET_FLAGS})
-      target_link_options(${t} PRIVATE -fsanitize=${REMAT_SANITIZE})
+      target_compile_options(${t} PRIVATE -fsanitize=${list} -fno-sanitize-recover=all
+                                          -fno-omit-frame-pointer ${REMAT_SANITIZE_TARGET_FLAGS})
+      target_link_options(${t} PRIVATE -fsanitize=${list})
       # The fuzz driver (fuzz/driver.cpp) sets its own: reports abort, so that it keeps the input.
       get_target_property(own_options ${t} REMAT_OWN_SANITIZER_OPTIONS)
       if(NOT own_options)
         target_sources(${t} PRIVATE ${PROJECT_SOURCE_DIR}/cmake/sanitizer_options.cpp)
+        set_source_files_properties(${PROJECT_SOURCE_DIR}/cmake/sanitizer_options.cpp
+                                    TARGET_DIRECTORY ${t} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
         target_compile_definitions(
           ${t} PRIVATE REMAT_LSAN_SUPPRESSIONS="${PROJECT_SOURCE_DIR}/scripts/lsan.supp")
       endif()
