@@ -94,8 +94,8 @@ struct hilp_inner {
 };
 
 /// A cluster's programs, made on another cluster of its kind, on its own nodes.
-inline block_programs between_blocks(const graph& g, const block_graph& from,
-                                     const block_graph& to, block_programs p) {
+inline block_programs between_blocks(const graph& g, const block_graph& from, const block_graph& to,
+                                     block_programs p) {
   p.fast_forward = between_blocks(g, from, to, p.fast_forward);
   for (auto& o : p.options) {
     o.forward = between_blocks(g, from, to, o.forward);
@@ -167,8 +167,8 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
   if (peak_budgets < 1 || save_budgets < 1 || options_per_hgraph < 1)
     return error{status::invalid_problem,
                  "hiremate: peak_budgets, save_budgets and options_per_hgraph are " +
-                     std::to_string(peak_budgets) + ", " + std::to_string(save_budgets) +
-                     " and " + std::to_string(options_per_hgraph) +
+                     std::to_string(peak_budgets) + ", " + std::to_string(save_budgets) + " and " +
+                     std::to_string(options_per_hgraph) +
                      "; give at least 1 each (the thesis uses 4, 6 and 100)",
                  {}};
   if (!Backend::available())
@@ -335,8 +335,8 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
     if (sum.chosen < 0 && r.variant < static_cast<int>(h->programs[ix(it)].options.size()))
       sum.chosen = r.variant;
   }
-  schedule s{detail::to_parent(h->block, top_plan->program.ops),
-             top_plan->program.predicted_time, 0};
+  schedule s{detail::to_parent(h->block, top_plan->program.ops), top_plan->program.predicted_time,
+             0};
   auto fin = detail::finish(name, g, budget, std::move(s));
   if (!fin) return fin.err();
   out.program = std::move(*fin);

@@ -82,11 +82,10 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
     const double time_left = left();
     if (!(time_left > 0))
       return error{status::time_limit, "the H-ILP's time limit passed before it had a plan", {}};
-    const auto deadline =
-        std::isfinite(time_left)
-            ? clock::now() + std::chrono::duration_cast<clock::duration>(
-                                 std::chrono::duration<double>(time_left))
-            : clock::time_point::max();
+    const auto deadline = std::isfinite(time_left)
+                              ? clock::now() + std::chrono::duration_cast<clock::duration>(
+                                                   std::chrono::duration<double>(time_left))
+                              : clock::time_point::max();
     // Below the floor no plan exists (and the MILP's rows would have bounds that cross).
     if (b < memory_floor(hg))
       return error{status::infeasible,
@@ -104,9 +103,9 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
     if (!sol) {
       error e = sol.err();
       if (e.code == status::infeasible && round > 0)
-        e.message = "no plan fits " + std::to_string(budget) + " bytes once lowered (the H-ILP at " +
-                    std::to_string(b) + " bytes, tightened " + std::to_string(round) +
-                    " times, has none)";
+        e.message = "no plan fits " + std::to_string(budget) +
+                    " bytes once lowered (the H-ILP at " + std::to_string(b) +
+                    " bytes, tightened " + std::to_string(round) + " times, has none)";
       return e;
     }
     auto runs = f.extract_runs(hg, *bm, *sol);
@@ -114,8 +113,7 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
     out.runs.clear();
     for (const auto& r : *runs) out.runs.push_back({r.ins, r.variant});
     schedule s{lower(h, out.runs), 0, 0};
-    const sim::report rep =
-        sim::simulate(target, s, {.budget = budget, .record_timeline = false});
+    const sim::report rep = sim::simulate(target, s, {.budget = budget, .record_timeline = false});
     if (rep.valid) {
       s.predicted_time = rep.makespan;
       s.predicted_peak = rep.peak;
@@ -140,10 +138,10 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
                    {}};
     b -= std::max<bytes>(rep.peak - budget, bm->unit);
     if (b <= 0)
-      return error{status::infeasible,
-                   "no plan of '" + h.g.name + "' fits " + std::to_string(budget) +
-                       " bytes once lowered",
-                   {}};
+      return error{
+          status::infeasible,
+          "no plan of '" + h.g.name + "' fits " + std::to_string(budget) + " bytes once lowered",
+          {}};
   }
 }
 
