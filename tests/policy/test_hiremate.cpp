@@ -146,7 +146,7 @@ TEST_CASE("hiremate: identical clusters are planned once; the details add up") {
   hiremate<milp::cbc> h;
   h.partitioner.limits = {.lower = 4, .top = 6};
   const auto x = h.solve_detailed(g, peak_of_store_all(g) * 3 / 4);
-  REQUIRE(x);
+  REQUIRE_MESSAGE(x, x.message());
   const auto p = hiremate_partition_of(g, h.partitioner.limits).value();
   REQUIRE(x->details.clusters.size() == p.clusters.size());
   CHECK(x->details.levels == p.levels());

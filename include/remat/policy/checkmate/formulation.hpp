@@ -45,6 +45,14 @@ struct checkmate_formulation {
   bool fast_forward = true;
   /// The budget is at most 2^memory_bits memory units (see memory_unit).
   int memory_bits = 17;
+  /// Sizes and scratch rounded up to the unit rather than down: the MILP is then a restriction
+  /// of the byte problem (its plans fit in bytes, its infeasibility proves nothing), as the
+  /// H-ILP wants (policy/hiremate/hilp.hpp).
+  bool round_up = false;
+  /// The bytes the memory unit is chosen for (memory_unit's budget); 0: the budget's. One
+  /// reference for every budget keeps the unit, so a plan that fits one budget fits every larger
+  /// one (with round_up).
+  bytes unit_reference = 0;
 
   /// A way to run a compute node: its time and scratch, which of its outputs it makes and which
   /// of its inputs it reads (per position in g.outputs(k), g.inputs(k)), and the instruction
@@ -217,7 +225,7 @@ struct checkmate_formulation {
   [[nodiscard]] result<built> build(const graph& g, std::vector<std::vector<run_variant>> variants,
                                     const std::vector<std::vector<int>>& exclusive, bytes budget,
                                     bool feasibility, clock::time_point deadline) const {
-    model_builder mb(g, budget, std::move(variants), memory_bits);
+    model_builder mb(g, budget, std::move(variants), memory_bits, round_up, unit_reference);
     const error out_of_time{status::time_limit,
                             "checkmate: the time limit passed while building the MILP of graph '" +
                                 g.name + "' (" + std::to_string(g.compute_count()) +
@@ -240,11 +248,12 @@ struct checkmate_formulation {
   class model_builder {
    public:
     model_builder(const graph& g, bytes budget, std::vector<std::vector<run_variant>> variants,
-                  int memory_bits)
-        : g_(g),
+                  int memory_bits, bool round_up, bytes unit_reference)
+        : up_(round_up),
+          g_(g),
           T(g.compute_count()),
           I(g.data_count()),
-          unit_(memory_unit(g, budget, memory_bits)),
+          unit_(memory_unit(g, unit_reference > 0 ? unit_reference : budget, memory_bits)),
           cap_(units(budget, unit_)) {
       b.unit = unit_;
       b.variants = std::move(variants);
@@ -532,8 +541,7 @@ struct checkmate_formulation {
           const milp::linear_expr& gone = gone_at[ix(k)];
           milp::linear_expr tmp;
           const auto& vs = b.variants[ix(k)];
-          for (std::size_t v = 0; v < vs.size(); ++v)
-            tmp += units(vs[v].overhead, unit_) * var(t, k, v);
+          for (std::size_t v = 0; v < vs.size(); ++v) tmp += amount(vs[v].overhead) * var(t, k, v);
           m.add(prev + made + tmp <= cap_);
           milp::variable u = m.add_continuous(0, milp::infinity);
           m.add(milp::linear_expr(u) == prev + made - gone);
@@ -588,7 +596,11 @@ struct checkmate_formulation {
         if ((vs[v].*mask)[p]) e += var(t, k, v);
       return e;
     }
-    [[nodiscard]] double sz(int i) const { return units(g_.data(i).size, unit_); }
+    [[nodiscard]] double sz(int i) const { return amount(g_.data(i).size); }
+    /// Bytes in model units, rounded down, or up with round_up.
+    [[nodiscard]] double amount(bytes v) const {
+      return up_ ? static_cast<double>((v + unit_ - 1) / unit_) : units(v, unit_);
+    }
     /// Fixed data: alive from its first producer's step to its last related step, freed there
     /// unless protected.
     [[nodiscard]] bool fixed_alive(int t, int i) const {
@@ -599,6 +611,7 @@ struct checkmate_formulation {
       return x ? *x : milp::linear_expr();
     }
 
+    const bool up_;
     const graph& g_;
     const int T, I;  // compute and data nodes (the thesis' names)
     const bytes unit_;

@@ -283,9 +283,11 @@ inline result<hiremate_hgraph> hiremate_hgraph_of(const graph& parent, const hir
         const std::vector<char> read = needs(opt.backward);
         for (std::size_t q = 0; q < io_in.size(); ++q) {
           const int d = io_in[q];
+          const int in_block = h.data_in_block[ix(d)];  // -1: a phantom, or from the loss
           const auto at = std::ranges::find(ph, d);
           reads[q] = at != ph.end() ? (at - ph.begin() == static_cast<std::ptrdiff_t>(o))
-                                    : read[ix(h.data_in_block[ix(d)])];
+                     : in_block < 0 ? 1
+                                    : read[ix(in_block)];
         }
       } else {
         for (std::size_t q = 0; q < io_out.size(); ++q) {

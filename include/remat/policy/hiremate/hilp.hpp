@@ -20,7 +20,6 @@
 
 #include <remat/core/result.hpp>
 #include <remat/milp/model.hpp>
-#include <remat/policy/checkmate/bounds.hpp>
 #include <remat/policy/checkmate/formulation.hpp>
 #include <remat/policy/hiremate/hgraph.hpp>
 #include <remat/policy/rockmate/options.hpp>
@@ -36,6 +35,9 @@ struct hilp_limits {
   int threads = 1;
   /// Solves at a tighter budget after a lowered plan over the budget.
   int max_tightening = 8;
+  /// The bytes the MILP's memory unit is chosen for (0: the budget): the same for every budget of
+  /// one H-graph, so that a larger budget never loses a plan to rounding.
+  bytes unit_reference = 0;
 };
 
 /// An H-ILP plan lowered onto the cluster's block graph, and how it was reached.
@@ -72,10 +74,37 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
   for (const auto& ph : h.option_phantoms)
     if (ph.size() > 1) exclusive.push_back(ph);
   // Memory in at most 2^14 units of the budget: CBC 2.10.8's Clp fails an assertion (and aborts
-  // the process) on some H-ILPs at checkmate's 2^17 (docs/hiremate.md, "The H-ILP"); the
-  // replay in bytes makes up for the coarser rounding.
+  // the process) on some H-ILPs at checkmate's 2^17 (docs/hiremate.md, "The H-ILP"); sizes are
+  // rounded up, so that the rounding never makes a plan that does not fit.
   checkmate_formulation f{};
   f.memory_bits = 14;
+  f.round_up = true;
+  f.unit_reference = lim.unit_reference > 0 ? lim.unit_reference : budget;
+  // CBC without its cut generators: at the start of branch and bound CBC 2.10.8 re-solves the
+  // root LP with the cuts it added, and where that LP has become infeasible, Clp aborts the
+  // process on an assertion (docs/hiremate.md, "The H-ILP"); without cuts that LP is the root LP,
+  // solved (feasible) before branch and bound starts.
+  Backend solver = backend;
+  if constexpr (requires { solver.parameters.push_back(std::string()); })
+    solver.parameters.insert(solver.parameters.begin(), {"-cuts", "off"});
+  // The H-graph's floor: of each node, its leanest variant's inputs, outputs and scratch.
+  bytes floor = 0;
+  int floor_node = 0;
+  for (int k = 0; k < hg.compute_count(); ++k) {
+    bytes least = std::numeric_limits<bytes>::max();
+    for (const auto& v : variants[ix(k)]) {
+      bytes need = v.overhead;
+      for (std::size_t q = 0; q < hg.inputs(k).size(); ++q)
+        if (v.reads[q]) need += hg.data(hg.inputs(k)[q]).size;
+      for (std::size_t q = 0; q < hg.outputs(k).size(); ++q)
+        if (v.makes[q]) need += hg.data(hg.outputs(k)[q]).size;
+      least = std::min(least, need);
+    }
+    if (least > floor) {
+      floor = least;
+      floor_node = k;
+    }
+  }
   bytes b = budget;
   hilp_plan out;
   for (int round = 0;; ++round) {
@@ -87,10 +116,11 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
                                                    std::chrono::duration<double>(time_left))
                               : clock::time_point::max();
     // Below the floor no plan exists (and the MILP's rows would have bounds that cross).
-    if (b < memory_floor(hg))
+    if (b < floor)
       return error{status::infeasible,
                    "no plan of '" + h.g.name + "' fits " + std::to_string(b) +
-                       " bytes: some node needs more alive while it runs",
+                       " bytes: " + hg.compute(floor_node).name + " needs " +
+                       std::to_string(floor) + " bytes alive while it runs, in its leanest variant",
                    {}};
     auto bm = f.build(hg, variants, exclusive, b, false, deadline);
     if (!bm) return bm.err();
@@ -99,7 +129,7 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
     o.node_limit = lim.node_limit;
     o.relative_gap = lim.relative_gap;
     o.threads = lim.threads;
-    auto sol = backend.solve(bm->m, o);
+    auto sol = solver.solve(bm->m, o);
     if (!sol) {
       error e = sol.err();
       if (e.code == status::infeasible && round > 0)
