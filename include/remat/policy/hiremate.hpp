@@ -18,6 +18,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -81,6 +82,7 @@ struct hilp_inner {
     hilp_limits l = limits;
     l.time_limit = std::min(l.time_limit, time_limit);
     if (node_limit > 0) l.node_limit = node_limit;
+    l.unit_reference = peak_of_store_all((*hgraphs)[ix(kind)].block.g);
     const auto t0 = std::chrono::steady_clock::now();
     auto r = solve_hgraph((*hgraphs)[ix(kind)], limited, peak, *backend, l);
     {
@@ -113,8 +115,11 @@ template <milp::MilpBackend Backend, class Partitioner = h_partition>
 struct hiremate {
   static constexpr std::string_view name = "hiremate";
   static constexpr std::string_view summary =
-      "HiRemate: the graph partitioned recursively, each cluster planned by the H-ILP over its "
-      "sub-clusters' options";
+      "HiRemate: the graph cut into nested clusters, each planned by an H-ILP over its parts' "
+      "options";
+  /// Not in the catalogue's portfolio: its H-ILPs take minutes on graphs that rockmate plans in
+  /// seconds; ask for it by name.
+  static constexpr bool in_portfolio = false;
 
   Partitioner partitioner{};
   /// The budget grid of each cluster's H-ILPs ([Zhao24, §3.4]: the thesis' implementation uses
@@ -217,7 +222,7 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
     }
     return hiremate_hgraph_of(g, *p, c, sub);
   };
-  const detail::hilp_limits base{ilp_time_limit, node_limit, relative_gap, 1, 8};
+  const detail::hilp_limits base{ilp_time_limit, node_limit, relative_gap, 1, 8, 0};
 
   // Below the top, level by level: each kind of cluster's options at the grid.
   for (int level = 1; level < p->levels(); ++level) {
@@ -288,6 +293,7 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
   if (progress) progress({p->levels(), p->levels(), 0, 1, 0, 1, elapsed()});
   auto top_limits = base;
   top_limits.node_limit = 0;
+  top_limits.unit_reference = peak_of_store_all(g);
   auto plan_at = [&](bytes b) {
     auto l = top_limits;
     l.time_limit = std::min(l.time_limit, std::max(1e-3, time_limit - dl.elapsed()));
@@ -299,24 +305,35 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
   if (progress) progress({p->levels(), p->levels(), 1, 1, 1, 1, elapsed()});
   if (!top_plan && top_plan.code() == status::infeasible) {
     // The smallest budget the top plans, within 1 %: a bisection between the memory floor
-    // (nothing plans below it) and store-all's peak (plain training), each a budget planned.
-    bytes lo = std::max<bytes>(budget + 1, detail::memory_floor(g));
+    // (nothing plans below it) and store-all's peak (plain training), each step a budget
+    // planned. A plan at or below the budget fits it: the answer, where the H-ILP at the budget
+    // itself had none (its plan, lowered, peaked over the budget, and lower it had none).
+    bytes lo = detail::memory_floor(g);
     bytes hi = peak_of_store_all(g);
+    std::optional<detail::hilp_plan> at_hi;
     while (hi - lo > std::max<bytes>(1, hi / 100) && !dl.passed()) {
       const bytes mid = lo + (hi - lo) / 2;
       auto m = plan_at(mid);
-      if (m)  // at mid itself (the H-ILP may not find this plan at a lower budget)
+      if (m) {  // at mid itself (the H-ILP may not find this plan at a lower budget)
         hi = mid;
-      else if (m.code() == status::infeasible)
+        at_hi = std::move(*m);
+      } else if (m.code() == status::infeasible) {
         lo = mid + 1;
-      else
+      } else {
         break;
+      }
     }
-    return error{status::budget_too_small,
-                 "hiremate: no plan of graph '" + g.name + "' fits in " + std::to_string(budget) +
-                     " bytes (" + top_plan.err().message + "); the smallest budget hiremate " +
-                     "plans, within 1 %, is " + std::to_string(hi) + " bytes",
-                 hi};
+    if (!at_hi || hi > budget)
+      return error{status::budget_too_small,
+                   "hiremate: no plan of graph '" + g.name + "' fits in " + std::to_string(budget) +
+                       " bytes (" + top_plan.err().message +
+                       "); the smallest budget hiremate plans, within 1 %, is " +
+                       std::to_string(hi) + " bytes",
+                   hi};
+    out.notes.push_back("the top's H-ILP had no plan that fits " + std::to_string(budget) +
+                        " bytes once lowered (" + top_plan.err().message +
+                        "); the plan is its plan at " + std::to_string(hi) + " bytes");
+    top_plan = std::move(*at_hi);
   }
   if (!top_plan) {
     error e = top_plan.err();
