@@ -794,7 +794,7 @@ TEST_CASE("remat-plan: graph usage errors exit 2") {
       {{"--graph", g, "--budget", "1GiB", "--policy", "checkmate", "--solver", "gurobi"},
        "unknown solver 'gurobi'"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--solver", "cbc"},
-       "--solver applies to checkmate, rockmate and offmate only"},
+       "--solver applies to checkmate, rockmate, hiremate and offmate only"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--relax"},
        "--relax applies to checkmate and rockmate only"},
       {{"--chain", c, "--budget", "1GiB", "--policy", "revolve", "--find-minimum"},
@@ -1141,6 +1141,65 @@ TEST_CASE("remat-plan --simulate: usage errors exit 2") {
             .exit_code != 2);
 }
 
+TEST_CASE("remat-plan --policy hiremate: a U-Net's clusters in --json, its minimum, its knobs") {
+  const auto solvers = plan_solvers();
+  if (std::find(solvers.begin(), solvers.end(), "cbc") == solvers.end()) return;
+  const std::string file = graph_file("unet.json");
+  auto g = io::load_graph(file);
+  REQUIRE(g.ok());
+  const bytes budget = peak_of_store_all(*g) * 7 / 10;
+  const std::vector<std::string> small = {"--policy", "hiremate", "--cluster-limits",
+                                          "4,6",      "--grid",   "2,3"};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), small.begin(), small.end());
+    return run_plan(args);
+  };
+  const outcome o = with({"--graph", file, "--budget", std::to_string(budget), "--json"});
+  CAPTURE(o.err);
+  REQUIRE(o.exit_code == 0);
+  const json r = json::parse(o.out, nullptr, false);
+  REQUIRE(r.is_object());
+  check_graph_plan(r, *g, budget);
+  CHECK(r["policy"] == "hiremate");
+  const json& h = r["hiremate"];
+  REQUIRE(h.is_object());
+  CHECK(h["levels"].get<int>() >= 3);
+  REQUIRE(h["clusters"].is_array());
+  REQUIRE(h["clusters"].size() >= 3);
+  CHECK(h["clusters"].back()["level"] == h["levels"]);
+  int chosen = 0;
+  for (const auto& c : h["clusters"]) {
+    CHECK(c["forward_nodes"].size() >= 1);
+    if (!c["chosen_option"].is_null()) {
+      ++chosen;
+      CHECK(c["chosen_option"].get<int>() < c["options"].get<int>());
+    }
+  }
+  CHECK(chosen >= 1);
+
+  // --find-minimum: the smallest budget hiremate plans, planned.
+  const outcome m = with({"--graph", file, "--find-minimum", "--json"});
+  CAPTURE(m.err);
+  REQUIRE(m.exit_code == 0);
+  const json rm = json::parse(m.out, nullptr, false);
+  REQUIRE(rm.is_object());
+  const auto least = rm["minimum_budget_bytes"].get<bytes>();
+  CHECK(least < budget);
+  CHECK(rm["peak_bytes"].get<bytes>() <= least);
+
+  // Below it: the refusal names it.
+  const outcome below = with({"--graph", file, "--budget", std::to_string(least / 2)});
+  CHECK(below.exit_code == 1);
+  CHECK(has(below.err, "the smallest budget hiremate plans"));
+
+  // --cluster-limits is hiremate's, and checked.
+  expect_usage_errors(
+      {{{"--graph", file, "--budget", "1GiB", "--policy", "checkmate", "--cluster-limits", "4,6"},
+        "--cluster-limits applies to hiremate only"},
+       {{"--graph", file, "--budget", "1GiB", "--policy", "hiremate", "--cluster-limits", "6,4"},
+        "2 <= L <= T"}});
+}
+
 TEST_CASE("remat-plan --policy rockmate: graphs and chains, its blocks in --json") {
   const auto solvers = plan_solvers();
   if (solvers.empty()) return;
@@ -1198,7 +1257,7 @@ TEST_CASE("remat-plan --policy rockmate: graphs and chains, its blocks in --json
   // Usage errors.
   for (const auto& uc : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--chain", file, "--budget", "1GiB", "--policy", "rotor", "--grid", "3,3"},
-            "--grid applies to rockmate only"},
+            "--grid applies to rockmate and hiremate only"},
            {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--grid", "0,3"},
             "--grid '0,3' is not"},
            {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--grid", "3"},
@@ -1206,7 +1265,7 @@ TEST_CASE("remat-plan --policy rockmate: graphs and chains, its blocks in --json
            {{"--chain", file, "--budget", "1GiB", "--policy", "rockmate", "--threads", "-1"},
             "--threads"},
            {{"--chain", file, "--budget", "1GiB", "--policy", "revolve", "--threads", "2"},
-            "--threads applies to rotor, checkmate, rockmate and offmate only"}}) {
+            "--threads applies to rotor, checkmate, rockmate, hiremate and offmate only"}}) {
     const std::string& reason = uc.second;
     CAPTURE(reason);
     const outcome u = run_plan(uc.first);

@@ -35,9 +35,9 @@ struct progress_state {
   std::optional<double> fraction = {};             ///< a DP: the share of its table done, 0..1
   std::optional<double> incumbent = {};            ///< a MILP: the best makespan found (seconds)
   std::optional<double> bound = {};                ///< a MILP: its proven lower bound (seconds)
-  std::optional<std::pair<int, int>> blocks = {};  ///< rockmate: kinds of blocks done, of all
-  std::optional<std::pair<int, int>> solves = {};  ///< rockmate: block solves done, of all
-  std::optional<std::string> step = {};            ///< a portfolio: the member running
+  std::optional<std::pair<int, int>> blocks = {};  ///< rockmate, hiremate: kinds done, of all
+  std::optional<std::pair<int, int>> solves = {};  ///< rockmate, hiremate: solves done, of all
+  std::optional<std::string> step = {};  ///< a portfolio: the member running; hiremate: the level
 };
 
 /// The progress line, without a line end: "remat-plan: <policy> <elapsed> s: <what>".

@@ -211,7 +211,11 @@ required:
        "exact MILP; for large graphs, not optimal");
   knob("--grid P,S", "--grid",
        "the budget grid of each block's solves, P peak budgets and S saved-memory budgets per "
-       "peak (default 10,10)");
+       "peak (default 10,10; hiremate's clusters 4,6)");
+  knob("--cluster-limits L,T", "--cluster-limits",
+       "the most nodes of a cluster below the top (L) and of the top (T) of hiremate's partition, "
+       "a sub-cluster counting 2 (default 20,30): smaller plans faster, larger nearer the exact "
+       "MILP");
   knob("--threads N", "--threads", "threads for the solves (0: all cores)");
   knob("--bandwidth BYTES_PER_S", "--bandwidth",
        "the machine's link between device and host, each way, in bytes per second: a number "
@@ -336,6 +340,7 @@ std::vector<std::string_view> knobs_given(const options& o) {
         std::pair{o.find_minimum, "--find-minimum"},
         std::pair{o.segments.has_value(), "--segments"},
         std::pair{o.snapshots.has_value(), "--snapshots"}, std::pair{o.grid.has_value(), "--grid"},
+        std::pair{o.cluster_limits.has_value(), "--cluster-limits"},
         std::pair{o.threads.has_value(), "--threads"},
         std::pair{o.host_memory.has_value(), "--host-memory"},
         std::pair{o.max_batch.has_value(), "--max-batch"}})
@@ -579,6 +584,21 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
                             : parse_int<int>(std::string_view(v).substr(comma + 1));
          if (!p || !q || *p < 1 || *q < 1 || *p > 1000 || *q > 1000) return bad(v);
          o.grid = {*p, *q};
+         return std::nullopt;
+       }},
+      {"--cluster-limits",
+       true,
+       {},
+       [&, bad = not_a("--cluster-limits",
+                       "two integers L,T with 2 <= L <= T <= 100000 (e.g. 20,30)")](
+           const std::string& v) -> std::optional<std::string> {
+         const auto comma = v.find(',');
+         const auto l = parse_int<int>(std::string_view(v).substr(0, comma));
+         const auto t = comma == std::string::npos
+                            ? std::nullopt
+                            : parse_int<int>(std::string_view(v).substr(comma + 1));
+         if (!l || !t || *l < 2 || *t < *l || *t > 100000) return bad(v);
+         o.cluster_limits = {*l, *t};
          return std::nullopt;
        }},
       {"--max-batch",

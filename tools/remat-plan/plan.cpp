@@ -81,6 +81,15 @@ void show_progress(P& p, remat_cli::progress_display& display) {
           {.blocks = std::pair{r.done, r.kinds}, .solves = std::pair{r.solves_done, r.solves}});
     };
   } else if constexpr (requires {
+                         p.progress = std::function<void(const remat::hiremate_progress&)>{};
+                       }) {
+    p.progress = [&display](const remat::hiremate_progress& r) {
+      display.report(
+          {.blocks = std::pair{r.done, r.kinds},
+           .solves = std::pair{r.solves_done, r.solves},
+           .step = "level " + std::to_string(r.level) + " of " + std::to_string(r.levels)});
+    };
+  } else if constexpr (requires {
                          p.progress = std::function<void(const remat::portfolio_progress&)>{};
                        }) {
     p.progress = [&display](const remat::portfolio_progress& r) {

@@ -135,6 +135,14 @@ void knobs(P* p, const options* o, std::vector<std::string_view>* names) {
       x.peak_budgets = y.grid->first;
       x.save_budgets = y.grid->second;
     });
+  if constexpr (requires(P & x) {
+                  x.partitioner.limits.lower = 2;
+                  x.partitioner.limits.top = 2;
+                })
+    take("--cluster-limits", o && o->cluster_limits, [](P& x, const options& y) {
+      x.partitioner.limits.lower = y.cluster_limits->first;
+      x.partitioner.limits.top = y.cluster_limits->second;
+    });
   if constexpr (requires(P & x) { x.threads = 1; })
     take("--threads", o && o->threads, [](P& x, const options& y) { x.threads = *y.threads; });
   if constexpr (remat::PlansTransfers<P>) {

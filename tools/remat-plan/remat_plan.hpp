@@ -46,6 +46,8 @@ struct options {
   std::optional<int> snapshots;
   std::optional<double> time_limit;
   std::optional<std::pair<int, int>> grid;  ///< rockmate: peak and save budgets per block
+  /// hiremate: the most nodes of a cluster below the top, and of the top
+  std::optional<std::pair<int, int>> cluster_limits;
   std::optional<int> threads;
   std::optional<std::string> simulate;         ///< --simulate: the program text, or @FILE
   std::optional<bandwidth_arg> bandwidth;      ///< --bandwidth: bytes per second, each way

@@ -97,6 +97,32 @@ inline void write_details(nlohmann::ordered_json& j, const rockmate_details& d) 
   j["rockmate"] = std::move(r);
 }
 
+/// hiremate: "hiremate": {levels, the times below and at the top, how often the top was solved
+/// again, the partition's note, and per cluster its level, ops, identical cluster, options,
+/// solve time and the option the top chose}.
+inline void write_details(nlohmann::ordered_json& j, const hiremate_details& d) {
+  nlohmann::ordered_json h;
+  h["levels"] = d.levels;
+  h["options_seconds"] = d.options_time;
+  h["top_seconds"] = d.top_time;
+  h["tightened"] = d.tightened;
+  if (!d.over_limit.empty()) h["over_limit"] = d.over_limit;
+  nlohmann::ordered_json clusters = nlohmann::ordered_json::array();
+  for (const hiremate_cluster_summary& c : d.clusters) {
+    nlohmann::ordered_json x;
+    x["level"] = c.level;
+    x["forward_nodes"] = c.forwards;
+    x["same_as"] = c.same_as >= 0 ? nlohmann::ordered_json(c.same_as) : nlohmann::ordered_json();
+    x["options"] = c.options;
+    x["solve_seconds"] = c.solve_seconds;
+    x["chosen_option"] =
+        c.chosen >= 0 ? nlohmann::ordered_json(c.chosen) : nlohmann::ordered_json();
+    clusters.push_back(std::move(x));
+  }
+  h["clusters"] = std::move(clusters);
+  j["hiremate"] = std::move(h);
+}
+
 /// offmate: "offmate": {the machine, the O-ILP's fractional makespan, the host's peak, and per
 /// block its option and where its parameters, optimizer states and updates are}.
 inline void write_details(nlohmann::ordered_json& j, const offmate_details& d) {
