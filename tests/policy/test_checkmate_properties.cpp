@@ -41,7 +41,7 @@ graph graph_of(const chain& c) {
   return std::move(g.value());
 }
 
-bytes store_all_peak(const graph& g) {
+bytes checkmate_store_all_peak(const graph& g) {
   schedule s{store_all_program(g), g.ideal_time(), 0};
   return sim::simulate(g, s).peak;
 }
@@ -83,7 +83,7 @@ void real_size_properties(const char* backend_name, int chains) {
     const chain c = gen(sh, "r" + std::to_string(n));
     CAPTURE(testing::describe(c));
     const graph g = graph_of(c);
-    const bytes hi = store_all_peak(g);
+    const bytes hi = checkmate_store_all_peak(g);
     // store-all's peak: store_all plans there, so must checkmate (at store-all's time).
     check_plans(cm, g, hi, g.ideal_time(), "store-all peak");
     // Midway between rotor's minimum and the store-all peak, and exactly at the peak of rotor's
@@ -131,7 +131,7 @@ void real_size_properties(const char* backend_name, int chains) {
 
 /// A long chain with sizes of 10^5-10^9 bytes (a probe: CBC kept a 1 s limit for 9 s at
 /// 40 stages, 48 s at 60, in its root LP).
-chain long_chain(int stages) {
+chain checkmate_long_chain(int stages) {
   testing::chain_generator gen(static_cast<std::uint64_t>(stages));
   chain c{"long" + std::to_string(stages), 1000000, {}};
   for (int l = 1; l <= stages; ++l) {
@@ -149,17 +149,18 @@ void keeps_time_limit(const char* backend_name) {
   CAPTURE(backend_name);
   for (int stages : {40, 60}) {
     CAPTURE(stages);
-    const graph g = graph_of(long_chain(stages));
+    const graph g = graph_of(checkmate_long_chain(stages));
     checkmate<Backend> cm{};
     cm.time_limit = 0.5;
     const auto t0 = std::chrono::steady_clock::now();
-    const auto r = cm.solve_detailed(g, store_all_peak(g) / 2);
+    const auto r = cm.solve_detailed(g, checkmate_store_all_peak(g) / 2);
     const double took =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHECK(took < 1.2);  // the limit plus the stated margin, with room for a loaded machine
     REQUIRE_MESSAGE((r.ok() || r.code() == status::time_limit), (r.ok() ? "" : r.err().message));
     if (r.ok()) {
-      const auto rep = sim::simulate(g, r.value().program, {.budget = store_all_peak(g) / 2});
+      const auto rep =
+          sim::simulate(g, r.value().program, {.budget = checkmate_store_all_peak(g) / 2});
       CHECK(rep.valid);
     }
   }
@@ -191,7 +192,7 @@ void time_scale_invariant(const char* backend_name) {
     fm.find_minimum = true;
     const auto mn = fm.solve(g1, 0);
     const bytes lo = mn.ok() ? 0 : *mn.err().minimum_budget;
-    const bytes budget = lo + (store_all_peak(g1) - lo) / 3;
+    const bytes budget = lo + (checkmate_store_all_peak(g1) - lo) / 3;
     const auto base = checkmate<Backend>{}.solve_detailed(g1, budget);
     REQUIRE_MESSAGE(base.ok(), (base.ok() ? "" : base.err().message));
     // 1e-12 s ops are below the solvers' absolute tolerances in seconds, 1e14 s ops above
@@ -218,9 +219,9 @@ TEST_CASE("checkmate refuses at once a graph whose MILP would not fit in memory"
   using backend = milp::lpsolve;
 #endif
   // A 500-stage chain's MILP (1001 compute nodes) ran out of memory after 72 s.
-  const graph g = graph_of(long_chain(500));
+  const graph g = graph_of(checkmate_long_chain(500));
   const auto t0 = std::chrono::steady_clock::now();
-  const auto r = checkmate<backend>{}.solve(g, store_all_peak(g) / 2);
+  const auto r = checkmate<backend>{}.solve(g, checkmate_store_all_peak(g) / 2);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   REQUIRE(r.code() == status::invalid_problem);
   CHECK(r.err().message.find("max_variables") != std::string::npos);
@@ -247,7 +248,7 @@ TEST_CASE("checkmate (lpsolve): the same plans with times scaled by 1e-12 and 1e
 #if defined(REMAT_HAS_CBC)
 TEST_CASE("checkmate (cbc) at real sizes: plans wherever rotor or store-all does, never slower") {
   const graph g = graph_of(reproducer());
-  CHECK(store_all_peak(g) == 1091786);
+  CHECK(checkmate_store_all_peak(g) == 1091786);
   check_plans(checkmate<milp::cbc>{}, g, 1091786, g.ideal_time(), "the reproducer");
   real_size_properties<milp::cbc>("cbc", 48);
 }

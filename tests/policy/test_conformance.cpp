@@ -48,10 +48,10 @@ struct tally {
       recomputing = 0;
 };
 
-bool close(double x, double y) {
+bool conformance_close(double x, double y) {
   return x == y || std::abs(x - y) <= 1e-9 * std::max(std::abs(x), std::abs(y));
 }
-bool at_most(double x, double y) { return x <= y || close(x, y); }
+bool at_most(double x, double y) { return x <= y || conformance_close(x, y); }
 
 /// The store-all peak, from the formula of docs/chain-dps.md §8.3 (not from the simulator): the
 /// smallest budget at which no forward needs to be recomputed.
@@ -251,8 +251,8 @@ void check_schedule(const chain& c, bytes budget, const schedule& s, const machi
   CHECK_MESSAGE(r.valid, (r.first_violation ? r.first_violation->message : std::string()));
   CHECK(r.peak <= budget);
   CHECK(s.predicted_peak == r.peak);
-  CHECK_MESSAGE(close(s.predicted_time, r.makespan), "predicted ", s.predicted_time, " simulated ",
-                r.makespan);
+  CHECK_MESSAGE(conformance_close(s.predicted_time, r.makespan), "predicted ", s.predicted_time,
+                " simulated ", r.makespan);
   CHECK(at_most(c.ideal_time(), r.makespan));
   // A chain policy's program is the lowering of chain ops: it prints in the chain notation.
   CHECK_MESSAGE(to_chain_ops(c.length(), s).has_value(), "not chain-shaped: ", to_string(s));
@@ -361,7 +361,7 @@ void run_conformance(std::uint64_t seed) {
       }
       if (exact_threshold) ++(b >= threshold ? n.recompute_free : n.recomputing);
       if (exact_threshold)
-        CHECK_MESSAGE(close(r->predicted_time, c.ideal_time()) == (b >= threshold),
+        CHECK_MESSAGE(conformance_close(r->predicted_time, c.ideal_time()) == (b >= threshold),
                       "no-recompute threshold ", threshold, ", cost ", r->predicted_time,
                       ", ideal ", c.ideal_time());
       cross_check<Case>(c, b, r);

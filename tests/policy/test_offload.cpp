@@ -38,7 +38,9 @@ test::offload_schedule decisions_of(const offload_plan& p) {
   return s;
 }
 
-bool close(double x, double y) { return std::abs(x - y) <= 1e-9 * std::max(1.0, std::abs(y)); }
+bool offload_close(double x, double y) {
+  return std::abs(x - y) <= 1e-9 * std::max(1.0, std::abs(y));
+}
 
 }  // namespace
 
@@ -65,10 +67,10 @@ TEST_CASE("pofo: exact on small chains against exhaustive search in its model") 
       }
       REQUIRE_MESSAGE(plan.ok(), plan.message());
       ++compared;
-      CHECK(close(plan->details.model_time, best.time));
+      CHECK(offload_close(plan->details.model_time, best.time));
       // The DP's own schedule has its claimed time in the model.
-      CHECK(
-          close(test::fluid_time(c, decisions_of(*plan), m, beta, beta), plan->details.model_time));
+      CHECK(offload_close(test::fluid_time(c, decisions_of(*plan), m, beta, beta),
+                          plan->details.model_time));
       CHECK(plan->program.predicted_peak <= m);
       if (!plan->details.offloaded.empty()) ++offloading;
       if (m < rotor_min) ++below_rotor;
@@ -102,14 +104,15 @@ TEST_CASE("offload_dynprog is exact without recomputation; greedy and OFF_frac b
       }
       REQUIRE_MESSAGE(dyn.ok(), dyn.message());
       ++compared;
-      CHECK(close(dyn->details.model_time, best.time));
-      CHECK(close(test::fluid_time(c, decisions_of(*dyn), m, beta, beta), dyn->details.model_time));
+      CHECK(offload_close(dyn->details.model_time, best.time));
+      CHECK(offload_close(test::fluid_time(c, decisions_of(*dyn), m, beta, beta),
+                          dyn->details.model_time));
       // OFF_frac bounds every plan without recomputation.
       CHECK(*frac <= best.time + 1e-9);
       if (greedy.ok()) {
         CHECK(greedy->details.model_time >= best.time - 1e-9);
-        CHECK(close(test::fluid_time(c, decisions_of(*greedy), m, beta, beta),
-                    greedy->details.model_time));
+        CHECK(offload_close(test::fluid_time(c, decisions_of(*greedy), m, beta, beta),
+                            greedy->details.model_time));
       }
     }
   }
@@ -131,7 +134,7 @@ TEST_CASE("pofo with bandwidth 0 is rotor") {
         REQUIRE_EQ(r.ok(), p.ok());
         if (!r.ok()) continue;
         CHECK(p->details.offloaded.empty());
-        CHECK(close(p->program.predicted_time, r->predicted_time));
+        CHECK(offload_close(p->program.predicted_time, r->predicted_time));
       }
     }
     // Below rotor's minimum nothing fits without transfers.
@@ -151,8 +154,8 @@ TEST_CASE(
     for (bytes m = floor; m <= floor + 3; ++m) {
       const auto p = pofo{.hw = machine::with_bandwidth(inf), .slots = 0}.solve_detailed(c, m);
       REQUIRE_MESSAGE(p.ok(), p.message());
-      CHECK(close(p->details.model_time, c.ideal_time()));
-      CHECK(close(p->program.predicted_time, c.ideal_time()));
+      CHECK(offload_close(p->details.model_time, c.ideal_time()));
+      CHECK(offload_close(p->program.predicted_time, c.ideal_time()));
     }
     CHECK(pofo{.hw = machine::with_bandwidth(inf)}.minimum_budget(c) <= floor);
   }
@@ -278,7 +281,7 @@ TEST_CASE("offload_autocapper: valid plans, the ideal time where everything fits
       CHECK(a->program.predicted_peak <= m);
       CHECK(sim::simulate(c, a->program, {.budget = m, .hw = machine::with_bandwidth(1e6)}).valid);
       CHECK(sim::simulate(c, a->program, {.budget = m}).valid);  // immediate copies too
-      if (m >= peak) CHECK(close(a->program.predicted_time, c.ideal_time()));
+      if (m >= peak) CHECK(offload_close(a->program.predicted_time, c.ideal_time()));
     }
   }
   CHECK(planned > 150);
@@ -315,7 +318,7 @@ TEST_CASE("pofo's DP without transfers is rotor's DP at the same slots, or bette
         CAPTURE(m);
         CAPTURE(slots);
         ++compared;
-        if (v == r.value() || close(v, r.value())) {
+        if (v == r.value() || offload_close(v, r.value())) {
           ++equal;
           continue;
         }

@@ -24,7 +24,7 @@ using remat::test::offload_schedule;
 
 namespace {
 
-constexpr double inf = std::numeric_limits<double>::infinity();
+constexpr double oracle_inf = std::numeric_limits<double>::infinity();
 
 struct st {
   double uf, ub;
@@ -46,14 +46,14 @@ offload_schedule sched(const std::string& text, std::vector<int> offloaded = {})
   return {*ops, std::move(offloaded)};
 }
 
-chain small_chain(remat::testing::chain_generator& g, int n) {
+chain oracle_small_chain(remat::testing::chain_generator& g, int n) {
   return remat::testing::small_integer_chain(g, n);
 }
 
 /// The peak of store-all without transfers ([Shilova21, Eq. 3.3], delta_N = 0): F_l^all needs
 /// a_0 + abar_1..abar_{l-1} + abar_l + of_all(l); B_l needs a_0 + abar_1..abar_l + delta_l +
 /// delta_{l-1} + ob(l).
-bytes store_all_peak(const chain& c) {
+bytes oracle_store_all_peak(const chain& c) {
   bytes peak = 0, below = c.a(0);
   for (int l = 1; l <= c.length(); ++l) {
     peak = std::max(peak, below + c.abar(l) + c.of_all(l));
@@ -92,9 +92,9 @@ TEST_CASE(
   const chain c = h1();
   const offload_schedule all = sched("F1_all F2_all F3_all B3 B2 B1");
   const offload_schedule off0 = sched("F1_all F2_all F3_all B3 B2 B1", {0});
-  CHECK(store_all_peak(c) == 9);
+  CHECK(oracle_store_all_peak(c) == 9);
   CHECK(fluid_time(c, all, 9, 1, 1) == 5);
-  CHECK(fluid_time(c, all, 8, 1, 1) == inf);
+  CHECK(fluid_time(c, all, 8, 1, 1) == oracle_inf);
   // M = 7, beta = 1, a_0 offloaded.
   // Forward: F1all at 0 (needs a_0 2 in full + abar_1 1 = 3); Q = 2, F1 drains 1: Q = 1 at 1.
   //   F2all needs abar_1 1 + abar_2 4 = 5, + Q 1 = 6 <= 7: starts at 1, Q = 0 at 2. F3all at 2.
@@ -103,34 +103,34 @@ TEST_CASE(
   //   abar_1 + abar_2 + delta_2 = 6. Nothing left for the gap.
   // Makespan = 2 (F) + 0 + 2 (B2) + 2 (idle) + 1 (B1) = 7.
   CHECK(fluid_time(c, off0, 7, 1, 1) == 7);
-  // beta_p = 2: the idle is 1 s -> 6. beta_p = inf: no idle -> 5, whatever beta_o (F2all's
+  // beta_p = 2: the idle is 1 s -> 6. beta_p = oracle_inf: no idle -> 5, whatever beta_o (F2all's
   // check 5 + Q 1 <= 7 never waits).
   CHECK(fluid_time(c, off0, 7, 1, 2) == 6);
-  CHECK(fluid_time(c, off0, 7, 1, inf) == 5);
-  CHECK(fluid_time(c, off0, 7, inf, 1) == 7);
+  CHECK(fluid_time(c, off0, 7, 1, oracle_inf) == 5);
+  CHECK(fluid_time(c, off0, 7, oracle_inf, 1) == 7);
   // M = 8: B2's 7 + R <= 8 lets R = 1 remain: idle 1 s, R drains during B2 (2 s) -> 6.
   CHECK(fluid_time(c, off0, 8, 1, 1) == 6);
   // M = 6: B2 needs 7 even with a_0 away.
-  CHECK(fluid_time(c, off0, 6, 1, 1) == inf);
+  CHECK(fluid_time(c, off0, 6, 1, 1) == oracle_inf);
   // No transfer possible.
-  CHECK(fluid_time(c, off0, 100, 0, 1) == inf);
-  CHECK(fluid_time(c, off0, 100, 1, 0) == inf);
+  CHECK(fluid_time(c, off0, 100, 0, 1) == oracle_inf);
+  CHECK(fluid_time(c, off0, 100, 1, 0) == oracle_inf);
 
   // The optimum, over every schedule. At M = 7 B2 fits only with all of a_0 away until B2 ends,
   // and segment 1's work needs a_0 at its start, right after B2: an idle of >= 2 / beta_p after
   // B2 in every schedule; every F and B runs at least once (5). So 7 at beta 1, 6 at beta 2, 5 at
-  // beta_p = inf. At M = 8, R <= 1 at B2's end: idle >= 1 -> 6. At M = 9 store-all fits: 5. At
-  // M = 6 nothing fits.
+  // beta_p = oracle_inf. At M = 8, R <= 1 at B2's end: idle >= 1 -> 6. At M = 9 store-all fits: 5.
+  // At M = 6 nothing fits.
   for (bool recompute : {true, false}) {
     CAPTURE(recompute);
-    CHECK(offload_brute_force(c, 6, 1, 1, recompute).time == inf);
+    CHECK(offload_brute_force(c, 6, 1, 1, recompute).time == oracle_inf);
     CHECK(offload_brute_force(c, 7, 1, 1, recompute).time == 7);
     CHECK(offload_brute_force(c, 7, 2, 2, recompute).time == 6);
-    CHECK(offload_brute_force(c, 7, 1, inf, recompute).time == 5);
+    CHECK(offload_brute_force(c, 7, 1, oracle_inf, recompute).time == 5);
     CHECK(offload_brute_force(c, 8, 1, 1, recompute).time == 6);
     CHECK(offload_brute_force(c, 9, 1, 1, recompute).time == 5);
-    CHECK(offload_brute_force(c, 7, 0, 0, recompute).time == inf);
-    CHECK(offload_brute_force(c, 8, 0, 0, recompute).time == inf);
+    CHECK(offload_brute_force(c, 7, 0, 0, recompute).time == oracle_inf);
+    CHECK(offload_brute_force(c, 8, 0, 0, recompute).time == oracle_inf);
   }
   const auto best = offload_brute_force(c, 7, 1, 1, false);
   CHECK(to_string(std::span<const chain_op>(best.best.ops)) == "F1_all F2_all F3_all B3 B2 B1");
@@ -170,11 +170,11 @@ TEST_CASE("offload oracle: the gap before B_N (hand-computed)") {
   // beta 1: Q = 2 at 0, 1 left after F1 and F2 (0 s): the offloads end 1 s later. Reverse: B1,
   // then a_0 joins R = 2; B2 takes 0 s: 2 bytes are left for the gap, 2 s. 1 + 1 + 2 + 0 + 1 = 5.
   CHECK(fluid_time(c, off0, 100, 1, 1) == 5);
-  CHECK(fluid_time(c, off0, 100, 2, 1) == 4);    // the offload ends with F1
-  CHECK(fluid_time(c, off0, 100, 1, 2) == 4);    // the prefetch takes 1 s
-  CHECK(fluid_time(c, off0, 100, 1, inf) == 3);  // only the offload wait
-  CHECK(fluid_time(c, off0, 100, inf, 1) == 4);  // only the prefetch gap
-  CHECK(fluid_time(c, off0, 100, inf, inf) == 2);
+  CHECK(fluid_time(c, off0, 100, 2, 1) == 4);           // the offload ends with F1
+  CHECK(fluid_time(c, off0, 100, 1, 2) == 4);           // the prefetch takes 1 s
+  CHECK(fluid_time(c, off0, 100, 1, oracle_inf) == 3);  // only the offload wait
+  CHECK(fluid_time(c, off0, 100, oracle_inf, 1) == 4);  // only the prefetch gap
+  CHECK(fluid_time(c, off0, 100, oracle_inf, oracle_inf) == 2);
   CHECK(offload_brute_force(c, 100, 1, 1).time == 2);  // nothing worth offloading
 
   // Offloading the loss's input (allowed, never useful): F1ck [0, 1]; F2all starts at 1 and a_1
@@ -199,7 +199,7 @@ TEST_CASE("offload oracle: schedules outside the grammar are infinite") {
             big, 1, 1) == 11);
   // Segments [1], [2,2], [3], the loss: inputs a_0, abar_1, a_2, abar_3.
   CHECK(fluid_time(c, sched("F1_all F2_ck F3_all F4_all B4 B3 F2_all B2 B1", {0, 1, 2, 3}), big,
-                   inf, inf) == 7);
+                   oracle_inf, oracle_inf) == 7);
   const char* bad[] = {
       "",
       "F1_all F2_all F3_all F4_all",                                   // no backward phase
@@ -222,24 +222,24 @@ TEST_CASE("offload oracle: schedules outside the grammar are infinite") {
     CAPTURE(text);
     const auto ops = parse_chain_ops(text);
     REQUIRE(ops.has_value());
-    CHECK(fluid_time(c, {*ops, {}}, big, 1, 1) == inf);
+    CHECK(fluid_time(c, {*ops, {}}, big, 1, 1) == oracle_inf);
   }
   // Offload sets: ascending inputs of segments only.
   const std::string ck =
       "F1_ck F2_none F3_all F4_all B4 B3 F1_ck F2_all B2 F1_all B1";  // inputs a_0, a_2, abar_3
-  CHECK(fluid_time(c, sched(ck, {0, 2, 3}), big, inf, inf) == 9);
-  CHECK(fluid_time(c, sched(ck, {1}), big, inf, inf) == inf);
-  CHECK(fluid_time(c, sched(ck, {2, 0}), big, inf, inf) == inf);
-  CHECK(fluid_time(c, sched(ck, {0, 0}), big, inf, inf) == inf);
-  CHECK(fluid_time(c, sched(ck, {4}), big, inf, inf) == inf);
-  CHECK(fluid_time(c, sched(ck, {-1}), big, inf, inf) == inf);
+  CHECK(fluid_time(c, sched(ck, {0, 2, 3}), big, oracle_inf, oracle_inf) == 9);
+  CHECK(fluid_time(c, sched(ck, {1}), big, oracle_inf, oracle_inf) == oracle_inf);
+  CHECK(fluid_time(c, sched(ck, {2, 0}), big, oracle_inf, oracle_inf) == oracle_inf);
+  CHECK(fluid_time(c, sched(ck, {0, 0}), big, oracle_inf, oracle_inf) == oracle_inf);
+  CHECK(fluid_time(c, sched(ck, {4}), big, oracle_inf, oracle_inf) == oracle_inf);
+  CHECK(fluid_time(c, sched(ck, {-1}), big, oracle_inf, oracle_inf) == oracle_inf);
 }
 
 TEST_CASE("offload oracle: the hand-checkable instance without transfers") {
   // N = 4, uF = (1,1,1,0), uB = (2,2,2,0), a_0..a_4 = (1,1,1,1,0), abar = (2,2,2,0), no
-  // overhead: the persistent optimum is inf, 12, 11, 10, 9 at M = 5..9.
+  // overhead: the persistent optimum is oracle_inf, 12, 11, 10, 9 at M = 5..9.
   const chain c = make_chain(1, {{1, 2, 1, 2}, {1, 2, 1, 2}, {1, 2, 1, 2}, {0, 0, 0, 0}});
-  const double want[] = {inf, 12, 11, 10, 9};
+  const double want[] = {oracle_inf, 12, 11, 10, 9};
   const test::brute_force exhaustive(c);
   for (bytes m = 5; m <= 9; ++m) {
     CAPTURE(m);
@@ -256,7 +256,7 @@ TEST_CASE("offload oracle: the hand-checkable instance without transfers") {
   for (const auto& s : seqs) {
     CAPTURE(s.text);
     CHECK(fluid_time(c, sched(s.text), s.m, 0, 0) == want[s.m - 5]);
-    CHECK(fluid_time(c, sched(s.text), s.m - 1, 0, 0) == inf);
+    CHECK(fluid_time(c, sched(s.text), s.m - 1, 0, 0) == oracle_inf);
   }
   // M = 5 is infeasible without transfers (a_0 stays); offloading a_0 helps.
   CHECK(offload_brute_force(c, 5, 1, 1).feasible());
@@ -269,10 +269,10 @@ TEST_CASE("offload oracle: without transfers it is the exhaustive remat optimum 
   remat::testing::chain_generator g(20240611);
   int pairs = 0, equal = 0;
   for (int i = 0; i < 150; ++i) {
-    const chain c = small_chain(g, g.between(1, 5));
+    const chain c = oracle_small_chain(g, g.between(1, 5));
     const test::brute_force exhaustive(c);
     const bytes lo = exhaustive.minimum_budget();
-    const bytes hi = store_all_peak(c);
+    const bytes hi = oracle_store_all_peak(c);
     for (bytes m = lo - 1; m <= hi + 1; ++m) {
       CAPTURE(remat::testing::describe(c));
       CAPTURE(m);
@@ -283,11 +283,11 @@ TEST_CASE("offload oracle: without transfers it is the exhaustive remat optimum 
       equal += ours == bf.time;
       // Where persistence loses, brute force's sequence is not one of the grammar (it moves a
       // checkpoint with an F^none of the backward phase, the floating move).
-      if (ours != bf.time) CHECK(fluid_time(c, {bf.ops, {}}, m, 0, 0) == inf);
+      if (ours != bf.time) CHECK(fluid_time(c, {bf.ops, {}}, m, 0, 0) == oracle_inf);
       // Without recomputation: store-all, feasible iff M >= its peak.
-      CHECK(offload_brute_force(c, m, 0, 0, false).time == (m >= hi ? c.ideal_time() : inf));
+      CHECK(offload_brute_force(c, m, 0, 0, false).time == (m >= hi ? c.ideal_time() : oracle_inf));
     }
-    CHECK(offload_brute_force(c, lo - 1, 0, 0).time == inf);
+    CHECK(offload_brute_force(c, lo - 1, 0, 0).time == oracle_inf);
     CHECK(offload_brute_force(c, hi, 0, 0).time == c.ideal_time());
   }
   // Seed 20240611 has one floating gap in 829 pairs: a0=4, (uF uB a abar oF oB oF_all) =
@@ -300,35 +300,36 @@ TEST_CASE("offload oracle: without transfers it is the exhaustive remat optimum 
 
 TEST_CASE(
     "offload oracle: infinite bandwidth without recomputation is a closed form (random chains)") {
-  // At beta = inf, offloading every segment input costs nothing, so store-all is feasible iff
-  // M >= store_all_offloaded_peak and then takes the ideal time; recomputing cannot do better.
+  // At beta = oracle_inf, offloading every segment input costs nothing, so store-all is feasible
+  // iff M >= store_all_offloaded_peak and then takes the ideal time; recomputing cannot do better.
   remat::testing::chain_generator g(77);
   for (int i = 0; i < 150; ++i) {
-    const chain c = small_chain(g, g.between(1, 6));
+    const chain c = oracle_small_chain(g, g.between(1, 6));
     const bytes p = store_all_offloaded_peak(c);
     CAPTURE(remat::testing::describe(c));
     for (bytes m : {p - 1, p, p + 1}) {
       CAPTURE(m);
-      CHECK(offload_brute_force(c, m, inf, inf, false).time == (m >= p ? c.ideal_time() : inf));
+      CHECK(offload_brute_force(c, m, oracle_inf, oracle_inf, false).time ==
+            (m >= p ? c.ideal_time() : oracle_inf));
     }
-    CHECK(offload_brute_force(c, p, inf, inf, true).time == c.ideal_time());
-    CHECK(offload_brute_force(c, store_all_peak(c), 0, 0).time == c.ideal_time());
+    CHECK(offload_brute_force(c, p, oracle_inf, oracle_inf, true).time == c.ideal_time());
+    CHECK(offload_brute_force(c, oracle_store_all_peak(c), 0, 0).time == c.ideal_time());
   }
 }
 
 TEST_CASE(
     "offload oracle: monotone in the budget, the bandwidths and recomputation (random chains)") {
   remat::testing::chain_generator g(4242);
-  const double betas[] = {0, 0.25, 0.5, 1, 2, 4, inf};
+  const double betas[] = {0, 0.25, 0.5, 1, 2, 4, oracle_inf};
   constexpr double tol = 1e-9;
   for (int i = 0; i < 60; ++i) {
-    const chain c = small_chain(g, g.between(1, 5));
+    const chain c = oracle_small_chain(g, g.between(1, 5));
     CAPTURE(remat::testing::describe(c));
-    const bytes hi = store_all_peak(c);
+    const bytes hi = oracle_store_all_peak(c);
     const double ideal = c.ideal_time();
     for (bytes m = 0; m <= hi + 1; ++m) {
       CAPTURE(m);
-      double prev_beta = inf;  // the optimum at the previous (smaller) beta
+      double prev_beta = oracle_inf;  // the optimum at the previous (smaller) beta
       for (double beta : betas) {
         CAPTURE(beta);
         const auto r = offload_brute_force(c, m, beta, beta);
@@ -350,18 +351,18 @@ TEST_CASE(
         prev_beta = r.time;
       }
       // Infinite bandwidth and store-all's budget: the ideal time.
-      if (m >= hi) CHECK(offload_brute_force(c, m, inf, inf).time == ideal);
+      if (m >= hi) CHECK(offload_brute_force(c, m, oracle_inf, oracle_inf).time == ideal);
     }
   }
 }
 
 TEST_CASE("offload oracle: six stages take well under a second") {
   remat::testing::chain_generator g(6);
-  const chain c = small_chain(g, 6);
+  const chain c = oracle_small_chain(g, 6);
   (void)offload_brute_force(c, 1, 1, 1);  // the grammar's schedules are enumerated once per N
   double worst = 0;
   int slower = 0;  // budgets where the optimum is above the ideal time
-  for (bytes m = 0; m <= store_all_peak(c); ++m) {
+  for (bytes m = 0; m <= oracle_store_all_peak(c); ++m) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = offload_brute_force(c, m, 1, 1);
     worst = std::max(worst,

@@ -29,7 +29,7 @@ using namespace remat;
 
 namespace {
 
-constexpr double inf = std::numeric_limits<double>::infinity();
+constexpr double optimality_inf = std::numeric_limits<double>::infinity();
 
 std::string describe(const chain& c) {
   std::ostringstream os;
@@ -72,7 +72,7 @@ class chain_source {
 
 using test::chain_text;
 
-bytes store_all_peak(const chain& c) {
+bytes optimality_store_all_peak(const chain& c) {
   return sim::simulate(c, test::program(c, store_all::program(c)), {.record_timeline = false}).peak;
 }
 
@@ -127,7 +127,7 @@ long griewank_t(long l, long c) {
 class opt0_table {
  public:
   opt0_table(int l_max, int m_max, double uf, double ub)
-      : m_max_(m_max), v_(static_cast<std::size_t>((l_max + 1) * (m_max + 1)), inf) {
+      : m_max_(m_max), v_(static_cast<std::size_t>((l_max + 1) * (m_max + 1)), optimality_inf) {
     for (int m = 2; m <= m_max; ++m) at(0, m) = ub;
     for (int l = 1; l <= l_max; ++l) {
       if (m_max >= 3) at(l, 3) = l * (l + 1) / 2.0 * uf + (l + 1) * ub;
@@ -156,7 +156,7 @@ chain homogeneous(int n, bytes abar, double uf, double ub, bytes loss_ob) {
   return c;
 }
 
-double value(const result<schedule>& r) { return r.ok() ? r->predicted_time : inf; }
+double value(const result<schedule>& r) { return r.ok() ? r->predicted_time : optimality_inf; }
 
 }  // namespace
 
@@ -203,9 +203,9 @@ TEST_CASE("rotor_floating equals brute force on random small chains; rotor is ne
     const bytes ro_min = rotor{}.minimum_budget(c);
     CHECK(fl_min == bf_min);
     CHECK(ro_min >= fl_min);
-    const bytes top = store_all_peak(c);
+    const bytes top = optimality_store_all_peak(c);
     CHECK(bf_min <= top);
-    double prev_fl = inf, prev_ro = inf;
+    double prev_fl = optimality_inf, prev_ro = optimality_inf;
     for (bytes m = std::max<bytes>(0, bf_min - 2); m <= top + 2; ++m) {
       INFO("budget ", m);
       ++pairs;
@@ -257,7 +257,7 @@ TEST_CASE("hand-checkable instance (docs/chain-dps.md §8.2)") {
   CHECK(rotor{}.minimum_budget(c) == 6);
   for (bytes m = 0; m <= 11; ++m) {
     INFO("budget ", m);
-    const double expect = m <= 5 ? inf : m == 6 ? 12 : m == 7 ? 11 : m == 8 ? 10 : 9;
+    const double expect = m <= 5 ? optimality_inf : m == 6 ? 12 : m == 7 ? 11 : m == 8 ? 10 : 9;
     CHECK(bf.optimum(m).time == expect);
     CHECK(value(rotor_floating{.slots = 0}.solve(c, m)) == expect);
     CHECK(value(rotor{.slots = 0}.solve(c, m)) == expect);
@@ -339,7 +339,7 @@ TEST_CASE("Fig. 2.3 family: rotor_floating equals brute force for every budget")
   for (int n = 3; n <= 5; ++n) {
     const chain c = counterexample(n);
     const test::brute_force bf(c);
-    const bytes top = store_all_peak(c);
+    const bytes top = optimality_store_all_peak(c);
     for (bytes m = bf.minimum_budget() - 1; m <= top; ++m) {
       INFO("n = ", n, ", budget ", m);
       CHECK(value(rotor_floating{.slots = 0}.solve(c, m)) == bf.optimum(m).time);
@@ -362,7 +362,7 @@ TEST_CASE("no-recompute threshold (docs/chain-dps.md §8.3), all uF > 0") {
       prefix += c.abar(l);
       threshold = std::max(threshold, prefix + c.delta(l) + c.delta(l - 1) + c.ob(l));
     }
-    CHECK(threshold == store_all_peak(c));
+    CHECK(threshold == optimality_store_all_peak(c));
     const bool small = n <= 5;
     const test::brute_force bf(c);
     for (bytes m = std::max<bytes>(0, threshold - 4); m <= threshold + 2; ++m) {
@@ -402,8 +402,8 @@ TEST_CASE("revolve::table is Griewank's t(n, c+1)") {
   // infinite below 3 slots.
   for (int l = 0; l <= 59; ++l)
     for (int m = 3; m <= 11; ++m) CHECK(opt0(l, m) == griewank_t(l + 1, m - 2));
-  CHECK(opt0(1, 2) == inf);
-  CHECK(opt0(0, 1) == inf);
+  CHECK(opt0(1, 2) == optimality_inf);
+  CHECK(opt0(0, 1) == optimality_inf);
 }
 
 TEST_CASE("revolve schedules run n + t(n, c+1) forwards and simulate valid") {

@@ -25,12 +25,12 @@ using namespace remat;
 
 namespace {
 
-constexpr double inf = std::numeric_limits<double>::infinity();
+constexpr double rockmate_inf = std::numeric_limits<double>::infinity();
 
 /// RK-Rotor's optimum at budget M, exact sizes (one slot per byte).
 double rk_rotor(const chain& c, bytes m, detail::cost_sets costs = detail::cost_sets::all) {
   const auto d = detail::discretize(c, m, 0, costs);
-  if (d.dp_budget < 0) return inf;
+  if (d.dp_budget < 0) return rockmate_inf;
   detail::rotor_dp dp(d);
   const detail::deadline dl(0);
   REQUIRE(dp.fill(dl, {}));
@@ -111,14 +111,14 @@ std::vector<std::vector<std::string>> block_names(const graph& g) {
   return out;
 }
 
-bytes store_all_peak(const graph& g) {
+bytes rockmate_store_all_peak(const graph& g) {
   return sim::simulate(g, {store_all_program(g), 0, 0}, {.record_timeline = false}).peak;
 }
 
 /// An inner policy that never finishes in time, and records the limit it was given.
 struct never_in_time {
   static constexpr std::string_view name = "never_in_time";
-  seconds time_limit = inf;
+  seconds time_limit = rockmate_inf;
   [[nodiscard]] result<schedule> solve(const graph&, bytes) const {
     CHECK(time_limit <= 0.5);
     return error{status::time_limit, "never_in_time: out of time", {}};
@@ -131,8 +131,14 @@ TEST_CASE("RK-Rotor: the worked instance of docs/rockmate.md") {
   const chain c = worked_instance();
   REQUIRE(validate(c));
   // M, RK-Rotor (full + partial), Rotor (full only): the table of docs/rockmate.md.
-  const double table[][3] = {{6, inf, inf},  {7, 11.25, 12}, {8, 9.5, 11}, {9, 9.5, 11},
-                             {10, 9.25, 10}, {11, 9.25, 10}, {12, 9, 9},   {13, 9, 9}};
+  const double table[][3] = {{6, rockmate_inf, rockmate_inf},
+                             {7, 11.25, 12},
+                             {8, 9.5, 11},
+                             {9, 9.5, 11},
+                             {10, 9.25, 10},
+                             {11, 9.25, 10},
+                             {12, 9, 9},
+                             {13, 9, 9}};
   for (const auto& row : table) {
     const auto m = static_cast<bytes>(row[0]);
     INFO("M = ", m);
@@ -232,7 +238,7 @@ TEST_CASE("rockmate<store_all> is Rotor on the chain of blocks") {
     const chain c = gen({.min_length = 2, .max_length = 9, .max_bytes = bytes{1} << 20},
                         "c" + std::to_string(trial));
     const graph g = *build_graph(c);
-    const bytes top = store_all_peak(g), low = rotor{}.minimum_budget(c);
+    const bytes top = rockmate_store_all_peak(g), low = rotor{}.minimum_budget(c);
     for (int i = 0; i <= 4; ++i) {
       const bytes budget = low + (top - low) * i / 4;
       INFO(testing::describe(c), " budget ", budget);
@@ -265,7 +271,7 @@ TEST_CASE("rockmate: identical blocks are solved once; the plan runs every block
                           CHECK(r.done >= last.done);
                           last = r;
                         }};
-  const auto plan = p.solve_detailed(g, store_all_peak(g) * 6 / 10);
+  const auto plan = p.solve_detailed(g, rockmate_store_all_peak(g) * 6 / 10);
   REQUIRE_MESSAGE(plan.ok(), plan.message());
   CHECK(plan->details.kinds == 2);
   REQUIRE(plan->details.blocks.size() == 5);
@@ -290,7 +296,7 @@ TEST_CASE("rockmate: bad input") {
   CHECK(p.solve(g, -1).code() == status::invalid_problem);
   auto grid = p;
   grid.peak_budgets = 0;
-  CHECK(grid.solve(g, store_all_peak(g)).code() == status::invalid_problem);
+  CHECK(grid.solve(g, rockmate_store_all_peak(g)).code() == status::invalid_problem);
   const auto small = p.solve(g, 10);
   REQUIRE(small.code() == status::budget_too_small);
   const bytes minimum = small.err().minimum_budget.value();
@@ -304,7 +310,7 @@ TEST_CASE("rockmate: bad input") {
   CHECK(r.message().find("stage 2") != std::string::npos);
   SUBCASE("a block whose inner solves run out of time keeps its store-all option, and says so") {
     const rockmate<never_in_time> slow{.inner_time_limit = 0.5, .threads = 1};
-    const auto plan = slow.solve_detailed(g, store_all_peak(g) * 7 / 10);
+    const auto plan = slow.solve_detailed(g, rockmate_store_all_peak(g) * 7 / 10);
     REQUIRE_MESSAGE(plan.ok(), plan.message());
     for (const auto& b : plan->details.blocks) CHECK(b.options == 1);
     REQUIRE(plan->notes.size() == 2);  // the two kinds that have inner solves (the loss block too)
@@ -312,7 +318,7 @@ TEST_CASE("rockmate: bad input") {
     CHECK(plan->notes[0].find("store-all option only") != std::string::npos);
     // ... which is Rotor on the blocks.
     const auto rotor_like =
-        rockmate<store_all>{.threads = 1}.solve_detailed(g, store_all_peak(g) * 7 / 10);
+        rockmate<store_all>{.threads = 1}.solve_detailed(g, rockmate_store_all_peak(g) * 7 / 10);
     REQUIRE(rotor_like.ok());
     CHECK(plan->program.predicted_time == rotor_like->program.predicted_time);
   }
@@ -322,7 +328,7 @@ TEST_CASE("rockmate: bad input") {
     f.ops.push_back(op("loss", {"a", "input"}, 1, 4, {"a", "input"}));
     const graph one = *build_graph(f);
     REQUIRE(cut_into_blocks(one).size() == 1);
-    const auto plan = p.solve_detailed(one, store_all_peak(one));
+    const auto plan = p.solve_detailed(one, rockmate_store_all_peak(one));
     REQUIRE(plan.ok());
     REQUIRE(plan->notes.size() == 1);
     CHECK(plan->notes[0].find("no cut point") != std::string::npos);
@@ -346,7 +352,7 @@ TEST_CASE(
   const bytes min_rk = *low.err().minimum_budget, min_rotor = *low_rotor.err().minimum_budget;
   CHECK(min_rk < min_rotor);  // the wide gelu output need not be kept
   CHECK(rk.solve(g, min_rk).ok());
-  const bytes top = store_all_peak(g);
+  const bytes top = rockmate_store_all_peak(g);
   int faster = 0;
   for (int i = 0; i <= 5; ++i) {
     const bytes budget = min_rotor + (top - min_rotor) * i / 5;
@@ -363,7 +369,8 @@ TEST_CASE(
   // On a small instance: the exact MILP over the whole graph is never slower.
   const graph small = *build_graph(mlp_stack(1));
   for (double frac : {0.6, 0.8}) {
-    const auto budget = static_cast<bytes>(frac * static_cast<double>(store_all_peak(small)));
+    const auto budget =
+        static_cast<bytes>(frac * static_cast<double>(rockmate_store_all_peak(small)));
     const auto a = rk.solve(small, budget);
     if (!a) continue;
     const auto exact = checkmate<milp_backend>{.time_limit = 60}.solve(small, budget);
@@ -381,7 +388,7 @@ TEST_CASE(
   rockmate<checkmate<milp_backend>> rk{.peak_budgets = 5, .save_budgets = 5, .threads = 2};
   rk.whole_graph_budgets = 6;
   // The whole graph's budgets, as rockmate makes them: from the store-all peak to the floor.
-  const bytes hi = store_all_peak(g);
+  const bytes hi = rockmate_store_all_peak(g);
   const bytes lo = std::min(hi, detail::memory_floor(g));
   auto relaxed = detail::relaxation_of(checkmate<milp_backend>{});
   double previous = 0;
@@ -422,7 +429,7 @@ TEST_CASE(
   for (int r = 0; r < bk->kinds(); ++r) {
     const block_graph& b = bk->of_kind(r);
     if (b.placeholder_loss < 0) continue;
-    const bytes peak = store_all_peak(b.g);
+    const bytes peak = rockmate_store_all_peak(b.g);
     for (int tenth = 0; tenth <= 9; ++tenth) {  // M_save from M_peak down: the loss's overhead
       block_graph limited = b;
       limited.g.compute(limited.placeholder_loss).overhead = peak * tenth / 10;
@@ -454,7 +461,7 @@ TEST_CASE(
     f.ops[i].backward_time *= scale;
   }
   const graph g = *build_graph(f);
-  const bytes budget = store_all_peak(g) * 7 / 10;
+  const bytes budget = rockmate_store_all_peak(g) * 7 / 10;
   const auto exact = checkmate<milp_backend>{.time_limit = 120}.solve_detailed(g, budget);
   REQUIRE_MESSAGE(exact.ok(), exact.message());
   REQUIRE(exact->optimal);
