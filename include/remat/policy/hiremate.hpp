@@ -163,12 +163,7 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
-  if (auto v = validate(g); !v) return v.err();
-  if (budget < 0)
-    return error{status::invalid_problem,
-                 "hiremate: the budget is negative (" + std::to_string(budget) +
-                     " bytes); give a byte count >= 0",
-                 {}};
+  if (auto ok = detail::check_request(name, g, budget); !ok) return ok.err();
   if (peak_budgets < 1 || save_budgets < 1 || options_per_hgraph < 1)
     return error{status::invalid_problem,
                  "hiremate: peak_budgets, save_budgets and options_per_hgraph are " +

@@ -124,12 +124,7 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
-  if (auto v = validate(g); !v) return v.err();
-  if (budget < 0)
-    return error{status::invalid_problem,
-                 "rockmate: the budget is negative (" + std::to_string(budget) +
-                     " bytes); give a byte count >= 0",
-                 {}};
+  if (auto ok = detail::check_request(name, g, budget); !ok) return ok.err();
   if (peak_budgets < 1 || save_budgets < 1)
     return error{status::invalid_problem,
                  "rockmate: peak_budgets and save_budgets are " + std::to_string(peak_budgets) +

@@ -37,6 +37,17 @@ inline result<void> check_request(const chain& c, bytes budget) {
   return {};
 }
 
+/// A graph policy's request: a valid graph, a budget that is not negative ("<policy>: ...").
+inline result<void> check_request(std::string_view policy, const graph& g, bytes budget) {
+  if (auto v = validate(g); !v) return v.err();
+  if (budget < 0)
+    return error{status::invalid_problem,
+                 std::string(policy) + ": the budget is negative (" + std::to_string(budget) +
+                     " bytes); give a byte count >= 0",
+                 {}};
+  return {};
+}
+
 /// A policy's `threads` knob: 0 (every core) or a count; a negative one is refused.
 inline result<void> check_threads(std::string_view policy, int threads) {
   if (threads >= 0) return {};
