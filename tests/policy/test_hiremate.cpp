@@ -1,7 +1,7 @@
 // hiremate (policy/hiremate.hpp): without a partition it is checkmate's exact MILP (the same
 // optimum on random DAGs); partitioned deep, every plan is valid within its budget and never
-// faster than the exact optimum; GPT-2 and the U-Net plan down to a minimum hiremate reports and
-// plans; identical clusters are planned once; bad input is refused with what would work.
+// faster than the exact optimum; GPT-2 and the U-Net plan, and GPT-2 below its floor reports a
+// minimum that plans; identical clusters are planned once; bad input is refused with what works.
 #include <cstddef>
 #include <random>
 #include <string>
@@ -107,7 +107,7 @@ TEST_CASE("hiremate: partitioned deep, valid within the budget, never faster tha
   CHECK(deep >= 5);
 }
 
-TEST_CASE("hiremate: GPT-2 and the U-Net down to the minimum it reports, which plans") {
+TEST_CASE("hiremate: GPT-2 and the U-Net plan; GPT-2's reported minimum plans") {
   hiremate<milp::cbc> h;
   h.partitioner.limits = {.lower = 4, .top = 6};
   for (const bool unet : {false, true}) {

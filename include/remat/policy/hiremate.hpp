@@ -68,6 +68,8 @@ template <class Backend>
 struct hilp_inner {
   static constexpr std::string_view name = "hiremate's H-ILP";
   const std::vector<hiremate_hgraph>* hgraphs = nullptr;
+  /// Per kind: its H-ILPs' memory unit reference (the block's store-all peak), made once.
+  const std::vector<bytes>* unit_references = nullptr;
   const Backend* backend = nullptr;
   hilp_limits limits;
   double time_limit = std::numeric_limits<double>::infinity();  // set per solve by the grid
@@ -82,7 +84,7 @@ struct hilp_inner {
     hilp_limits l = limits;
     l.time_limit = std::min(l.time_limit, time_limit);
     if (node_limit > 0) l.node_limit = node_limit;
-    l.unit_reference = peak_of_store_all((*hgraphs)[ix(kind)].block.g);
+    l.unit_reference = (*unit_references)[ix(kind)];
     const auto t0 = std::chrono::steady_clock::now();
     auto r = solve_hgraph((*hgraphs)[ix(kind)], limited, peak, *backend, l);
     {
@@ -238,7 +240,10 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
       hgraphs.push_back(std::move(*h));
     }
     detail::hilp_inner<Backend> inner;
+    std::vector<bytes> references;
+    for (const auto& h : hgraphs) references.push_back(peak_of_store_all(h.block.g));
     inner.hgraphs = &hgraphs;
+    inner.unit_references = &references;
     inner.backend = &backend;
     inner.limits = base;
     inner.stats = std::make_shared<typename detail::hilp_inner<Backend>::shared>();
