@@ -136,7 +136,7 @@ struct hiremate {
   seconds ilp_time_limit = 60;
   /// Branch-and-bound nodes of each H-ILP solve below the top (0 = none): a limit of work, so
   /// that the options are the same on every run and machine.
-  std::int64_t node_limit = 1000;
+  std::int64_t node_limit = 100;
   /// The relative gap at which each H-ILP stops (0 proves optimality).
   double relative_gap = 0;
   /// Time limit of the whole solve; not finite = none.
@@ -259,6 +259,7 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
                                             .save_budgets = save_budgets,
                                             .time_limit = time_limit,
                                             .threads = threads,
+                                            .reuse_looser = true,
                                             .limit = &dl,
                                             .progress = report,
                                             .elapsed = elapsed},

@@ -295,9 +295,11 @@ inline result<hiremate_hgraph> hiremate_hgraph_of(const graph& parent, const hir
           makes[q] = at == ph.end() || at - ph.begin() == static_cast<std::ptrdiff_t>(o);
         }
       }
-      vs.push_back({backward ? opt.cost.backward_time : opt.cost.forward_time,
-                    backward ? opt.cost.backward_overhead_bytes : opt.cost.forward_overhead_bytes,
-                    std::move(makes), std::move(reads), op_kind::compute});
+      // The backward part as lower() runs it: the interface frees are the H-graph's own.
+      vs.push_back(
+          {backward ? opt.cost.backward_time : opt.cost.forward_time,
+           backward ? opt.kept_interface_backward_overhead : opt.cost.forward_overhead_bytes,
+           std::move(makes), std::move(reads), op_kind::compute});
     }
     if (!backward) {  // the fast-forward: its outputs, no phantom (and no loss)
       std::vector<char> makes(io_out.size(), 1);

@@ -84,9 +84,16 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
   // root LP with the cuts it added, and where that LP has become infeasible, Clp aborts the
   // process on an assertion (docs/hiremate.md, "The H-ILP"); without cuts that LP is the root LP,
   // solved (feasible) before branch and bound starts.
+  // Below the top (a node limit), no strong branching either: CBC finds these H-ILPs' plans with
+  // its heuristics at the root (the feasibility pump's sub-searches), and strong branching made
+  // each node several times dearer without a better plan in the first thousand nodes
+  // (docs/hiremate.md, "The H-ILP").
   Backend solver = backend;
-  if constexpr (requires { solver.parameters.push_back(std::string()); })
+  if constexpr (requires { solver.parameters.push_back(std::string()); }) {
     solver.parameters.insert(solver.parameters.begin(), {"-cuts", "off"});
+    if (lim.node_limit > 0)
+      solver.parameters.insert(solver.parameters.begin() + 2, {"-strongBranching", "0"});
+  }
   // The H-graph's floor: of each node, its leanest variant's inputs, outputs and scratch.
   bytes floor = 0;
   int floor_node = 0;

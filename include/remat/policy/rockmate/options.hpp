@@ -17,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,10 @@ namespace detail {
 struct block_option {
   std::vector<instruction> forward, backward;
   stage_option cost;
+  /// The backward part's overhead (as cost.backward_overhead_bytes) when the block's interface
+  /// data stay alive through it: the program as its inner planned it, without the releases.
+  /// What the part costs where its caller frees the interface itself (hiremate's H-graphs).
+  bytes kept_interface_backward_overhead = 0;
 };
 
 /// A block's programs on the whole graph.
@@ -197,6 +202,15 @@ inline std::optional<block_option> make_option(const block_graph& b, const inter
   o.cost.forward_overhead_bytes = std::max<bytes>(0, fwd_peak - held);
   o.cost.backward_overhead_bytes = std::max<bytes>(
       0, bwd_peak - start - o.cost.saved_bytes - io.output_gradient - io.input_gradient);
+  // The same without the releases: s itself, its interface protected throughout. (The forward
+  // part is the same in both: the releases are in the backward part.)
+  const sim::report kept = sim::simulate(b.g, s);
+  if (k + 1 < s.ops.size()) {
+    bytes high = 0;
+    for (std::size_t i = k + 1; i < s.ops.size(); ++i) high = std::max(high, kept.timeline[i].peak);
+    o.kept_interface_backward_overhead =
+        std::max<bytes>(0, high - kept.timeline[k + 1].before - io.input_gradient);
+  }
   return o;
 }
 
@@ -329,6 +343,14 @@ struct option_request {
   std::int64_t node_limit = 0;
   int threads = 0;
   int large_block_ops = 0;
+  /// Visit each kind's grid points from the loosest (the largest M_peak, then the largest
+  /// M_save), one kind to a thread, and do not solve a point at which a plan found at a looser
+  /// point (at least as large in both budgets) fits: its feasible plans are a subset of the
+  /// looser point's, so a plan optimal there is optimal at it too (and a plan stopped by a limit
+  /// there is one the solver might have found). Nor a point tighter than one whose solve ran out
+  /// of its limits without a plan (a harder problem, with the same limits). The options do not
+  /// depend on the threads.
+  bool reuse_looser = false;
   const deadline* limit = nullptr;
   std::function<void(const rockmate_progress&)> progress;
   std::function<seconds()> elapsed;
@@ -360,6 +382,7 @@ result<std::vector<block_programs>> make_block_options(const graph& g, const blo
   };
   std::vector<task> tasks;
   std::vector<std::vector<std::pair<std::pair<int, int>, schedule>>> found(ix(kinds));
+  std::vector<std::vector<std::pair<bytes, bytes>>> found_at(ix(kinds));  // (M_peak, M_save)
   std::vector<int> tasks_left(ix(kinds), 0);
   std::vector<int> timed_out(ix(kinds), 0);
   std::vector<double> solve_seconds(ix(kinds), 0.0);
@@ -435,6 +458,14 @@ result<std::vector<block_programs>> make_block_options(const graph& g, const blo
     block_graph limited = bk.of_kind(t.kind);
     if (limited.placeholder_loss >= 0)
       limited.g.compute(limited.placeholder_loss).overhead = t.peak - t.save;
+    if (rq.reuse_looser) {  // (only the kind's own thread adds to found[k])
+      for (std::size_t q = 0; q < found[k].size(); ++q)
+        if (found_at[k][q].first >= t.peak && found_at[k][q].second >= t.save &&
+            sim::simulate(limited.g, found[k][q].second,
+                          {.budget = t.peak, .record_timeline = false})
+                .valid)
+          return;  // that plan's option is this point's
+    }
     const double left = std::isfinite(rq.time_limit) ? std::max(1e-3, rq.time_limit - dl.elapsed())
                                                      : rq.inner_time_limit;
     auto attempt = [&](auto policy) {
@@ -458,20 +489,34 @@ result<std::vector<block_programs>> make_block_options(const graph& g, const blo
     solve_seconds[k] += took;
     if (sol && sim::simulate(limited.g, *sol, {.budget = t.peak, .record_timeline = false}).valid) {
       found[k].emplace_back(std::pair{t.i, t.j}, std::move(*sol));
+      found_at[k].emplace_back(t.peak, t.save);
     } else if (sol.code() == status::time_limit) {
       ++timed_out[k];
+      if (rq.reuse_looser) failed[k].emplace_back(t.peak, t.save);
     } else if (sol.code() == status::budget_too_small || sol.code() == status::infeasible) {
       failed[k].emplace_back(t.peak, t.save);
     }
   };
-  parallel_for(tasks.size(), rq.threads, [&](std::size_t i) {
-    run_task(tasks[i]);
+  auto run_one = [&](const task& t) {
+    run_task(t);
     std::lock_guard lock(mutex);
-    if (--tasks_left[ix(tasks[i].kind)] == 0) ++kinds_done;
+    if (--tasks_left[ix(t.kind)] == 0) ++kinds_done;
     ++solves_done;
     if (rq.progress)
       rq.progress({kinds_done, kinds, rq.elapsed(), solves_done, static_cast<int>(tasks.size())});
-  });
+  };
+  if (rq.reuse_looser) {
+    // Each kind's points on one thread, the loosest first.
+    std::stable_sort(tasks.begin(), tasks.end(), [](const task& x, const task& y) {
+      return std::tie(x.kind, x.i, x.j) < std::tie(y.kind, y.i, y.j);
+    });
+    parallel_for(ix(kinds), rq.threads, [&](std::size_t r) {
+      for (const task& t : tasks)
+        if (ix(t.kind) == r) run_one(t);
+    });
+  } else {
+    parallel_for(tasks.size(), rq.threads, [&](std::size_t i) { run_one(tasks[i]); });
+  }
   if (dl.passed())
     return time_limit_reached("rockmate", dl, "while making the blocks' options",
                               "raise time_limit, or use a coarser grid (peak_budgets, "
