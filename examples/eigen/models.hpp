@@ -226,6 +226,45 @@ inline std::string add_op(dag& d, std::unique_ptr<layer> l, std::vector<std::str
   return d;
 }
 
+/// A U-Net-like net (not a sequence: its skips span the whole depth), over a batch x width input:
+/// a down path of depth x [down<i> = linear(width, width), dact<i> = gelu] (i = 1 .. depth), a
+/// bottom = linear(width, hidden), bact = gelu, up0 = linear(hidden, width), then an up path of
+/// depth x [up<i>a = add(previous, dact<i>) for i = depth .. 1, up<i> = linear(width, width),
+/// uact<i> = gelu], a linear head and mse_loss against a batch x width target. dact<i> is read by
+/// down<i+1> and, through the skip, by up<i>a, so it is alive across every level below it.
+[[nodiscard]] inline dag make_unet_dag(int depth, index width, index hidden, index batch,
+                                       std::uint64_t seed) {
+  if (depth < 1 || width <= 0 || hidden <= 0 || batch <= 0)
+    throw std::invalid_argument(
+        "eg::make_unet_dag: needs depth >= 1, width > 0, hidden > 0 and batch > 0");
+  dag d;
+  std::uint64_t part = 0;
+  auto lin = [&](index in, index out, std::string name) {
+    return std::make_unique<linear>(in, out, derive_seed(seed, part++), std::move(name));
+  };
+  std::vector<std::string> skip;
+  std::string prev = "input";
+  for (int i = 1; i <= depth; ++i) {
+    const std::string k = std::to_string(i);
+    const auto down = add_op(d, lin(width, width, "down" + k), {prev});
+    prev = add_op(d, std::make_unique<gelu>("dact" + k), {down});
+    skip.push_back(prev);
+  }
+  const auto bottom = add_op(d, lin(width, hidden, "bottom"), {prev});
+  const auto bact = add_op(d, std::make_unique<gelu>("bact"), {bottom});
+  prev = add_op(d, lin(hidden, width, "up0"), {bact});
+  for (int i = depth; i >= 1; --i) {
+    const std::string k = std::to_string(i);
+    const auto join = add_op(d, std::make_unique<add>("up" + k + "a"),
+                             {prev, skip[static_cast<std::size_t>(i - 1)]});
+    const auto up = add_op(d, lin(width, width, "up" + k), {join});
+    prev = add_op(d, std::make_unique<gelu>("uact" + k), {up});
+  }
+  const auto h = add_op(d, lin(width, width, "head"), {prev});
+  add_op(d, std::make_unique<mse_loss>(batch, width, derive_seed(seed, part++), "loss"), {h});
+  return d;
+}
+
 /// A GPT-like transformer at op granularity, over `batch` sequences of `sequence` tokens: the
 /// input and every activation are (batch * sequence) x width, tokens as rows (see eg::scores).
 /// `layers` blocks h0, h1, ..., each (x the block's input)

@@ -1,7 +1,7 @@
 // The Eigen example layers as ops of DAG models: the multi-input layers (add, attention) against
-// finite differences, and the residual net and the attention block under the executor
-// (profiled, planned by checkmate when a MILP backend is built in), bit for bit equal to plain
-// training (eg::backprop on the DAG).
+// finite differences, and the residual net, the attention block and a U-Net under the executor
+// (profiled, planned by checkmate, rockmate and hiremate when a MILP backend is built in), bit
+// for bit equal to plain training (eg::backprop on the DAG).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -15,6 +15,7 @@
 
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
+#include <remat/policy/hiremate.hpp>
 #include <remat/policy/rockmate.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
@@ -229,7 +230,40 @@ std::function<std::vector<schedule>(const graph&)> rockmate_at(std::vector<doubl
   };
 }
 
+/// hiremate's plans at 80 % of store-all's peak and at the minimum it reports for half of it,
+/// the graph cut into clusters of at most 4 nodes (6 at the top) so that the plan is made over
+/// three or more levels, each recomputing something.
+std::vector<schedule> hiremate_plans(const graph& g) {
+  std::vector<schedule> out;
+#if defined(REMAT_HAS_CBC) || defined(REMAT_HAS_LPSOLVE)
+  const bytes peak = sim::simulate(g, {store_all_program(g), 0, 0}).peak;
+  hiremate<milp_backend> h;
+  h.partitioner.limits = {4, 6, 0.5};
+  h.peak_budgets = 3;
+  h.save_budgets = 3;
+  h.ilp_time_limit = 20;
+  const auto low = h.solve(g, peak / 2);
+  REQUIRE(low.code() == status::budget_too_small);
+  REQUIRE(low.err().minimum_budget.has_value());
+  for (const bytes budget : {peak * 8 / 10, *low.err().minimum_budget}) {
+    auto p = h.solve_detailed(g, budget);
+    REQUIRE_MESSAGE(p.ok(), p.message());
+    CHECK(p->details.levels >= 3);
+    CHECK(p->program.predicted_peak <= budget);
+    CHECK(toy::recomputes(g, p->program));
+    out.push_back(p->program);
+  }
+#else
+  (void)g;
+#endif
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("eg DAG models under the executor: hiremate's plans of a U-Net, gradients bit for bit") {
+  check_dag([] { return eg::make_unet_dag(3, 8, 12, 6, 7); }, 6, 8, hiremate_plans);
+}
 
 TEST_CASE(
     "eg DAG models under the executor: rockmate's plans, plain training's gradients bit for bit") {

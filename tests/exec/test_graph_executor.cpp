@@ -1,8 +1,8 @@
 // The executor on DAG models (exec/executor.hpp): toy DAGs (a diamond, a residual net, a node with
-// 3 consumers) whose layers allocate exactly: store-all, hand-written programs with
-// recomputation, fast-forwards and offloads to the host, and checkmate's at several budgets give
-// bitwise the gradients of store-all, with a measured peak equal to the simulator's instruction by
-// instruction; failures come back as statuses.
+// 3 consumers, a U-Net) whose layers allocate exactly: store-all, hand-written programs with
+// recomputation, fast-forwards and offloads to the host, checkmate's and hiremate's at several
+// budgets give bitwise the gradients of store-all, with a measured peak equal to the simulator's
+// instruction by instruction; failures come back as statuses.
 #include <algorithm>
 #include <functional>
 #include <random>
@@ -13,6 +13,7 @@
 
 #include <remat/exec/executor.hpp>
 #include <remat/exec/profiler.hpp>
+#include <remat/policy/hiremate.hpp>
 #include <remat/policy/store_all.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/schedule/notation.hpp>
@@ -285,6 +286,35 @@ TEST_CASE("executor on DAGs: checkmate's schedules from low budgets to store-all
     }
   }
   CHECK(runs == 12);
+}
+
+TEST_CASE("executor on DAGs: hiremate's plans of a U-Net, cut into three levels and more") {
+  const unsigned seed = 5;
+  const graph g = profiled_graph(unet, seed, true);
+  const schedule sa = store_all_of(g);
+  const bytes peak = sim::simulate(g, sa).peak;
+  const auto reference = execute(unet, seed, true, g, sa);
+  REQUIRE(reference.ok());
+  hiremate<milp_backend> h;
+  h.partitioner.limits = {3, 4, 0.5};
+  h.peak_budgets = 3;
+  h.save_budgets = 3;
+  // Two budgets, then one below hiremate's minimum: planned at the minimum it reports.
+  std::vector<bytes> budgets{peak * 9 / 10, peak * 8 / 10};
+  const auto low = h.solve_detailed(g, peak / 2);
+  REQUIRE(low.code() == status::budget_too_small);
+  REQUIRE(low.err().minimum_budget.has_value());
+  budgets.push_back(*low.err().minimum_budget);
+  int recomputing = 0;
+  for (const bytes budget : budgets) {
+    INFO("budget ", budget, " (store-all ", peak, ")");
+    const auto p = h.solve_detailed(g, budget);
+    REQUIRE_MESSAGE(p.ok(), p.message());
+    CHECK(p->details.levels >= 3);
+    check_schedule(unet, seed, true, g, p->program, budget, *reference);
+    recomputing += toy::recomputes(g, p->program) ? 1 : 0;
+  }
+  CHECK(recomputing == 3);
 }
 #endif
 

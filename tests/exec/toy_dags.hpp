@@ -1,8 +1,8 @@
 #pragma once
 // The toy DAG models of the graph executor's and the profiler's tests: ops named by a spec (name,
 // inputs, whether it sums them) over toy_graph_layers.hpp's nodes, sizes and temporaries varying
-// with a seed, the last op the loss; three shapes (a diamond, a residual net, a node with three
-// readers) and their input.
+// with a seed, the last op the loss; four shapes (a diamond, a residual net, a node with three
+// readers, a U-Net) and their input.
 
 #include <algorithm>
 #include <random>
@@ -73,6 +73,15 @@ inline const std::vector<op_spec> three = {{"a", {"input"}},
                                            {"mix", {"q", "k", "v"}},
                                            {"add", {"mix", "input"}, true},
                                            {"loss", {"add"}}};
+
+/// A U-Net-like net: a down path d1 .. d3, a bottom, an up path whose joins add each level's
+/// down output (skips across the whole depth), the loss.
+inline const std::vector<op_spec> unet = {{"d1", {"input"}},  {"d2", {"d1"}},
+                                          {"d3", {"d2"}},     {"bottom", {"d3"}},
+                                          {"u3", {"bottom"}}, {"j3", {"u3", "d3"}, true},
+                                          {"u2", {"j3"}},     {"j2", {"u2", "d2"}, true},
+                                          {"u1", {"j2"}},     {"j1", {"u1", "d1"}, true},
+                                          {"out", {"j1"}},    {"loss", {"out"}}};
 
 inline tensor make_input(remat::exec::host_backend& b) {
   auto x = tensor::make(b, input_floats);
