@@ -34,15 +34,14 @@
 #include <remat/problem/builder.hpp>
 #include <remat/zoo/gpt2.hpp>
 
+#include "graph_planner_bench.hpp"
+
 namespace {
 
 using remat::bytes;
-
-struct problem {
-  remat::graph g;
-  bytes peak = 0;
-  double ideal = 0;
-};
+using remat_bench::minimum_of;
+using remat_bench::problem;
+using remat_bench::report;
 
 const problem& gpt2(int layers) {
   static std::vector<std::pair<int, problem>> cache;
@@ -53,29 +52,12 @@ const problem& gpt2(int layers) {
   c.sequence = 512;
   c.batch = 8;
   auto f = remat::zoo::gpt2(c, *remat::zoo::find_device("V100"));
-  problem p;
-  p.g = *remat::build_graph(*f);
-  p.peak =
-      remat::sim::simulate(p.g, {remat::store_all_program(p.g), 0, 0}, {.record_timeline = false})
-          .peak;
-  p.ideal = p.g.ideal_time();
+  problem p = remat_bench::make_problem(*remat::build_graph(*f));
   cache.emplace_back(layers, std::move(p));
   return cache.back().second;
 }
 
 using rockmate_cbc = remat::rockmate<remat::checkmate<remat::milp::cbc>>;
-
-void report(benchmark::State& st, const problem& p, bytes budget,
-            const remat::result<remat::schedule>& s) {
-  st.counters["budget"] = static_cast<double>(budget) / static_cast<double>(p.peak);
-  st.counters["overhead"] = s ? s->predicted_time / p.ideal - 1 : -1;
-  if (s) st.counters["peak"] = static_cast<double>(s->predicted_peak) / static_cast<double>(p.peak);
-}
-
-bytes minimum_of(const std::function<remat::result<remat::schedule>(bytes)>& solve) {
-  const auto r = solve(0);
-  return r.code() == remat::status::budget_too_small ? r.err().minimum_budget.value_or(-1) : -1;
-}
 
 void solve(benchmark::State& st, int layers, double fraction) {
   const problem& p = gpt2(layers);
@@ -95,31 +77,15 @@ void solve(benchmark::State& st, int layers, double fraction) {
 
 void quality(benchmark::State& st, int layers, const std::string& policy, int k) {
   const problem& p = gpt2(layers);
-  static std::vector<std::pair<int, bytes>> minima;
-  bytes lo = -1;
-  for (const auto& [l, m] : minima)
-    if (l == layers) lo = m;
-  if (lo < 0) {
-    lo = minimum_of([&](bytes b) { return rockmate_cbc{}.solve(p.g, b); });
-    minima.emplace_back(layers, lo);
-  }
-  const bytes hi = p.peak * 9 / 10;
-  const bytes budget = lo + (hi - lo) * k / 4;
+  const bytes budget = remat_bench::quality_budget(p, layers, k, [&] {
+    return minimum_of([&](bytes b) { return rockmate_cbc{}.solve(p.g, b); });
+  });
   for (auto _ : st) {
     remat::result<remat::schedule> s = remat::error{};
     if (policy == "rockmate") s = rockmate_cbc{}.solve(p.g, budget);
     if (policy == "rotor_blocks") s = remat::rockmate<remat::store_all>{}.solve(p.g, budget);
-    if (policy == "relax")
-      s = remat::checkmate<remat::milp::cbc>{.time_limit = 600, .relax = true}.solve(p.g, budget);
-    if (policy == "exact") {
-      auto d = remat::checkmate<remat::milp::cbc>{.time_limit = 600}.solve_detailed(p.g, budget);
-      if (d) {
-        st.counters["optimal"] = d->optimal;
-        s = d->program;
-      } else {
-        s = d.err();
-      }
-    }
+    if (policy == "relax" || policy == "exact")
+      s = remat_bench::checkmate_plan(st, p.g, budget, policy == "relax");
     report(st, p, budget, s);
   }
 }
