@@ -437,6 +437,15 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       return std::string(name) + " '" + v + "' is not " + std::string(what);
     };
   };
+  // "A,B": two integers separated by a comma (--grid, --cluster-limits).
+  auto int_pair = [](std::string_view v) -> std::optional<std::pair<int, int>> {
+    const auto comma = v.find(',');
+    if (comma == std::string_view::npos) return std::nullopt;
+    const auto a = parse_int<int>(v.substr(0, comma));
+    const auto b = parse_int<int>(v.substr(comma + 1));
+    if (!a || !b) return std::nullopt;
+    return std::pair{*a, *b};
+  };
   auto bandwidth = [](std::string_view name, std::optional<bandwidth_arg>& target) {
     return remat_cli::option{name, true, {}, [name, &target](const std::string& v) {
                                std::string why;
@@ -577,13 +586,10 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
        {},
        [&, bad = not_a("--grid", "two integers from 1 to 1000 separated by a comma (e.g. 10,10)")](
            const std::string& v) -> std::optional<std::string> {
-         const auto comma = v.find(',');
-         const auto p = parse_int<int>(std::string_view(v).substr(0, comma));
-         const auto q = comma == std::string::npos
-                            ? std::nullopt
-                            : parse_int<int>(std::string_view(v).substr(comma + 1));
-         if (!p || !q || *p < 1 || *q < 1 || *p > 1000 || *q > 1000) return bad(v);
-         o.grid = {*p, *q};
+         const auto pq = int_pair(v);
+         if (!pq || pq->first < 1 || pq->second < 1 || pq->first > 1000 || pq->second > 1000)
+           return bad(v);
+         o.grid = *pq;
          return std::nullopt;
        }},
       {"--cluster-limits",
@@ -592,13 +598,9 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
        [&, bad = not_a("--cluster-limits",
                        "two integers L,T with 2 <= L <= T <= 100000 (e.g. 20,30)")](
            const std::string& v) -> std::optional<std::string> {
-         const auto comma = v.find(',');
-         const auto l = parse_int<int>(std::string_view(v).substr(0, comma));
-         const auto t = comma == std::string::npos
-                            ? std::nullopt
-                            : parse_int<int>(std::string_view(v).substr(comma + 1));
-         if (!l || !t || *l < 2 || *t < *l || *t > 100000) return bad(v);
-         o.cluster_limits = {*l, *t};
+         const auto lt = int_pair(v);
+         if (!lt || lt->first < 2 || lt->second < lt->first || lt->second > 100000) return bad(v);
+         o.cluster_limits = *lt;
          return std::nullopt;
        }},
       {"--max-batch",
