@@ -2,6 +2,7 @@
 // optimum on random DAGs); partitioned deep, every plan is valid within its budget and never
 // faster than the exact optimum; GPT-2 and the U-Net plan, and GPT-2 below its floor reports a
 // minimum that plans; identical clusters are planned once; bad input is refused with what works.
+#include <algorithm>
 #include <cstddef>
 #include <random>
 #include <string>
@@ -150,12 +151,16 @@ TEST_CASE("hiremate: identical clusters are planned once; the details add up") {
   const auto p = hiremate_partition_of(g, h.partitioner.limits).value();
   REQUIRE(x->details.clusters.size() == p.clusters.size());
   CHECK(x->details.levels == p.levels());
-  int same = 0, chosen = 0;
+  int same = 0, chosen = 0, unproven = 0;
   for (std::size_t k = 0; k < p.clusters.size(); ++k) {
     const auto& c = x->details.clusters[k];
     CHECK(c.forwards == p.clusters[k].forwards);
     CHECK(c.level == p.clusters[k].level);
     if (k + 1 < p.clusters.size()) CHECK(c.options >= 1);
+    CHECK(c.unproven <= c.solves);
+    CHECK(c.solves <= h.peak_budgets * h.save_budgets);
+    unproven += c.unproven;
+    if (c.same_as >= 0 || k + 1 == p.clusters.size()) CHECK(c.solves == 0);
     if (c.same_as >= 0) {
       ++same;
       CHECK(c.same_as < static_cast<int>(k));
@@ -166,6 +171,64 @@ TEST_CASE("hiremate: identical clusters are planned once; the details add up") {
   }
   CHECK(same >= 2);  // the two layers' clusters
   CHECK(chosen >= 1);
+  // What the limits cut short is said: the top's gap, the solves stopped before a proof.
+  auto said = [&](const std::string& what) {
+    return std::any_of(x->notes.begin(), x->notes.end(),
+                       [&](const std::string& n) { return n.find(what) != std::string::npos; });
+  };
+  CHECK(said("H-ILP solves") == (unproven > 0));
+  CHECK(said("the top's H-ILP stopped") == !x->details.top_optimal);
+  if (x->details.top_optimal) CHECK(x->details.top_gap == doctest::Approx(0).epsilon(1e-6));
+
+  // One branch-and-bound node each: most solves stop there unproven, and say so.
+  hiremate<milp::cbc> one = h;
+  one.node_limit = 1;
+  const auto y = one.solve_detailed(g, peak_of_store_all(g) * 3 / 4);
+  REQUIRE_MESSAGE(y, y.message());
+  check_valid(g, y->program, peak_of_store_all(g) * 3 / 4);
+  int stopped = 0;
+  for (const auto& c : y->details.clusters) stopped += c.unproven;
+  CHECK(stopped > 0);
+  CHECK(std::any_of(y->notes.begin(), y->notes.end(), [](const std::string& n) {
+    return n.find("stopped at a limit with a plan not proven optimal (node_limit 1") !=
+           std::string::npos;
+  }));
+}
+
+TEST_CASE("hiremate: where Algorithm 7 stalls, windows keep the H-ILPs within the limits") {
+  // Random DAGs whose partition at 4 / 6 stops over its limit without windows.
+  for (const unsigned seed : {14U, 93U, 103U}) {
+    std::mt19937 rng(seed);
+    const int ops = 10 + static_cast<int>(rng() % 30);
+    const graph g = test::random_dag(rng, ops, static_cast<int>(seed),
+                                     {.max_inputs = 1 + static_cast<int>(rng() % 3)});
+    INFO("DAG " << seed << ", " << ops << " ops");
+    hiremate<milp::cbc> h;
+    h.partitioner.limits = {.lower = 4, .top = 6, .windows = false};
+    REQUIRE_FALSE(hiremate_partition_of(g, h.partitioner.limits)->over_limit.empty());
+    const bytes b = (peak_of_store_all(g) + checkmate<milp::cbc>::lower_bound(g)) / 2;
+    const auto over = h.solve_detailed(g, b);  // the top over its limit: planned, and said
+    if (over) {
+      check_valid(g, over->program, b);
+      CHECK_FALSE(over->details.over_limit.empty());
+      CHECK(std::any_of(over->notes.begin(), over->notes.end(), [](const std::string& n) {
+        return n.find("over its size limit") != std::string::npos;
+      }));
+    }
+    h.partitioner.limits.windows = true;
+    const auto p = hiremate_partition_of(g, h.partitioner.limits);
+    REQUIRE(p);
+    CHECK(p->over_limit.empty());
+    CHECK(static_cast<int>(p->top().items.size()) <= 6);
+    const auto x = h.solve_detailed(g, b);
+    if (!x) {
+      CHECK(x.code() == status::budget_too_small);
+      continue;
+    }
+    check_valid(g, x->program, b);
+    CHECK(x->details.over_limit.empty());
+    CHECK(x->program.predicted_time >= g.ideal_time() - 1e-12);
+  }
 }
 
 TEST_CASE("hiremate: bad input says what is wrong and what would work") {

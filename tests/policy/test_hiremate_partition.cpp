@@ -122,27 +122,34 @@ void check_partition(const graph& g, const hiremate_limits& lim, const hiremate_
 
 TEST_CASE("hiremate partition: random DAGs, every property, the same on every run") {
   std::mt19937 rng(2028);
-  int over = 0, deep = 0, runs = 0;
+  int over[2] = {0, 0}, deep = 0, runs = 0;
   for (int i = 0; i < 120; ++i) {
     const int ops = 4 + static_cast<int>(rng() % 60);
     const graph g = test::random_dag(rng, ops, i, {.max_inputs = 1 + static_cast<int>(rng() % 3)});
     hiremate_limits lim;
     lim.lower = 2 + static_cast<int>(rng() % 7);
     lim.top = lim.lower + static_cast<int>(rng() % 5);
-    INFO("DAG " << i << ", " << ops << " ops, limits " << lim.lower << "/" << lim.top);
-    const auto p = hiremate_partition_of(g, lim);
-    REQUIRE_MESSAGE(p, p.message());
-    check_partition(g, lim, *p);
-    const auto again = hiremate_partition_of(g, lim);
-    REQUIRE(again);
-    CHECK(*again == *p);
-    over += !p->over_limit.empty();
-    deep += p->levels() >= 3;
-    ++runs;
+    for (const bool windows : {false, true}) {
+      lim.windows = windows;
+      INFO("DAG " << i << ", " << ops << " ops, limits " << lim.lower << "/" << lim.top
+                  << (windows ? ", windows" : ""));
+      const auto p = hiremate_partition_of(g, lim);
+      REQUIRE_MESSAGE(p, p.message());
+      check_partition(g, lim, *p);
+      const auto again = hiremate_partition_of(g, lim);
+      REQUIRE(again);
+      CHECK(*again == *p);
+      over[windows] += !p->over_limit.empty();
+      // Windows only add groups where the thesis' rounds stop: a top under its limit stays.
+      if (windows && lim.lower >= 4) CHECK(p->over_limit.empty());
+      deep += p->levels() >= 3;
+      ++runs;
+    }
   }
-  MESSAGE(runs << " partitions, " << deep << " of 3 levels or more, " << over
-               << " with a top over its limit");
+  MESSAGE(runs << " partitions, " << deep << " of 3 levels or more; tops over their limit: "
+               << over[0] << " by Algorithm 7 alone, " << over[1] << " with windows");
   CHECK(deep > 0);
+  CHECK(over[1] < over[0]);
 }
 
 TEST_CASE("hiremate partition: GPT-2 at the thesis' limits and at small ones") {
@@ -231,12 +238,19 @@ TEST_CASE("hiremate partition: a top that cannot get under its limit, and bad li
   }
   f.ops.push_back(z);
   const graph g = build_graph(f).value();
-  const hiremate_limits lim{2, 2, 0.5};
+  hiremate_limits lim{2, 2, 0.5, false};
   const auto p = hiremate_partition_of(g, lim);
   REQUIRE(p);
   CHECK_FALSE(p->over_limit.empty());
   CHECK(p->over_limit.find("more than 2") != std::string::npos);
   check_partition(g, lim, *p);
+  // Windows pair the fan's ops too, until only clusters (2 each) are left.
+  lim.windows = true;
+  const auto w = hiremate_partition_of(g, lim);
+  REQUIRE(w);
+  check_partition(g, lim, *w);
+  CHECK(w->top().items.size() < p->top().items.size());
+  CHECK(w->over_limit.find("not even two consecutive nodes") != std::string::npos);
 
   for (const hiremate_limits bad :
        {hiremate_limits{1, 30, 0.5}, hiremate_limits{20, 10, 0.5}, hiremate_limits{20, 30, -1}}) {

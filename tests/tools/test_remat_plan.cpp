@@ -1167,9 +1167,12 @@ TEST_CASE("remat-plan --policy hiremate: a U-Net's clusters in --json, its minim
   REQUIRE(h["clusters"].is_array());
   REQUIRE(h["clusters"].size() >= 3);
   CHECK(h["clusters"].back()["level"] == h["levels"]);
+  CHECK(h["top_optimal"].is_boolean());
+  CHECK((h["top_gap"].is_null() || h["top_gap"].get<double>() >= 0));
   int chosen = 0;
   for (const auto& c : h["clusters"]) {
     CHECK(c["forward_nodes"].size() >= 1);
+    CHECK(c["unproven"].get<int>() <= c["solves"].get<int>());
     if (!c["chosen_option"].is_null()) {
       ++chosen;
       CHECK(c["chosen_option"].get<int>() < c["options"].get<int>());

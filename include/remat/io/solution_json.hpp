@@ -98,14 +98,18 @@ inline void write_details(nlohmann::ordered_json& j, const rockmate_details& d) 
 }
 
 /// hiremate: "hiremate": {levels, the times below and at the top, how often the top was solved
-/// again, the partition's note, and per cluster its level, ops, identical cluster, options,
-/// solve time and the option the top chose}.
+/// again, whether the top's plan is proven optimal and its gap, the partition's note, and per
+/// cluster its level, ops, identical cluster, options, solve time, solves and those unproven,
+/// and the option the top chose}.
 inline void write_details(nlohmann::ordered_json& j, const hiremate_details& d) {
   nlohmann::ordered_json h;
   h["levels"] = d.levels;
   h["options_seconds"] = d.options_time;
   h["top_seconds"] = d.top_time;
   h["tightened"] = d.tightened;
+  h["top_optimal"] = d.top_optimal;
+  h["top_gap"] =
+      std::isfinite(d.top_gap) ? nlohmann::ordered_json(d.top_gap) : nlohmann::ordered_json();
   if (!d.over_limit.empty()) h["over_limit"] = d.over_limit;
   nlohmann::ordered_json clusters = nlohmann::ordered_json::array();
   for (const hiremate_cluster_summary& c : d.clusters) {
@@ -115,6 +119,8 @@ inline void write_details(nlohmann::ordered_json& j, const hiremate_details& d) 
     x["same_as"] = c.same_as >= 0 ? nlohmann::ordered_json(c.same_as) : nlohmann::ordered_json();
     x["options"] = c.options;
     x["solve_seconds"] = c.solve_seconds;
+    x["solves"] = c.solves;
+    x["unproven"] = c.unproven;
     x["chosen_option"] =
         c.chosen >= 0 ? nlohmann::ordered_json(c.chosen) : nlohmann::ordered_json();
     clusters.push_back(std::move(x));

@@ -106,6 +106,9 @@ struct hiremate_cluster_summary {
   int same_as = -1;           ///< an identical cluster planned once for both (-1: none)
   int options = 0;            ///< its options (store-all is option 0; 0 for the top)
   seconds solve_seconds = 0;  ///< its H-ILP solves (the grid's, or the top's)
+  int solves = 0;             ///< its grid's H-ILP solves (0 for the top, and with same_as)
+  /// Of them, those whose plan was not proven optimal (stopped at the node or time limit).
+  int unproven = 0;
   /// In the top's plan, the option the top's H-ILP ran it with (-1: fast-forwarded only, or not
   /// a sub-cluster of the top).
   int chosen = -1;
@@ -119,7 +122,11 @@ struct hiremate_details {
   seconds top_time = 0;      ///< the top's H-ILP
   int tightened = 0;         ///< top H-ILP solves again at a lower budget (its plan, lowered,
                              ///< peaked over the budget)
-  std::string over_limit;    ///< the partition's top over its size limit, and why (else empty)
+  bool top_optimal = false;  ///< the top's H-ILP proved its plan optimal
+  /// The top's H-ILP: the relative gap between its plan's objective and its proven bound (0 when
+  /// proven optimal; infinite when it proved no bound).
+  double top_gap = 0;
+  std::string over_limit;  ///< the partition's top over its size limit, and why (else empty)
 };
 
 /// One block of an offmate plan: its option, and where the parameters whose first block it is

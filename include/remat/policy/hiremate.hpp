@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -76,7 +78,10 @@ struct hilp_inner {
   std::int64_t node_limit = 0;
   struct shared {
     std::mutex m;
-    std::vector<double> seconds;  // per kind
+    // Per kind: seconds, H-ILP solves, plans not proven optimal (stopped at the node or time
+    // limit), solves stopped at the time limit (with a plan or none).
+    std::vector<double> seconds;
+    std::vector<int> solves, unproven, time_limited;
   };
   std::shared_ptr<shared> stats;
 
@@ -91,6 +96,9 @@ struct hilp_inner {
       std::lock_guard lock(stats->m);
       stats->seconds[ix(kind)] +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++stats->solves[ix(kind)];
+      if (r && !r->optimal) ++stats->unproven[ix(kind)];
+      if (r ? r->time_limited : r.code() == status::time_limit) ++stats->time_limited[ix(kind)];
     }
     if (!r) return r.err();
     return std::move(r->program);
@@ -188,7 +196,7 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
   out.details.levels = p->levels();
   out.details.over_limit = p->over_limit;
   for (const auto& c : clusters)
-    out.details.clusters.push_back({c.forwards, c.level, -1, 0, 0, -1});
+    out.details.clusters.push_back({.forwards = c.forwards, .level = c.level});
   if (!p->over_limit.empty())
     out.notes.push_back("the partition's top graph is over its size limit (" + p->over_limit +
                         "): its H-ILP is larger than the limits intend");
@@ -248,7 +256,11 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
     inner.limits = base;
     inner.stats = std::make_shared<typename detail::hilp_inner<Backend>::shared>();
     inner.stats->seconds.assign(ix(bk->kinds()), 0.0);
+    for (auto* v : {&inner.stats->solves, &inner.stats->unproven, &inner.stats->time_limited})
+      v->assign(ix(bk->kinds()), 0);
     const int levels = p->levels();
+    const std::string limits_text = "node_limit " + std::to_string(node_limit) +
+                                    ", ilp_time_limit " + format_seconds(ilp_time_limit);
     std::function<void(const rockmate_progress&)> report;
     if (progress)
       report = [&, level, levels](const rockmate_progress& r) {
@@ -261,6 +273,12 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
                                             .threads = threads,
                                             .reuse_looser = true,
                                             .limit = &dl,
+                                            .limits_text = limits_text,
+                                            .block_name =
+                                                [&](int k) {
+                                                  return "cluster " + std::to_string(at[ix(k)]) +
+                                                         " (level " + std::to_string(level) + ")";
+                                                },
                                             .progress = report,
                                             .elapsed = elapsed},
                                            out.notes);
@@ -279,11 +297,27 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
               : detail::between_blocks(g, bk->of_kind(r), bk->blocks[k], (*made)[ix(r)]);
       auto& sum = out.details.clusters[ix(at[k])];
       sum.options = static_cast<int>(programs[ix(at[k])].options.size());
-      if (rep == static_cast<int>(k))
+      if (rep == static_cast<int>(k)) {
         sum.solve_seconds = inner.stats->seconds[ix(r)];
-      else
+        sum.solves = inner.stats->solves[ix(r)];
+        sum.unproven = inner.stats->unproven[ix(r)];
+      } else {
         sum.same_as = at[ix(rep)];
+      }
     }
+    // What the level's limits cut short: said, not hidden.
+    int solves = 0, unproven = 0, timed = 0;
+    for (int r = 0; r < bk->kinds(); ++r) {
+      solves += inner.stats->solves[ix(r)];
+      unproven += inner.stats->unproven[ix(r)];
+      timed += inner.stats->time_limited[ix(r)];
+    }
+    if (unproven > 0 || timed > 0)
+      out.notes.push_back("level " + std::to_string(level) + ": of its " + std::to_string(solves) +
+                          " H-ILP solves, " + std::to_string(unproven) +
+                          " stopped at a limit with a plan not proven optimal (" + limits_text +
+                          "), kept as options, and " + std::to_string(timed) +
+                          " stopped at ilp_time_limit (those with no plan added no option)");
   }
   out.details.options_time = elapsed();
 
@@ -342,6 +376,20 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
     return e;
   }
   out.details.tightened = top_plan->tightened;
+  auto percent = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f %%", 100 * x);
+    return std::string(buf);
+  };
+  out.details.top_optimal = top_plan->optimal;
+  out.details.top_gap = top_plan->gap;
+  if (!top_plan->optimal)
+    out.notes.push_back(
+        "the top's H-ILP stopped at " +
+        std::string(top_plan->time_limited ? "its time limit" : "a limit") +
+        " before proving its plan optimal: the H-ILP's objective is within " +
+        (std::isfinite(top_plan->gap) ? percent(top_plan->gap) : std::string("no proven bound")) +
+        " of its bound (raise ilp_time_limit to close the gap)");
   // The option each sub-cluster of the top ran with (its first run that is not a fast-forward).
   for (const hiremate_run& r : top_plan->runs) {
     if (!r.ins.is_compute()) continue;

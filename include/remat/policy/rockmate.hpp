@@ -192,6 +192,8 @@ result<rockmate_plan> rockmate<Inner, Large>::plan(const graph& g, bytes budget)
                                               .threads = threads,
                                               .large_block_ops = large_block_ops,
                                               .limit = &dl,
+                                              .limits_text = {},
+                                              .block_name = {},
                                               .progress = progress,
                                               .elapsed = elapsed},
                                              out.notes);

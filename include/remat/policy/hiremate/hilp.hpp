@@ -45,7 +45,12 @@ struct hilp_plan {
   schedule program;  ///< on the block graph (target), its peak and makespan the replay's
   std::vector<hiremate_run> runs;
   bool optimal = false;  ///< the last MILP was solved to optimality (at its budget)
-  int tightened = 0;     ///< solves again at a lower budget
+  /// The last MILP stopped at its time limit (not its node limit) with this plan unproven.
+  bool time_limited = false;
+  /// The last MILP's relative gap between its plan and its bound (0 when proven optimal,
+  /// infinite when it proved no bound).
+  double gap = 0;
+  int tightened = 0;  ///< solves again at a lower budget
 };
 
 /// Plans H-graph h on `target` (h.block.g, its loss's overhead perhaps changed: rockmate's save
@@ -156,6 +161,8 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
       s.predicted_peak = rep.peak;
       out.program = std::move(s);
       out.optimal = sol->is_optimal();
+      out.time_limited = !out.optimal && !sol->node_limit_reached;
+      out.gap = out.optimal && !std::isfinite(sol->gap()) ? 0.0 : sol->gap();
       out.tightened = round;
       return out;
     }

@@ -13,7 +13,10 @@
 //     for outside) * (forward ops in C)^alpha, ties to the first by its nodes, becomes a group
 //     (if it is convex: no path leaves it and comes back); every other candidate that meets it
 //     takes all of it, and is dropped if it then has more than `lower` nodes or nothing new;
-//   every group becomes a cluster, and one node of the next round's graph.
+//   every group becomes a cluster, and one node of the next round's graph;
+//   a round with no group (Algorithm 7 would stop, the top over its limit) groups windows
+//   instead: runs of consecutive nodes of the round's topological order (always convex) within
+//   `lower`, disjoint ones least score first (hiremate_limits::windows; remat's addition).
 //
 // A node's size is 1, a cluster's 2 (its forward and backward with options to choose from: the
 // reference implementation's estimate). docs/hiremate.md, "H-Partition".
@@ -39,6 +42,11 @@ struct hiremate_limits {
   int lower = 20;      ///< M^l: the most nodes of a cluster below the top (a sub-cluster counts 2)
   int top = 30;        ///< M^t: the most nodes of the top graph (>= lower)
   double alpha = 0.5;  ///< the score's exponent on the number of forward ops
+  /// When a round forms no group (no convex candidate within `lower`; Algorithm 7 would stop
+  /// there, the top over `top`): group runs of consecutive nodes of the round's topological
+  /// order instead (convex by construction), least score first, so that every H-ILP stays
+  /// within the limits. false: the thesis' algorithm alone.
+  bool windows = true;
 };
 
 /// A node of a cluster's graph: a forward op of the training graph, or a cluster of the level
@@ -414,11 +422,41 @@ inline result<hiremate_partition> hiremate_partition_of(const graph& g,
       }
     }
     std::erase_if(groups, [](const std::vector<int>& x) { return x.empty(); });
+    if (groups.empty() && lim.windows) {
+      // No candidate: runs of consecutive nodes of the topological order, each as long as
+      // `lower` allows (convex: a path between two of its nodes goes through nodes between
+      // them), disjoint ones taken least score first (ties to the first) while the graph is
+      // over `top`. Contracted together they keep the order, so the next round is acyclic.
+      std::vector<std::vector<int>> runs;
+      for (int a = 0; a < n; ++a) {
+        std::vector<int> run;
+        for (int u = a, w = 0; u < n && (w += r.weight(u)) <= lim.lower; ++u) run.push_back(u);
+        if (run.size() >= 2) runs.push_back(std::move(run));
+      }
+      std::vector<double> run_score;
+      std::vector<int> by(runs.size());
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        run_score.push_back(score_of(runs[i]));
+        by[i] = static_cast<int>(i);
+      }
+      std::stable_sort(by.begin(), by.end(),
+                       [&](int a, int b) { return run_score[ix(a)] < run_score[ix(b)]; });
+      for (int i : by) {
+        if (nodes_now <= lim.top) break;
+        const auto& run = runs[ix(i)];
+        if (std::any_of(run.begin(), run.end(), [&](int u) { return group_of[ix(u)] >= 0; }))
+          continue;
+        for (int u : run) group_of[ix(u)] = static_cast<int>(groups.size());
+        groups.push_back(run);
+        nodes_now -= static_cast<int>(run.size()) - 1;
+      }
+    }
     if (groups.empty()) {
-      out.over_limit = "the top graph has " + std::to_string(n) + " nodes, more than " +
-                       std::to_string(lim.top) +
-                       ", and no group of its nodes is convex with at most " +
-                       std::to_string(lim.lower) + " (hiremate_limits::lower)";
+      out.over_limit =
+          "the top graph has " + std::to_string(n) + " nodes, more than " +
+          std::to_string(lim.top) + ", and no group of its nodes is convex with at most " +
+          std::to_string(lim.lower) + " (hiremate_limits::lower" +
+          (lim.windows ? ": not even two consecutive nodes, a cluster counting 2)" : ")");
       break;
     }
     // Each group a cluster (in the order of their first nodes), and a node of the next round.

@@ -352,6 +352,11 @@ struct option_request {
   /// depend on the threads.
   bool reuse_looser = false;
   const deadline* limit = nullptr;
+  /// For the notes, where set: the limits of the inner's solves (else rockmate's inner_node_limit,
+  /// inner_time_limit, block_time_limit) and a block's name from its index in the cut (else
+  /// "block k ('first op' .. 'last op')").
+  std::string limits_text;
+  std::function<std::string(int)> block_name;
   std::function<void(const rockmate_progress&)> progress;
   std::function<seconds()> elapsed;
 };
@@ -536,11 +541,15 @@ result<std::vector<block_programs>> make_block_options(const graph& g, const blo
                     "inner_node_limit %lld nodes, inner_time_limit %g s, block_time_limit %g s",
                     static_cast<long long>(rq.node_limit), rq.inner_time_limit,
                     rq.block_time_limit);
-      const auto& fw = bk.cut[ix(bk.representative[ix(r)])];
-      notes.push_back("block " + std::to_string(bk.representative[ix(r)] + 1) + " ('" +
-                      g.compute(fw.front()).name + "' .. '" + g.compute(fw.back()).name +
-                      "') and the blocks like it: " + "its solves ran out of their limits (" +
-                      limits + ") before any found a plan, so it has its store-all option only");
+      const int rep = bk.representative[ix(r)];
+      const auto& fw = bk.cut[ix(rep)];
+      notes.push_back((rq.block_name ? rq.block_name(rep)
+                                     : "block " + std::to_string(rep + 1) + " ('" +
+                                           g.compute(fw.front()).name + "' .. '" +
+                                           g.compute(fw.back()).name + "')") +
+                      " and the blocks like it: its solves ran out of their limits (" +
+                      (rq.limits_text.empty() ? std::string(limits) : rq.limits_text) +
+                      ") before any found a plan, so it has its store-all option only");
     }
   }
   return programs;
