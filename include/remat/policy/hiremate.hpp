@@ -338,11 +338,14 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
   out.details.top_time = std::chrono::duration<double>(clock::now() - top_start).count();
   out.details.clusters.back().solve_seconds = out.details.top_time;
   if (progress) progress({p->levels(), p->levels(), 1, 1, 1, 1, elapsed()});
-  if (!top_plan && top_plan.code() == status::infeasible) {
+  const bool timed_out = !top_plan && top_plan.code() == status::time_limit;
+  if (!top_plan && (top_plan.code() == status::infeasible || timed_out) && !dl.passed()) {
     // The smallest budget the top plans, within 1 %: a bisection between the memory floor
     // (nothing plans below it) and store-all's peak (plain training), each step a budget
-    // planned. A plan at or below the budget fits it: the answer, where the H-ILP at the budget
-    // itself had none (its plan, lowered, peaked over the budget, and lower it had none).
+    // planned; a step whose H-ILP had no plan in its time counts as one without a plan, so that
+    // the minimum is a budget planned. A plan at or below the budget fits it: the answer, where
+    // the H-ILP at the budget itself had none (its plan, lowered, peaked over the budget, and
+    // lower it had none; or it found none in its time, and a smaller H-ILP did).
     bytes lo = detail::memory_floor(g);
     bytes hi = peak_of_store_all(g);
     std::optional<detail::hilp_plan> at_hi;
@@ -352,12 +355,20 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
       if (m) {  // at mid itself (the H-ILP may not find this plan at a lower budget)
         hi = mid;
         at_hi = std::move(*m);
-      } else if (m.code() == status::infeasible) {
+      } else if (m.code() == status::infeasible || m.code() == status::time_limit) {
         lo = mid + 1;
       } else {
         break;
       }
     }
+    if ((!at_hi || hi > budget) && timed_out)
+      return error{status::time_limit,
+                   "hiremate: the top's H-ILP found no plan of graph '" + g.name + "' in " +
+                       std::to_string(budget) + " bytes within its time limit (" +
+                       top_plan.err().message +
+                       "); the smallest budget hiremate planned in its time, within 1 %, is " +
+                       std::to_string(hi) + " bytes: raise ilp_time_limit, or the budget",
+                   hi};
     if (!at_hi || hi > budget)
       return error{status::budget_too_small,
                    "hiremate: no plan of graph '" + g.name + "' fits in " + std::to_string(budget) +
@@ -366,8 +377,9 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
                        std::to_string(hi) + " bytes",
                    hi};
     out.notes.push_back("the top's H-ILP had no plan that fits " + std::to_string(budget) +
-                        " bytes once lowered (" + top_plan.err().message +
-                        "); the plan is its plan at " + std::to_string(hi) + " bytes");
+                        (timed_out ? " bytes in its time (" : " bytes once lowered (") +
+                        top_plan.err().message + "); the plan is its plan at " +
+                        std::to_string(hi) + " bytes");
     top_plan = std::move(*at_hi);
   }
   if (!top_plan) {
