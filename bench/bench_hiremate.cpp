@@ -23,6 +23,11 @@
 //                             nodes), encoder-decoders of 1 + 1, 4 + 4, 12 + 12 and 45 + 45
 //                             layers (278, 953, 2,753 and 10,178 nodes)
 //
+//   threads/<backend>/<n>     hiremate<cbc> or hiremate<lpsolve> with n threads on GPT-2 with
+//                             2 layers (the zoo's, RTX3060) at 70 %, limits 8 / 12: the levels'
+//                             independent H-ILPs side by side (lp_solve's) or one at a time
+//                             (CBC's, serialised: docs/milp.md); counters overhead, level1_s...
+//
 //   build/bench/bench_hiremate --benchmark_filter='solve/encdec12'
 #include <chrono>
 #include <cstddef>
@@ -34,10 +39,14 @@
 #include <benchmark/benchmark.h>
 
 #include <remat/milp/cbc.hpp>
+#ifdef REMAT_HAS_LPSOLVE
+#include <remat/milp/lpsolve.hpp>
+#endif
 #include <remat/policy/checkmate.hpp>
 #include <remat/policy/hiremate.hpp>
 #include <remat/policy/rockmate.hpp>
 #include <remat/problem/builder.hpp>
+#include <remat/zoo/gpt2.hpp>
 #include <remat/zoo/transformer.hpp>
 #include <remat/zoo/unet.hpp>
 
@@ -57,7 +66,9 @@ const problem& model(const std::string& name) {
     if (n == name) return p;
   const auto& device = *remat::zoo::find_device("RTX3060");
   remat::result<remat::forward_dag> f = remat::error{};
-  if (name.rfind("encdec", 0) == 0) {
+  if (name == "gpt2_2") {
+    f = remat::zoo::gpt2({.layers = 2}, device);
+  } else if (name.rfind("encdec", 0) == 0) {
     const int layers = std::stoi(name.substr(6));
     f = remat::zoo::encoder_decoder({.encoder_layers = layers, .decoder_layers = layers}, device);
   } else {
@@ -74,8 +85,8 @@ using hiremate_cbc = remat::hiremate<remat::milp::cbc>;
 using rockmate_cbc = remat::rockmate<remat::checkmate<remat::milp::cbc>>;
 
 /// hiremate at the budget, with the seconds each level took (from its progress reports).
-void planned(benchmark::State& st, const problem& p, bytes budget) {
-  hiremate_cbc h;
+template <class H = hiremate_cbc>
+void planned(benchmark::State& st, const problem& p, bytes budget, H h = {}) {
   std::vector<double> level_start;
   h.progress = [&](const remat::hiremate_progress& r) {
     // The levels below the top (the top's H-ILP is timed apart: top_s).
@@ -103,6 +114,15 @@ void planned(benchmark::State& st, const problem& p, bytes budget) {
 void solve(benchmark::State& st, const std::string& name, double fraction) {
   const problem& p = model(name);
   planned(st, p, static_cast<bytes>(fraction * static_cast<double>(p.peak)));
+}
+
+template <class Backend>
+void threads(benchmark::State& st, int n) {
+  const problem& p = model("gpt2_2");
+  remat::hiremate<Backend> h;
+  h.partitioner.limits = {.lower = 8, .top = 12};
+  h.threads = n;
+  planned(st, p, p.peak * 7 / 10, h);
 }
 
 void quality(benchmark::State& st, const std::string& name, const std::string& policy, int k) {
@@ -161,6 +181,14 @@ int main(int argc, char** argv) {
       for (int k = 0; k < 5; ++k)
         add("quality/" + m + "/" + policy + "/" + std::to_string(k),
             [=](benchmark::State& st) { quality(st, m, policy, k); });
+  }
+  for (int n : {1, 2}) {
+    add("threads/cbc/" + std::to_string(n),
+        [=](benchmark::State& st) { threads<remat::milp::cbc>(st, n); });
+#ifdef REMAT_HAS_LPSOLVE
+    add("threads/lpsolve/" + std::to_string(n),
+        [=](benchmark::State& st) { threads<remat::milp::lpsolve>(st, n); });
+#endif
   }
   for (const std::string m : {"unet1", "encdec1", "encdec4", "encdec12", "encdec45"})
     add("scaling/" + m, [=](benchmark::State& st) { solve(st, m, 0.8); });
