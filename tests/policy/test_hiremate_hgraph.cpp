@@ -37,8 +37,10 @@ detail::block_programs store_all_programs(const graph& g, const hiremate_cluster
 /// A program of the H-graph: the forwards in order, each sub-cluster fast-forwarded (no
 /// phantom), the loss, then per item in reverse its backward, a sub-cluster's forward run again
 /// in its first option just before it (its outputs freed first where alive); every datum freed
-/// after its last use in that sequence.
-std::vector<hiremate_run> recompute_program(const hiremate_hgraph& h) {
+/// after its last use in that sequence. With `keep`: each sub-cluster's forward in its first
+/// option (its phantom kept), and run again before its backward as a fast-forward, which remakes
+/// its outputs while its phantom holds what the option kept.
+std::vector<hiremate_run> recompute_program(const hiremate_hgraph& h, bool keep = false) {
   const graph& g = h.g;
   std::vector<hiremate_run> seq;  // the runs, without frees
   const auto ix = [](int i) { return static_cast<std::size_t>(i); };
@@ -52,10 +54,11 @@ std::vector<hiremate_run> recompute_program(const hiremate_hgraph& h) {
   };
   for (int n = 0; n < g.compute_count(); ++n) {
     if (g.compute(n).kind != compute_kind::backward) {
-      seq.push_back({instruction::compute(n), again(n) ? fast(n) : 0});
+      seq.push_back({instruction::compute(n), again(n) && !keep ? fast(n) : 0});
       continue;
     }
-    if (again(g.forward_of(n))) seq.push_back({instruction::compute(g.forward_of(n)), 0});
+    if (again(g.forward_of(n)))
+      seq.push_back({instruction::compute(g.forward_of(n)), keep ? fast(g.forward_of(n)) : 0});
     seq.push_back({instruction::compute(n), 0});
   }
   // Last use of each datum, by position in seq (what a run reads or makes).
@@ -157,6 +160,15 @@ TEST_CASE("hiremate H-graphs: valid graphs, and the store-all program lowered at
     CHECK(again.valid);
     CHECK(again.makespan == doctest::Approx(h->block.g.ideal_time() + fast));
     made_again += fast > 0;
+    // The phantom kept and the forward fast-forwarded before the backward: lowered, the
+    // fast-forward remakes only what the option did not keep (it used to recompute the kept
+    // data, already in memory: an invalid program), and frees none of what B_j reads.
+    const auto kept =
+        sim::simulate(h->block.g, schedule{lower(*h, recompute_program(*h, true)), 0, 0});
+    INFO((kept.first_violation ? kept.first_violation->message : std::string()));
+    CHECK(kept.valid);
+    CHECK(kept.makespan >= h->block.g.ideal_time());
+    CHECK(kept.makespan <= again.makespan + 1e-12);
     ++checked;
   }
   CHECK(checked >= 2);

@@ -352,22 +352,58 @@ inline result<hiremate_hgraph> hiremate_hgraph_of(const graph& parent, const hir
 /// sub-cluster's fast-forward program; B_j's run in option o, its option's backward part, which
 /// frees what the option kept; a free of option o's phantom before that, the frees of what it
 /// keeps (after it, nothing). The frees of the sub-cluster's interface inside its parts are
-/// dropped: the H-graph's program frees its data itself.
+/// dropped: the H-graph's program frees its data itself. A forward part run while j's data are
+/// alive (F_j again, fast-forwarded, while an option's phantom holds what it kept: the H-graph
+/// sees only j's outputs) skips the ops whose outputs are all alive, frees those partly alive
+/// before it recomputes them, and keeps what the live option kept: B_j reads it later.
 [[nodiscard]] inline std::vector<instruction> lower(const hiremate_hgraph& h,
                                                     std::span<const hiremate_run> runs) {
   using detail::ix;
+  const graph& b = h.block.g;
   std::vector<instruction> out;
   std::vector<char> consumed(h.data_in_block.size(), 0);  // a phantom its backward has freed
-  auto part = [&](const std::vector<instruction>& ops) {
-    for (const instruction& i : ops)
-      if (i.op != op_kind::free || h.data_in_h[ix(i.node)] < 0) out.push_back(i);
+  std::vector<char> alive(ix(b.data_count()), 0);         // made by the program, not freed
+  std::vector<int> live(h.option_phantoms.size(), -1);    // per item: the option its data keep
+  auto emit = [&](const instruction& i) {
+    if (i.is_compute()) {
+      for (int d : b.outputs(i.node))
+        if (i.op == op_kind::compute || b.data(d).kind != data_kind::phantom) alive[ix(d)] = 1;
+    } else if (i.op == op_kind::free) {
+      alive[ix(i.node)] = 0;
+    }
+    out.push_back(i);
+  };
+  auto kept_live = [&](int it, int d) {
+    const int o = live[ix(it)];
+    return o >= 0 && std::find(h.kept[ix(it)][ix(o)].begin(), h.kept[ix(it)][ix(o)].end(), d) !=
+                         h.kept[ix(it)][ix(o)].end();
+  };
+  auto part = [&](const std::vector<instruction>& ops, int it, bool forward) {
+    for (const instruction& i : ops) {
+      if (i.op == op_kind::free && h.data_in_h[ix(i.node)] >= 0) continue;  // the H-graph's
+      if (forward && i.is_compute()) {
+        bool all = true;
+        std::vector<int> made;
+        for (int d : b.outputs(i.node))
+          if (i.op == op_kind::compute || b.data(d).kind != data_kind::phantom) {
+            if (alive[ix(d)]) made.push_back(d);
+            all = all && alive[ix(d)];
+          }
+        if (all) continue;
+        for (int d : made) emit(instruction::free(d));
+      } else if (forward && i.op == op_kind::free &&
+                 (kept_live(it, i.node) || !alive[ix(i.node)])) {
+        continue;
+      }
+      emit(i);
+    }
   };
   for (const hiremate_run& r : runs) {
     const instruction& i = r.ins;
     if (i.is_compute()) {
       const int k = i.node;
       if (h.compute_in_block[ix(k)] >= 0) {
-        out.push_back({h.variants[ix(k)][ix(r.variant)].op, h.compute_in_block[ix(k)]});
+        emit({h.variants[ix(k)][ix(r.variant)].op, h.compute_in_block[ix(k)]});
         continue;
       }
       const int it = h.item_of[ix(k)];
@@ -375,29 +411,34 @@ inline result<hiremate_hgraph> hiremate_hgraph_of(const graph& parent, const hir
       const auto& bp = h.programs[ix(it)];
       const auto& ph = h.option_phantoms[ix(it)];
       if (h.is_backward[ix(k)]) {
-        part(bp.options[ix(r.variant)].backward);
+        part(bp.options[ix(r.variant)].backward, it, false);
         consumed[ix(ph[ix(r.variant)])] = 1;
+        live[ix(it)] = -1;
       } else if (r.variant == static_cast<int>(bp.options.size())) {
-        part(bp.fast_forward);
+        part(bp.fast_forward, it, true);
       } else {
-        part(bp.options[ix(r.variant)].forward);
+        part(bp.options[ix(r.variant)].forward, it, true);
         consumed[ix(ph[ix(r.variant)])] = 0;
+        live[ix(it)] = r.variant;
       }
       continue;
     }
     if (i.op != op_kind::free) {
-      out.push_back({i.op, h.data_in_block[ix(i.node)], i.part});
+      emit({i.op, h.data_in_block[ix(i.node)], i.part});
       continue;
     }
     if (const int d = h.data_in_block[ix(i.node)]; d >= 0) {
-      out.push_back(instruction::free(d));
+      emit(instruction::free(d));
       continue;
     }
     if (consumed[ix(i.node)]) continue;
     for (std::size_t it = 0; it < h.option_phantoms.size(); ++it)
       for (std::size_t o = 0; o < h.option_phantoms[it].size(); ++o)
-        if (h.option_phantoms[it][o] == i.node)
-          for (int d : h.kept[it][o]) out.push_back(instruction::free(d));
+        if (h.option_phantoms[it][o] == i.node) {
+          for (int d : h.kept[it][o])
+            if (alive[ix(d)]) emit(instruction::free(d));
+          if (live[it] == static_cast<int>(o)) live[it] = -1;
+        }
   }
   return out;
 }
