@@ -231,6 +231,29 @@ TEST_CASE("hiremate: where Algorithm 7 stalls, windows keep the H-ILPs within th
   }
 }
 
+TEST_CASE("hiremate: the H-ILP's rounding does not lose a block's store-all peak") {
+  // The U-Net's first cluster (conv, batch norm) at its store-all peak: its sizes rounded up to
+  // the memory unit, store-all itself does not fit the MILP, and the grid's points at that peak
+  // (those with less saved: the options hiremate needs at tight budgets) were skipped below it;
+  // with the rounding's slack it plans.
+  const graph g = build_graph(*zoo::unet({}, zoo::devices::rtx3060())).value();
+  const auto p = hiremate_partition_of(g, {}).value();
+  std::vector<detail::block_programs> none(p.clusters.size());
+  const auto h = hiremate_hgraph_of(g, p, 0, none).value();
+  const bytes all = peak_of_store_all(h.block.g);
+  detail::hilp_limits lim;
+  lim.unit_reference = all;
+  lim.node_limit = 100;
+  const auto strict = detail::solve_hgraph(h, h.block.g, all, milp::cbc{}, lim);
+  REQUIRE_FALSE(strict);
+  CHECK(strict.code() == status::infeasible);
+  lim.rounding_slack = true;
+  const auto x = detail::solve_hgraph(h, h.block.g, all, milp::cbc{}, lim);
+  REQUIRE_MESSAGE(x, x.message());
+  CHECK(x->program.predicted_peak <= all);
+  check_valid(h.block.g, x->program, all);
+}
+
 TEST_CASE("hiremate: bad input says what is wrong and what would work") {
   const graph g = build_graph(*zoo::gpt2({.layers = 1}, zoo::devices::rtx3060())).value();
   hiremate<milp::cbc> h;

@@ -254,6 +254,7 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
     inner.unit_references = &references;
     inner.backend = &backend;
     inner.limits = base;
+    inner.limits.rounding_slack = true;  // the grid starts at the block's store-all peak
     inner.stats = std::make_shared<typename detail::hilp_inner<Backend>::shared>();
     inner.stats->seconds.assign(ix(bk->kinds()), 0.0);
     for (auto* v : {&inner.stats->solves, &inner.stats->unproven, &inner.stats->time_limited})

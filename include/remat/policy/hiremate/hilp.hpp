@@ -38,6 +38,11 @@ struct hilp_limits {
   /// The bytes the MILP's memory unit is chosen for (0: the budget): the same for every budget of
   /// one H-graph, so that a larger budget never loses a plan to rounding.
   bytes unit_reference = 0;
+  /// Solve first at the budget plus the rounding's worst case (a unit per datum, and two), so
+  /// that a plan that fits in bytes is not lost to sizes rounded up: at a block's store-all peak
+  /// store-all itself does not fit the rounded MILP. A plan over the budget in bytes is solved
+  /// again at the budget itself, then tightened as usual.
+  bool rounding_slack = false;
 };
 
 /// An H-ILP plan lowered onto the cluster's block graph, and how it was reached.
@@ -117,7 +122,12 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
       floor_node = k;
     }
   }
-  bytes b = budget;
+  const bytes slack = lim.rounding_slack
+                          ? (hg.data_count() + 2) * checkmate_formulation::memory_unit(
+                                                        hg, f.unit_reference, f.memory_bits)
+                          : 0;
+  bytes b = budget + slack;
+  bool slacked = slack > 0;
   hilp_plan out;
   for (int round = 0;; ++round) {
     const double time_left = left();
@@ -172,6 +182,12 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
                        (rep.first_violation ? rep.first_violation->message : std::string("?")) +
                        "); a bug in remat, please report it with the graph",
                    {}};
+    }
+    if (slacked) {  // the plan at the budget with slack is over it: at the budget itself
+      slacked = false;
+      b = budget;
+      --round;
+      continue;
     }
     if (round >= lim.max_tightening)
       return error{status::infeasible,
