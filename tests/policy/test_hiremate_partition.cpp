@@ -140,7 +140,7 @@ TEST_CASE("hiremate partition: random DAGs, every property, the same on every ru
       REQUIRE(again);
       CHECK(*again == *p);
       over[windows] += !p->over_limit.empty();
-      // Windows only add groups where the thesis' rounds stop: a top under its limit stays.
+      // With windows, no top stays over its limit once two clusters (2 each) fit `lower`.
       if (windows && lim.lower >= 4) CHECK(p->over_limit.empty());
       deep += p->levels() >= 3;
       ++runs;

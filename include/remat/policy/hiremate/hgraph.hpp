@@ -383,14 +383,14 @@ inline result<hiremate_hgraph> hiremate_hgraph_of(const graph& parent, const hir
       if (i.op == op_kind::free && h.data_in_h[ix(i.node)] >= 0) continue;  // the H-graph's
       if (forward && i.is_compute()) {
         bool all = true;
-        std::vector<int> made;
+        std::vector<int> stale;  // outputs alive already: freed before they are made again
         for (int d : b.outputs(i.node))
           if (i.op == op_kind::compute || b.data(d).kind != data_kind::phantom) {
-            if (alive[ix(d)]) made.push_back(d);
+            if (alive[ix(d)]) stale.push_back(d);
             all = all && alive[ix(d)];
           }
         if (all) continue;
-        for (int d : made) emit(instruction::free(d));
+        for (int d : stale) emit(instruction::free(d));
       } else if (forward && i.op == op_kind::free &&
                  (kept_live(it, i.node) || !alive[ix(i.node)])) {
         continue;
