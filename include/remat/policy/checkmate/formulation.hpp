@@ -64,6 +64,9 @@ struct checkmate_formulation {
     bytes overhead = 0;
     std::vector<char> makes, reads;
     op_kind op = op_kind::compute;
+    /// The variant runs in the node's own stage only (a hierarchical graph's sub-cluster whose
+    /// option runs the graph's loss: run again, it would run the loss again).
+    bool once = false;
   };
 
   /// (step k, a variable or the constant 1); a step that is not listed is the constant 0.
@@ -116,6 +119,10 @@ struct checkmate_formulation {
   /// Bytes in model units, rounded down (exact when the unit is the gcd): the MILP is then a
   /// relaxation of the byte problem, and its schedules are checked in bytes (see "Memory units").
   static double units(bytes v, bytes unit) { return static_cast<double>(v / unit); }
+  /// Rounded down, or up (round_up: the MILP is then a restriction of the byte problem).
+  static double units(bytes v, bytes unit, bool up) {
+    return up ? static_cast<double>((v + unit - 1) / unit) : units(v, unit);
+  }
   /// The objective's unit of time: the power of two nearest below the longest op time (1 when
   /// every time is 0), so that the objective's coefficients lie in (0, 2) and dividing by it is
   /// exact. CBC aborts the process (a failed assertion in Clp) on an objective coefficient of
@@ -305,7 +312,8 @@ struct checkmate_formulation {
           r.assign(nv, milp::linear_expr());
           if (!can_run(t, k)) continue;
           for (std::size_t v = 0; v < nv; ++v)
-            r[v] = k == t && nv == 1 ? milp::linear_expr(1.0) : milp::linear_expr(m.add_binary());
+            if (k == t || !b.variants[ix(k)][v].once)
+              r[v] = k == t && nv == 1 ? milp::linear_expr(1.0) : milp::linear_expr(m.add_binary());
         }
       }
       for (int t = 0; t < T; ++t) {
@@ -598,9 +606,7 @@ struct checkmate_formulation {
     }
     [[nodiscard]] double sz(int i) const { return amount(g_.data(i).size); }
     /// Bytes in model units, rounded down, or up with round_up.
-    [[nodiscard]] double amount(bytes v) const {
-      return up_ ? static_cast<double>((v + unit_ - 1) / unit_) : units(v, unit_);
-    }
+    [[nodiscard]] double amount(bytes v) const { return units(v, unit_, up_); }
     /// Fixed data: alive from its first producer's step to its last related step, freed there
     /// unless protected.
     [[nodiscard]] bool fixed_alive(int t, int i) const {
@@ -638,11 +644,13 @@ struct checkmate_formulation {
     }
   };
 
-  /// Algorithm 4 over an integral solution (extract), each run with its variant.
+  /// A step of a program over run variants: an instruction and, for a compute, its variant.
   struct run_record {
     instruction ins;
     int variant = 0;
+    friend bool operator==(const run_record&, const run_record&) = default;
   };
+  /// Algorithm 4 over an integral solution (extract), each run with its variant.
   [[nodiscard]] result<std::vector<run_record>> extract_runs(const graph& g, const built& b,
                                                              const milp::solution& s) const {
     auto prog = extract(g, b, s);
@@ -709,9 +717,35 @@ struct checkmate_formulation {
   }
 
   /// The MILP's values for a schedule (see "Warm start" above); invalid_problem when the
-  /// schedule does not follow the stage model.
+  /// schedule does not follow the stage model. A fast-forward is the node's variant 1.
   [[nodiscard]] result<std::vector<double>> start_values(const graph& g, const built& b,
                                                          const schedule& s) const {
+    std::vector<run_record> runs;
+    runs.reserve(s.ops.size());
+    for (const auto& ins : s.ops) {
+      int v = 0;
+      if (ins.op == op_kind::fast_forward && ins.node >= 0 && ins.node < g.compute_count()) {
+        if (b.variants[ix(ins.node)].size() > 1)
+          v = 1;
+        else if (!fast_forward)
+          return error{status::invalid_problem,
+                       "checkmate: the warm start does not fit Checkmate's stage model: '" +
+                           g.compute(ins.node).name + "' (c" + std::to_string(ins.node) +
+                           ") runs as a fast-forward but fast_forward is off",
+                       {}};
+        // else no fast variant (see has_fast): the normal run, which also makes its empty
+        // phantoms
+      }
+      runs.push_back({ins, v});
+    }
+    return start_values(g, b, runs);
+  }
+
+  /// The MILP's values for a program of runs, each with its variant (b.variants); invalid_problem
+  /// when the program does not follow the stage model or breaks one of the MILP's rows (over
+  /// the budget in the model's units, two phantoms of an exclusive group alive).
+  [[nodiscard]] result<std::vector<double>> start_values(const graph& g, const built& b,
+                                                         std::span<const run_record> s) const {
     const int T = g.compute_count();
     const int I = g.data_count();
     auto bad = [&](const std::string& why) {
@@ -722,8 +756,8 @@ struct checkmate_formulation {
                    {}};
     };
     auto cname = [&](int c) { return "'" + g.compute(c).name + "' (c" + std::to_string(c) + ")"; };
-    // mode[t][k]: 0 idle, 1 normal, 2 fast; frees[t][k]: data freed after step (t,k).
-    std::vector<std::vector<char>> mode(ix(T));
+    // mode[t][k]: the variant run plus one (0 idle); frees[t][k]: data freed after step (t,k).
+    std::vector<std::vector<int>> mode(ix(T));
     std::vector<std::vector<std::vector<int>>> frees(ix(T));
     for (int t = 0; t < T; ++t) {
       mode[ix(t)].assign(ix(t + 1), 0);
@@ -732,8 +766,10 @@ struct checkmate_formulation {
     std::vector<std::pair<int, int>> last_rel(ix(I), {-1, -1});  // (t, k)
     int next = 0;     // the first compute node not run yet: the current stage
     int last_k = -1;  // the last step run in the current stage
-    for (const auto& ins : s.ops) {
+    for (const auto& [ins, variant] : s) {
       if (ins.op == op_kind::free) {
+        if (ins.node < 0 || ins.node >= I)
+          return bad("it frees data " + std::to_string(ins.node) + ", not in the graph");
         const auto [t, k] = last_rel[ix(ins.node)];
         if (t < 0)
           return bad("data " + std::to_string(ins.node) +
@@ -742,12 +778,17 @@ struct checkmate_formulation {
         continue;
       }
       const int k = ins.node;
+      if (k < 0 || k >= T)
+        return bad("it runs compute node " + std::to_string(k) + ", not in the graph");
+      if (variant < 0 || variant >= static_cast<int>(b.variants[ix(k)].size()))
+        return bad(cname(k) + " runs in variant " + std::to_string(variant) + " of " +
+                   std::to_string(b.variants[ix(k)].size()));
       if (next >= T) return bad(cname(k) + " runs after the last stage");
       const int t = next;
       if (k > t) return bad(cname(k) + " runs for the first time before " + cname(t));
       if (k <= last_k)
         return bad(cname(k) + " runs in stage " + std::to_string(t) + " after " + cname(last_k));
-      mode[ix(t)][ix(k)] = ins.op == op_kind::fast_forward ? 2 : 1;
+      mode[ix(t)][ix(k)] = variant + 1;
       for (int i : g.inputs(k)) last_rel[ix(i)] = {t, k};
       for (int i : g.outputs(k)) last_rel[ix(i)] = {t, k};
       last_k = k;
@@ -767,7 +808,7 @@ struct checkmate_formulation {
     memory_state state = memory_state::initial(g);  // not a structured binding: lambdas use it
     auto& alive = state.alive;
     auto& done = state.done;
-    auto sz = [&](int i) { return units(g.data(i).size, b.unit); };
+    auto sz = [&](int i) { return units(g.data(i).size, b.unit, round_up); };
     for (int t = 0; t < T; ++t) {
       double mem = 0;
       for (int i = 0; i < I; ++i) {
@@ -778,21 +819,18 @@ struct checkmate_formulation {
         if (alive[ix(i)]) mem += sz(i);
       }
       for (int k = 0; k <= t; ++k) {
-        char md = mode[ix(t)][ix(k)];
+        int v = mode[ix(t)][ix(k)] - 1;
         const auto& r = b.run[ix(t)][ix(k)];
-        if (md == 2 && (r.size() < 2 || r[1].terms.empty())) {
-          if (!fast_forward)
-            return bad(cname(k) + " runs as a fast-forward but fast_forward is off");
-          md = 1;  // no F (see has_fast): the normal run, which also makes its empty phantoms
-        }
-        if (md == 1 && b.normal_makes[ix(k)] >= 0 && alive[ix(b.normal_makes[ix(k)])])
-          md = 2;  // makes no phantom: the model's fast-forward (as fast, as small)
-        if (md == 1 && !set(r[0], 1))
-          return bad(cname(k) + " runs again (backwards and the loss run once)");
-        if (md == 2) set(r[1], 1);
-        if (md != 0)
-          for (int i : g.outputs(k)) {
-            if (md == 2 && g.data(i).kind == data_kind::phantom) continue;
+        if (v == 0 && r.size() > 1 && b.normal_makes[ix(k)] >= 0 &&
+            alive[ix(b.normal_makes[ix(k)])])
+          v = 1;  // makes no phantom: the model's fast-forward (as fast, as small)
+        if (v >= 0 && !set(r[ix(v)], 1))
+          return bad(cname(k) + " runs where it cannot (backwards and the loss run once)");
+        if (v >= 0) {
+          const auto outs = g.outputs(k);
+          for (std::size_t q = 0; q < outs.size(); ++q) {
+            const int i = outs[q];
+            if (!b.variants[ix(k)][ix(v)].makes[q]) continue;
             const auto pr = g.producers(i);
             const auto p =
                 static_cast<std::size_t>(std::find(pr.begin(), pr.end(), k) - pr.begin());
@@ -803,6 +841,7 @@ struct checkmate_formulation {
             }
             done[ix(i)][p] = 1;
           }
+        }
         for (int i : frees[ix(t)][ix(k)]) {
           const auto* d = at_step(b.del[ix(t)][ix(i)], k);
           if (d == nullptr || !alive[ix(i)] || !set(*d, 1))

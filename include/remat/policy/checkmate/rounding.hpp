@@ -8,6 +8,7 @@
 // What is rounded and why, phase 2 and the frees: docs/checkmate.md, Decisions (D11).
 
 #include <optional>
+#include <span>
 #include <vector>
 
 #include <remat/policy/checkmate/formulation.hpp>
@@ -51,16 +52,47 @@ struct checkmate_rounding : checkmate_formulation {
   /// Phase 2: the cheapest schedule of the stage model that keeps data i alive at the start of
   /// stage t exactly when keep[t][i] (see "LP relaxation" above); nullopt when the storage
   /// needs what no schedule does: the loss again, a protected output again, a contribution to
-  /// a gradient that is already summed in.
+  /// a gradient that is already summed in. A forward runs as a fast-forward where fast_forward
+  /// is on and no phantom of it is needed.
   [[nodiscard]] std::optional<schedule> derive(const graph& g, const keep_matrix& keep) const {
+    std::vector<std::vector<run_variant>> variants(ix(g.compute_count()));
+    for (int k = 0; k < g.compute_count(); ++k) {
+      const auto& n = g.compute(k);
+      const std::vector<char> all_in(g.inputs(k).size(), 1), all_out(g.outputs(k).size(), 1);
+      variants[ix(k)].push_back({n.time, n.overhead, all_out, all_in, op_kind::compute});
+      if (!fast_forward || n.kind != compute_kind::forward) continue;
+      std::vector<char> no_phantom(all_out.size(), 1);
+      for (std::size_t p = 0; p < no_phantom.size(); ++p)
+        no_phantom[p] = g.data(g.outputs(k)[p]).kind != data_kind::phantom;
+      variants[ix(k)].push_back(
+          {n.fast_time, n.fast_overhead, std::move(no_phantom), all_in, op_kind::fast_forward});
+    }
+    auto runs = derive_runs(g, variants, {}, keep);
+    if (!runs) return std::nullopt;
+    schedule out;
+    for (const auto& r : *runs) {
+      out.ops.push_back(r.ins);
+      if (r.ins.is_compute()) out.predicted_time += variants[ix(r.ins.node)][ix(r.variant)].time;
+    }
+    return out;
+  }
+
+  /// Phase 2 over the nodes' run variants (variants_of's, or a hierarchical graph's): node k
+  /// runs in its variant `normal[k]` (0 where `normal` is empty), or in a fast-forward variant
+  /// (op fast_forward) that makes every output it is run for, the first such; each variant
+  /// reads and makes what its masks say. nullopt as derive, or where `normal[k]` does not make
+  /// an output the storage needs of k, or would run again where it runs once.
+  [[nodiscard]] std::optional<std::vector<run_record>> derive_runs(
+      const graph& g, const std::vector<std::vector<run_variant>>& variants,
+      std::span<const int> normal, const keep_matrix& keep) const {
     const int T = g.compute_count();
     const int I = g.data_count();
-    schedule out;
+    std::vector<run_record> out;
     memory_state state = memory_state::initial(g);  // not a structured binding: lambdas use it
     auto& alive = state.alive;
     auto& done = state.done;
-    std::vector<char> need(ix(I)), mode;  // mode: 0 idle, 1 normal, 2 fast
-    std::vector<int> last(ix(I));
+    std::vector<char> need(ix(I));
+    std::vector<int> mode, last(ix(I));  // mode: the variant run plus one (0 idle)
     for (int t = 0; t < T; ++t) {
       const auto& keep_next = keep[ix(t + 1)];
       std::fill(need.begin(), need.end(), 0);
@@ -68,29 +100,43 @@ struct checkmate_rounding : checkmate_formulation {
         if (keep_next[ix(i)] && !alive[ix(i)]) need[ix(i)] = 1;
       mode.assign(ix(t + 1), 0);
       for (int k = t; k >= 0; --k) {
-        bool runs = k == t, phantom = false;
-        for (int i : g.outputs(k))
-          if (need[ix(i)]) {
-            runs = true;
-            phantom = phantom || g.data(i).kind == data_kind::phantom;
-          }
+        const auto outs = g.outputs(k);
+        bool runs = k == t;
+        for (int i : outs) runs = runs || need[ix(i)];
         if (!runs) continue;
-        const bool fwd = g.compute(k).kind == compute_kind::forward;
         if (k < t && g.compute(k).kind != compute_kind::forward) return std::nullopt;
-        mode[ix(k)] = fwd && fast_forward && !phantom ? 2 : 1;
-        for (int i : g.inputs(k))
-          if (!alive[ix(i)]) need[ix(i)] = 1;
+        const auto& vs = variants[ix(k)];
+        auto makes_needed = [&](const run_variant& v) {
+          for (std::size_t q = 0; q < outs.size(); ++q)
+            if (need[ix(outs[q])] && !v.makes[q]) return false;
+          return true;
+        };
+        int chosen = normal.empty() ? 0 : normal[ix(k)];
+        for (std::size_t v = 0; v < vs.size(); ++v)
+          if (vs[v].op == op_kind::fast_forward && makes_needed(vs[v])) {
+            chosen = static_cast<int>(v);
+            break;
+          }
+        if (!makes_needed(vs[ix(chosen)]) || (k < t && vs[ix(chosen)].once)) return std::nullopt;
+        mode[ix(k)] = chosen + 1;
+        const auto ins = g.inputs(k);
+        for (std::size_t q = 0; q < ins.size(); ++q)
+          if (vs[ix(chosen)].reads[q] && !alive[ix(ins[q])]) need[ix(ins[q])] = 1;
       }
       // The last step of the stage related to each data.
       std::fill(last.begin(), last.end(), -1);
       for (int k = 0; k <= t; ++k) {
         if (!mode[ix(k)]) continue;
-        for (int i : g.inputs(k)) last[ix(i)] = k;
-        for (int i : g.outputs(k))
-          if (mode[ix(k)] == 1 || g.data(i).kind != data_kind::phantom) last[ix(i)] = k;
+        const run_variant& v = variants[ix(k)][ix(mode[ix(k)] - 1)];
+        const auto ins = g.inputs(k);
+        const auto outs = g.outputs(k);
+        for (std::size_t q = 0; q < ins.size(); ++q)
+          if (v.reads[q]) last[ix(ins[q])] = k;
+        for (std::size_t q = 0; q < outs.size(); ++q)
+          if (v.makes[q]) last[ix(outs[q])] = k;
       }
       auto release = [&](int i) {
-        out.ops.push_back(instruction::free(i));
+        out.push_back({instruction::free(i), 0});
         alive[ix(i)] = 0;
         std::fill(done[ix(i)].begin(), done[ix(i)].end(), 0);
       };
@@ -101,9 +147,12 @@ struct checkmate_rounding : checkmate_formulation {
         if (droppable(i) && last[ix(i)] < 0) release(i);
       for (int k = 0; k <= t; ++k) {
         if (!mode[ix(k)]) continue;
-        const bool fast = mode[ix(k)] == 2;
-        for (int i : g.outputs(k)) {
-          if (fast && g.data(i).kind == data_kind::phantom) continue;
+        const int chosen = mode[ix(k)] - 1;
+        const run_variant& v = variants[ix(k)][ix(chosen)];
+        const auto outs = g.outputs(k);
+        for (std::size_t q = 0; q < outs.size(); ++q) {
+          if (!v.makes[q]) continue;
+          const int i = outs[q];
           const auto pr = g.producers(i);
           const auto p = static_cast<std::size_t>(std::find(pr.begin(), pr.end(), k) - pr.begin());
           if (alive[ix(i)] && done[ix(i)][p]) {
@@ -113,12 +162,12 @@ struct checkmate_rounding : checkmate_formulation {
           alive[ix(i)] = 1;
           done[ix(i)][p] = 1;
         }
-        out.ops.push_back(fast ? instruction::fast_forward(k) : instruction::compute(k));
-        out.predicted_time += fast ? g.compute(k).fast_time : g.compute(k).time;
-        for (int i : g.inputs(k))
-          if (droppable(i) && last[ix(i)] == k) release(i);
-        for (int i : g.outputs(k))
-          if (droppable(i) && last[ix(i)] == k) release(i);
+        out.push_back({{v.op, k}, chosen});
+        const auto ins = g.inputs(k);
+        for (std::size_t q = 0; q < ins.size(); ++q)
+          if (v.reads[q] && droppable(ins[q]) && last[ix(ins[q])] == k) release(ins[q]);
+        for (std::size_t q = 0; q < outs.size(); ++q)
+          if (v.makes[q] && droppable(outs[q]) && last[ix(outs[q])] == k) release(outs[q]);
       }
     }
     return out;
