@@ -28,12 +28,9 @@
 
 namespace remat {
 
-/// A run of an H-graph program: an instruction on the H-graph and, for a compute, its variant.
-struct hiremate_run {
-  instruction ins;
-  int variant = 0;
-  friend bool operator==(const hiremate_run&, const hiremate_run&) = default;
-};
+/// A run of an H-graph program: an instruction on the H-graph and, for a compute, its variant
+/// (the checkmate MILP's run record).
+using hiremate_run = detail::checkmate_formulation::run_record;
 
 struct hiremate_hgraph {
   using run_variant = detail::checkmate_formulation::run_variant;
@@ -279,15 +276,22 @@ inline result<hiremate_hgraph> hiremate_hgraph_of(const graph& parent, const hir
       const auto& opt = bp.options[o];
       std::vector<char> reads(io_in.size(), 1), makes(io_out.size(), 1);
       if (backward) {
-        // Its phantom, and the interface data its backward part reads.
+        // Its phantom, the interface data its backward part reads, and a gradient it adds to
+        // that others add to as well (what they added is read, even where the part's own
+        // contribution comes first).
         const std::vector<char> read = needs(opt.backward);
+        auto accumulated = [&](int d) {
+          const auto pr = bg.producers(d);
+          return std::ranges::any_of(pr, [&](int k) { return item_of_node[ix(k)] == it; }) &&
+                 std::ranges::any_of(pr, [&](int k) { return item_of_node[ix(k)] != it; });
+        };
         for (std::size_t q = 0; q < io_in.size(); ++q) {
           const int d = io_in[q];
           const int in_block = h.data_in_block[ix(d)];  // -1: a phantom, or from the loss
           const auto at = std::ranges::find(ph, d);
           reads[q] = at != ph.end() ? (at - ph.begin() == static_cast<std::ptrdiff_t>(o))
                      : in_block < 0 ? 1
-                                    : read[ix(in_block)];
+                                    : read[ix(in_block)] || accumulated(in_block);
         }
       } else {
         for (std::size_t q = 0; q < io_out.size(); ++q) {
@@ -300,6 +304,8 @@ inline result<hiremate_hgraph> hiremate_hgraph_of(const graph& parent, const hir
           {backward ? opt.cost.backward_time : opt.cost.forward_time,
            backward ? opt.kept_interface_backward_overhead : opt.cost.forward_overhead_bytes,
            std::move(makes), std::move(reads), op_kind::compute});
+      // An option of the sub-cluster with the graph's loss runs the loss: once.
+      vs.back().once = !backward && it == loss_item;
     }
     if (!backward) {  // the fast-forward: its outputs, no phantom (and no loss)
       std::vector<char> makes(io_out.size(), 1);
