@@ -2,6 +2,9 @@
 // given their store-all option, becomes a valid training graph whose every node has its run
 // variants; the H-graph's own store-all program, lowered onto the cluster's block graph, is a
 // valid program there at the block's ideal time.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -12,9 +15,11 @@
 #include <remat/problem/builder.hpp>
 #include <remat/sim/simulate.hpp>
 #include <remat/zoo/gpt2.hpp>
+#include <remat/zoo/unet.hpp>
 
 #if defined(REMAT_HAS_CBC)
 #include <remat/milp/cbc.hpp>
+#include <remat/policy/hiremate/hilp.hpp>
 #endif
 
 using namespace remat;
@@ -94,6 +99,23 @@ std::vector<hiremate_run> recompute_program(const hiremate_hgraph& h, bool keep 
   return out;
 }
 
+/// Each cluster of p with sub-clusters, bottom-up, its H-graph with each sub-cluster given its
+/// store-all option: f(k, h).
+template <class F>
+void for_each_hgraph(const graph& g, const hiremate_partition& p, F f) {
+  std::vector<detail::block_programs> programs(p.clusters.size());
+  for (std::size_t k = 0; k < p.clusters.size(); ++k) {
+    const hiremate_cluster& c = p.clusters[k];
+    if (k + 1 < p.clusters.size()) programs[k] = store_all_programs(g, c);
+    if (std::ranges::none_of(c.items, [](const hiremate_item& it) { return it.is_cluster; }))
+      continue;
+    INFO("cluster " << k << " of " << p.clusters.size());
+    const auto h = hiremate_hgraph_of(g, p, static_cast<int>(k), programs);
+    REQUIRE_MESSAGE(h, h.message());
+    f(*h);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("hiremate H-graphs: valid graphs, and the store-all program lowered at the ideal time") {
@@ -103,17 +125,9 @@ TEST_CASE("hiremate H-graphs: valid graphs, and the store-all program lowered at
   const auto p = hiremate_partition_of(g, {.lower = 4, .top = 6});
   REQUIRE(p);
   REQUIRE(p->levels() >= 3);
-  std::vector<detail::block_programs> programs(p->clusters.size());
   int checked = 0, made_again = 0;
-  for (std::size_t k = 0; k < p->clusters.size(); ++k) {
-    const hiremate_cluster& c = p->clusters[k];
-    INFO("cluster " << k << " of " << p->clusters.size());
-    if (k + 1 < p->clusters.size()) programs[k] = store_all_programs(g, c);
-    bool has_sub = false;
-    for (const auto& it : c.items) has_sub = has_sub || it.is_cluster;
-    if (!has_sub) continue;
-    const auto h = hiremate_hgraph_of(g, *p, static_cast<int>(k), programs);
-    REQUIRE_MESSAGE(h, h.message());
+  for_each_hgraph(g, *p, [&](const hiremate_hgraph& hg) {
+    const hiremate_hgraph* h = &hg;
     CHECK(validate(h->g).ok());
     REQUIRE(h->variants.size() == static_cast<std::size_t>(h->g.compute_count()));
     int sub_nodes = 0;
@@ -170,7 +184,7 @@ TEST_CASE("hiremate H-graphs: valid graphs, and the store-all program lowered at
     CHECK(kept.makespan >= h->block.g.ideal_time());
     CHECK(kept.makespan <= again.makespan + 1e-12);
     ++checked;
-  }
+  });
   CHECK(checked >= 2);
   CHECK(made_again >= 2);
 }
@@ -186,17 +200,9 @@ TEST_CASE("hiremate H-graphs: checkmate's MILP over their variants, lowered, as 
   const graph g = build_graph(*f).value();
   const auto p = hiremate_partition_of(g, {.lower = 4, .top = 6});
   REQUIRE(p);
-  std::vector<detail::block_programs> programs(p->clusters.size());
   int solved = 0, tighter = 0;
-  for (std::size_t k = 0; k < p->clusters.size(); ++k) {
-    const hiremate_cluster& c = p->clusters[k];
-    if (k + 1 < p->clusters.size()) programs[k] = store_all_programs(g, c);
-    bool has_sub = false;
-    for (const auto& it : c.items) has_sub = has_sub || it.is_cluster;
-    if (!has_sub) continue;
-    INFO("cluster " << k);
-    const auto h = hiremate_hgraph_of(g, *p, static_cast<int>(k), programs);
-    REQUIRE(h);
+  for_each_hgraph(g, *p, [&](const hiremate_hgraph& hg) {
+    const hiremate_hgraph* h = &hg;
     std::vector<std::vector<int>> exclusive;
     for (const auto& ph : h->option_phantoms)
       if (!ph.empty()) exclusive.push_back(ph);
@@ -214,9 +220,7 @@ TEST_CASE("hiremate H-graphs: checkmate's MILP over their variants, lowered, as 
       }
       auto runs = f0.extract_runs(h->g, *b, *sol);
       REQUIRE(runs);
-      std::vector<hiremate_run> hr;
-      for (const auto& r : *runs) hr.push_back({r.ins, r.variant});
-      const auto rep = sim::simulate(h->block.g, schedule{lower(*h, hr), 0, 0});
+      const auto rep = sim::simulate(h->block.g, schedule{lower(*h, *runs), 0, 0});
       INFO((rep.first_violation ? rep.first_violation->message : std::string()));
       CHECK(rep.valid);
       CHECK(rep.makespan == doctest::Approx(sol->objective * b->time_scale));
@@ -224,8 +228,93 @@ TEST_CASE("hiremate H-graphs: checkmate's MILP over their variants, lowered, as 
       if (share < 1) ++tighter;
       ++solved;
     }
-  }
+  });
   CHECK(solved >= 2);
   MESSAGE(tighter << " solves below store-all's peak");
+}
+#endif
+
+#if defined(REMAT_HAS_CBC)
+TEST_CASE("hiremate H-graphs: the H-ILP's starts lower validly and are the MILP's points") {
+  // On GPT-2 (the loss inside a sub-cluster, whose option runs once) and the U-Net (skips whose
+  // gradients a sub-cluster's backward adds to after others did), each sub-cluster with its
+  // store-all option: every start lowers to a valid program (hgraph_starts errs otherwise), the
+  // fastest is store-all at the block's ideal time, and the MILP with sizes rounded up takes
+  // every start as a point (start_values checks every row).
+  for (const bool unet : {false, true}) {
+    INFO((unet ? "U-Net" : "GPT-2"));
+    const graph g =
+        unet ? build_graph(*zoo::unet({.levels = 3, .image = 64}, zoo::devices::rtx3060())).value()
+             : build_graph(*zoo::gpt2({.layers = 2}, zoo::devices::rtx3060())).value();
+    const auto p = hiremate_partition_of(g, {.lower = 4, .top = 6});
+    REQUIRE(p);
+    int checked = 0, total = 0, leaner = 0;
+    for_each_hgraph(g, *p, [&](const hiremate_hgraph& hg) {
+      const hiremate_hgraph* h = &hg;
+      const bytes all = peak_of_store_all(h->block.g);
+      const auto starts = detail::hgraph_starts(*h, h->g, h->variants, h->block.g, 2 * all,
+                                                std::chrono::steady_clock::time_point::max());
+      REQUIRE_MESSAGE(starts, starts.message());
+      REQUIRE_FALSE(starts->empty());
+      total += static_cast<int>(starts->size());
+      CHECK(starts->front().program.predicted_time == doctest::Approx(h->block.g.ideal_time()));
+      std::vector<std::vector<int>> exclusive;
+      for (const auto& ph : h->option_phantoms)
+        if (ph.size() > 1) exclusive.push_back(ph);
+      detail::checkmate_formulation f{};
+      f.memory_bits = 14;
+      f.round_up = true;
+      auto b = f.build(h->g, h->variants, exclusive, 2 * all, false,
+                       std::chrono::steady_clock::time_point::max());
+      REQUIRE(b);
+      for (const auto& s : *starts) {
+        const auto rep = sim::simulate(h->block.g, s.program, {.record_timeline = false});
+        CHECK(rep.valid);
+        CHECK(rep.peak == s.program.predicted_peak);
+        const auto x = f.start_values(h->g, *b, s.runs);
+        CHECK_MESSAGE(x, x.message());
+      }
+      // Starts leaner than store-all.
+      bytes least = all;
+      for (const auto& s : *starts) least = std::min(least, s.program.predicted_peak);
+      if (least < all) ++leaner;
+      ++checked;
+    });
+    CHECK(checked >= 2);
+    CHECK(total > 2 * checked);
+    CHECK(leaner >= 2);
+  }
+}
+
+TEST_CASE("hiremate H-graphs: with a start, an H-ILP out of time still has a plan") {
+  // The top of the U-Net, its sub-clusters with their store-all options, at 70 % of store-all's
+  // peak, with a time limit that stops CBC before its first node: without a start, time_limit;
+  // with one, a plan within the budget, reported time-limited and with no proven bound.
+  const graph g =
+      build_graph(*zoo::unet({.levels = 3, .image = 64}, zoo::devices::rtx3060())).value();
+  const auto p = hiremate_partition_of(g, {.lower = 4, .top = 6});
+  REQUIRE(p);
+  std::vector<detail::block_programs> programs(p->clusters.size());
+  for (std::size_t k = 0; k + 1 < p->clusters.size(); ++k)
+    programs[k] = store_all_programs(g, p->clusters[k]);
+  const int top = static_cast<int>(p->clusters.size()) - 1;
+  const auto h = hiremate_hgraph_of(g, *p, top, programs);
+  REQUIRE(h);
+  const bytes budget = peak_of_store_all(g) * 7 / 10;
+  detail::hilp_limits lim;
+  lim.time_limit = 1e-3;
+  const auto none = detail::solve_hgraph(*h, h->block.g, budget, milp::cbc{}, lim);
+  REQUIRE_FALSE(none);
+  CHECK(none.code() == status::time_limit);
+  lim.warm_start = true;
+  const auto plan = detail::solve_hgraph(*h, h->block.g, budget, milp::cbc{}, lim);
+  REQUIRE_MESSAGE(plan, plan.message());
+  const auto rep = sim::simulate(h->block.g, plan->program, {.budget = budget});
+  CHECK(rep.valid);
+  CHECK(rep.makespan == doctest::Approx(plan->program.predicted_time));
+  CHECK_FALSE(plan->optimal);
+  CHECK(plan->from_start);
+  CHECK(plan->time_limited);
+  CHECK_FALSE(std::isfinite(plan->gap));
 }
 #endif

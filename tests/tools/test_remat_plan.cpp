@@ -1169,6 +1169,7 @@ TEST_CASE("remat-plan --policy hiremate: a U-Net's clusters in --json, its minim
   CHECK(h["clusters"].back()["level"] == h["levels"]);
   CHECK(h["top_optimal"].is_boolean());
   CHECK((h["top_gap"].is_null() || h["top_gap"].get<double>() >= 0));
+  CHECK(h["top_from_start"].is_boolean());
   int chosen = 0;
   for (const auto& c : h["clusters"]) {
     CHECK(c["forward_nodes"].size() >= 1);

@@ -110,6 +110,7 @@ inline void write_details(nlohmann::ordered_json& j, const hiremate_details& d) 
   h["top_optimal"] = d.top_optimal;
   h["top_gap"] =
       std::isfinite(d.top_gap) ? nlohmann::ordered_json(d.top_gap) : nlohmann::ordered_json();
+  h["top_from_start"] = d.top_from_start;
   if (!d.over_limit.empty()) h["over_limit"] = d.over_limit;
   nlohmann::ordered_json clusters = nlohmann::ordered_json::array();
   for (const hiremate_cluster_summary& c : d.clusters) {

@@ -126,6 +126,9 @@ struct hiremate_details {
   /// The top's H-ILP: the relative gap between its plan's objective and its proven bound (0 when
   /// proven optimal; infinite when it proved no bound).
   double top_gap = 0;
+  /// The top's plan is its start (cheap storage patterns and a local search): the H-ILP found
+  /// no faster plan that fits in its time.
+  bool top_from_start = false;
   std::string over_limit;  ///< the partition's top over its size limit, and why (else empty)
 };
 

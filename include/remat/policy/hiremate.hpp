@@ -329,6 +329,7 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
   if (progress) progress({p->levels(), p->levels(), 0, 1, 0, 1, elapsed()});
   auto top_limits = base;
   top_limits.node_limit = 0;
+  top_limits.warm_start = true;
   top_limits.unit_reference = peak_of_store_all(g);
   auto plan_at = [&](bytes b) {
     auto l = top_limits;
@@ -396,7 +397,12 @@ result<hiremate_plan> hiremate<Backend, Partitioner>::plan(const graph& g, bytes
   };
   out.details.top_optimal = top_plan->optimal;
   out.details.top_gap = top_plan->gap;
-  if (!top_plan->optimal)
+  out.details.top_from_start = top_plan->from_start;
+  if (top_plan->from_start)
+    out.notes.push_back(
+        "the top's plan is its start (cheap storage patterns of the top's H-graph and a local "
+        "search): its H-ILP found no faster plan that fits in its time (raise ilp_time_limit)");
+  else if (!top_plan->optimal)
     out.notes.push_back(
         "the top's H-ILP stopped at " +
         std::string(top_plan->time_limited ? "its time limit" : "a limit") +

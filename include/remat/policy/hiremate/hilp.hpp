@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@
 #include <remat/core/result.hpp>
 #include <remat/milp/model.hpp>
 #include <remat/policy/checkmate/formulation.hpp>
+#include <remat/policy/checkmate/rounding.hpp>
 #include <remat/policy/hiremate/hgraph.hpp>
 #include <remat/policy/rockmate/options.hpp>
 #include <remat/sim/simulate.hpp>
@@ -43,6 +45,10 @@ struct hilp_limits {
   /// store-all itself does not fit the rounded MILP. A plan over the budget in bytes is solved
   /// again at the budget itself, then tightened as usual.
   bool rounding_slack = false;
+  /// Start the MILP from the fastest of the cheap plans (hgraph_starts) whose lowering fits the
+  /// budget: the solver improves on it, and where it finds nothing better in its time the start
+  /// is the plan (the top at tight budgets, where CBC finds none of its own in minutes).
+  bool warm_start = false;
 };
 
 /// An H-ILP plan lowered onto the cluster's block graph, and how it was reached.
@@ -56,7 +62,166 @@ struct hilp_plan {
   /// infinite when it proved no bound).
   double gap = 0;
   int tightened = 0;  ///< solves again at a lower budget
+  /// The plan is the start (hilp_limits::warm_start): the MILP's own plans, lowered, did not fit
+  /// or were slower, or it had none in its time.
+  bool from_start = false;
 };
+
+/// A plan of an H-graph to start the H-ILP from: its runs, and their lowering with the replay's
+/// time and peak.
+struct hilp_start {
+  std::vector<hiremate_run> runs;
+  schedule program;
+};
+
+/// Plans of H-graph hg (h.g, its loss's overhead perhaps changed, with `variants`) in the stage
+/// model, to start the H-ILP from, fastest first, each lowered onto `target` and replayed there
+/// within `budget`:
+/// - each sub-cluster in one option throughout, its first (the fastest) or its leanest (the
+///   least saved plus the larger overhead, the faster on a tie), under checkmate's cheap storage
+///   patterns (policy/checkmate/rounding.hpp: keep nothing, every s-th forward's data, every
+///   forward's) derived over those variants, tried from keeping nothing up;
+/// - then, from the fastest, a local search (first improvement): keep one more datum made by a
+///   forward over its life, or run one sub-cluster in another option, while the plan gets faster
+///   and stays within the budget.
+/// Until `stop`, once one plan is found. Error (solver_error): a plan whose lowering is not a
+/// valid program (a bug in remat).
+inline result<std::vector<hilp_start>> hgraph_starts(
+    const hiremate_hgraph& h, const graph& hg,
+    const std::vector<std::vector<checkmate_formulation::run_variant>>& variants,
+    const graph& target, bytes budget, std::chrono::steady_clock::time_point stop) {
+  using keep_matrix = checkmate_formulation::keep_matrix;
+  const checkmate_rounding r{};
+  const int items = static_cast<int>(h.option_phantoms.size());
+  auto out_of_time = [&] { return std::chrono::steady_clock::now() > stop; };
+  // The plan of a storage matrix with each sub-cluster in option choice[item]: nullopt where
+  // phase 2 has none or it is over the budget.
+  struct found {
+    hilp_start start;
+    keep_matrix keep;
+    std::vector<int> choice;
+  };
+  auto attempt = [&](keep_matrix keep,
+                     const std::vector<int>& choice) -> result<std::optional<found>> {
+    std::vector<int> normal(ix(hg.compute_count()), 0);
+    for (int it = 0; it < items; ++it) {
+      const auto& ph = h.option_phantoms[ix(it)];
+      for (std::size_t o = 0; o < ph.size(); ++o)
+        if (static_cast<int>(o) != choice[ix(it)])
+          for (auto& row : keep) row[ix(ph[o])] = 0;
+    }
+    for (int n = 0; n < hg.compute_count(); ++n)
+      if (const int it = h.item_of[ix(n)]; it >= 0 && h.compute_in_block[ix(n)] < 0) {
+        normal[ix(n)] = choice[ix(it)];
+        // An option that runs once keeps what only it makes (its phantom, the loss's input)
+        // until its last reader.
+        const auto& v = variants[ix(n)];
+        if (!v[ix(choice[ix(it)])].once) continue;
+        for (std::size_t q = 0; q < hg.outputs(n).size(); ++q)
+          if (v[ix(choice[ix(it)])].makes[q] && std::ranges::none_of(v, [&](const auto& w) {
+                return w.op == op_kind::fast_forward && w.makes[q];
+              }))
+            checkmate_rounding::keep_over_life(hg, keep, hg.outputs(n)[q]);
+      }
+    auto runs = r.derive_runs(hg, variants, normal, keep);
+    if (!runs) return std::optional<found>{};
+    schedule s{lower(h, *runs), 0, 0};
+    const sim::report rep = sim::simulate(target, s, {.budget = budget, .record_timeline = false});
+    if (!rep.valid) {
+      if (rep.first_violation && rep.first_violation->kind == sim::violation_kind::over_budget)
+        return std::optional<found>{};
+      return error{status::solver_error,
+                   "a start of the H-ILP of '" + h.g.name +
+                       "', lowered onto its ops, is not valid (" +
+                       (rep.first_violation ? rep.first_violation->message : std::string("?")) +
+                       "); a bug in remat, please report it with the graph",
+                   {}};
+    }
+    s.predicted_time = rep.makespan;
+    s.predicted_peak = rep.peak;
+    return std::optional<found>{found{{std::move(*runs), std::move(s)}, std::move(keep), choice}};
+  };
+
+  std::vector<std::vector<int>> choices(2, std::vector<int>(ix(items), 0));
+  auto lean = [](const block_option& o) {
+    return o.cost.saved_bytes +
+           std::max(o.cost.forward_overhead_bytes, o.cost.backward_overhead_bytes);
+  };
+  for (int it = 0; it < items; ++it) {
+    const auto& opts = h.programs[ix(it)].options;
+    for (std::size_t o = 1; o < opts.size(); ++o) {
+      const auto& best = opts[ix(choices[1][ix(it)])];
+      if (lean(opts[o]) < lean(best) ||
+          (lean(opts[o]) == lean(best) && opts[o].cost.forward_time + opts[o].cost.backward_time <
+                                              best.cost.forward_time + best.cost.backward_time))
+        choices[1][ix(it)] = static_cast<int>(o);
+    }
+  }
+  if (choices[1] == choices[0]) choices.pop_back();
+  auto keeps = checkmate_rounding::heuristic_keeps(hg);
+  std::reverse(keeps.begin(), keeps.end());
+  std::vector<found> plans;
+  auto known = [&](const found& f) {
+    return std::ranges::any_of(plans, [&](const found& p) { return p.start.runs == f.start.runs; });
+  };
+  for (const auto& keep : keeps) {
+    if (!plans.empty() && out_of_time()) break;
+    for (const auto& choice : choices) {
+      auto f = attempt(keep, choice);
+      if (!f) return f.err();
+      if (*f && !known(**f)) plans.push_back(std::move(**f));
+    }
+  }
+  auto faster = [](const found& a, const found& b) {
+    return a.start.program.predicted_time < b.start.program.predicted_time;
+  };
+  std::stable_sort(plans.begin(), plans.end(), faster);
+
+  // The local search from the fastest.
+  if (!plans.empty()) {
+    found best = plans.front();
+    std::vector<int> made_by_forward;  // the data a keep can add
+    for (int i = 0; i < hg.data_count(); ++i)
+      if (checkmate_rounding::rounded(hg, i) &&
+          hg.compute(hg.producers(i).front()).kind == compute_kind::forward)
+        made_by_forward.push_back(i);
+    for (bool better = true; better && !out_of_time();) {
+      better = false;
+      auto take = [&](result<std::optional<found>> f) -> result<bool> {
+        if (!f) return f.err();
+        if (!*f || !faster(**f, best)) return false;
+        best = std::move(**f);
+        return true;
+      };
+      for (int i : made_by_forward) {
+        if (out_of_time()) break;
+        keep_matrix keep = best.keep;
+        checkmate_rounding::keep_over_life(hg, keep, i);
+        if (keep == best.keep) continue;
+        auto t = take(attempt(std::move(keep), best.choice));
+        if (!t) return t.err();
+        if ((better = *t)) break;
+      }
+      for (int it = 0; it < items && !better && !out_of_time(); ++it) {
+        const auto& ph = h.option_phantoms[ix(it)];
+        for (int o = 0; o < static_cast<int>(ph.size()) && !better; ++o) {
+          if (o == best.choice[ix(it)]) continue;
+          keep_matrix keep = best.keep;  // the new option's phantom kept where the old one was
+          for (auto& row : keep) row[ix(ph[ix(o)])] = row[ix(ph[ix(best.choice[ix(it)])])];
+          auto choice = best.choice;
+          choice[ix(it)] = o;
+          auto t = take(attempt(std::move(keep), choice));
+          if (!t) return t.err();
+          better = *t;
+        }
+      }
+    }
+    if (!known(best)) plans.insert(plans.begin(), std::move(best));
+  }
+  std::vector<hilp_start> out;
+  for (auto& p : plans) out.push_back(std::move(p.start));
+  return out;
+}
 
 /// Plans H-graph h on `target` (h.block.g, its loss's overhead perhaps changed: rockmate's save
 /// budget) within `budget`: the H-ILP, lowered and replayed on target; a plan over the budget is
@@ -129,15 +294,40 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
   bytes b = budget + slack;
   bool slacked = slack > 0;
   hilp_plan out;
+  // The cheap plans to start from (lim.warm_start), found once: a tenth of the time at most.
+  std::vector<hilp_start> starts;
+  if (lim.warm_start) {
+    const double share = std::isfinite(left()) ? left() / 10 : 60.0;
+    auto found = hgraph_starts(h, hg, variants, target, budget,
+                               clock::now() + std::chrono::duration_cast<clock::duration>(
+                                                  std::chrono::duration<double>(share)));
+    if (!found) return found.err();
+    starts = std::move(*found);
+  }
+  // The fastest start, a plan within the budget: the answer where the MILP's own plans, lowered,
+  // do not fit and it has none that does in its time, or its plan is slower once lowered.
+  const hilp_start* started = starts.empty() ? nullptr : &starts.front();
+  auto from_start = [&](bool time_limited) {
+    hilp_plan p;
+    p.program = started->program;
+    p.runs = started->runs;
+    p.time_limited = time_limited;
+    p.gap = std::numeric_limits<double>::infinity();
+    p.from_start = true;
+    return p;
+  };
   for (int round = 0;; ++round) {
     const double time_left = left();
-    if (!(time_left > 0))
+    if (!(time_left > 0)) {
+      if (started != nullptr) return from_start(true);
       return error{status::time_limit, "the H-ILP's time limit passed before it had a plan", {}};
+    }
     const auto deadline = std::isfinite(time_left)
                               ? clock::now() + std::chrono::duration_cast<clock::duration>(
                                                    std::chrono::duration<double>(time_left))
                               : clock::time_point::max();
     // Below the floor no plan exists (and the MILP's rows would have bounds that cross).
+    if (b < floor && started != nullptr) return from_start(false);
     if (b < floor)
       return error{status::infeasible,
                    "no plan of '" + h.g.name + "' fits " + std::to_string(b) +
@@ -147,6 +337,11 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
     auto bm = f.build(hg, variants, exclusive, b, false, deadline);
     if (!bm) return bm.err();
     milp::options o;
+    for (const auto& st : starts)  // the fastest the MILP's rows take (sizes rounded up)
+      if (auto x = f.start_values(hg, *bm, st.runs)) {
+        o.warm_start = std::move(*x);
+        break;
+      }
     o.time_limit = time_left;
     o.node_limit = lim.node_limit;
     o.relative_gap = lim.relative_gap;
@@ -154,6 +349,8 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
     auto sol = solver.solve(bm->m, o);
     if (!sol) {
       error e = sol.err();
+      if (started != nullptr && (e.code == status::time_limit || e.code == status::infeasible))
+        return from_start(e.code == status::time_limit);
       if (e.code == status::infeasible && round > 0)
         e.message = "no plan fits " + std::to_string(budget) +
                     " bytes once lowered (the H-ILP at " + std::to_string(b) +
@@ -162,11 +359,20 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
     }
     auto runs = f.extract_runs(hg, *bm, *sol);
     if (!runs) return runs.err();
-    out.runs.clear();
-    for (const auto& r : *runs) out.runs.push_back({r.ins, r.variant});
+    out.runs = std::move(*runs);
     schedule s{lower(h, out.runs), 0, 0};
     const sim::report rep = sim::simulate(target, s, {.budget = budget, .record_timeline = false});
     if (rep.valid) {
+      // No faster than the start once lowered (the solver's start itself, where it found none
+      // better): the start, as proven as the solve.
+      if (started != nullptr && !(rep.makespan < started->program.predicted_time * (1 - 1e-9))) {
+        hilp_plan p = from_start(!sol->is_optimal() && !sol->node_limit_reached);
+        if (sol->is_optimal() && !(rep.makespan > started->program.predicted_time * (1 + 1e-9))) {
+          p.optimal = true;
+          p.gap = 0;
+        }
+        return p;
+      }
       s.predicted_time = rep.makespan;
       s.predicted_peak = rep.peak;
       out.program = std::move(s);
@@ -189,14 +395,17 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
       --round;
       continue;
     }
-    if (round >= lim.max_tightening)
+    if (round >= lim.max_tightening) {
+      if (started != nullptr) return from_start(false);
       return error{status::infeasible,
                    "the H-ILP's plans of '" + h.g.name + "' still peak over " +
                        std::to_string(budget) + " bytes once lowered after " +
                        std::to_string(round) + " tightenings (the last at " + std::to_string(b) +
                        " bytes peaks at " + std::to_string(rep.peak) + ")",
                    {}};
+    }
     b -= std::max<bytes>(rep.peak - budget, bm->unit);
+    if (b <= 0 && started != nullptr) return from_start(false);
     if (b <= 0)
       return error{
           status::infeasible,
