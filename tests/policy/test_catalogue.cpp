@@ -29,12 +29,14 @@ TEST_CASE("catalogue: every policy has the whole surface, and a name of its own"
     static_assert(std::copyable<P>);
     static_assert(DetailedPolicy<P, chain> || DetailedPolicy<P, graph>);
   });
-  CHECK(names.size() == chain_policies::size + 4);  // checkmate, rockmate, hiremate, offmate
+  // checkmate, rockmate, hiremate, offmate, dtr
+  CHECK(names.size() == chain_policies::size + 5);
   // The graph list's store_all is the chain list's: merged once.
   CHECK(std::count(all_policies<milp::unavailable>::names.begin(),
                    all_policies<milp::unavailable>::names.end(), "store_all") == 1);
-  // offmate's budget is the whole GPU's, hiremate takes minutes where rockmate takes seconds:
-  // they stay out of the graph portfolio.
+  // offmate's budget is the whole GPU's, hiremate takes minutes where rockmate takes seconds,
+  // dtr is the runtime's evictions (not monotone in the budget): they stay out of the graph
+  // portfolio.
   static_assert(std::is_same_v<graph_policies<milp::unavailable>::portfolio,
                                best_of<store_all, checkmate<milp::unavailable>,
                                        rockmate<checkmate<milp::unavailable>>>>);

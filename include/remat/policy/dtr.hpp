@@ -25,6 +25,11 @@ struct dtr {
   static constexpr std::string_view name = "dtr";
   static constexpr std::string_view summary =
       "Dynamic Tensor Rematerialization: evicts at run time by a heuristic, no plan (graphs)";
+  /// What the runtime would do, not a plan: a larger budget can give a slower program (its
+  /// evictions change), so it stays out of the portfolios, whose answers must not get slower
+  /// with more memory (docs/dtr.md).
+  static constexpr bool in_portfolio = false;
+  static constexpr bool monotone_in_budget = false;
   Heuristic heuristic{};
 
   [[nodiscard]] result<schedule> solve(const graph& g, bytes budget) const {
