@@ -335,6 +335,7 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
                        std::to_string(floor) + " bytes alive while it runs, in its leanest variant",
                    {}};
     auto bm = f.build(hg, variants, exclusive, b, false, deadline);
+    if (!bm && bm.code() == status::time_limit && started != nullptr) return from_start(true);
     if (!bm) return bm.err();
     milp::options o;
     for (const auto& st : starts)  // the fastest the MILP's rows take (sizes rounded up)
