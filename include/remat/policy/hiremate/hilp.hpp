@@ -67,6 +67,12 @@ struct hilp_plan {
   bool from_start = false;
 };
 
+/// A sub-cluster option's memory: what it holds between its parts plus its larger overhead.
+inline bytes option_memory(const block_option& o) {
+  return o.cost.saved_bytes +
+         std::max(o.cost.forward_overhead_bytes, o.cost.backward_overhead_bytes);
+}
+
 /// A plan of an H-graph to start the H-ILP from: its runs, and their lowering with the replay's
 /// time and peak.
 struct hilp_start {
@@ -143,17 +149,14 @@ inline result<std::vector<hilp_start>> hgraph_starts(
   };
 
   std::vector<std::vector<int>> choices(2, std::vector<int>(ix(items), 0));
-  auto lean = [](const block_option& o) {
-    return o.cost.saved_bytes +
-           std::max(o.cost.forward_overhead_bytes, o.cost.backward_overhead_bytes);
-  };
   for (int it = 0; it < items; ++it) {
     const auto& opts = h.programs[ix(it)].options;
     for (std::size_t o = 1; o < opts.size(); ++o) {
       const auto& best = opts[ix(choices[1][ix(it)])];
-      if (lean(opts[o]) < lean(best) ||
-          (lean(opts[o]) == lean(best) && opts[o].cost.forward_time + opts[o].cost.backward_time <
-                                              best.cost.forward_time + best.cost.backward_time))
+      if (option_memory(opts[o]) < option_memory(best) ||
+          (option_memory(opts[o]) == option_memory(best) &&
+           opts[o].cost.forward_time + opts[o].cost.backward_time <
+               best.cost.forward_time + best.cost.backward_time))
         choices[1][ix(it)] = static_cast<int>(o);
     }
   }
@@ -420,10 +423,7 @@ result<hilp_plan> solve_hgraph(const hiremate_hgraph& h, const graph& target, by
 /// overhead) is farthest from those of the options kept, ties to the first; in their order.
 inline void select_options(std::vector<block_option>& options, int n) {
   if (n < 1 || static_cast<int>(options.size()) <= n) return;
-  auto mem = [](const block_option& o) {
-    return static_cast<double>(o.cost.saved_bytes + std::max(o.cost.forward_overhead_bytes,
-                                                             o.cost.backward_overhead_bytes));
-  };
+  auto mem = [](const block_option& o) { return static_cast<double>(option_memory(o)); };
   std::vector<char> kept(options.size(), 0);
   kept[0] = 1;
   for (int taken = 1; taken < n; ++taken) {
