@@ -323,7 +323,10 @@ class rotor_dp {
   }
 
   /// Alg. 4 (OptRecP), iteratively; with the option of every F^all and B.
-  [[nodiscard]] detail::decisions reconstruct() const {
+  [[nodiscard]] detail::decisions reconstruct() const { return reconstruct(1, n_, w_ - 1); }
+  /// The same for stages s..t with m slots besides their input (C(s, t, m) finite): the ops of
+  /// that sub-chain alone, in the whole chain's stage numbers (mixed_mode's planned segments).
+  [[nodiscard]] detail::decisions reconstruct(int from, int to, std::int64_t slots) const {
     detail::decisions out;
     auto emit = [&](chain_op op, int option) {
       out.ops.push_back(op);
@@ -334,7 +337,7 @@ class rotor_dp {
       std::int64_t m;
       int backward_option;
     };  // backward_option >= 0: B_s only
-    std::vector<job> todo{{1, n_, w_ - 1, -1}};
+    std::vector<job> todo{{from, to, slots, -1}};
     while (!todo.empty()) {
       const job j = todo.back();
       todo.pop_back();
@@ -377,7 +380,7 @@ class rotor_dp {
       todo.push_back({s, s, 0, option});
       if (s < t) todo.push_back({s + 1, t, m - options[static_cast<std::size_t>(option)].abar, -1});
     }
-    out.time = value();
+    out.time = cost(from, to, slots);
     return out;
   }
 
