@@ -141,6 +141,23 @@ TEST_CASE("json: missing and unknown fields are named") {
              {"stage 1 ('conv')", "unknown field \"color\"", "a stage has the fields"}));
 }
 
+TEST_CASE("json: control_flow, a boolean, never on the loss; written when set") {
+  CHECK(says(edited([](json& j) { j["stages"][0]["control_flow"] = 1; }),
+             {"stage 1 ('conv')", "\"control_flow\" is an integer", "control flow"}));
+  CHECK(says(edited([](json& j) { j["stages"][2]["control_flow"] = true; }),
+             {"stage 3 ('loss')", "control_flow is set on the loss"}));
+  json j = json::parse(valid_text);
+  j["stages"][1]["control_flow"] = true;
+  auto c = io::chain_from_json(j);
+  REQUIRE(c.ok());
+  CHECK(c->at(2).control_flow);
+  CHECK_FALSE(c->at(1).control_flow);
+  const json back = io::to_json(*c);
+  CHECK(back["stages"][1]["control_flow"] == true);
+  CHECK_FALSE(back["stages"][0].contains("control_flow"));
+  CHECK(*io::chain_from_json(back) == *c);
+}
+
 TEST_CASE("json: wrong shapes") {
   CHECK(says(io::chain_from_json(json::array()), {"must be a JSON object", "an array"}));
   CHECK(says(io::chain_from_json(json(42)), {"must be a JSON object"}));

@@ -127,6 +127,9 @@ inline constexpr field_spec stage_fields[] = {
     {"options",
      "an array of option objects, other ways to run the stage's F_all and B (a cost set; default "
      "none)"},
+    {"control_flow",
+     "true when the stage holds control flow (branches, loops: its ops are known only at run "
+     "time), which no static plan may hold; mixed_mode runs it dynamically (default false)"},
 };
 
 inline constexpr field_spec option_fields[] = {
@@ -292,6 +295,12 @@ inline result<stage> stage_from_json(const json& j, std::size_t i) {
     bytes v = 0;
     if (auto e = size(v, "forward_save_overhead_bytes", true)) return *e;
     s.forward_save_overhead_bytes = v;
+  }
+  if (const auto cf = j.find("control_flow"); cf != j.end()) {
+    if (!cf->is_boolean())
+      return invalid(where + ": \"control_flow\" is " + describe(*cf) + "; it must be " +
+                     std::string(spec_of(stage_fields, "control_flow").expect));
+    s.control_flow = cf->get<bool>();
   }
   if (const auto opts = j.find("options"); opts != j.end()) {
     if (!opts->is_array())
@@ -478,6 +487,7 @@ inline nlohmann::json to_json(const chain& c) {
                       {"backward_overhead_bytes", s.backward_overhead_bytes}});
     if (s.forward_save_overhead_bytes)
       stages.back()["forward_save_overhead_bytes"] = *s.forward_save_overhead_bytes;
+    if (s.control_flow) stages.back()["control_flow"] = true;
     if (!s.options.empty()) {
       nlohmann::json opts = nlohmann::json::array();
       for (const auto& o : s.options)

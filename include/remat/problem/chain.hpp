@@ -38,6 +38,10 @@ struct stage {
   std::optional<bytes> forward_save_overhead_bytes = std::nullopt;
   /// Options 1.. of the stage's F^all / B pair (option 0 is the fields above); usually empty.
   std::vector<stage_option> options = {};
+  /// The stage holds control flow (branches, loops): its ops are known only at run time, so no
+  /// static plan may hold it [MixedMode]. mixed_mode runs it in a dynamic segment; the other
+  /// chain policies plan the stage by its profiled costs (docs/mixed-mode.md). Never the loss.
+  bool control_flow = false;
 
   friend bool operator==(const stage&, const stage&) = default;
 };
@@ -153,6 +157,11 @@ inline result<void> validate(const chain& c) {
                    "); every option keeps the output, so it "
                    "must be >= output_bytes");
     }
+    if (s.control_flow && l == c.length())
+      return bad(where +
+                 ": control_flow is set on the loss (the last stage); the loss must be "
+                 "a plain op that every plan runs once: move the control flow into a "
+                 "stage before it");
     if (s.saved_bytes < s.output_bytes)
       return bad(where + ": saved_bytes (" + std::to_string(s.saved_bytes) +
                  ") is smaller than output_bytes (" + std::to_string(s.output_bytes) +
