@@ -160,4 +160,43 @@ struct offmate_details {
   std::optional<seconds> time_per_sample;
 };
 
+/// The search of Mixed Mode's DP (policy/mixed_mode/dp.hpp).
+enum class mixed_search : unsigned char { exact, dc, dc_ternary };
+
+inline constexpr std::string_view to_string(mixed_search s) {
+  switch (s) {
+    case mixed_search::exact:
+      return "exact";
+    case mixed_search::dc:
+      return "dc";
+    case mixed_search::dc_ternary:
+      return "dc_ternary";
+  }
+  return "?";
+}
+
+/// The modes of a segment.
+enum class segment_mode : unsigned char { planned = 0, dynamic = 1 };
+
+inline constexpr std::string_view to_string(segment_mode m) {
+  return m == segment_mode::planned ? "planned" : "dynamic";
+}
+
+/// What mixed_mode chose: its segments in stage numbers, and how it searched.
+struct mixed_mode_details {
+  struct segment {
+    int first = 0;  ///< the first stage (1-based)
+    int last = 0;   ///< the last stage
+    segment_mode mode = segment_mode::planned;
+    bytes share = 0;       ///< its share of the budget
+    seconds time = 0;      ///< its ops' predicted time
+    seconds overhead = 0;  ///< what the DP added for a dynamic runtime (dtr_segments::overhead)
+    friend bool operator==(const segment&, const segment&) = default;
+  };
+  std::vector<segment> segments;
+  std::int64_t slots = 0;  ///< the shares' unit: budget / slots bytes
+  mixed_search search = mixed_search::exact;
+  friend bool operator==(const mixed_mode_details&, const mixed_mode_details&) = default;
+};
+
 }  // namespace remat
