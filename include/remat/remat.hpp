@@ -21,6 +21,7 @@
 #include <remat/policy/best_of.hpp>
 #include <remat/policy/catalogue.hpp>
 #include <remat/policy/concepts.hpp>
+#include <remat/policy/mixed_mode.hpp>
 #include <remat/policy/offload.hpp>
 #include <remat/policy/periodic.hpp>
 #include <remat/policy/revolve.hpp>

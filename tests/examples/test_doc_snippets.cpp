@@ -470,7 +470,7 @@ remat::result<bool> graph_offmate() {
 }
 #endif
 
-// --- docs/offloading.md, docs/rockmate.md, docs/write-a-policy.md ---------------------------
+// --- docs/offloading.md, docs/mixed-mode.md, docs/rockmate.md, docs/write-a-policy.md ----------
 
 remat::result<remat::seconds> offload_usage(const remat::chain& chain, remat::bytes budget) {
   // --- doc docs/offloading.md begin ---
@@ -485,6 +485,22 @@ remat::result<remat::seconds> offload_usage(const remat::chain& chain, remat::by
   std::cout << d.offloaded.size() << " inputs moved, " << d.offloaded_bytes << " bytes; "
             << d.model_time << " s in pofo's model, " << program.predicted_time
             << " s for the program, " << d.overlap() * 100 << " % of the copies hidden\n";
+  // --- doc end ---
+  return program.predicted_time;
+}
+
+remat::result<remat::seconds> mixed_mode_usage(remat::chain chain, remat::bytes budget) {
+  // --- doc docs/mixed-mode.md begin ---
+  chain.stages[2].control_flow = true;  // stage 3 branches at run time: no static plan holds it
+  remat::mixed_mode<> p{.slots = 100, .search = remat::mixed_search::exact};
+  p.dynamic.overhead = 20e-6;  // the runtime's seconds per op it runs (dispatch, bookkeeping)
+  auto plan = p.solve_detailed(chain, budget);
+  if (!plan) return plan.err();  // budget_too_small: plan.err().minimum_budget
+  for (const remat::mixed_mode_details::segment& s : plan->details.segments)
+    std::cout << "stages " << s.first << ".." << s.last << ": " << remat::to_string(s.mode) << ", "
+              << s.share << " bytes, " << s.time << " s\n";
+  // One program over the chain's graph, checked by the simulator; the executor runs it.
+  const remat::schedule& program = plan->program;
   // --- doc end ---
   return program.predicted_time;
 }
@@ -672,6 +688,10 @@ TEST_CASE("doc fragments: offloading, rockmate") {
   REQUIRE_MESSAGE(off->ok(), off->message());
   CHECK(text.find("F1_") != std::string::npos);
   CHECK(text.find("of the copies hidden") != std::string::npos);
+  std::optional<remat::result<remat::seconds>> mixed;
+  CHECK(printed([&] { mixed = mixed_mode_usage(c, all * 3 / 4); }).find(": dynamic, ") !=
+        std::string::npos);
+  REQUIRE_MESSAGE(mixed->ok(), mixed->message());
 #if defined(REMAT_HAS_CBC)
   const auto g = graph_by_hand();
   REQUIRE(g.ok());

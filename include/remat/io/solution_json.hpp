@@ -163,6 +163,24 @@ inline void write_details(nlohmann::ordered_json& j, const offmate_details& d) {
   j["offmate"] = std::move(o);
 }
 
+/// mixed_mode: "mixed_mode": {the search, the slots, and per segment its stages, mode, share,
+/// time and the dynamic runtime's overhead the DP counted}.
+inline void write_details(nlohmann::ordered_json& j, const mixed_mode_details& d) {
+  nlohmann::ordered_json m;
+  m["search"] = std::string(to_string(d.search));
+  m["slots"] = d.slots;
+  nlohmann::ordered_json segments = nlohmann::ordered_json::array();
+  for (const auto& sg : d.segments)
+    segments.push_back({{"first", sg.first},
+                        {"last", sg.last},
+                        {"mode", std::string(to_string(sg.mode))},
+                        {"share_bytes", sg.share},
+                        {"time", sg.time},
+                        {"overhead", sg.overhead}});
+  m["segments"] = std::move(segments);
+  j["mixed_mode"] = std::move(m);
+}
+
 /// best_of: "portfolio": {the chosen member, every member's outcome}, then the chosen member's
 /// own details.
 template <class... Ds>

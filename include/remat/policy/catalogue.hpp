@@ -13,6 +13,7 @@
 
 #include <remat/policy/best_of.hpp>
 #include <remat/policy/concepts.hpp>
+#include <remat/policy/mixed_mode.hpp>
 #include <remat/policy/offload.hpp>
 #include <remat/policy/periodic.hpp>
 #include <remat/policy/revolve.hpp>
@@ -57,8 +58,9 @@ struct policy_list {
 };
 
 /// Every chain policy, in the order the sweep and remat-plan's help list them.
-using chain_policies = policy_list<store_all, periodic, revolve, rotor, rotor_floating, pofo,
-                                   offload_dynprog, offload_greedy, offload_autocapper>;
+using chain_policies =
+    policy_list<store_all, periodic, revolve, rotor, rotor_floating, pofo, offload_dynprog,
+                offload_greedy, offload_autocapper, mixed_mode<>>;
 
 namespace detail {
 template <class... Ps, class F>
