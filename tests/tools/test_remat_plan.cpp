@@ -1840,3 +1840,63 @@ TEST_CASE("remat-plan --find-minimum without --budget: the policy's smallest bud
             .exit_code == 2);
 }
 #endif
+
+TEST_CASE("remat-plan --policy mixed_mode: control-flow stages run dynamically, its knobs") {
+  // resnet_like with two control-flow stages.
+  json c = json::parse(slurp(chain_file("resnet_like.json")));
+  c["stages"][4]["control_flow"] = true;
+  c["stages"][11]["control_flow"] = true;
+  const auto path = remat::testing::scratch("remat_plan_test_", "control_flow.json");
+  std::ofstream(path) << c.dump();
+  const auto loaded = io::load_chain(path.string());
+  REQUIRE(loaded.ok());
+  CHECK(loaded->at(5).control_flow);
+  const outcome o =
+      run_plan({"--chain", path.string(), "--budget", "1.5GiB", "--policy", "mixed_mode",
+                "--dynamic-overhead", "2e-4", "--search", "dc", "--json"});
+  CAPTURE(o.err);
+  REQUIRE(o.exit_code == 0);
+  const json r = json::parse(o.out, nullptr, false);
+  REQUIRE(r.is_object());
+  CHECK(r["status"] == "ok");
+  CHECK(r["peak_bytes"].get<bytes>() <= bytes{3} << 29);
+  const json& m = r["mixed_mode"];
+  CHECK(m["search"] == "dc");
+  int next = 1;
+  for (const auto& sg : m["segments"]) {
+    CHECK(sg["first"].get<int>() == next);
+    next = sg["last"].get<int>() + 1;
+    if (sg["mode"] == "planned")
+      for (int l = sg["first"].get<int>(); l <= sg["last"].get<int>(); ++l)
+        CHECK_FALSE(loaded->at(l).control_flow);
+  }
+  CHECK(next == loaded->length() + 1);
+  auto s = io::schedule_from_json(r, *loaded);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  const auto rep = sim::simulate(*loaded, *s, {.budget = bytes{3} << 29});
+  CHECK(rep.valid);
+  CHECK(rep.makespan == doctest::Approx(r["makespan"].get<double>()));
+  // The summary lists the segments.
+  const outcome text =
+      run_plan({"--chain", path.string(), "--budget", "1.5GiB", "--policy", "mixed_mode"});
+  CHECK(text.exit_code == 0);
+  CHECK(has(text.out, "segments  "));
+  CHECK(has(text.out, " dynamic, share "));
+  // control_flow on the loss, and the knobs' errors.
+  c["stages"].back()["control_flow"] = true;
+  const auto bad = remat::testing::scratch("remat_plan_test_", "control_flow_loss.json");
+  std::ofstream(bad) << c.dump();
+  const outcome loss =
+      run_plan({"--chain", bad.string(), "--budget", "1.5GiB", "--policy", "mixed_mode"});
+  CHECK(loss.exit_code == 1);
+  CHECK(has(loss.err + loss.out, "control_flow is set on the loss"));
+  expect_usage_errors(
+      {{{"--chain", path.string(), "--policy", "mixed_mode", "--budget", "1GiB", "--search",
+         "binary"},
+        "unknown search 'binary'"},
+       {{"--chain", path.string(), "--policy", "mixed_mode", "--budget", "1GiB",
+         "--dynamic-overhead", "-1"},
+        "--dynamic-overhead"},
+       {{"--chain", path.string(), "--policy", "rotor", "--budget", "1GiB", "--search", "dc"},
+        "--search applies to mixed_mode only"}});
+}

@@ -232,6 +232,13 @@ required:
        "choose the batch size too, from 1 to N times the graph's (OFFMATE's batch-size variant; "
        "the plan is for the graph at the batch chosen, which the output gives); default 1: the "
        "graph's batch");
+  knob("--search NAME", "--search",
+       "how mixed_mode's DP searches: exact (default), dc (divide and conquer, assuming the "
+       "quadrangle inequality) or dc_ternary (also a ternary search over the memory split); the "
+       "accelerated ones may miss the optimum");
+  knob("--dynamic-overhead SECONDS", "--dynamic-overhead",
+       "the time the dynamic runtime adds to each op it runs (dispatch, bookkeeping), which "
+       "mixed_mode weighs against planned segments (default 0; not in the predicted time)");
   h += R"(
 the smallest budget (instead of --budget):
   --find-minimum        with --policy and no --budget: print the smallest budget the
@@ -343,7 +350,9 @@ std::vector<std::string_view> knobs_given(const options& o) {
         std::pair{o.cluster_limits.has_value(), "--cluster-limits"},
         std::pair{o.threads.has_value(), "--threads"},
         std::pair{o.host_memory.has_value(), "--host-memory"},
-        std::pair{o.max_batch.has_value(), "--max-batch"}})
+        std::pair{o.max_batch.has_value(), "--max-batch"},
+        std::pair{o.search.has_value(), "--search"},
+        std::pair{o.dynamic_overhead.has_value(), "--dynamic-overhead"}})
     if (is) given.push_back(opt);
   return given;
 }
@@ -547,6 +556,28 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
          o.snapshots = *n;
          return std::nullopt;
        }},
+      {"--search",
+       true,
+       {},
+       [&](const std::string& v) -> std::optional<std::string> {
+         for (auto s : {remat::mixed_search::exact, remat::mixed_search::dc,
+                        remat::mixed_search::dc_ternary})
+           if (v == remat::to_string(s)) {
+             o.search = s;
+             return std::nullopt;
+           }
+         return "unknown search '" + v + "'; the searches are exact, dc and dc_ternary";
+       }},
+      {"--dynamic-overhead",
+       true,
+       {},
+       [&, bad = not_a("--dynamic-overhead", "a number of seconds >= 0")](
+           const std::string& v) -> std::optional<std::string> {
+         const auto t = remat_cli::parse_double(v);
+         if (!t || !std::isfinite(*t) || *t < 0) return bad(v);
+         o.dynamic_overhead = *t;
+         return std::nullopt;
+       }},
       {"--time-limit",
        true,
        {},
@@ -560,12 +591,14 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       {"--solver",
        true,
        {},
-       [&](const std::string& v) -> std::optional<std::string> {
-         if (v != "cbc" && v != "lpsolve")
-           return "unknown solver '" + v + "'; the solvers are cbc and lpsolve";
-         o.solver = v;
-         return std::nullopt;
-       }},
+       [&](const std::string& v) -> std::
+                                     optional<std::string> {
+                                       if (v != "cbc" && v != "lpsolve")
+                                         return "unknown solver '" + v +
+                                                "'; the solvers are cbc and lpsolve";
+                                       o.solver = v;
+                                       return std::nullopt;
+                                     }},
       {"--simulate",
        true,
        {},

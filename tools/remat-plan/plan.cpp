@@ -229,6 +229,18 @@ inline void print_after_peak(const remat::offmate_details& d) {
     std::cout << std::right << '\n';
   }
 }
+inline void print_after_peak(const remat::mixed_mode_details& d) {
+  std::cout << "segments  " << d.segments.size() << " (" << remat::to_string(d.search)
+            << " search, shares of " << d.slots << " slots):\n";
+  for (const auto& sg : d.segments) {
+    std::cout << "          stages " << sg.first << ".." << sg.last << " "
+              << remat::to_string(sg.mode) << ", share " << remat::format_size(sg.share) << ", "
+              << remat::format_seconds(sg.time);
+    if (sg.overhead > 0)
+      std::cout << " (+ " << remat::format_seconds(sg.overhead) << " runtime overhead)";
+    std::cout << '\n';
+  }
+}
 template <class... Ds>
 void print_after_peak(const remat::portfolio_details<Ds...>& d) {
   std::cout << "portfolio " << d.chosen << "'s plan is the fastest of " << d.entries.size()
@@ -367,17 +379,23 @@ int plan_with(const options& o, const loaded_problem& lp) {
     if (!picture.empty()) std::cout << picture << '\n';
     std::vector<std::string> ops;
     if (on_chain) {
-      // The chain notation; a chain policy's program is always the lowering of chain ops.
-      if (const auto chain_ops = remat::to_chain_ops(c->length(), s.program))
+      // The chain notation where the program is the lowering of chain ops (every chain
+      // policy's but those whose runtime evicts parts of what a backward needs: mixed_mode).
+      if (const auto chain_ops = remat::to_chain_ops(c->length(), s.program)) {
         for (const auto& i : *chain_ops) ops.push_back(remat::to_string(i));
-      else
+        std::cout << "schedule  " << ops.size()
+                  << " ops; F<l>_none keeps only stage l's output, F<l>_ck also its input,\n"
+                  << "          F<l>_all also all that the backward B<l> needs";
+        if (transfers)
+          std::cout << "; O<k> offloads a_k to the host,\n"
+                    << "          P<k> prefetches it back, W<k> waits for its transfer";
+      } else {
         for (const auto& i : s.program.ops) ops.push_back(remat::to_string(i));
-      std::cout << "schedule  " << ops.size()
-                << " ops; F<l>_none keeps only stage l's output, F<l>_ck also its input,\n"
-                << "          F<l>_all also all that the backward B<l> needs";
-      if (transfers)
-        std::cout << "; O<k> offloads a_k to the host,\n"
-                  << "          P<k> prefetches it back, W<k> waits for its transfer";
+        std::cout << "schedule  " << ops.size()
+                  << " instructions of the chain's training graph: C<n> runs node n (\"_ff\": "
+                     "a forward\n          without what its backward needs), D<d> frees datum "
+                     "d (docs/training-graph.md)";
+      }
       std::cout << '\n';
       print_ops(ops);
     } else {

@@ -155,6 +155,11 @@ void knobs(P* p, const options* o, std::vector<std::string_view>* names) {
   if constexpr (requires { requires P::plans_host_memory; })
     take("--host-memory", o && o->host_memory,
          [](P& x, const options& y) { x.hw.host_memory = *y.host_memory; });
+  if constexpr (requires(P & x) { x.search = remat::mixed_search::exact; })
+    take("--search", o && o->search, [](P& x, const options& y) { x.search = *y.search; });
+  if constexpr (requires(P & x) { x.dynamic.overhead = 1.0; })
+    take("--dynamic-overhead", o && o->dynamic_overhead,
+         [](P& x, const options& y) { x.dynamic.overhead = *y.dynamic_overhead; });
   if constexpr (requires(P & x) { x.max_batch = 1; })
     take("--max-batch", o && o->max_batch,
          [](P& x, const options& y) { x.max_batch = *y.max_batch; });

@@ -13,6 +13,7 @@
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/io/svg.hpp>
+#include <remat/policy/details.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/sim/report.hpp>
@@ -55,6 +56,8 @@ struct options {
   std::optional<bandwidth_arg> bandwidth_h2d;  ///< --bandwidth-h2d: prefetches
   std::optional<remat::bytes> host_memory;     ///< --host-memory: the host's bytes for the plan
   std::optional<int> max_batch;                ///< --max-batch: batch sizes to consider
+  std::optional<remat::mixed_search> search;   ///< --search: mixed_mode's DP search
+  std::optional<double> dynamic_overhead;      ///< --dynamic-overhead: seconds per dynamic op
   std::optional<std::string> trace;            ///< --trace FILE: the Chrome trace of the plan
   bool json = false;
   bool progress = false;
