@@ -55,6 +55,7 @@ struct options {
   std::optional<bandwidth_arg> bandwidth_h2d;  ///< --bandwidth-h2d: prefetches
   std::optional<remat::bytes> host_memory;     ///< --host-memory: the host's bytes for the plan
   std::optional<int> max_batch;                ///< --max-batch: batch sizes to consider
+  std::optional<std::string> heuristic;        ///< --heuristic: the eviction heuristic's name
   std::optional<std::string> trace;            ///< --trace FILE: the Chrome trace of the plan
   bool json = false;
   bool progress = false;
