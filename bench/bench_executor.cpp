@@ -15,21 +15,11 @@
 #include <remat/exec.hpp>
 #include <remat/remat.hpp>
 
+#include "host_model.hpp"
+
 namespace {
 
-constexpr int depth = 8, width = 256, hidden = 1024, batch = 64;
-
-eg::model build() { return eg::make_residual_stack(depth, width, hidden, batch, 7, 0.0f); }
-
-const remat::chain& profiled_chain() {
-  static const remat::chain c = [] {
-    eg::model m = build();
-    remat::exec::host_backend b;
-    return *remat::exec::profile_chain(m, eg::make_input(b, batch, width, 1), b,
-                                       {.repetitions = 5, .warmup = 2});
-  }();
-  return c;
-}
+using namespace remat_bench::host_model;
 
 void BM_handwritten(benchmark::State& state) {
   eg::model m = build();
@@ -37,7 +27,7 @@ void BM_handwritten(benchmark::State& state) {
   for (auto _ : state) {
     state.PauseTiming();
     eg::zero_grad(m);
-    eg::tensor x = eg::make_input(b, batch, width, 1);
+    eg::tensor x = input(b);
     state.ResumeTiming();
     benchmark::DoNotOptimize(eg::backprop(m, x, b));
   }
@@ -61,7 +51,7 @@ void BM_executor(benchmark::State& state) {
   for (auto _ : state) {
     state.PauseTiming();
     eg::zero_grad(m);
-    eg::tensor x = eg::make_input(b, batch, width, 1);
+    eg::tensor x = input(b);
     state.ResumeTiming();
     auto r = ex.run(s, std::move(x));
     if (!r) state.SkipWithError(r.message().c_str());

@@ -33,6 +33,7 @@
 
 #include <remat/exec.hpp>
 #include <remat/policy/checkmate.hpp>
+#include <remat/policy/dtr.hpp>
 #include <remat/policy/offmate.hpp>
 #include <remat/policy/rockmate.hpp>
 #include <remat/remat.hpp>
@@ -470,6 +471,23 @@ remat::result<bool> graph_offmate() {
 }
 #endif
 
+// --- docs/executor.md ---------------------------------------------------------------------
+
+template <class Model, class T>
+remat::result<remat::bytes> dynamic_run(Model& model, const remat::chain& chain,
+                                        remat::exec::host_backend& backend, remat::bytes budget,
+                                        T input) {
+  // --- doc docs/executor.md begin ---
+  remat::exec::executor ex(model, chain, backend);  // or a DAG model on its graph
+  // No plan: DTR's evictions as the run goes (h_dtr; or dynamic(budget, remat::h_lru{}))
+  auto r = ex.run(remat::exec::dynamic(budget), std::move(input));
+  if (!r) return r.err();  // budget_too_small: the op that does not fit, and what it needs
+  const remat::schedule& decisions = *r->decisions;  // what ran: computes, fast-forwards, frees
+  std::cout << r->measured_peak << " bytes at most, " << decisions.ops.size() << " instructions\n";
+  // --- doc end ---
+  return r->measured_peak;
+}
+
 // --- docs/offloading.md, docs/mixed-mode.md, docs/rockmate.md, docs/write-a-policy.md ----------
 
 remat::result<remat::seconds> offload_usage(const remat::chain& chain, remat::bytes budget) {
@@ -662,6 +680,24 @@ TEST_CASE("doc fragments: offloading") {
     });
     CHECK(peak <= low);
   }
+}
+
+TEST_CASE("doc fragments: the executor's dynamic mode") {
+  auto model = toy::make_chain_model(6, 3, true);
+  remat::exec::host_backend b;
+  const auto chain = remat::exec::profile_chain(model, toy::tensor::make(b, 8), b);
+  REQUIRE(chain.ok());
+  const remat::graph g = remat::build_graph(*chain).value();
+  const remat::bytes least = remat::dtr<>{}.minimum_budget(g);
+  remat::result<remat::bytes> peak = remat::bytes{0};
+  CHECK(printed([&] {
+          peak = dynamic_run(model, *chain, b, least, toy::tensor::make(b, 8));
+        }).find(" instructions") != std::string::npos);
+  REQUIRE_MESSAGE(peak.ok(), peak.message());
+  CHECK(*peak <= least);
+  const auto small = dynamic_run(model, *chain, b, least / 2, toy::tensor::make(b, 8));
+  REQUIRE_FALSE(small);
+  CHECK(small.code() == remat::status::budget_too_small);
 }
 
 TEST_CASE("doc fragments: profile options") {

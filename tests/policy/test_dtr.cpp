@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -129,4 +130,34 @@ TEST_CASE("dtr: below what an op needs, budget_too_small names it; the minimum r
   const auto negative = p.solve(g, -1);
   REQUIRE_FALSE(negative);
   CHECK(negative.code() == status::invalid_problem);
+}
+
+TEST_CASE("dtr: a heuristic chosen by name plans as the heuristic's own type") {
+  CHECK(dtr_heuristic::names() == std::vector<std::string_view>{"h_dtr", "size", "lru"});
+  CHECK(dtr_heuristic{}.name() == "h_dtr");
+  CHECK_FALSE(dtr_heuristic::named("h_size"));
+  CHECK_FALSE(dtr_heuristic::named(""));
+  REQUIRE(dtr_heuristic::named("lru"));
+  CHECK(*dtr_heuristic::named("lru") == dtr_heuristic(h_lru{}));
+  CHECK(dtr_heuristic(h_size{}).name() == "size");
+  const graph g = build_graph(*zoo::gpt2({.layers = 2}, zoo::devices::rtx3060())).value();
+  const bytes least = dtr<>{}.minimum_budget(g);
+  const bytes b = least + (peak_of_store_all(g) - least) / 3;
+  auto same = [&]<class H>(H h, std::string_view name) {
+    INFO(name);
+    dtr<> by_name;
+    by_name.heuristic = *dtr_heuristic::named(name);
+    const auto x = by_name.solve_detailed(g, b);
+    const auto y = dtr<H>{h}.solve_detailed(g, b);
+    REQUIRE_MESSAGE(x, x.message());
+    REQUIRE_MESSAGE(y, y.message());
+    CHECK(x->program.ops == y->program.ops);
+    CHECK(x->notes == y->notes);
+    return x->program;
+  };
+  const auto by_dtr = same(h_dtr{}, "h_dtr");
+  const auto by_size = same(h_size{}, "size");
+  const auto by_lru = same(h_lru{}, "lru");
+  CHECK(by_dtr.ops != by_size.ops);  // the choice reaches the evictions
+  CHECK(by_size.ops != by_lru.ops);
 }

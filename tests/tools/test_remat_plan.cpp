@@ -24,6 +24,7 @@
 
 #include <remat/io/graph_json.hpp>
 #include <remat/io/json.hpp>
+#include <remat/policy/dtr.hpp>
 #include <remat/policy/offload.hpp>
 #include <remat/policy/offmate/from_graph.hpp>
 #include <remat/remat.hpp>
@@ -1838,6 +1839,74 @@ TEST_CASE("remat-plan --find-minimum without --budget: the policy's smallest bud
   CHECK(run_plan({"--chain", chain_file("resnet_like.json"), "--policy", "rotor", "--find-minimum",
                   "--svg", "x.svg"})
             .exit_code == 2);
+}
+
+TEST_CASE("remat-plan --policy dtr --heuristic: each heuristic's program, and bad names") {
+  auto g = io::load_graph(graph_file("residual_net.json"));
+  REQUIRE(g.ok());
+  const bytes budget = bytes{300} << 20;
+  auto plan = [&](const std::vector<std::string>& more) {
+    std::vector<std::string> args{
+        "--graph", graph_file("residual_net.json"), "--budget", "300MiB", "--policy", "dtr",
+        "--json"};
+    args.insert(args.end(), more.begin(), more.end());
+    const outcome o = run_plan(args);
+    CAPTURE(o.err);
+    REQUIRE(o.exit_code == 0);
+    const json r = json::parse(o.out, nullptr, false);
+    REQUIRE(r.is_object());
+    check_graph_plan(r, *g, budget);
+    return *io::schedule_from_json(r);
+  };
+  std::vector<schedule> programs;
+  for (std::string_view name : dtr_heuristic::names()) {
+    CAPTURE(name);
+    dtr<> p;
+    p.heuristic = *dtr_heuristic::named(name);
+    const auto own = p.solve(*g, budget);
+    REQUIRE_MESSAGE(own, own.message());
+    programs.push_back(plan({"--heuristic", std::string(name)}));
+    CHECK(programs.back().ops == own->ops);  // the library's program for that heuristic
+    // Its minimum is that heuristic's.
+    const outcome m = run_plan({"--graph", graph_file("residual_net.json"), "--policy", "dtr",
+                                "--heuristic", std::string(name), "--find-minimum", "--json"});
+    REQUIRE(m.exit_code == 0);
+    CHECK(json::parse(m.out)["minimum_budget_bytes"].get<bytes>() == p.minimum_budget(*g));
+  }
+  CHECK(plan({}).ops == programs.front().ops);  // h_dtr by default
+  CHECK(programs[0].ops != programs[1].ops);    // the name reaches the evictions
+  CHECK(programs[1].ops != programs[2].ops);
+  // On a chain, through its graph.
+  const auto cg = build_graph(*io::load_chain(chain_file("resnet_like.json")));
+  REQUIRE(cg.ok());
+  dtr<> lru;
+  lru.heuristic = h_lru{};
+  const bytes least = lru.minimum_budget(*cg);
+  const outcome c = run_plan({"--chain", chain_file("resnet_like.json"), "--budget",
+                              std::to_string(least + (peak_of_store_all(*cg) - least) / 2),
+                              "--policy", "dtr", "--heuristic", "lru"});
+  CHECK(c.exit_code == 0);
+  CHECK(has(c.out, "(lru)"));
+
+  expect_usage_errors({
+      {{"--graph", graph_file("residual_net.json"), "--budget", "300MiB", "--policy", "dtr",
+        "--heuristic", "h_lru"},
+       "--heuristic 'h_lru' is not a heuristic of --policy dtr; it takes h_dtr, size or lru"},
+      {{"--chain", chain_file("resnet_like.json"), "--budget", "1GiB", "--policy", "rotor",
+        "--heuristic", "lru"},
+       "--heuristic applies to dtr only, not to --policy rotor"},
+      {{"--graph", graph_file("residual_net.json"), "--budget", "300MiB", "--policy", "rockmate",
+        "--heuristic", "size"},
+       "--heuristic applies to dtr only, not to --policy rockmate"},
+      {{"--chain", chain_file("resnet_like.json"), "--sweep", "--heuristic", "lru"},
+       "--heuristic applies to one --policy, not to --sweep"},
+      {{"--graph", graph_file("residual_net.json"), "--budget", "300MiB", "--policy", "dtr",
+        "--heuristic="},
+       "--heuristic needs a name"},
+  });
+  const outcome help = run_plan({"--help"});
+  CHECK(has(help.out, "--heuristic NAME"));
+  CHECK(has(help.out, "h_dtr | size | lru (default h_dtr)"));
 }
 #endif
 

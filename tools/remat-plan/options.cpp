@@ -228,6 +228,21 @@ required:
   knob("--host-memory BYTES", "--host-memory",
        "the host memory the plan may fill (offloaded parameters, optimizer states, gradients "
        "and activations), e.g. 128GiB; default unlimited");
+  {
+    // Each taker's heuristics (named by policy when several policies take --heuristic).
+    std::vector<std::string> choices;
+    const auto who = takers("--heuristic");
+    remat::for_each_policy<policies<naming_milp>>([&]<class P>(std::type_identity<P>) {
+      if (const auto names = heuristics_of<P>(); !names.empty())
+        choices.push_back((who.size() > 1 ? std::string(P::name) + ": " : std::string()) +
+                          joined(names, " | ") + " (default " + std::string(names.front()) + ")");
+    });
+    std::string listed_choices;
+    for (const auto& c : choices) listed_choices += (listed_choices.empty() ? "" : "; ") + c;
+    knob("--heuristic NAME", "--heuristic",
+         "the score that picks the tensor to evict when an op does not fit: " + listed_choices +
+             " (docs/dtr.md)");
+  }
   knob("--max-batch N", "--max-batch",
        "choose the batch size too, from 1 to N times the graph's (OFFMATE's batch-size variant; "
        "the plan is for the graph at the batch chosen, which the output gives); default 1: the "
@@ -352,7 +367,8 @@ std::vector<std::string_view> knobs_given(const options& o) {
         std::pair{o.host_memory.has_value(), "--host-memory"},
         std::pair{o.max_batch.has_value(), "--max-batch"},
         std::pair{o.search.has_value(), "--search"},
-        std::pair{o.dynamic_overhead.has_value(), "--dynamic-overhead"}})
+        std::pair{o.dynamic_overhead.has_value(), "--dynamic-overhead"},
+        std::pair{o.heuristic.has_value(), "--heuristic"}})
     if (is) given.push_back(opt);
   return given;
 }
@@ -416,6 +432,13 @@ std::optional<usage_error> check_policy(options& o) {
                        o.policy};
   }
   if (auto e = check_rates(o)) return *e;
+  if (o.heuristic) {
+    std::vector<std::string_view> names;
+    with_policy(o, graph, [&]<class P>(std::type_identity<P>) { names = heuristics_of<P>(); });
+    if (std::find(names.begin(), names.end(), *o.heuristic) == names.end())
+      return usage_error{"--heuristic '" + *o.heuristic + "' is not a heuristic of --policy " +
+                         o.policy + "; it takes " + listed(names, " or ")};
+  }
   if (applies("--solver")) {
     const auto built = solvers_built();
     if (built.empty())
@@ -646,6 +669,16 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
          o.max_batch = *n;
          return std::nullopt;
        }},
+      {"--heuristic",
+       true,
+       {},
+       [&](const std::string& v)
+           -> std::
+               optional<std::string> {
+                 if (v.empty()) return "--heuristic needs a name (remat-plan --help lists them)";
+                 o.heuristic = v;
+                 return std::nullopt;
+               }},
       {"--threads",
        true,
        {},

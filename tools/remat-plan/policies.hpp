@@ -5,6 +5,7 @@
 // configures. Nothing here names a policy: a policy added to the catalogue is a --policy choice,
 // is dispatched, and takes the options whose knob it has.
 
+#include <algorithm>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -93,6 +94,28 @@ inline constexpr bool uses_milp = [] {
 template <class... Ps>
 inline constexpr bool uses_milp<remat::best_of<Ps...>> = (uses_milp<Ps> || ...);
 
+/// P chooses a heuristic at run time: a knob `heuristic` whose type names its choices
+/// (`named(name)`, an optional of it; `names()`), as dtr's dtr_heuristic.
+template <class P>
+concept has_named_heuristic = requires(P& x, std::string_view n) {
+  x.heuristic = *decltype(x.heuristic)::named(n);
+  { decltype(x.heuristic)::names() } -> std::convertible_to<std::vector<std::string_view>>;
+  { x.heuristic.name() } -> std::convertible_to<std::string_view>;
+};
+
+/// The heuristics P's --heuristic takes, the first its default (none: P has no such knob).
+template <class P>
+std::vector<std::string_view> heuristics_of() {
+  if constexpr (has_named_heuristic<P>) {
+    auto v = decltype(P{}.heuristic)::names();
+    const std::string_view d = P{}.heuristic.name();
+    std::stable_partition(v.begin(), v.end(), [&](std::string_view n) { return n == d; });
+    return v;
+  } else {
+    return {};
+  }
+}
+
 /// The options that apply to P (`names`, when given) and their values set on `p` (when given,
 /// from `o`): one place per option, each guarded by the knob it sets.
 template <class P>
@@ -160,6 +183,10 @@ void knobs(P* p, const options* o, std::vector<std::string_view>* names) {
   if constexpr (requires(P & x) { x.dynamic.overhead = 1.0; })
     take("--dynamic-overhead", o && o->dynamic_overhead,
          [](P& x, const options& y) { x.dynamic.overhead = *y.dynamic_overhead; });
+  if constexpr (has_named_heuristic<P>)
+    take("--heuristic", o && o->heuristic, [](P& x, const options& y) {
+      if (auto h = decltype(x.heuristic)::named(*y.heuristic)) x.heuristic = *h;
+    });
   if constexpr (requires(P & x) { x.max_batch = 1; })
     take("--max-batch", o && o->max_batch,
          [](P& x, const options& y) { x.max_batch = *y.max_batch; });

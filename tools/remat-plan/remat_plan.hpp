@@ -58,6 +58,7 @@ struct options {
   std::optional<int> max_batch;                ///< --max-batch: batch sizes to consider
   std::optional<remat::mixed_search> search;   ///< --search: mixed_mode's DP search
   std::optional<double> dynamic_overhead;      ///< --dynamic-overhead: seconds per dynamic op
+  std::optional<std::string> heuristic;        ///< --heuristic: the eviction heuristic's name
   std::optional<std::string> trace;            ///< --trace FILE: the Chrome trace of the plan
   bool json = false;
   bool progress = false;

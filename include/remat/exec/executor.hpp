@@ -5,7 +5,9 @@
 // chain layer entering through as_graph_layer. The semantics are the simulator's, and the
 // gradients bitwise those of plain training: a schedule for which they would not be is refused
 // before anything runs. run() returns a run_result (the input gradient, the loss, the measured
-// peak and times) or why the run failed. docs/executor.md, "The executor".
+// peak and times) or why the run failed. Its dynamic mode, run(dynamic(budget), input), runs with
+// no plan: DTR's evictions and recomputations decided as the run goes, on the tensors' real
+// sizes. docs/executor.md, "The executor" and "The dynamic mode".
 
 #include <cstddef>
 #include <optional>
@@ -21,12 +23,26 @@
 #include <remat/exec/detail/model_graph.hpp>
 #include <remat/exec/detail/program_run.hpp>
 #include <remat/exec/run_result.hpp>
+#include <remat/policy/dtr/run.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
 
 namespace remat::exec {
+
+/// The executor's dynamic mode: no plan, only a budget. The model's ops run in their order;
+/// when an op's outputs and scratch would pass the budget, the resident activation with the
+/// smallest score of `heuristic` (h_dtr, h_size, h_lru, or dtr_heuristic: one of them chosen at
+/// run time, h_dtr unless set) is freed, and an evicted tensor is recomputed when an op needs it,
+/// as DTR [DTR21] (policy/dtr/run.hpp, the dtr policy's own engine). Sizes are the tensors' real
+/// ones, learnt as the ops make them (the graph's until then).
+template <class Heuristic = dtr_heuristic>
+struct dynamic {
+  bytes budget = 0;
+  Heuristic heuristic{};
+  explicit dynamic(bytes b, Heuristic h = {}) : budget(b), heuristic(h) {}
+};
 
 /// Runs schedules over the layers of `Model` on backend B. It keeps references to the model, to
 /// the graph or chain it was planned with, and to the backend.
@@ -68,6 +84,17 @@ class executor {
   template <class T, class Tg>
   result<run_result<T>> run(const schedule& s, T input, const Tg& targets);
 
+  /// Runs the dynamic mode on `input` within mode.budget: the input gradient, the measurements
+  /// and the decisions taken (run_result::decisions), or why the run failed (budget_too_small
+  /// naming the op that does not fit with everything else evicted, and what it needs).
+  template <class T, class H>
+  result<run_result<T>> run(const dynamic<H>& mode, T input) {
+    return run(mode, std::move(input), no_targets{});
+  }
+  /// The same, handing the batch's targets to the loss.
+  template <class T, class Tg, class H>
+  result<run_result<T>> run(const dynamic<H>& mode, T input, const Tg& targets);
+
   /// Runs a program that manages the parameters with their state `ps` (managed_training's
   /// step, exec/managed_training.hpp).
   template <class T, class Tg>
@@ -84,9 +111,8 @@ class executor {
   B& backend() noexcept { return backend_; }
 
  private:
-  template <class T, class Tg>
-  result<run_result<T>> run_with(const schedule& s, T input, const Tg& targets,
-                                 detail::parameter_hooks* ps);
+  template <class T, class Tg, class Go>
+  result<run_result<T>> run_with(Go&& go);
 
   Model& model_;
   const graph* graph_ = nullptr;
@@ -135,20 +161,35 @@ result<detail::run_plan> executor<B, Model>::plan() {
 template <class B, class Model>
 template <class T, class Tg>
 result<run_result<T>> executor<B, Model>::run(const schedule& s, T input, const Tg& targets) {
-  return run_with(s, std::move(input), targets, nullptr);
+  return run_with<T, Tg>([&]<class L>(L& layers, const detail::run_plan& p) {
+    return detail::program_run<B, T, Tg, L>(backend_, layers, p, s, targets).run(std::move(input));
+  });
+}
+
+template <class B, class Model>
+template <class T, class Tg, class H>
+result<run_result<T>> executor<B, Model>::run(const dynamic<H>& mode, T input, const Tg& targets) {
+  return run_with<T, Tg>([&]<class L>(L& layers, const detail::run_plan& p) {
+    return detail::program_run<B, T, Tg, L>(backend_, layers, p, targets)
+        .run_dynamic(std::move(input), mode.budget, mode.heuristic);
+  });
 }
 
 template <class B, class Model>
 template <class T, class Tg>
 result<run_result<T>> executor<B, Model>::run_managed(const schedule& s, T input, const Tg& targets,
                                                       detail::parameter_hooks& ps) {
-  return run_with(s, std::move(input), targets, &ps);
+  return run_with<T, Tg>([&]<class L>(L& layers, const detail::run_plan& p) {
+    return detail::program_run<B, T, Tg, L>(backend_, layers, p, s, targets, &ps)
+        .run(std::move(input));
+  });
 }
 
+/// go(layers, plan) runs the model's layers (a DAG model's, or a chain model's through
+/// chain_layers) on the plan matched to the model.
 template <class B, class Model>
-template <class T, class Tg>
-result<run_result<T>> executor<B, Model>::run_with(const schedule& s, T input, const Tg& targets,
-                                                   detail::parameter_hooks* ps) {
+template <class T, class Tg, class Go>
+result<run_result<T>> executor<B, Model>::run_with(Go&& go) {
   static_assert(
       Tensor<T>,
       "remat: the tensor type needs tensor_traits<T>::size(t) (default: a `bytes() const` member "
@@ -159,14 +200,10 @@ result<run_result<T>> executor<B, Model>::run_with(const schedule& s, T input, c
   p->last_run_end = last_run_end_;
   auto r = [&] {
     if constexpr (detail::is_dag_model<Model>) {
-      using layers_t = std::remove_reference_t<decltype((model_.layers))>;
-      return detail::program_run<B, T, Tg, layers_t>(backend_, model_.layers, *p, s, targets, ps)
-          .run(std::move(input));
+      return go(model_.layers, *p);
     } else {
       detail::chain_layers<Model> layers{&model_};
-      return detail::program_run<B, T, Tg, detail::chain_layers<Model>>(backend_, layers, *p, s,
-                                                                        targets, ps)
-          .run(std::move(input));
+      return go(layers, *p);
     }
   }();
   // What the run leaves besides its results (the caller's to keep or free): memory in use

@@ -1,7 +1,7 @@
 #pragma once
 // run_result<T>: what one run of the executor measured (exec/executor.hpp): the input gradient,
 // the run's peak and time, per instruction its peak and time, the forwards per op, the loss and
-// the host store's peak.
+// the host store's peak; in the dynamic mode, the program its decisions made.
 // Its own header so that what reads runs (exec/measured.hpp) need not include the executor.
 // docs/executor.md, "What a run returns".
 
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <remat/core/units.hpp>
+#include <remat/schedule/schedule.hpp>
 
 namespace remat::exec {
 
@@ -30,6 +31,10 @@ struct run_result {
   /// host_high_water, reset_host_high_water: host_backend): offloaded copies and, in a program
   /// that manages the parameters, their host copies, states and gradients. Empty elsewhere.
   std::optional<bytes> measured_host_peak = std::nullopt;
+  /// The dynamic mode's decisions (executor::run with exec::dynamic): the instructions it ran, in
+  /// order (op_peaks[i] and op_times[i] are ops[i]'s), a program over the run's graph whose
+  /// predicted_time sums the graph's times of its computes. Empty for a run of a schedule.
+  std::optional<schedule> decisions = std::nullopt;
 };
 
 }  // namespace remat::exec

@@ -4,7 +4,8 @@
 // activation with the smallest heuristic score is evicted, evicted inputs remade on demand
 // (policy/dtr/run.hpp). Its decisions are an ordinary program, replayed by the simulator like
 // every plan, so its time and peak are predicted beside the planners' on the same problem. The
-// heuristic is a template parameter: h_dtr (the paper's), h_size and h_lru (its baselines).
+// heuristic is a template parameter: h_dtr (the paper's), h_size and h_lru (its baselines), or
+// dtr_heuristic, the default, one of them chosen at run time (h_dtr unless set).
 // docs/dtr.md.
 
 #include <algorithm>
@@ -20,7 +21,7 @@
 
 namespace remat {
 
-template <class Heuristic = h_dtr>
+template <class Heuristic = dtr_heuristic>
 struct dtr {
   static constexpr std::string_view name = "dtr";
   static constexpr std::string_view summary =
@@ -43,8 +44,9 @@ struct dtr {
         if (s.code() != status::budget_too_small) return s.err();
         error e = s.err();
         const bytes least = minimum_budget(g);
-        e.message += "; the smallest budget at which dtr (" + std::string(Heuristic::name) +
-                     ") runs is " + std::to_string(least) + " bytes";
+        e.message += "; the smallest budget at which dtr (" +
+                     std::string(heuristic_name(heuristic)) + ") runs is " + std::to_string(least) +
+                     " bytes";
         e.minimum_budget = least;
         return e;
       }
@@ -56,7 +58,7 @@ struct dtr {
       for (const auto& i : out.program.ops) runs += i.is_compute() ? 1 : 0;
       out.optimal = runs == g.compute_count() && out.program.predicted_time <= g.ideal_time();
       out.notes.push_back(std::to_string(runs - g.compute_count()) + " ops run again (" +
-                          std::string(Heuristic::name) + ")");
+                          std::string(heuristic_name(heuristic)) + ")");
       return out;
     });
   }

@@ -3,7 +3,10 @@
 // refuses up front what cannot run (check), then runs the instructions one by one (compute, free,
 // offload, prefetch, wait), measuring each one's peak and time, and ends every run the same way
 // however it ends: the layers' random states put back, copies in flight drained, a
-// RunAwareBackend told. docs/executor.md, "Running a schedule".
+// RunAwareBackend told. In the dynamic mode (run_dynamic) there is no schedule: DTR's engine
+// (policy/dtr/run.hpp) takes each decision as the run goes, told the real size of every tensor
+// made, and each decision runs at once like an instruction. docs/executor.md, "Running a
+// schedule" and "The dynamic mode".
 
 #include <algorithm>
 #include <chrono>
@@ -33,6 +36,7 @@
 #include <remat/exec/detail/type_erasure.hpp>
 #include <remat/exec/host_backend.hpp>
 #include <remat/exec/run_result.hpp>
+#include <remat/policy/dtr/run.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/graph.hpp>
 #include <remat/schedule/schedule.hpp>
@@ -129,6 +133,7 @@ class program_run {
         op_of_(remat::detail::ix(g_.compute_count()), -1),
         tensors_(remat::detail::ix(g_.data_count())),
         contexts_(remat::detail::ix(g_.data_count())),
+        made_(remat::detail::ix(g_.data_count()), 0),
         random_(nodes_.size()),
         host_copy_(can_transfer ? remat::detail::ix(g_.data_count()) : 0),
         moving_(can_transfer ? remat::detail::ix(g_.data_count()) : 0),
@@ -142,11 +147,23 @@ class program_run {
     op_peaks_.reserve(s_.ops.size());
     op_times_.reserve(s_.ops.size());
   }
+  /// A run in the dynamic mode (run_dynamic): no schedule, its decisions are its own.
+  program_run(B& b, Layers& l, const run_plan& p, const Tg& tg)
+      : program_run(b, l, p, decisions_, tg) {}
 
   /// Runs the schedule on `input` (the graph input, which the run consumes): the input gradient
   /// and the measurements, or why the run failed (status::invalid_problem before anything ran,
   /// status::execution_error after). After a failure the layers' random states are as before.
   result<run_result<T>> run(T input);
+  /// Runs DTR on `input` within `budget` with heuristic h, no schedule (the dynamic mode; made
+  /// with the constructor without one): the engine's decisions run as they are taken, each
+  /// measured like an instruction, the engine told the size of every tensor and context an op
+  /// makes. The result's `decisions` is the program that ran. Errors: budget_too_small where an
+  /// op does not fit with everything else evicted (naming it and what it needs), execution_error
+  /// where an op's measured peak passes the budget (its scratch outgrew the profile) or a layer
+  /// fails.
+  template <class H>
+  result<run_result<T>> run_dynamic(T input, bytes budget, const H& h);
 
  private:
   using clock = std::chrono::steady_clock;
@@ -167,6 +184,9 @@ class program_run {
   };
 
   result<void> check(const T& input) const;
+  result<void> check_input(const T& input) const;
+  template <class Body>
+  result<run_result<T>> drive(T input, const std::string& claim, Body&& body);
   void execute(std::size_t at);
   void compute(const instruction& ins, std::size_t at);
   template <class L>
@@ -180,9 +200,10 @@ class program_run {
   void prefetch(std::size_t d);
   void wait(std::size_t d);
   void retire(bool all);
-  void check_planned(int d, bytes got, const std::string& who, const std::string& what) const;
+  void made(int d, bytes got, const std::string& who, const std::string& what);
   std::string where(std::size_t at) const;
-  error failed(std::string message);
+  error failed(std::string message, status code = status::execution_error,
+               std::optional<bytes> least = std::nullopt);
 
   B& backend_;
   Layers& layers_;
@@ -190,6 +211,7 @@ class program_run {
   const std::vector<op_nodes>& nodes_;
   const std::vector<backward_needs>& reads_;
   std::optional<bytes> last_run_end_;
+  schedule decisions_;  // the dynamic mode's program, taken as it runs (s_ is it)
   const schedule& s_;
   const Tg& targets_;
   std::vector<int> op_of_;  // compute node (fwd and bwd) -> its op
@@ -197,6 +219,7 @@ class program_run {
   // last (they are the run's results or the leftovers of a failure).
   std::vector<std::optional<T>> tensors_;            // activations and gradients
   std::vector<std::unique_ptr<box_base>> contexts_;  // phantoms
+  std::vector<bytes> made_;  // the bytes of each datum's tensor or context, when last made
   run_random_states random_;
   // Transfers: d's host copy, its transfer in flight (offload or prefetch, until its wait),
   // whether that is an offload, whether the offload's device buffer is still held, and
@@ -244,6 +267,12 @@ result<void> program_run<B, T, Tg, Layers>::check(const T& input) const {
                  : std::string("the backend has no offload/prefetch/wait (it is not a "
                                "remat::exec::TransferBackend)")));
   }
+  return check_input(input);
+}
+
+/// An input larger than planned is refused (status::execution_error).
+template <class B, class T, class Tg, class Layers>
+result<void> program_run<B, T, Tg, Layers>::check_input(const T& input) const {
   const bytes input_bytes = g_.data(training_layout::input).size;
   if (tensor_traits<T>::size(input) > input_bytes)
     return error{status::execution_error,
@@ -254,13 +283,67 @@ result<void> program_run<B, T, Tg, Layers>::check(const T& input) const {
   return {};
 }
 
-/// The run's memory is measured from its start, with the input counted; each instruction's peak
-/// is the backend's high water while it ran, its time the wall clock's or, on a TimingBackend,
-/// the time between the backend's marks around it (read once the run has ended, so that the host
-/// never waits in between).
+/// The schedule's instructions, in order.
 template <class B, class T, class Tg, class Layers>
 result<run_result<T>> program_run<B, T, Tg, Layers>::run(T input) {
   if (auto ok = check(input); !ok) return ok.err();
+  return drive(std::move(input),
+               "the schedule predicted a peak of " + format_bytes(s_.predicted_peak) +
+                   " (allocations outside the profile, or a budget below the plan's)",
+               [&](auto&& step) -> result<void> {
+                 for (std::size_t i = 0; i < s_.ops.size(); ++i) step(i);
+                 return {};
+               });
+}
+
+/// DTR's engine takes the decisions; each is appended to decisions_ (s_) and run at once. The
+/// engine starts from the input's real size and learns every output's as it is made; an op whose
+/// measured peak passes the budget ends the run (what the engine cannot foresee: scratch beyond
+/// the profile's).
+template <class B, class T, class Tg, class Layers>
+template <class H>
+result<run_result<T>> program_run<B, T, Tg, Layers>::run_dynamic(T input, bytes budget,
+                                                                 const H& h) {
+  if (auto ok = check_input(input); !ok) return ok.err();
+  remat::detail::dtr_engine<H> engine(g_, budget, h, "executor (dynamic)");
+  engine.resize(training_layout::input, tensor_traits<T>::size(input));
+  decisions_ = {};
+  auto r = drive(std::move(input),
+                 "the dynamic mode kept its decisions within " + format_bytes(budget) +
+                     " (a backend budget below the mode's, or allocations outside the profile)",
+                 [&](auto&& step) {
+                   return engine.run([&](const instruction& ins) {
+                     decisions_.ops.push_back(ins);
+                     const std::size_t at = decisions_.ops.size() - 1;
+                     step(at);
+                     if (op_peaks_.back() > budget)
+                       throw execution_failure(
+                           where(at) + " reached " + format_bytes(op_peaks_.back()) +
+                           ", over the dynamic mode's budget of " + format_bytes(budget) +
+                           ": its layer allocated more than its profile says; profile the model "
+                           "again");
+                     if (ins.is_compute())
+                       for (int d : g_.outputs(ins.node))
+                         if (tensors_[remat::detail::ix(d)] || contexts_[remat::detail::ix(d)])
+                           engine.resize(d, made_[remat::detail::ix(d)]);
+                   });
+                 });
+  if (!r) return r;
+  decisions_.predicted_time = engine.time();
+  r->decisions = std::move(decisions_);
+  return r;
+}
+
+/// The run's memory is measured from its start, with the input counted; each instruction's peak
+/// is the backend's high water while it ran, its time the wall clock's or, on a TimingBackend,
+/// the time between the backend's marks around it (read once the run has ended, so that the host
+/// never waits in between). body(step) runs the instructions, step(i) the i-th of s_, measured;
+/// it returns an error to end the run with (its status kept). An out-of-budget allocation's
+/// message adds `claim`, what the run expected.
+template <class B, class T, class Tg, class Layers>
+template <class Body>
+result<run_result<T>> program_run<B, T, Tg, Layers>::drive(T input, const std::string& claim,
+                                                           Body&& body) {
   const bytes at_start = backend_.in_use();
   // The parameters a managed program holds on the device count in its peak, as the simulator's.
   bytes managed = 0, host_managed = 0;
@@ -299,7 +382,7 @@ result<run_result<T>> program_run<B, T, Tg, Layers>::run(T input) {
   try {
     scope.begin();
     if constexpr (TimingBackend<B>) marks.push_back(backend_.mark_time());
-    for (std::size_t i = 0; i < s_.ops.size(); ++i) {
+    auto step = [&](std::size_t i) {
       backend_.reset_high_water();
       [[maybe_unused]] const auto t0 = clock::now();
       if constexpr (can_transfer) retire(false);
@@ -310,14 +393,16 @@ result<run_result<T>> program_run<B, T, Tg, Layers>::run(T input) {
         op_times_.push_back(std::chrono::duration<double>(clock::now() - t0).count());
       op_peaks_.push_back(backend_.high_water() - baseline);
       peak = std::max(peak, op_peaks_.back());
+    };
+    if (auto done = body(step); !done) {
+      error e = done.err();
+      return failed(std::move(e.message), e.code, e.minimum_budget);
     }
     if constexpr (TimingBackend<B>)
       for (std::size_t j = 0; j + 1 < marks.size(); ++j)
         op_times_.push_back(backend_.seconds_between(marks[j], marks[j + 1]));
   } catch (const out_of_budget& e) {
-    return failed("executor: " + std::string(e.what()) + "; the schedule predicted a peak of " +
-                  format_bytes(s_.predicted_peak) +
-                  " (allocations outside the profile, or a budget below the plan's)" + held);
+    return failed("executor: " + std::string(e.what()) + "; " + claim + held);
   } catch (const execution_failure& e) {
     return failed(std::string("executor: ") + e.what());
   } catch (const std::exception& e) {
@@ -341,13 +426,14 @@ result<run_result<T>> program_run<B, T, Tg, Layers>::run(T input) {
                        host_peak};
 }
 
-/// Ends a failed run (status::execution_error): the layers' random states as before the run, the
-/// parameters untouched (their gradients may hold a partial accumulation).
+/// Ends a failed run (status::execution_error unless said): the layers' random states as before
+/// the run, the parameters untouched (their gradients may hold a partial accumulation).
 template <class B, class T, class Tg, class Layers>
-error program_run<B, T, Tg, Layers>::failed(std::string message) {
+error program_run<B, T, Tg, Layers>::failed(std::string message, status code,
+                                            std::optional<bytes> least) {
   random_.restore(layers_, false);
   backend_.set_activity("an allocation");
-  return error{status::execution_error, std::move(message), {}};
+  return error{code, std::move(message), least};
 }
 
 /// Instruction `at` of the schedule.
@@ -424,7 +510,7 @@ void program_run<B, T, Tg, Layers>::forward(L& layer, std::size_t i, bool fast,
     const bytes out = tensor_traits<T>::size(y);
     allocated_.add(who, before, backend_.in_use(), out,
                    may_be_view(y, std::span<const T* const>(x)) ? out : 0);
-    check_planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
+    made(on.act, tensor_traits<T>::size(y), who, "returned an output");
     tensors_[remat::detail::ix(on.act)] = std::move(y);
   } else {
     auto ctx = std::make_unique<box<C>>();
@@ -433,8 +519,8 @@ void program_run<B, T, Tg, Layers>::forward(L& layer, std::size_t i, bool fast,
     const bytes out = tensor_traits<T>::size(y);
     allocated_.add(who, before, backend_.in_use(), out + traits::context_bytes(ctx->value),
                    may_be_view(y, std::span<const T* const>(x)) ? out : 0);
-    check_planned(on.act, tensor_traits<T>::size(y), who, "returned an output");
-    check_planned(on.phantom, traits::context_bytes(ctx->value), who, "kept a context");
+    made(on.act, tensor_traits<T>::size(y), who, "returned an output");
+    made(on.phantom, traits::context_bytes(ctx->value), who, "kept a context");
     tensors_[remat::detail::ix(on.act)] = std::move(y);
     contexts_[remat::detail::ix(on.phantom)] = std::move(ctx);
   }
@@ -469,7 +555,7 @@ void program_run<B, T, Tg, Layers>::backward(L& layer, std::size_t i, const std:
                               ::remat::detail::data_label(g_, d) +
                               ", empty; a backward creates or adds "
                               "to the gradient of every input");
-    check_planned(d, tensor_traits<T>::size(*dx[j]), who, "made a gradient");
+    made(d, tensor_traits<T>::size(*dx[j]), who, "made a gradient");
     tensors_[remat::detail::ix(d)] = std::move(dx[j]);
   }
 }
@@ -555,11 +641,12 @@ void program_run<B, T, Tg, Layers>::retire(bool all) {
   }
 }
 
-/// A layer that returned more than the plan's size for data node d (`got` bytes of `what`) fails
-/// the run: the plan no longer holds; profile the model again.
+/// Data node d was made, `got` bytes of `what`: recorded (made_), and a layer that returned more
+/// than the plan's size for it fails the run: the plan no longer holds; profile the model again.
 template <class B, class T, class Tg, class Layers>
-void program_run<B, T, Tg, Layers>::check_planned(int d, bytes got, const std::string& who,
-                                                  const std::string& what) const {
+void program_run<B, T, Tg, Layers>::made(int d, bytes got, const std::string& who,
+                                         const std::string& what) {
+  made_[remat::detail::ix(d)] = got;
   if (got > g_.data(d).size)
     throw execution_failure(who + ": " + what + " of " + format_bytes(got) + " for " +
                             ::remat::detail::data_label(g_, d) + ", more than the " +
