@@ -809,6 +809,52 @@ TEST_CASE("remat-plan: graph usage errors exit 2") {
   CHECK(has(missing.err, "no_such_graph.json"));
 }
 
+TEST_CASE("remat-plan --multi-chain: the thesis' toy example, its minimum and its usage errors") {
+  const std::string file = std::string(REMAT_EXAMPLES_DIR) + "/multi_chains/toy.json";
+  // 9 slots of 1 MiB for the DP and 2 reserved: the optimum of 74 unit costs (26 B, 1 Loss and
+  // 47 F), within the budget.
+  const outcome o =
+      run_plan({"--multi-chain", file, "--budget", "11MiB", "--policy", "multi_chain", "--json"});
+  REQUIRE_MESSAGE(o.exit_code == 0, o.err);
+  const json r = json::parse(o.out);
+  CHECK(r["status"] == "ok");
+  CHECK(r["makespan"].get<double>() == doctest::Approx(74));
+  CHECK(r["peak_bytes"].get<bytes>() <= (bytes{11} << 20));
+  CHECK(r["slots"] == 9);
+  CHECK(r["minimum_slots"] == 7);
+  CHECK(r["forwards"] == 47);
+  CHECK(r["optimal"] == true);
+  CHECK(r["ops"].get<std::string>().rfind("S0^(2) F1^(2)", 0) == 0);
+  const outcome text =
+      run_plan({"--multi-chain", file, "--budget", "11MiB", "--policy", "multi_chain"});
+  REQUIRE(text.exit_code == 0);
+  CHECK(has(text.out, "9 slots planned (m_min 7, 2 reserved)"));
+  CHECK(has(text.out, "Loss"));
+  // Below m_min + 2 slots: the minimum, 9 MiB.
+  const outcome small =
+      run_plan({"--multi-chain", file, "--budget", "8MiB", "--policy", "multi_chain", "--json"});
+  CHECK(small.exit_code == 1);
+  CHECK(json::parse(small.out)["minimum_budget_bytes"] == bytes{9} << 20);
+  CHECK(has(small.err, "m_min = 7 slots"));
+  const std::string c = chain_file("resnet_like.json");
+  const std::vector<usage_case> cases = {
+      {{"--multi-chain", file, "--budget", "11MiB", "--policy", "rotor"},
+       "--multi-chain is planned by --policy multi_chain only"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "multi_chain"}, "give --multi-chain FILE"},
+      {{"--multi-chain", file, "--chain", c, "--budget", "1GiB", "--policy", "multi_chain"},
+       "not both"},
+      {{"--multi-chain", file, "--policy", "multi_chain"}, "missing --budget"},
+      {{"--multi-chain", file, "--budget", "1GiB", "--policy", "multi_chain", "--slots", "9"},
+       "--slots does not apply to --multi-chain"},
+      {{"--multi-chain", file, "--sweep"}, "--sweep works on --chain or --graph"},
+  };
+  expect_usage_errors(cases);
+  const outcome missing =
+      run_plan({"--multi-chain", "no_such.json", "--budget", "1GiB", "--policy", "multi_chain"});
+  CHECK(missing.exit_code == 1);
+  CHECK(has(missing.err, "no such file"));
+}
+
 // --- the figures of the shipped examples --------------------------------------------------------
 
 TEST_CASE("remat-plan: the same figures as before on the example chains and graphs") {

@@ -12,6 +12,8 @@
 #include <variant>
 #include <vector>
 
+#include <remat/policy/multi_chain.hpp>
+
 #include "args.hpp"
 #include "policies.hpp"
 #include "remat_plan.hpp"
@@ -144,6 +146,8 @@ std::string help_text() {
                   [--bandwidth BYTES_PER_S] [--json]
        remat-plan --chain FILE --sweep [--budgets N] [--bandwidth BYTES_PER_S]
                   [--svg FILE] [--json]
+       remat-plan --multi-chain FILE --budget BYTES --policy multi_chain
+                  [--time-limit SECONDS] [--json]
 
 Plans a chain's or a graph's training (a JSON chain profile or forward DAG, see
 docs/json-format.md) within a memory budget, re-simulates the schedule, and prints
@@ -154,7 +158,9 @@ W<d>, 0-based node indices).
 
 required:
   --chain FILE          the chain profile (JSON), or
-  --graph FILE          the forward DAG (JSON) of a network that is not a chain
+  --graph FILE          the forward DAG (JSON) of a network that is not a chain, or
+  --multi-chain FILE    K homogeneous chains joined at one loss (JSON; Siamese,
+                        two-tower), planned by --policy multi_chain only
   --budget BYTES        memory budget for the activations: plain bytes, or a number
                         with a suffix KiB, MiB, GiB, TiB (also K, M, G, T), e.g.
                         6GiB, 512MiB, 1.5GiB
@@ -405,6 +411,36 @@ std::variant<options, usage_error> check_sweep(const options& o) {
   return o;
 }
 
+/// --multi-chain's options: --policy multi_chain, --budget; --time-limit and --json apply.
+std::variant<options, usage_error> check_multi_chain(const options& o) {
+  if (o.sweep || o.simulate)
+    return usage_error{std::string(o.sweep ? "--sweep" : "--simulate") +
+                       " works on --chain or --graph; --multi-chain plans with --policy "
+                       "multi_chain at one --budget"};
+  if (o.policy.empty())
+    return usage_error{"missing --policy multi_chain (the one policy of --multi-chain)"};
+  if (o.policy != remat::multi_chain_dp::name)
+    return usage_error{"--policy " + o.policy +
+                       " plans a chain or a graph; --multi-chain is planned by --policy "
+                       "multi_chain only"};
+  if (o.budget_text.empty())
+    return usage_error{
+        "missing --budget BYTES (e.g. 64MiB); with too small a budget the "
+        "error says the minimum"};
+  auto knobs = knobs_given(o);
+  for (const auto& [arg, name] : bandwidths(o))
+    if (*arg) knobs.push_back(name);
+  for (const auto& [given, opt] :
+       {std::pair{o.trace.has_value(), "--trace"}, std::pair{!o.svg.empty(), "--svg"},
+        std::pair{o.progress, "--progress"}})
+    if (given) knobs.push_back(opt);
+  if (!knobs.empty())
+    return usage_error{std::string(knobs.front()) +
+                       " does not apply to --multi-chain (--policy multi_chain takes "
+                       "--time-limit; --json and --quiet apply)"};
+  return o;
+}
+
 /// The options of a plan (or --find-minimum) against what the policy takes.
 std::optional<usage_error> check_policy(options& o) {
   const bool graph = !o.graph_path.empty();
@@ -504,6 +540,14 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
          o.graph_path = v;
          return std::nullopt;
        }},
+      {"--multi-chain",
+       true,
+       {},
+       [&](const std::string& v) -> std::optional<std::string> {
+         if (v.empty()) return "--multi-chain needs a file name";
+         o.multi_chain_path = v;
+         return std::nullopt;
+       }},
       {"--budget",
        true,
        {},
@@ -530,6 +574,10 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
        {},
        [&](const std::string& v) -> std::optional<std::string> {
          const auto names = policy_names();
+         if (v == remat::multi_chain_dp::name) {
+           o.policy = v;
+           return std::nullopt;
+         }
          if (std::find(names.begin(), names.end(), v) == names.end()) {
            const auto guess = remat::closest_name(v, names);
            return "unknown policy '" + v + "'" +
@@ -738,11 +786,17 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
     return usage_error{*why};
   if (o.help) return o;
   if (o.progress && o.quiet) return usage_error{"give --progress or --quiet, not both"};
-  if (o.chain_path.empty() && o.graph_path.empty())
+  if (o.chain_path.empty() && o.graph_path.empty() && o.multi_chain_path.empty())
     return usage_error{
-        "missing --chain FILE (a chain profile, JSON) or --graph FILE (a forward DAG, JSON)"};
-  if (!o.chain_path.empty() && !o.graph_path.empty())
-    return usage_error{"give --chain or --graph, not both"};
+        "missing --chain FILE (a chain profile, JSON), --graph FILE (a forward DAG, JSON) or "
+        "--multi-chain FILE (chains joined at a loss, JSON)"};
+  if (!o.chain_path.empty() + !o.graph_path.empty() + !o.multi_chain_path.empty() > 1)
+    return usage_error{"give --chain, --graph or --multi-chain, not both"};
+  if (!o.multi_chain_path.empty()) return check_multi_chain(o);
+  if (o.policy == remat::multi_chain_dp::name)
+    return usage_error{
+        "--policy multi_chain plans chains joined at a loss: give --multi-chain "
+        "FILE (docs/multi-chain.md)"};
   if (o.sweep) return check_sweep(o);
   if (o.budgets)
     return usage_error{"--budgets applies to --sweep only (how many budgets it plans at)"};

@@ -34,6 +34,7 @@ struct bandwidth_arg {
 struct options {
   std::string chain_path;
   std::string graph_path;
+  std::string multi_chain_path;  ///< --multi-chain: chains joined at a loss (multi_chain.cpp)
   std::string solver;  ///< the MILP solver of checkmate and rockmate (filled with the default)
   bool relax = false;
   bool no_portfolio = false;  ///< pofo: its DP's own plan
@@ -89,6 +90,7 @@ int run_plan(const options& o);          ///< --policy with --budget (plan.cpp)
 int run_simulate(const options& o);      ///< --simulate (simulate.cpp)
 int run_find_minimum(const options& o);  ///< --find-minimum without --budget (find_minimum.cpp)
 int run_sweep(const options& o);         ///< --sweep (sweep.cpp)
+int run_multi_chain(const options& o);   ///< --multi-chain (multi_chain.cpp)
 
 // --- shared by the commands (output.cpp) ----------------------------------------------------
 

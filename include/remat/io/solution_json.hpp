@@ -53,6 +53,14 @@ inline void write_details(nlohmann::ordered_json& j, const revolve_details& d) {
   j["snapshots"] = d.snapshots;
 }
 
+/// The multi-chain DP: its slots, m_min, forwards and program in the thesis' operations.
+inline void write_details(nlohmann::ordered_json& j, const multi_chain_details& d) {
+  j["slots"] = d.slots;
+  j["minimum_slots"] = d.minimum_slots;
+  j["forwards"] = d.forwards;
+  j["ops"] = to_string(d.ops);
+}
+
 /// The offloading policies: "offload": {rates, what moved, model and program times}.
 inline void write_details(nlohmann::ordered_json& j, const offload_details& d) {
   nlohmann::ordered_json off;

@@ -13,6 +13,7 @@
 #include <remat/core/machine.hpp>
 #include <remat/core/units.hpp>
 #include <remat/problem/chain.hpp>
+#include <remat/schedule/multi_chain_ops.hpp>
 #include <remat/schedule/notation.hpp>
 
 namespace remat {
@@ -54,6 +55,16 @@ struct periodic_details {
 struct revolve_details {
   int snapshots = 0;
   friend bool operator==(const revolve_details&, const revolve_details&) = default;
+};
+
+/// What the multi-chain DP planned: the slots it planned with, Lemma 2's least, and its program
+/// in the thesis' operations (schedule/multi_chain_ops.hpp).
+struct multi_chain_details {
+  int slots = 0;              ///< m: floor(budget / slot_bytes) less the reserved, capped
+  int minimum_slots = 0;      ///< m_min [Shilova21, Lemma 2]
+  std::int64_t forwards = 0;  ///< F ops, recomputations included (the DP's value)
+  std::vector<multi_chain_op> ops;
+  friend bool operator==(const multi_chain_details&, const multi_chain_details&) = default;
 };
 
 /// What an offloading policy's plan is made of.

@@ -102,7 +102,14 @@ struct revolve {
   /// Same; empty if `dl` passed first.
   [[nodiscard]] static std::vector<chain_op> program(const chain& c, int snaps, const table& tab,
                                                      const detail::deadline& dl) {
-    const int n = c.length();
+    return program(c.length(), snaps, tab, dl);
+  }
+
+  /// The reversal of n stages (1..n) with `snaps` free snapshots, split points from a table built
+  /// for at least (n, snaps); empty if `dl` passed first. The multi-chain DP reverses its
+  /// chains' segments with it (policy/multi_chain.hpp).
+  [[nodiscard]] static std::vector<chain_op> program(int n, int snaps, const table& tab,
+                                                     const detail::deadline& dl) {
     detail::deadline_poll poll(dl);
     std::vector<chain_op> ops;
     ops.reserve(static_cast<std::size_t>(2 * n + tab.forwards(n, snaps)));
