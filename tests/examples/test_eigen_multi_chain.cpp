@@ -148,3 +148,27 @@ TEST_CASE("multi_chain: two Eigen towers joined at a loss, bitwise plain trainin
 TEST_CASE("multi_chain: three Eigen towers joined at a loss, bitwise plain training") {
   check_towers({3, 3, 3}, 1);
 }
+
+TEST_CASE("multi_chain: a plan for towers of other lengths than the model's is refused") {
+  // The model has towers of 4 and 6 layers; the plan is for 4 and 5. The executor checks the
+  // program against the model's graph before it runs a layer.
+  constexpr eg::index batch = 4, width = 6;
+  host_backend pb;
+  eg::dag pm = make_towers({4, 6}, batch, width);
+  auto f = exec::profile_dag(pm, eg::make_input(pb, batch, width, 5), pb,
+                             {.repetitions = 1, .warmup = 0, .name = "towers"});
+  REQUIRE_MESSAGE(f.ok(), f.message());
+  auto built = build_graph(*f);
+  REQUIRE_MESSAGE(built.ok(), built.message());
+  const bytes slot = f->ops.front().output_bytes;
+  const multi_chain other{"towers", {4, 5}, 1, 2, 1, slot};
+  const auto s = multi_chain_dp{}.solve(other, 64 * slot);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  eg::dag model = make_towers({4, 6}, batch, width);
+  host_backend b;
+  exec::executor ex(model, *built, b);
+  auto r = ex.run(*s, eg::make_input(b, batch, width, 5));
+  REQUIRE_FALSE(r.ok());
+  MESSAGE(r.message());
+  CHECK_FALSE(r.message().empty());
+}
