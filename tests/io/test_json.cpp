@@ -141,6 +141,25 @@ TEST_CASE("json: missing and unknown fields are named") {
              {"stage 1 ('conv')", "unknown field \"color\"", "a stage has the fields"}));
 }
 
+TEST_CASE("json: weight_bytes, a byte count >= 0, default 0; written when not 0") {
+  CHECK(says(edited([](json& j) { j["stages"][1]["weight_bytes"] = -1; }),
+             {"stage 2 ('fc')", "weight_bytes is negative"}));
+  CHECK(says(edited([](json& j) { j["stages"][0]["weight_bytes"] = 1.5; }),
+             {"stage 1 ('conv')", "\"weight_bytes\"", "JSON integers"}));
+  CHECK(says(edited([](json& j) { j["stages"][0]["weigth_bytes"] = 4; }),
+             {"unknown field \"weigth_bytes\"", "did you mean \"weight_bytes\""}));
+  json j = json::parse(valid_text);
+  j["stages"][0]["weight_bytes"] = 4096;
+  auto c = io::chain_from_json(j);
+  REQUIRE(c.ok());
+  CHECK(c->w(1) == 4096);
+  CHECK(c->w(2) == 0);
+  const json back = io::to_json(*c);
+  CHECK(back["stages"][0]["weight_bytes"] == 4096);
+  CHECK_FALSE(back["stages"][1].contains("weight_bytes"));
+  CHECK(*io::chain_from_json(back) == *c);
+}
+
 TEST_CASE("json: control_flow, a boolean, never on the loss; written when set") {
   CHECK(says(edited([](json& j) { j["stages"][0]["control_flow"] = 1; }),
              {"stage 1 ('conv')", "\"control_flow\" is an integer", "control flow"}));

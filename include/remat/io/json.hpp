@@ -130,6 +130,9 @@ inline constexpr field_spec stage_fields[] = {
     {"control_flow",
      "true when the stage holds control flow (branches, loops: its ops are known only at run "
      "time), which no static plan may hold; mixed_mode runs it dynamically (default false)"},
+    {"weight_bytes",
+     "the bytes of the stage's parameters (one copy), an integer >= 0, used by the pipeline "
+     "planners (default 0)"},
 };
 
 inline constexpr field_spec option_fields[] = {
@@ -291,6 +294,7 @@ inline result<stage> stage_from_json(const json& j, std::size_t i) {
   if (auto e = size(s.saved_bytes, "saved_bytes", true)) return *e;
   if (auto e = size(s.forward_overhead_bytes, "forward_overhead_bytes", false)) return *e;
   if (auto e = size(s.backward_overhead_bytes, "backward_overhead_bytes", false)) return *e;
+  if (auto e = size(s.weight_bytes, "weight_bytes", false)) return *e;
   if (j.contains("forward_save_overhead_bytes")) {
     bytes v = 0;
     if (auto e = size(v, "forward_save_overhead_bytes", true)) return *e;
@@ -474,7 +478,8 @@ inline result<chain> load_chain(const std::filesystem::path& path) {
   return detail::load_problem<chain>(path);
 }
 
-/// The chain as JSON, every field written (overheads included), in the format above.
+/// The chain as JSON, every field written (overheads included; control_flow and weight_bytes
+/// when set), in the format above.
 inline nlohmann::json to_json(const chain& c) {
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& s : c.stages) {
@@ -488,6 +493,7 @@ inline nlohmann::json to_json(const chain& c) {
     if (s.forward_save_overhead_bytes)
       stages.back()["forward_save_overhead_bytes"] = *s.forward_save_overhead_bytes;
     if (s.control_flow) stages.back()["control_flow"] = true;
+    if (s.weight_bytes != 0) stages.back()["weight_bytes"] = s.weight_bytes;
     if (!s.options.empty()) {
       nlohmann::json opts = nlohmann::json::array();
       for (const auto& o : s.options)

@@ -1,7 +1,8 @@
 #pragma once
 // The heterogeneous chain, Rotor's input [Shilova21, §2.1]: stages l = 1..N, the last the loss,
 // each with its times (u_F, u_B), its activation a_l, what its backward keeps abar_l, and its
-// overheads (o_F, o_B, and o_F for F^all alone when it differs); optionally a cost set per stage
+// overheads (o_F, o_B, and o_F for F^all alone when it differs), its weights W_l (for pipelining,
+// [Shilova21, Part III]); optionally a cost set per stage
 // (several ways to run its F^all / B: RK-Rotor's options). validate(chain) names the stage and
 // field that is wrong. docs/chain-dps.md §1.
 
@@ -42,6 +43,10 @@ struct stage {
   /// static plan may hold it [MixedMode]. mixed_mode runs it in a dynamic segment; the other
   /// chain policies plan the stage by its profiled costs (docs/mixed-mode.md). Never the loss.
   bool control_flow = false;
+  /// W_l: the bytes of the stage's parameters (one copy). Only the pipeline planners use it
+  /// (docs/pipeline.md), which count C copies (weights, gradients, optimizer state) on the
+  /// processor that holds the stage; the single-device planners take the budget net of weights.
+  bytes weight_bytes = 0;
 
   friend bool operator==(const stage&, const stage&) = default;
 };
@@ -72,6 +77,8 @@ struct chain {
     return at(l).forward_save_overhead_bytes.value_or(at(l).forward_overhead_bytes);
   }
   [[nodiscard]] bytes ob(int l) const { return at(l).backward_overhead_bytes; }
+  /// W_l, the bytes of stage l's parameters.
+  [[nodiscard]] bytes w(int l) const { return at(l).weight_bytes; }
   /// The number of options of stage l (1 + its extra options).
   [[nodiscard]] int option_count(int l) const { return 1 + static_cast<int>(at(l).options.size()); }
   /// Option o of stage l; option 0 is the stage's own F^all / B.
@@ -132,7 +139,8 @@ inline result<void> validate(const chain& c) {
           check_size(s.output_bytes, "output_bytes"), check_size(s.saved_bytes, "saved_bytes"),
           check_size(s.forward_overhead_bytes, "forward_overhead_bytes"),
           check_size(s.backward_overhead_bytes, "backward_overhead_bytes"),
-          check_size(s.forward_save_overhead_bytes.value_or(0), "forward_save_overhead_bytes")})
+          check_size(s.forward_save_overhead_bytes.value_or(0), "forward_save_overhead_bytes"),
+          check_size(s.weight_bytes, "weight_bytes")})
       if (e) return *e;
     for (std::size_t o = 0; o < s.options.size(); ++o) {
       const stage_option& op = s.options[o];
