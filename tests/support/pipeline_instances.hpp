@@ -1,0 +1,64 @@
+#pragma once
+// Small pipeline instances shared by the pipeline tests (tests/sim, tests/policy).
+
+#include <vector>
+
+#include <remat/problem/pipeline.hpp>
+#include <remat/schedule/pipeline.hpp>
+
+namespace remat::testing {
+
+/// A layer of a pipeline test chain: its forward and backward times, output a_l and weights W_l.
+struct pipe_layer {
+  seconds uf = 0;
+  seconds ub = 0;
+  bytes a = 0;
+  bytes w = 0;
+};
+
+/// A chain of these layers (the last the loss), with input a_0.
+inline chain pipe_chain(const std::vector<pipe_layer>& layers, bytes input = 0) {
+  chain c{"pipe", input, {}};
+  for (const auto& l : layers) {
+    stage s;
+    s.forward_time = l.uf;
+    s.backward_time = l.ub;
+    s.output_bytes = l.a;
+    s.saved_bytes = l.a;
+    s.weight_bytes = l.w;
+    c.stages.push_back(s);
+  }
+  return c;
+}
+
+/// 1-periodic ops from the absolute start of each op on mini-batch 0 (in `ops`, with start
+/// holding the absolute time).
+inline std::vector<pipeline_op> from_absolute(const std::vector<pipeline_op>& ops, seconds period) {
+  std::vector<pipeline_op> out;
+  for (const auto& op : ops) out.push_back(place_op(op.kind, op.stage, op.start, 0, period));
+  return out;
+}
+
+/// Three one-layer stages, {1, 3} on processor 0 and {2} on processor 1, layer times (F, B) =
+/// (0.5, 0.5), (1, 1), (0.5, 0.5): period 2, no idle time on either processor, transfers free.
+/// The thesis' non-contiguous allocation for costs (1, 2, 1) and for weights (1, 2, 1).
+inline pipeline_plan one_three_on_one_processor() {
+  using k = pipeline_op_kind;
+  pipeline_plan plan;
+  plan.stages = {{1, 1, 0}, {2, 2, 1}, {3, 3, 0}};
+  plan.period = 2;
+  plan.ops = from_absolute({{k::forward, 1, 0, 0},
+                            {k::send_activation, 1, 0.5, 0},
+                            {k::forward, 2, 0.5, 0},
+                            {k::send_activation, 2, 1.5, 0},
+                            {k::forward, 3, 1.5, 0},
+                            {k::backward, 3, 2.5, 0},
+                            {k::send_gradient, 2, 3, 0},
+                            {k::backward, 2, 3.5, 0},
+                            {k::send_gradient, 1, 4.5, 0},
+                            {k::backward, 1, 5, 0}},
+                           plan.period);
+  return plan;
+}
+
+}  // namespace remat::testing
