@@ -17,8 +17,8 @@
 
 using namespace remat;
 using remat::testing::pipe_chain;
-using vk = sim::pipeline_violation_kind;
-using opk = pipeline_op_kind;
+using pipe_vk = sim::pipeline_violation_kind;
+using pipe_opk = pipeline_op_kind;
 
 namespace {
 
@@ -33,7 +33,7 @@ pipeline_problem sim_one_two_one(bytes memory = unlimited_bytes, int copies = 3)
 }
 
 /// The report failed with `kind` and its message holds every part (says which is missing).
-bool sim_says(const sim::pipeline_report& r, vk kind,
+bool sim_says(const sim::pipeline_report& r, pipe_vk kind,
               std::initializer_list<std::string_view> parts) {
   if (r.valid || !r.first_violation) {
     MESSAGE("expected a violation, the plan is valid");
@@ -53,7 +53,7 @@ bool sim_says(const sim::pipeline_report& r, vk kind,
 }
 
 /// The index of the op of that kind and stage in the plan (its first occurrence).
-std::size_t sim_op(const pipeline_plan& plan, opk kind, int stage) {
+std::size_t sim_op(const pipeline_plan& plan, pipe_opk kind, int stage) {
   for (std::size_t i = 0; i < plan.ops.size(); ++i)
     if (plan.ops[i].kind == kind && plan.ops[i].stage == stage) return i;
   FAIL("no such op");
@@ -125,10 +125,10 @@ TEST_CASE("pipeline sim: a k-periodic pattern covers each mini-batch once") {
   plan.period = 5;
   plan.k = 2;
   // F0 B0 (idle) F1 B1 in a period of 5: two mini-batches per period.
-  plan.ops = {{opk::forward, 1, 0, 0},
-              {opk::backward, 1, 1, 0},
-              {opk::forward, 1, 3, 1},
-              {opk::backward, 1, 4, 1}};
+  plan.ops = {{pipe_opk::forward, 1, 0, 0},
+              {pipe_opk::backward, 1, 1, 0},
+              {pipe_opk::forward, 1, 3, 1},
+              {pipe_opk::backward, 1, 4, 1}};
   auto r = sim::simulate_pipeline(p, plan);
   REQUIRE(r.valid);
   CHECK(r.normalized_period == 2.5);
@@ -140,20 +140,20 @@ TEST_CASE("pipeline sim: a k-periodic pattern covers each mini-batch once") {
   CHECK(r.nca == std::vector<int>{2});
   CHECK(r.processor_peaks == std::vector<bytes>{16});
   plan.ops[2].shift = 2;  // F of odd mini-batches never runs
-  CHECK(sim_says(sim::simulate_pipeline(p, plan), vk::missing_op,
+  CHECK(sim_says(sim::simulate_pipeline(p, plan), pipe_vk::missing_op,
                  {"F of stage 1 (layer 1)", "shifts 0 and 2", "modulo k = 2"}));
   plan.ops[2].shift = 1;
   plan.ops.pop_back();
-  CHECK(sim_says(sim::simulate_pipeline(p, plan), vk::missing_op,
+  CHECK(sim_says(sim::simulate_pipeline(p, plan), pipe_vk::missing_op,
                  {"B of stage 1 (layer 1) occurs 1 times", "exactly 2 times"}));
 }
 
 TEST_CASE("pipeline sim: two ops at once on a processor") {
   const pipeline_problem p = sim_one_two_one();
   pipeline_plan plan = testing::one_three_on_one_processor();
-  plan.ops[sim_op(plan, opk::backward, 1)].start = 1.5;  // over F of stage 3
+  plan.ops[sim_op(plan, pipe_opk::backward, 1)].start = 1.5;  // over F of stage 3
   CHECK(sim_says(
-      sim::simulate_pipeline(p, plan), vk::processor_overlap,
+      sim::simulate_pipeline(p, plan), pipe_vk::processor_overlap,
       {"processor 0", "B of stage 1 (layer 1)", "F of stage 3 (layer 3)", "one op at a time"}));
 }
 
@@ -164,7 +164,7 @@ TEST_CASE("pipeline sim: two transfers at once on a link") {
   CHECK_FALSE(r.valid);
   REQUIRE(r.first_violation);
   // The replay meets the first fault: a transfer now ends after the op that waits for it.
-  CHECK(r.first_violation->kind == vk::dependency);
+  CHECK(r.first_violation->kind == pipe_vk::dependency);
   CHECK(r.first_violation->message.find("send_activation from stage 1 to stage 2") !=
         std::string::npos);
   // Transfers on the link alone: two one-layer stages, transfers of 1 s each, period 4.
@@ -177,19 +177,19 @@ TEST_CASE("pipeline sim: two transfers at once on a link") {
     pipeline_plan plan;
     plan.stages = {{1, 1, 0}, {2, 2, 1}};
     plan.period = period;
-    plan.ops = testing::from_absolute({{opk::forward, 1, 0, 0},
-                                       {opk::send_activation, 1, 1, 0},
-                                       {opk::forward, 2, 2, 0},
-                                       {opk::backward, 2, 3, 0},
-                                       {opk::send_gradient, 1, 4, 0},
-                                       {opk::backward, 1, 5, 0}},
+    plan.ops = testing::from_absolute({{pipe_opk::forward, 1, 0, 0},
+                                       {pipe_opk::send_activation, 1, 1, 0},
+                                       {pipe_opk::forward, 2, 2, 0},
+                                       {pipe_opk::backward, 2, 3, 0},
+                                       {pipe_opk::send_gradient, 1, 4, 0},
+                                       {pipe_opk::backward, 1, 5, 0}},
                                       period);
     return plan;
   };
   REQUIRE(sim::simulate_pipeline(two, as_soon_as_possible(4)).valid);
   // Period 3.5: delta_1 of mini-batch 0 over [4, 5) meets a_1 of mini-batch 1 from 4.5.
   const pipeline_plan plan = as_soon_as_possible(3.5);
-  CHECK(sim_says(sim::simulate_pipeline(two, plan), vk::link_overlap,
+  CHECK(sim_says(sim::simulate_pipeline(two, plan), pipe_vk::link_overlap,
                  {"the link between processors 0 and 1", "send_activation from stage 1 to stage 2",
                   "send_gradient from stage 2 to stage 1", "one transfer at a time"}));
 }
@@ -197,37 +197,33 @@ TEST_CASE("pipeline sim: two transfers at once on a link") {
 TEST_CASE("pipeline sim: a broken dependency names both ops and the mini-batch") {
   const pipeline_problem p = sim_one_two_one();
   pipeline_plan plan = testing::one_three_on_one_processor();
-  plan.ops[sim_op(plan, opk::forward, 2)].shift += 1;  // F of stage 2 one period too early
-  CHECK(sim_says(sim::simulate_pipeline(p, plan), vk::dependency,
+  plan.ops[sim_op(plan, pipe_opk::forward, 2)].shift += 1;  // F of stage 2 one period too early
+  CHECK(sim_says(sim::simulate_pipeline(p, plan), pipe_vk::dependency,
                  {"mini-batch 0", "F of stage 2 (layer 2) starts at",
                   "before send_activation from stage 1 to stage 2 ends", "activation sent"}));
   plan = testing::one_three_on_one_processor();
-  plan.ops[sim_op(plan, opk::backward, 3)].shift += 1;  // B before its F
-  CHECK(sim_says(sim::simulate_pipeline(p, plan), vk::dependency,
+  plan.ops[sim_op(plan, pipe_opk::backward, 3)].shift += 1;  // B before its F
+  CHECK(sim_says(sim::simulate_pipeline(p, plan), pipe_vk::dependency,
                  {"B of stage 3 (layer 3)", "before F of stage 3 (layer 3)", "needs its forward"}));
 }
 
 TEST_CASE("pipeline sim: memory over M names the processor and what it holds") {
   // Lemma 10's weights (1, 2, 1) on 2 processors of memory 2, one copy, no activations: the
   // non-contiguous allocation {1, 3} | {2} fits exactly.
-  pipeline_problem p;
-  p.layers = pipe_chain({{0.5, 0.5, 0, 1}, {1, 1, 0, 2}, {0.5, 0.5, 0, 1}});
-  p.processors = 2;
-  p.memory = 2;
-  p.copies = 1;
+  pipeline_problem p = testing::weights_one_two_one();
   const pipeline_plan plan = testing::one_three_on_one_processor();
   auto r = sim::simulate_pipeline(p, plan);
   REQUIRE(r.valid);
   CHECK(r.processor_peaks == std::vector<bytes>{2, 2});
   p.memory = 1;
   CHECK(sim_says(
-      sim::simulate_pipeline(p, plan), vk::over_memory,
+      sim::simulate_pipeline(p, plan), pipe_vk::over_memory,
       {"processor 0 needs 2 bytes", "1 x weights 2 bytes", "alone", "over its memory 1 bytes"}));
   // Activations: with a = 1 the peaks are 14 and 12 (above); 13 leaves processor 0 short once
   // stage 1 holds its third activation.
   pipeline_problem q = sim_one_two_one(13);
   r = sim::simulate_pipeline(q, plan);
-  CHECK(sim_says(r, vk::over_memory,
+  CHECK(sim_says(r, pipe_vk::over_memory,
                  {"processor 0 holds 14 bytes", "over its memory 13 bytes", "3 x weights 2 bytes",
                   "communication buffers 4 bytes", "4 stored activations of 4 bytes"}));
   CHECK(r.processor_peaks == std::vector<bytes>{14, 12});
@@ -244,30 +240,31 @@ TEST_CASE("pipeline sim: a malformed plan is rejected before the replay") {
     edit(plan);
     return sim::simulate_pipeline(p, plan);
   };
-  CHECK(sim_says(with([](auto& pl) { pl.stages[1].first = 3; }), vk::invalid_plan,
+  CHECK(sim_says(with([](auto& pl) { pl.stages[1].first = 3; }), pipe_vk::invalid_plan,
                  {"stage 2 starts at layer 3", "must start at layer 2"}));
-  CHECK(sim_says(with([](auto& pl) { pl.stages.pop_back(); }), vk::invalid_plan,
+  CHECK(sim_says(with([](auto& pl) { pl.stages.pop_back(); }), pipe_vk::invalid_plan,
                  {"the stages end at layer 2", "has 3 layers"}));
-  CHECK(sim_says(with([](auto& pl) { pl.stages[2].processor = 2; }), vk::invalid_plan,
+  CHECK(sim_says(with([](auto& pl) { pl.stages[2].processor = 2; }), pipe_vk::invalid_plan,
                  {"stage 3 is on processor 2", "processors are 0..1"}));
-  CHECK(sim_says(with([](auto& pl) { pl.period = 0; }), vk::invalid_plan, {"the period is 0"}));
-  CHECK(sim_says(with([](auto& pl) { pl.k = 0; }), vk::invalid_plan, {"k is 0"}));
-  CHECK(sim_says(with([](auto& pl) { pl.ops[0].start = 2; }), vk::invalid_plan,
+  CHECK(
+      sim_says(with([](auto& pl) { pl.period = 0; }), pipe_vk::invalid_plan, {"the period is 0"}));
+  CHECK(sim_says(with([](auto& pl) { pl.k = 0; }), pipe_vk::invalid_plan, {"k is 0"}));
+  CHECK(sim_says(with([](auto& pl) { pl.ops[0].start = 2; }), pipe_vk::invalid_plan,
                  {"op 0 (F of stage 1 (layer 1)) starts at 2", "[0, 2)"}));
-  CHECK(sim_says(with([](auto& pl) { pl.ops[0].stage = 4; }), vk::invalid_plan,
+  CHECK(sim_says(with([](auto& pl) { pl.ops[0].stage = 4; }), pipe_vk::invalid_plan,
                  {"op 0 (F) is on stage 4", "stages are 1..3"}));
   CHECK(sim_says(with([](auto& pl) {
-                   pl.ops.push_back({opk::send_activation, 3, 0, 0});
+                   pl.ops.push_back({pipe_opk::send_activation, 3, 0, 0});
                  }),
-                 vk::invalid_plan, {"the last stage sends nothing"}));
-  CHECK(sim_says(with([](auto& pl) { pl.ops.erase(pl.ops.begin() + 1); }), vk::missing_op,
+                 pipe_vk::invalid_plan, {"the last stage sends nothing"}));
+  CHECK(sim_says(with([](auto& pl) { pl.ops.erase(pl.ops.begin() + 1); }), pipe_vk::missing_op,
                  {"send_activation from stage 1 to stage 2 occurs 0 times"}));
   // Stages 1 and 2 on one processor: nothing travels between them.
-  CHECK(sim_says(with([](auto& pl) { pl.stages[1].processor = 0; }), vk::invalid_plan,
+  CHECK(sim_says(with([](auto& pl) { pl.stages[1].processor = 0; }), pipe_vk::invalid_plan,
                  {"stages 1 and 2 are both on processor 0", "nothing travels between them"}));
   pipeline_problem bad = p;
   bad.processors = 0;
-  CHECK(sim_says(sim::simulate_pipeline(bad, good), vk::invalid_problem, {"processors is 0"}));
-  CHECK(sim_says(sim::simulate_pipeline(p, good, {-1}), vk::invalid_plan,
+  CHECK(sim_says(sim::simulate_pipeline(bad, good), pipe_vk::invalid_problem, {"processors is 0"}));
+  CHECK(sim_says(sim::simulate_pipeline(p, good, {-1}), pipe_vk::invalid_plan,
                  {"mini_batches to replay is -1"}));
 }

@@ -31,6 +31,17 @@ inline chain pipe_chain(const std::vector<pipe_layer>& layers, bytes input = 0) 
   return c;
 }
 
+/// The thesis' Lemma 10: weights (1, 2, 1) on 2 processors of memory 2, one copy, no
+/// activations, the layer times of one_three_on_one_processor().
+inline pipeline_problem weights_one_two_one() {
+  pipeline_problem p;
+  p.layers = pipe_chain({{0.5, 0.5, 0, 1}, {1, 1, 0, 2}, {0.5, 0.5, 0, 1}});
+  p.processors = 2;
+  p.memory = 2;
+  p.copies = 1;
+  return p;
+}
+
 /// 1-periodic ops from the absolute start of each op on mini-batch 0 (in `ops`, with start
 /// holding the absolute time).
 inline std::vector<pipeline_op> from_absolute(const std::vector<pipeline_op>& ops, seconds period) {

@@ -9,10 +9,14 @@
 // processors of a boundary. sim/pipeline.hpp replays a plan and checks it. docs/pipeline.md.
 
 #include <cmath>
+#include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
+#include <remat/problem/pipeline.hpp>
 
 namespace remat {
 
@@ -81,6 +85,36 @@ inline pipeline_op place_op(pipeline_op_kind kind, int stage, seconds absolute, 
   }
   if (t < 0) t = 0;
   return {kind, stage, t, mini_batch - static_cast<int>(j) * k};
+}
+
+/// Checks that the stages cover the problem's layers in order, each on one of its processors.
+inline result<void> validate_stages(const pipeline_problem& problem,
+                                    const std::vector<pipeline_stage>& stages) {
+  auto bad = [](std::string msg) { return error{status::invalid_problem, std::move(msg), {}}; };
+  const int n = problem.layers.length();
+  if (stages.empty())
+    return bad("the plan has no stage; its stages must cover layers 1.." + std::to_string(n));
+  int next = 1;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const pipeline_stage& st = stages[i];
+    const std::string where = "stage " + std::to_string(i + 1);
+    if (st.first != next)
+      return bad(where + " starts at layer " + std::to_string(st.first) +
+                 "; the stages cover the chain in order, so it must start at layer " +
+                 std::to_string(next));
+    if (st.last < st.first || st.last > n)
+      return bad(where + " ends at layer " + std::to_string(st.last) + "; it must end in " +
+                 std::to_string(st.first) + ".." + std::to_string(n));
+    if (st.processor < 0 || st.processor >= problem.processors)
+      return bad(where + " is on processor " + std::to_string(st.processor) +
+                 "; processors are 0.." + std::to_string(problem.processors - 1));
+    next = st.last + 1;
+  }
+  if (next != n + 1)
+    return bad("the stages end at layer " + std::to_string(next - 1) + " but chain '" +
+               problem.layers.name + "' has " + std::to_string(n) +
+               " layers; the last stage must end at layer " + std::to_string(n));
+  return {};
 }
 
 /// Stages from the last layer of each, stage i on processor i - 1: a contiguous allocation.

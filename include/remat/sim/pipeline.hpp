@@ -139,35 +139,10 @@ inline pipeline_report simulate_pipeline(const pipeline_problem& problem, const 
   };
   if (auto v = validate(problem); !v) return fail(vk::invalid_problem, v.message());
   const chain& c = problem.layers;
-  const int n = c.length();
   const int procs = problem.processors;
   const int S = static_cast<int>(plan.stages.size());
-  if (S == 0)
-    return fail(vk::invalid_plan,
-                "the plan has no stage; its stages must cover layers 1.." + std::to_string(n));
-  int next = 1;
-  for (int s = 1; s <= S; ++s) {
-    const pipeline_stage& st = plan.stages[detail::ix(s - 1)];
-    const std::string where = "stage " + std::to_string(s);
-    if (st.first != next)
-      return fail(vk::invalid_plan, where + " starts at layer " + std::to_string(st.first) +
-                                        "; the stages cover the chain in order, so it must "
-                                        "start at layer " +
-                                        std::to_string(next));
-    if (st.last < st.first || st.last > n)
-      return fail(vk::invalid_plan, where + " ends at layer " + std::to_string(st.last) +
-                                        "; it must end in " + std::to_string(st.first) + ".." +
-                                        std::to_string(n));
-    if (st.processor < 0 || st.processor >= procs)
-      return fail(vk::invalid_plan, where + " is on processor " + std::to_string(st.processor) +
-                                        "; processors are 0.." + std::to_string(procs - 1));
-    next = st.last + 1;
-  }
-  if (next != n + 1)
-    return fail(vk::invalid_plan, "the stages end at layer " + std::to_string(next - 1) +
-                                      " but chain '" + c.name + "' has " + std::to_string(n) +
-                                      " layers; the last stage must end at layer " +
-                                      std::to_string(n));
+  if (auto v = validate_stages(problem, plan.stages); !v)
+    return fail(vk::invalid_plan, v.message());
   const seconds T = plan.period;
   if (!std::isfinite(T) || T <= 0 || T >= max_time)
     return fail(vk::invalid_plan,
