@@ -268,3 +268,41 @@ TEST_CASE("pipeline sim: a malformed plan is rejected before the replay") {
   CHECK(sim_says(sim::simulate_pipeline(p, good, {-1}), pipe_vk::invalid_plan,
                  {"mini_batches to replay is -1"}));
 }
+
+TEST_CASE("pipeline sim: Theorem 16's 3-periodic pattern keeps fewer activations than 1F1B") {
+  // Four one-layer stages of unit times, a = 1. 1F1B runs mini-batch m's F of stage s at
+  // 2m + s - 1 and its B at 2m + 8 - s (period 2). Dropping every fourth mini-batch of four
+  // periods gives a 3-periodic pattern of period 8: normalized period 8/3 instead of 2.
+  pipeline_problem p;
+  p.layers = pipe_chain({{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 2}, {1, 1, 1, 3}}, 1);
+  p.processors = 4;
+  p.copies = 1;
+  auto pattern = [](seconds period, int k, int kept) {
+    pipeline_plan plan;
+    plan.stages = contiguous_stages({1, 2, 3, 4});
+    plan.period = period;
+    plan.k = k;
+    for (int m = 0; m < kept; ++m)
+      for (int s = 1; s <= 4; ++s) {
+        plan.ops.push_back(place_op(pipe_opk::forward, s, 2 * m + s - 1, m, period, k));
+        plan.ops.push_back(place_op(pipe_opk::backward, s, 2 * m + 8 - s, m, period, k));
+        if (s < 4) {
+          plan.ops.push_back(place_op(pipe_opk::send_activation, s, 2 * m + s, m, period, k));
+          plan.ops.push_back(place_op(pipe_opk::send_gradient, s, 2 * m + 8 - s, m, period, k));
+        }
+      }
+    return plan;
+  };
+  const auto one = sim::simulate_pipeline(p, pattern(2, 1, 1));
+  REQUIRE(one.valid);
+  CHECK(one.nca == std::vector<int>{4, 3, 2, 1});
+  const auto three = sim::simulate_pipeline(p, pattern(8, 3, 3));
+  INFO((three.first_violation ? three.first_violation->message : ""));
+  REQUIRE(three.valid);
+  CHECK(three.normalized_period == doctest::Approx(8.0 / 3));
+  // The thesis' bounds NCA_1 <= k and NCA_{l+1} <= k + 1 - l, met exactly: with the buffers
+  // (2, 4, 4, 2) set aside every processor holds W + activations = k + 1 = 4, its M.
+  CHECK(three.nca == std::vector<int>{3, 3, 2, 1});
+  CHECK(three.processor_peaks == std::vector<bytes>{6, 8, 8, 6});
+  CHECK(one.processor_peaks == std::vector<bytes>{7, 8, 8, 6});
+}
