@@ -265,6 +265,8 @@ TEST_CASE("pipeline sim: a malformed plan is rejected before the replay") {
   pipeline_problem bad = p;
   bad.processors = 0;
   CHECK(sim_says(sim::simulate_pipeline(bad, good), pipe_vk::invalid_problem, {"processors is 0"}));
+  CHECK(sim_says(with([](auto& pl) { pl.ops[0].shift = 900000; }), pipe_vk::invalid_plan,
+                 {"would hold", "the shifts span 900002 mini-batches"}));
   CHECK(sim_says(sim::simulate_pipeline(p, good, {-1}), pipe_vk::invalid_plan,
                  {"mini_batches to replay is -1"}));
 }

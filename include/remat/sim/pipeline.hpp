@@ -250,6 +250,16 @@ inline pipeline_report simulate_pipeline(const pipeline_problem& problem, const 
   const int auto_batches = 3 * (hmax - hmin) + 4 * k + 4;
   const int B = std::max(replay.mini_batches, auto_batches);
   r.mini_batches = B;
+  long long runs = 0;  // op runs the replay holds
+  for (int t = 0; t < types; ++t)
+    if (expected(t)) runs += B;
+  constexpr long long max_runs = 20000000;
+  if (runs > max_runs)
+    return fail(vk::invalid_plan, "the replay of " + std::to_string(B) +
+                                      " mini-batches would hold " + std::to_string(runs) +
+                                      " op runs, more than " + std::to_string(max_runs) +
+                                      "; the shifts span " + std::to_string(hmax - hmin) +
+                                      " mini-batches: bring them closer, or replay fewer");
   std::vector<std::vector<seconds>> start(detail::ix(types));
   for (int t = 0; t < types; ++t) {
     if (!expected(t)) continue;
