@@ -77,16 +77,30 @@ ofob_instance ofob_random(std::mt19937& rng, double bandwidth) {
 }
 
 /// The smallest NCA of each stage over the valid 1-periodic patterns of period T whose ops start
-/// at whole seconds, for one-layer stages with whole times and free transfers. Every op runs as
-/// soon as its inputs are there at its start modulo T: running it a period later only delays
-/// what follows, which can only keep more activations.
+/// at whole seconds, for one-layer stages with whole times (transfers too). Every op runs as soon
+/// as its inputs are there at its start modulo T: running it a period later only delays what
+/// follows, which can only keep more activations. A transfer of length 0 runs at once.
 std::vector<int> ofob_exhaustive(const pipeline_problem& p, int period) {
   using k = pipeline_op_kind;
   const int n = p.layers.length();
-  const auto stages = ofob_one_layer_stages(n);
+  struct step {
+    k kind;
+    int stage;
+    seconds length;
+  };
+  std::vector<step> chain_of_ops;  // one mini-batch's ops in dependency order
+  auto transfer = [&](int s) { return static_cast<double>(p.layers.a(s)) / p.bandwidth; };
+  for (int s = 1; s <= n; ++s) {
+    if (s > 1) chain_of_ops.push_back({k::send_activation, s - 1, transfer(s - 1)});
+    chain_of_ops.push_back({k::forward, s, p.layers.uf(s)});
+  }
+  for (int s = n; s >= 1; --s) {
+    if (s < n) chain_of_ops.push_back({k::send_gradient, s, transfer(s)});
+    chain_of_ops.push_back({k::backward, s, p.layers.ub(s)});
+  }
   std::vector<int> best(static_cast<std::size_t>(n), 1 << 20);
-  std::vector<int> slot(static_cast<std::size_t>(2 * n), 0);  // F1..Fn, then B1..Bn
-  auto next_at = [&](double ready, int t) {                   // first time >= ready, = t mod T
+  std::vector<int> slot(chain_of_ops.size(), 0);  // the start modulo T of each op of length > 0
+  auto next_at = [&](double ready, int t) {       // first time >= ready, = t mod T
     double x = t;
     while (x < ready) x += period;
     while (x - period >= ready) x -= period;
@@ -95,27 +109,21 @@ std::vector<int> ofob_exhaustive(const pipeline_problem& p, int period) {
   for (;;) {
     std::vector<pipeline_op> abs;
     double ready = 0;
-    for (int s = 1; s <= n; ++s) {
-      if (s > 1) abs.push_back({k::send_activation, s - 1, ready, 0});
-      const double at = next_at(ready, slot[static_cast<std::size_t>(s - 1)]);
-      abs.push_back({k::forward, s, at, 0});
-      ready = at + p.layers.uf(s);
-    }
-    for (int s = n; s >= 1; --s) {
-      if (s < n) abs.push_back({k::send_gradient, s, ready, 0});
-      const double at = next_at(ready, slot[static_cast<std::size_t>(n + s - 1)]);
-      abs.push_back({k::backward, s, at, 0});
-      ready = at + p.layers.ub(s);
+    for (std::size_t i = 0; i < chain_of_ops.size(); ++i) {
+      const step& o = chain_of_ops[i];
+      const double at = o.length > 0 ? next_at(ready, slot[i]) : ready;
+      abs.push_back({o.kind, o.stage, at, 0});
+      ready = at + o.length;
     }
     pipeline_plan plan;
-    plan.stages = stages;
+    plan.stages = ofob_one_layer_stages(n);
     plan.period = period;
     plan.ops = testing::from_absolute(abs, period);
     const auto r = sim::simulate_pipeline(p, plan);
     if (r.valid)
       for (std::size_t s = 0; s < best.size(); ++s) best[s] = std::min(best[s], r.nca[s]);
     std::size_t i = 0;  // the next combination of start slots
-    while (i < slot.size() && ++slot[i] == period) slot[i++] = 0;
+    while (i < slot.size() && (chain_of_ops[i].length == 0 || ++slot[i] == period)) slot[i++] = 0;
     if (i == slot.size()) break;
   }
   return best;
@@ -194,6 +202,18 @@ TEST_CASE("1F1B* keeps the fewest activations of any 1-periodic pattern (Theorem
       CHECK(mine == ofob_exhaustive(p, t));
     }
   }
+  // Transfers as pseudo-stages: a = 1 over bandwidth 1, so each transfer takes 1 s and the link
+  // between the two stages has work 2, as a stage.
+  const auto p = ofob_problem({{1, 1, 1, 0}, {1, 1, 1, 0}}, 1.0);
+  const auto st = ofob_one_layer_stages(2);
+  for (int t : {2, 3, 4, 5, 6}) {
+    CAPTURE(t);
+    const auto mine = ofob_replay(p, st, t).nca;
+    CHECK(mine == ofob_exhaustive(p, t));
+    CHECK(mine == *one_f_one_b_star_groups(p, st, t));
+  }
+  CHECK(ofob_replay(p, st, 2).nca == std::vector<int>{3, 1});  // three resources, one each
+  CHECK(ofob_replay(p, st, 4).nca == std::vector<int>{2, 1});  // the link joins stage 2
 }
 
 TEST_CASE("Alg. 7: the smallest period whose 1F1B* fits in M") {
