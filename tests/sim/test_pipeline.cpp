@@ -267,6 +267,15 @@ TEST_CASE("pipeline sim: a malformed plan is rejected before the replay") {
   CHECK(sim_says(sim::simulate_pipeline(bad, good), pipe_vk::invalid_problem, {"processors is 0"}));
   CHECK(sim_says(with([](auto& pl) { pl.ops[0].shift = 900000; }), pipe_vk::invalid_plan,
                  {"would hold", "the shifts span 900002 mini-batches"}));
+  pipeline_problem huge;  // a_0 = 2^52 on 2000 mini-batches: sums past 2^62
+  huge.layers = pipe_chain({{1, 1, 0, 0}}, bytes{1} << 52);
+  pipeline_plan alone;
+  alone.stages = {{1, 1, 0}};
+  alone.period = 2;
+  alone.ops = {{pipe_opk::forward, 1, 0, 0}, {pipe_opk::backward, 1, 1, 0}};
+  CHECK(sim::simulate_pipeline(huge, alone).valid);
+  CHECK(sim_says(sim::simulate_pipeline(huge, alone, {2000}), pipe_vk::invalid_problem,
+                 {"processor 0", "2000 mini-batches", "beyond 2^62"}));
   CHECK(sim_says(sim::simulate_pipeline(p, good, {-1}), pipe_vk::invalid_plan,
                  {"mini_batches to replay is -1"}));
 }

@@ -396,6 +396,14 @@ inline pipeline_report simulate_pipeline(const pipeline_problem& problem, const 
     }
     const bytes fixed = problem.copies * weights + buffers;
     const std::string why = "processor " + std::to_string(p);
+    // Every activation of the replay alive at once must still sum without overflow.
+    double worst = static_cast<double>(fixed);
+    for (const auto& e : starts) worst += static_cast<double>(e.second);
+    if (worst > 0x1p62)
+      return fail(vk::invalid_problem,
+                  why + ": its activations over the " + std::to_string(B) +
+                      " mini-batches replayed may sum to " + detail::time_text(worst) +
+                      " bytes, beyond 2^62; activation sizes this large cannot be summed");
     const std::string parts = std::to_string(problem.copies) + " x weights " +
                               format_bytes(weights) + ", communication buffers " +
                               format_bytes(buffers);
