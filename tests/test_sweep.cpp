@@ -54,7 +54,8 @@ void check_policy_points(const chain& c, const sweep_result& sw, const P& p) {
 }  // namespace
 
 TEST_CASE("sweep: every point is the simulator's replay of the policy's plan at that budget") {
-  const chain c = small_chain(7);
+  chain c = small_chain(7);
+  c.stages[2].control_flow = true;  // so that mixed_mode is swept too
   const machine hw = machine::with_bandwidth(1e6);
   const auto sw = sweep(c, {.budgets = 6, .hw = hw});
   REQUIRE(sw.ok());

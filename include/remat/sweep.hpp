@@ -8,7 +8,9 @@
 // shows where each policy stops.
 //
 // A policy that plans transfers is swept on `hw`, and left out on a machine without a link; one
-// that declares practical_stages (rotor_floating) only on chains up to that length. The graph
+// that declares practical_stages (rotor_floating) only on chains up to that length; one that
+// declares left_out_of_sweep(chain) (mixed_mode: chains without control flow) where it says. The
+// graph
 // planners (checkmate, rockmate) are not swept: they need a MILP backend and take seconds to
 // minutes per budget; plan them with remat-plan at the budgets of interest.
 
@@ -124,6 +126,12 @@ inline result<sweep_result> sweep(const chain& c, const sweep_options& opt = {})
                             std::string(P::complexity) + " and the chain has " +
                             std::to_string(c.length()) +
                             " stages (practical_stages = " + std::to_string(limit) + ")");
+        return;
+      }
+    }
+    if constexpr (requires { P::left_out_of_sweep(c); }) {
+      if (const auto why = P::left_out_of_sweep(c)) {
+        out.notes.push_back(std::string(P::name) + " left out: " + *why);
         return;
       }
     }

@@ -39,14 +39,14 @@ void check_mixed_model(const std::function<eg::model()>& build, eg::index batch,
     reference = eg::flat_gradients(m);
   }
   // The runtime's overhead: a tenth of the mean op's time.
-  const mixed_mode<> policy{.slots = 60,
+  const mixed_mode<> policy{.slots = 40,
                             .dynamic = {.overhead = c.ideal_time() / (20.0 * c.length())}};
   const bytes peak = store_all{}.solve(c, unlimited_bytes)->predicted_peak;
   const bytes lo = policy.minimum_budget(c);
   REQUIRE(lo < peak);
   int mixed = 0;
-  for (int step = 0; step <= 4; ++step) {
-    const bytes budget = lo + (peak - lo) * step / 4;
+  for (int step = 0; step <= 2; ++step) {
+    const bytes budget = lo + (peak - lo) * step / 2;
     const auto s = policy.solve_detailed(c, budget);
     if (!s && s.code() == status::infeasible) continue;  // a hole above the minimum, said
     REQUIRE_MESSAGE(s.ok(), s.message());

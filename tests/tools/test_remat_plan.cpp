@@ -1748,9 +1748,10 @@ TEST_CASE("remat-plan --sweep: the table") {
       {"--chain", chain_file("gpt_like.json"), "--sweep", "--budgets", "3", "--bandwidth", "0"});
   CAPTURE(o.err);
   CHECK(o.exit_code == 0);
-  CHECK(has(o.out, "swept     6 policies at 3 budgets"));
+  CHECK(has(o.out, "swept     5 policies at 3 budgets"));
   CHECK(has(o.out, "note      the offloading policies left out"));
-  CHECK(has(o.out, "store_all periodic revolve   rotor rotor_floating mixed_mode"));
+  CHECK(has(o.out, "note      mixed_mode left out: no stage has control flow"));
+  CHECK(has(o.out, "store_all periodic revolve   rotor rotor_floating\n"));
   CHECK(has(o.out, " 100%     +0.0%"));
   CHECK(!has(o.out, "pofo"));
 }

@@ -293,6 +293,15 @@ struct mixed_mode {
   /// segment at every share.
   static constexpr int practical_stages = 40;
   static constexpr std::string_view complexity = "O(N^2 S) DTR replays";
+  /// Whether remat::sweep plans it on c: only where a stage has control flow (elsewhere its plan
+  /// is rotor's at fewer slots, or DTR's on the whole chain, both swept on their own).
+  [[nodiscard]] static std::optional<std::string> left_out_of_sweep(const chain& c) {
+    for (const auto& s : c.stages)
+      if (s.control_flow) return std::nullopt;
+    return std::string(
+        "no stage has control flow (its plan would be rotor's or dtr's on the "
+        "whole chain)");
+  }
 
   /// The budget's shares: the DP is O(N^2 S b) exact (b: the drops of a segment's cost), and the
   /// dynamic segments replay DTR at each of the S shares.
