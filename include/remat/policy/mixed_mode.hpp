@@ -66,19 +66,6 @@ struct mixed_slots {
   }
 };
 
-/// Stages first..last of c as a chain of their own: its input a_{first-1}, and after `last`,
-/// unless it is the loss, a stage of no time and no memory whose backward yields delta_last,
-/// the gradient the segment receives from the stages after it.
-inline chain segment_chain(const chain& c, int first, int last) {
-  chain out;
-  out.name = c.name + " [" + std::to_string(first) + ".." + std::to_string(last) + "]";
-  out.input_bytes = c.a(first - 1);
-  for (int l = first; l <= last; ++l) out.stages.push_back(c.at(l));
-  if (last < c.length()) out.stages.push_back({.name = "(gradient of " + c.at(last).name + ")"});
-  for (auto& s : out.stages) s.control_flow = false;  // the segment's mode decides
-  return out;
-}
-
 /// A segment's program placed on the whole chain's graph: its forward phase (its ops before the
 /// segment chain's loss) and its backward phase (after it).
 struct placed_segment {

@@ -53,12 +53,10 @@ inline result<std::vector<pipe_resource>> pipe_resources(
                  std::to_string(h) + " and " + std::to_string(s) +
                  "; 1F1B* needs a contiguous allocation, each processor at most one stage");
     h = s;
-    pipe_resource r{pipeline_op_kind::forward, pipeline_op_kind::backward, s, 0, 0};
-    for (int l = st.first; l <= st.last; ++l) {
-      r.forward += c.uf(l);
-      r.backward += c.ub(l);
-    }
-    out.push_back(r);
+    auto cost = sim::stage_cost(c, st);
+    if (!cost) return bad("stage " + std::to_string(s) + ": " + cost.message());
+    out.push_back(
+        {pipeline_op_kind::forward, pipeline_op_kind::backward, s, cost->forward, cost->backward});
     if (i + 1 < stages.size())
       out.push_back({pipeline_op_kind::send_activation, pipeline_op_kind::send_gradient, s,
                      static_cast<double>(c.a(st.last)) / problem.bandwidth,

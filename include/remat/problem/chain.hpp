@@ -179,4 +179,22 @@ inline result<void> validate(const chain& c) {
   return {};
 }
 
+namespace detail {
+
+/// Stages first..last of c as a chain of their own (Mixed Mode's segments, a pipeline stage's
+/// recomputation): its input a_{first-1}, and after `last`,
+/// unless it is the loss, a stage of no time and no memory whose backward yields delta_last,
+/// the gradient the segment receives from the stages after it.
+inline chain segment_chain(const chain& c, int first, int last) {
+  chain out;
+  out.name = c.name + " [" + std::to_string(first) + ".." + std::to_string(last) + "]";
+  out.input_bytes = c.a(first - 1);
+  for (int l = first; l <= last; ++l) out.stages.push_back(c.at(l));
+  if (last < c.length()) out.stages.push_back({.name = "(gradient of " + c.at(last).name + ")"});
+  for (auto& s : out.stages) s.control_flow = false;  // the segment's mode decides
+  return out;
+}
+
+}  // namespace detail
+
 }  // namespace remat

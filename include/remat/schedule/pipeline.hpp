@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,15 +18,21 @@
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/problem/pipeline.hpp>
+#include <remat/schedule/schedule.hpp>
 
 namespace remat {
 
 /// A stage: layers first..last of the chain (1-based, the chain's stage numbers), on a processor
-/// (0-based).
+/// (0-based). Without `recompute` the stage keeps what its layers' backwards need from the start
+/// of its F to the end of its B (the thesis' model). With it, the stage recomputes: its F runs
+/// its layers keeping only the stage's input, and its B runs `recompute`, a chain policy's program
+/// over segment_chain(layers, first, last) (problem/chain.hpp), whose makespan is B's time and
+/// whose peak, less the input, the memory B works in (sim::stage_cost).
 struct pipeline_stage {
   int first = 1;
   int last = 1;
   int processor = 0;
+  std::optional<schedule> recompute = std::nullopt;
 
   friend bool operator==(const pipeline_stage&, const pipeline_stage&) = default;
 };

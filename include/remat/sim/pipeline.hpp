@@ -8,7 +8,9 @@
 //  * one op at a time on each processor, one transfer at a time on each link (both directions);
 //  * memory, each processor: C x the weights of its layers, a buffer a_j + delta_j on both sides
 //    of each boundary it shares with another processor, and the activations alive: a stage keeps
-//    sum a_{l-1} over its layers from the start of its F to the end of its B on that mini-batch.
+//    what its layers' backwards need (sum a_{l-1} in the thesis' model) from the start of its F
+//    to the end of its B on that mini-batch; a stage that recomputes keeps its input only, and
+//    its B works in the peak of its program besides (stage_cost).
 // The number of activations alive at once per stage (NCA) comes from the replay, not from the
 // shifts. Temporary memory of the ops is not counted (the thesis' model). docs/pipeline.md.
 
@@ -20,9 +22,11 @@
 #include <utility>
 #include <vector>
 
+#include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/problem/pipeline.hpp>
 #include <remat/schedule/pipeline.hpp>
+#include <remat/sim/simulate.hpp>
 
 namespace remat::sim {
 
@@ -125,6 +129,44 @@ inline pipe_alive_peak pipe_alive(std::vector<std::pair<seconds, bytes>> starts,
 
 }  // namespace detail
 
+/// What a stage's ops cost on one mini-batch.
+struct pipeline_stage_cost {
+  seconds forward = 0;   ///< its F
+  seconds backward = 0;  ///< its B
+  bytes kept = 0;        ///< held from the start of its F to the end of its B
+  bytes working = 0;     ///< held besides while its B runs
+};
+
+/// The costs of layers first..last as a stage. Without recomputation F and B are the sums of the
+/// layers' times and the stage keeps a_{first-1} and what each layer's backward needs, abar_l,
+/// less a_last, which the next stage receives (sum a_{l-1} when abar_l = a_l, the thesis'
+/// model). A stage that recomputes keeps a_{first-1} only; its B runs its program, simulated on
+/// segment_chain(first, last): B takes the program's makespan and works in its peak less the
+/// input. A program the simulator rejects is an error that says why.
+inline result<pipeline_stage_cost> stage_cost(const chain& c, const pipeline_stage& st) {
+  pipeline_stage_cost out;
+  for (int l = st.first; l <= st.last; ++l) out.forward += c.uf(l);
+  out.kept = c.a(st.first - 1);
+  if (!st.recompute) {
+    for (int l = st.first; l <= st.last; ++l) {
+      out.backward += c.ub(l);
+      out.kept += c.abar(l);
+    }
+    out.kept -= c.a(st.last);
+    return out;
+  }
+  const report rep = simulate(remat::detail::segment_chain(c, st.first, st.last), *st.recompute);
+  if (!rep.valid)
+    return error{status::invalid_problem,
+                 "the recomputation program of layers " + std::to_string(st.first) + ".." +
+                     std::to_string(st.last) + " is not valid: " +
+                     (rep.first_violation ? rep.first_violation->message : std::string("?")),
+                 {}};
+  out.backward = rep.makespan;
+  out.working = std::max<bytes>(0, rep.peak - out.kept);
+  return out;
+}
+
 /// Replays the plan over many mini-batches and checks it (see above).
 inline pipeline_report simulate_pipeline(const pipeline_problem& problem, const pipeline_plan& plan,
                                          pipeline_replay replay = {}) {
@@ -169,12 +211,14 @@ inline pipeline_report simulate_pipeline(const pipeline_problem& problem, const 
     return kd == kind::forward || kd == kind::backward || crosses(s);
   };
   std::vector<seconds> duration(detail::ix(types), 0);
+  std::vector<pipeline_stage_cost> costs;
   for (int s = 1; s <= S; ++s) {
     const pipeline_stage& st = plan.stages[detail::ix(s - 1)];
-    for (int l = st.first; l <= st.last; ++l) {
-      duration[detail::ix(type_of(kind::forward, s))] += c.uf(l);
-      duration[detail::ix(type_of(kind::backward, s))] += c.ub(l);
-    }
+    auto sc = stage_cost(c, st);
+    if (!sc) return fail(vk::invalid_plan, "stage " + std::to_string(s) + ": " + sc.message());
+    costs.push_back(*sc);
+    duration[detail::ix(type_of(kind::forward, s))] = sc->forward;
+    duration[detail::ix(type_of(kind::backward, s))] = sc->backward;
     if (crosses(s)) {
       duration[detail::ix(type_of(kind::send_activation, s))] =
           static_cast<double>(c.a(st.last)) / problem.bandwidth;
@@ -362,12 +406,8 @@ inline pipeline_report simulate_pipeline(const pipeline_problem& problem, const 
     }
 
   // Memory, and the NCA of each stage.
-  auto stored = [&](int s) {  // sum a_{l-1} over the stage's layers
-    bytes a = 0;
-    const pipeline_stage& st = plan.stages[detail::ix(s - 1)];
-    for (int l = st.first; l <= st.last; ++l) a += c.a(l - 1);
-    return a;
-  };
+  auto stored = [&](int s) { return costs[detail::ix(s - 1)].kept; };
+  auto working = [&](int s) { return costs[detail::ix(s - 1)].working; };
   using events = std::vector<std::pair<seconds, bytes>>;
   r.nca.assign(detail::ix(S), 0);
   for (int s = 1; s <= S; ++s) {
@@ -382,6 +422,7 @@ inline pipeline_report simulate_pipeline(const pipeline_problem& problem, const 
   r.processor_peaks.assign(detail::ix(procs), 0);
   for (int p = 0; p < procs; ++p) {
     bytes weights = 0, buffers = 0;
+    bool recomputes = false;
     events starts, ends;
     for (int s = 1; s <= S; ++s) {
       if (proc(s) != p) continue;
@@ -392,6 +433,11 @@ inline pipeline_report simulate_pipeline(const pipeline_problem& problem, const 
       for (int m = 0; m < B; ++m) {
         starts.emplace_back(begin(type_of(kind::forward, s), m), stored(s));
         ends.emplace_back(end(type_of(kind::backward, s), m), stored(s));
+        if (working(s) > 0) {
+          recomputes = true;
+          starts.emplace_back(begin(type_of(kind::backward, s), m), working(s));
+          ends.emplace_back(end(type_of(kind::backward, s), m), working(s));
+        }
       }
     }
     const bytes fixed = problem.copies * weights + buffers;
@@ -427,7 +473,9 @@ inline pipeline_report simulate_pipeline(const pipeline_problem& problem, const 
                                    " at " + detail::pipe_time(*alive.first_over) +
                                    ", over its memory " + format_bytes(problem.memory) + ": " +
                                    parts + ", and " + std::to_string(alive.count_at_first_over) +
-                                   " stored activations of " + format_bytes(alive.at_first_over)};
+                                   (recomputes ? " activations and recomputing backwards of "
+                                               : " stored activations of ") +
+                                   format_bytes(alive.at_first_over)};
     }
   }
   for (auto& f : found)
