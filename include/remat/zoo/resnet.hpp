@@ -84,14 +84,19 @@ inline result<forward_dag> resnet(const resnet_config& c, const device_model& de
   const double B = c.batch, e = c.dtype_bytes;
 
   detail::dag_maker m(device);
-  // A convolution over `x` (channels cin, size h), without bias; returns its output size.
+  const std::string dtype = detail::parameter_dtype(c.dtype_bytes);
+  // A convolution over `x` (channels cin, size h), without bias, with its weight; returns its
+  // output size.
   auto conv = [&](std::string name, const std::string& x, double cin, double cout, int k,
                   int stride, int pad, double h) {
-    m.add(detail::conv2d(std::move(name), x, B, cin, cout, k, stride, pad, h, e, false));
+    m.add_with_weights(
+        detail::conv2d(std::move(name), x, B, cin, cout, k, stride, pad, h, e, false),
+        cout * cin * k * k * e, 0, dtype);
     return detail::conv_out(h, k, stride, pad);
   };
+  // Batch norm with its affine weight and bias (its running statistics are not parameters).
   auto batch_norm = [&](std::string name, const std::string& x, double ch, double h) {
-    m.add(detail::batch_norm(std::move(name), x, B, ch, h, e));
+    m.add_with_weights(detail::batch_norm(std::move(name), x, B, ch, h, e), ch * e, ch * e, dtype);
   };
   auto relu = [&](std::string name, const std::string& x, double ch, double h) {
     const double n = B * ch * h * h;
@@ -159,7 +164,8 @@ inline result<forward_dag> resnet(const resnet_config& c, const device_model& de
            .forward = {n, X + B * ch * e},
            .backward = {n, X + B * ch * e}});
   }
-  m.add(detail::linear("fc", "avgpool", B, ch, c.classes, e, true));
+  m.add_with_weights(detail::linear("fc", "avgpool", B, ch, c.classes, e, true), ch * c.classes * e,
+                     c.classes * e, dtype);
   m.add(detail::cross_entropy("loss", "fc", B, c.classes, e));
 
   std::string name = "ResNet-" + std::to_string(c.depth) + ", batch " + std::to_string(c.batch) +
