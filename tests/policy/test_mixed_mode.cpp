@@ -134,7 +134,7 @@ TEST_CASE("mixed_mode: the exact DP is the best segmentation of tiny chains") {
     const bytes budget = mx_store_all_peak(c) * 7 / 10;
     constexpr std::int64_t S = 12;
     const auto d = detail::discretize(c, budget, S);
-    const detail::mixed_slots q(d, budget);
+    const detail::segment_slots q(d, budget);
     const detail::deadline dl(0);
     const auto p = rotor_segments{}.prepare(c, q, dl);
     const auto e = dtr_segments<>{}.prepare(c, q, dl);

@@ -36,6 +36,7 @@
 #include <remat/policy/dtr/run.hpp>
 #include <remat/policy/mixed_mode/dp.hpp>
 #include <remat/policy/rotor.hpp>
+#include <remat/policy/rotor_segments.hpp>
 #include <remat/policy/solution.hpp>
 #include <remat/problem/builder.hpp>
 #include <remat/problem/chain.hpp>
@@ -45,26 +46,6 @@
 namespace remat {
 
 namespace detail {
-
-/// The slots of a Mixed Mode solve: the budget in `count` shares (discretize()'s slots), and the
-/// chain in slots (sizes rounded up).
-struct mixed_slots {
-  const discrete_chain* d = nullptr;
-  bytes budget = 0;
-  std::int64_t count = 0;
-  bool exact = false;
-  std::int64_t unit = 1;
-
-  mixed_slots(const discrete_chain& dc, bytes b)
-      : d(&dc), budget(b), count(dc.slots), exact(dc.exact), unit(dc.unit) {}
-  /// The bytes of `share` slots, rounded down (so that the shares' bytes add up to the budget at
-  /// most).
-  [[nodiscard]] bytes bytes_of(std::int64_t share) const {
-    if (exact) return share * unit;
-    __extension__ using i128 = __int128;
-    return static_cast<bytes>(static_cast<i128>(share) * budget / count);
-  }
-};
 
 /// A segment's program placed on the whole chain's graph: its forward phase (its ops before the
 /// segment chain's loss) and its backward phase (after it).
@@ -119,69 +100,6 @@ inline std::optional<placed_segment> place_segment(const schedule& sub, int n, i
 
 }  // namespace detail
 
-/// rotor on Mixed Mode's planned segments: its table over the whole chain holds every segment
-/// at every share, C(first, last, share - a_{first-1}) (the share holds the segment's input).
-struct rotor_segments {
-  static constexpr std::string_view name = "rotor";
-
-  class table {
-   public:
-    [[nodiscard]] double cost(int first, int last, std::int64_t share) const {
-      const std::int64_t m = share - d_->a[static_cast<std::size_t>(first - 1)];
-      if (m < 0 || m > d_->dp_budget) return detail::mixed_inf;
-      return dp_->cost(first, last, m);
-    }
-    /// The segment's program over segment_chain(c, first, last)'s graph.
-    [[nodiscard]] result<schedule> program(const chain& c, int first, int last,
-                                           std::int64_t share) const {
-      const auto dec =
-          dp_->reconstruct(first, last, share - d_->a[static_cast<std::size_t>(first - 1)]);
-      const bool tail = last < c.length();
-      std::vector<chain_op> ops;
-      bool added = false;
-      for (chain_op op : dec.ops) {
-        if (tail && !added && op.kind == chain_op_kind::backward) {
-          const int g = last - first + 2;  // the added stage
-          ops.push_back(chain_op::forward(g, forward_mode::save_all));
-          ops.push_back(chain_op::backward(g));
-          added = true;
-        }
-        op.index -= first - 1;
-        ops.push_back(op);
-      }
-      auto s = lower(last - first + 1 + (tail ? 1 : 0), ops);
-      if (!s) return s.err();
-      s->predicted_time = dec.time;
-      return s;
-    }
-
-   private:
-    friend struct rotor_segments;
-    std::unique_ptr<detail::discrete_chain> d_;
-    std::unique_ptr<detail::rotor_dp> dp_;
-  };
-
-  [[nodiscard]] result<table> prepare(const chain& c, const detail::mixed_slots& q,
-                                      const detail::deadline& dl) const {
-    table t;
-    t.d_ = std::make_unique<detail::discrete_chain>(*q.d);
-    t.d_->dp_budget = t.d_->slots;  // every segment's input, not only a_0's, comes off a share
-    const double cells = c.length() * (c.length() + 1) / 2.0 * static_cast<double>(q.count + 1);
-    if (cells * sizeof(double) > static_cast<double>(max_table_bytes))
-      return error{status::invalid_problem,
-                   "mixed_mode: rotor's table of every segment at " + std::to_string(q.count) +
-                       " slots would take " + format_bytes(static_cast<bytes>(cells * 8)) +
-                       "; use fewer slots",
-                   {}};
-    t.dp_ = std::make_unique<detail::rotor_dp>(*t.d_);
-    if (!t.dp_->fill(dl, {}))
-      return detail::time_limit_reached("mixed_mode", dl, "filling rotor's table",
-                                        "raise time_limit, or use fewer slots");
-    return t;
-  }
-  std::int64_t max_table_bytes = std::int64_t{1} << 30;
-};
-
 /// DTR on Mixed Mode's dynamic segments: the replay (policy/dtr/run.hpp) of each segment chain at
 /// each share; a share may run the program of a smaller one (the cost falls with the share).
 template <class Heuristic = h_dtr>
@@ -213,14 +131,14 @@ struct dtr_segments {
       const auto pair = static_cast<std::size_t>((last - 1) * last / 2 + (first - 1));
       return pair * static_cast<std::size_t>(w_) + static_cast<std::size_t>(share);
     }
-    std::optional<detail::mixed_slots> q_;  // its d is not read
+    std::optional<detail::segment_slots> q_;  // its d is not read
     Heuristic heuristic_;
     std::int64_t w_ = 0;
     std::vector<double> cost_;
     std::vector<std::int64_t> from_;  ///< the share whose program runs
   };
 
-  [[nodiscard]] result<table> prepare(const chain& c, const detail::mixed_slots& q,
+  [[nodiscard]] result<table> prepare(const chain& c, const detail::segment_slots& q,
                                       const detail::deadline& dl) const {
     table t;
     t.q_ = q;
@@ -312,7 +230,7 @@ struct mixed_mode {
       auto at_budget = plan_at(c, budget, dl);
       if (!at_budget) return at_budget.err();
       const auto& [d, p, e, plan] = *at_budget;
-      const detail::mixed_slots q(d, budget);
+      const detail::segment_slots q(d, budget);
       if (!plan.feasible()) {
         const bytes least = minimum_budget(c);
         const std::string what = "mixed_mode: no split of chain '" + c.name +
@@ -421,7 +339,7 @@ struct mixed_mode {
                    {}};
     const int n = c.length();
     detail::discrete_chain d = detail::discretize(c, budget, slots);
-    const detail::mixed_slots q(d, budget);
+    const detail::segment_slots q(d, budget);
     auto p = planned.prepare(c, q, dl);
     if (!p) return p.err();
     auto e = dynamic.prepare(c, q, dl);
