@@ -246,8 +246,12 @@ inline result<pipeline_plan> pipeline_modulo_fit(const pipeline_problem& problem
   if (auto e = rejected(top)) return *e;
   if (!top.plan) return top.plan;
   if (!top.report.valid) {
+    // The peaks of a replay without a memory limit (one over M stops counting activations).
+    pipeline_problem unlimited = problem;
+    unlimited.memory = unlimited_bytes;
+    const auto free_run = sim::simulate_pipeline(unlimited, *top.plan);
     const bytes need =
-        *std::max_element(top.report.processor_peaks.begin(), top.report.processor_peaks.end());
+        *std::max_element(free_run.processor_peaks.begin(), free_run.processor_peaks.end());
     return error{status::budget_too_small,
                  "no modulo-scheduled plan of this allocation fits in memory " +
                      format_bytes(problem.memory) + " per processor: with period " +
