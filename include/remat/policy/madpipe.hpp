@@ -67,8 +67,8 @@ class madpipe_dp {
   using clock = std::chrono::steady_clock;
 
   madpipe_dp(const Model& model, int procs, bytes memory, seconds target, int load_steps,
-             int memory_steps, int delay_steps, clock::time_point deadline,
-             seconds cap = std::numeric_limits<seconds>::infinity())
+             int memory_steps, int delay_steps, clock::time_point deadline, seconds cap,
+             bool worst_case_special)
       : model_(model),
         n_(model.layers()),
         procs_(procs),
@@ -79,7 +79,8 @@ class madpipe_dp {
         nm_(memory_steps),
         nv_(delay_steps),
         deadline_(deadline),
-        cap_(cap) {
+        cap_(cap),
+        special_less_(worst_case_special ? 0 : 1) {
     seconds total = 0, comm = 0;
     for (const auto& o : model.options(1, n_)) total = std::max(total, o.work());
     for (int l = 1; l < n_; ++l) comm += model.transfer(l);
@@ -152,8 +153,9 @@ class madpipe_dp {
     if (p == 0) {  // layers 1..j as one stage on the special processor
       for (const auto& o : model_.options(1, j)) {
         const long long g = group(v, o.work());
-        if (!limited_ || mp + static_cast<double>(model_.memory(o, 1, j, g - 1, false, j < n_)) <=
-                             static_cast<double>(memory_))
+        if (!limited_ ||
+            mp + static_cast<double>(model_.memory(o, 1, j, g - special_less_, false, j < n_)) <=
+                static_cast<double>(memory_))
           return tp + o.work();
       }
       return inf;
@@ -199,7 +201,8 @@ class madpipe_dp {
           const long long g = group(v, o.work());
           int nmi = 0;
           if (limited_) {
-            const double m = mp + static_cast<double>(model_.memory(o, i, j, g - 1, i > 1, j < n_));
+            const double m =
+                mp + static_cast<double>(model_.memory(o, i, j, g - special_less_, i > 1, j < n_));
             if (m > static_cast<double>(memory_)) continue;
             nmi = std::min(nm_ - 1, up(m, step_m_));
           }
@@ -227,6 +230,7 @@ class madpipe_dp {
   int nt_, nm_, nv_;
   clock::time_point deadline_;
   seconds cap_;
+  long long special_less_;  ///< the special processor's stages keep g - this many activations
   double step_t_ = 0, step_m_ = 0, step_v_ = 0;
   std::vector<std::unique_ptr<float[]>> blocks_;
   long long calls_ = 0;
@@ -271,6 +275,11 @@ struct madpipe {
   /// Seconds for the whole solve, checked inside the DP; 0: none. Past it, the best allocation
   /// of the DP runs that finished is scheduled, or time_limit when none had.
   double time_limit = 0;
+  /// A second Alg. 8 with the special processor's stages counted as a normal processor's (g
+  /// activations, not the thesis' g - 1): its allocations are scheduled too and the shortest
+  /// valid plan wins. Without the ILP (phase 2) to repair the thesis' optimistic estimate, the
+  /// first pass's allocations may need a much longer period than the DP said.
+  bool worst_case_pass = true;
   std::function<void(const madpipe_progress&)> progress;  ///< after each DP run, if set
   Milp milp{};  ///< phase 2's backend (the ch. 6 ILP), not used yet
 
@@ -306,50 +315,59 @@ struct madpipe {
                    {}};
     auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
 
-    // Alg. 8.
+    // Alg. 8, with the thesis' estimate of the special processor and then, if asked, with the
+    // worst case (g activations for its stages, as a normal processor's).
     struct run {
       seconds target, period;
       detail::madpipe_allocation alloc;
     };
     std::vector<run> runs;
-    seconds lb = total / procs, ub = total + comm, best = std::numeric_limits<seconds>::infinity();
-    const seconds top = ub;
     bool timed_out = false;
-    auto probe = [&](seconds target, int iteration, seconds cap) {
-      // Alg. 8 only moves its bounds with a T below ub (the best max(T, T-hat) so far): the DP
-      // may leave out whatever reaches it (its states come back infinite). It is run with
-      // smaller caps first, each 1.5 times the last, from 1.125 max(T-hat, U(1, L) / P): a DP
-      // whose T is below its cap has it exact, and a low cap prunes most states.
-      detail::madpipe_allocation a;
-      for (seconds c = std::min(cap, std::max(target, total / procs) * 1.125);;
-           c = std::min(cap, c * 1.5)) {
-        detail::madpipe_dp<detail::pipe_store_all_model> dp(model, procs, problem.memory, target,
-                                                            load_steps, memory_steps, delay_steps,
-                                                            deadline, c);
-        a = dp.run();
-        if (a.timed_out || a.found() || c >= cap) break;
+    const seconds top = total + comm;
+    auto search = [&](bool worst, int first_iteration) {
+      seconds lb = total / procs, ub = top, best = std::numeric_limits<seconds>::infinity();
+      bool found = false;
+      auto probe = [&](seconds target, int iteration, seconds cap) {
+        // Alg. 8 only moves its bounds with a T below ub (the best max(T, T-hat) so far): the
+        // DP may leave out whatever reaches it (its states come back infinite). It is run with
+        // smaller caps first, each 1.5 times the last, from 1.125 max(T-hat, U(1, L) / P): a DP
+        // whose T is below its cap has it exact, and a low cap prunes most states.
+        detail::madpipe_allocation a;
+        for (seconds c = std::min(cap, std::max(target, total / procs) * 1.125);;
+             c = std::min(cap, c * 1.5)) {
+          detail::madpipe_dp<detail::pipe_store_all_model> dp(model, procs, problem.memory, target,
+                                                              load_steps, memory_steps, delay_steps,
+                                                              deadline, c, worst);
+          a = dp.run();
+          if (a.timed_out || a.found() || c >= cap) break;
+        }
+        if (a.timed_out) {
+          timed_out = true;
+          return std::numeric_limits<seconds>::infinity();
+        }
+        const seconds t = a.period;
+        if (a.found()) best = std::min(best, std::max(t, target));
+        if (progress) progress({iteration, target, t, best, elapsed()});
+        if (a.found()) {
+          found = true;
+          runs.push_back({target, t, std::move(a)});
+        }
+        return t;
+      };
+      seconds target = lb;
+      for (int k = 1; k <= iterations && !timed_out; ++k) {
+        const seconds t = probe(target, first_iteration + k, found ? ub : top * (1 + 1e-9));
+        if (timed_out) break;
+        lb = std::max(lb, std::min(t, target));
+        ub = std::min(ub, std::max(t, target));
+        target = (lb + ub) / 2;
       }
-      if (a.timed_out) {
-        timed_out = true;
-        return std::numeric_limits<seconds>::infinity();
-      }
-      const seconds t = a.period;
-      if (a.found()) best = std::min(best, std::max(t, target));
-      if (progress) progress({iteration, target, t, best, elapsed()});
-      if (a.found()) runs.push_back({target, t, std::move(a)});
-      return t;
+      // Alg. 8 never reaches its upper bound; when nothing passed, probe it once.
+      if (!found && !timed_out)
+        probe(top, first_iteration + iterations + 1, std::numeric_limits<seconds>::infinity());
     };
-    seconds target = lb;
-    for (int k = 1; k <= iterations && !timed_out; ++k) {
-      const seconds t = probe(target, k, runs.empty() ? top * (1 + 1e-9) : ub);
-      if (timed_out) break;
-      lb = std::max(lb, std::min(t, target));
-      ub = std::min(ub, std::max(t, target));
-      target = (lb + ub) / 2;
-    }
-    // Alg. 8 never reaches its upper bound; when nothing passed, probe it once.
-    if (runs.empty() && !timed_out)
-      probe(top, iterations + 1, std::numeric_limits<seconds>::infinity());
+    search(false, 0);
+    if (worst_case_pass && !timed_out) search(true, iterations + 1);
     if (runs.empty()) {
       if (timed_out)
         return error{status::time_limit,
