@@ -1,6 +1,7 @@
 // The modulo scheduler for any allocation: valid plans on random non-contiguous allocations (the
-// simulator replays each), never fewer activations than 1F1B* on contiguous ones (Theorem 15),
-// the thesis' period-2 pattern of {1, 3}|{2}, its search under memory, and bad input.
+// simulator replays each; packed placement at every period from the largest work), never fewer
+// activations than 1F1B* on contiguous ones (Theorem 15), the thesis' period-2 pattern of {1,
+// 3}|{2}, its search under memory, and bad input.
 
 #include <algorithm>
 #include <limits>
@@ -86,6 +87,16 @@ TEST_CASE("modulo: every plan on random non-contiguous allocations replays valid
       CHECK(r.valid);
       CHECK(r.period == lo * factor);
     }
+    // Packed placement never runs out of gaps: at every period from the largest work up.
+    for (double factor : {1.0, 1.1, 2.0}) {
+      auto packed =
+          pipeline_modulo(in.problem, in.stages, lo * factor, pipeline_modulo_placement::packed);
+      REQUIRE_MESSAGE(packed.ok(), packed.message());
+      const auto r = sim::simulate_pipeline(in.problem, *packed);
+      INFO("packed, trial " << trial << ": "
+                            << (r.first_violation ? r.first_violation->message : ""));
+      CHECK(r.valid);
+    }
     // The search, without a memory limit, returns a valid plan at once.
     auto fit = pipeline_modulo_fit(in.problem, in.stages);
     REQUIRE_MESSAGE(fit.ok(), fit.message());
@@ -106,6 +117,12 @@ TEST_CASE("modulo: on contiguous allocations it keeps at least 1F1B*'s activatio
       auto plan = pipeline_modulo(in.problem, in.stages, period);
       auto groups = one_f_one_b_star_groups(in.problem, in.stages, period);
       REQUIRE(groups.ok());
+      auto packed =
+          pipeline_modulo(in.problem, in.stages, period, pipeline_modulo_placement::packed);
+      REQUIRE(packed.ok());
+      const auto rp = sim::simulate_pipeline(in.problem, *packed);
+      REQUIRE(rp.valid);
+      for (std::size_t s = 0; s < in.stages.size(); ++s) CHECK(rp.nca[s] >= (*groups)[s]);
       if (!plan) continue;
       const auto r = sim::simulate_pipeline(in.problem, *plan);
       REQUIRE(r.valid);

@@ -143,7 +143,9 @@ class madpipe_dp {
     if (!(step > 0)) return 0;
     return std::max(0, static_cast<int>(std::ceil(x / step - eps)));
   }
-  [[nodiscard]] int delay_index(seconds v) const { return std::min(nv_ - 1, up(v, step_v_)); }
+  [[nodiscard]] int delay_index(seconds v) const {
+    return std::min(nv_ - 1, step_v_ > 0 ? static_cast<int>(std::floor(v / step_v_ + 0.5)) : 0);
+  }
 
   seconds value(int j, int p, int ti, int mi, int vi, choice* rec) {
     const seconds tp = ti * step_t_;

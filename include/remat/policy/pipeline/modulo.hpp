@@ -87,8 +87,27 @@ class pipe_reservations {
       if (free(fold(x), d)) return x;
     return -1;
   }
+  /// The earliest x >= ready that keeps what is taken one arc of the circle: right after the
+  /// arc, or right before it. Such a placement always exists while the work fits in T, so a
+  /// resource placed this way never runs out of gaps (it may wait longer than earliest()).
+  [[nodiscard]] seconds packed(seconds ready, seconds d) const {
+    if (taken_.empty()) return ready;
+    const seconds after = lift(fold(arc_start_ + arc_length_), ready);
+    const seconds before = lift(fold(arc_start_ - d + period_), ready);
+    return std::min(after, before);
+  }
   void take(seconds x, seconds d) {
     const seconds s = fold(x);
+    if (taken_.empty()) {
+      arc_start_ = s;
+      arc_length_ = d;
+    } else if (std::abs(fold(s + d) - fold(arc_start_)) <= tol_ ||
+               std::abs(fold(s + d) - fold(arc_start_)) >= period_ - tol_) {
+      arc_start_ = s;  // just before the arc
+      arc_length_ += d;
+    } else {
+      arc_length_ += d;  // just after it (or, from earliest(), anywhere: the arc is then unused)
+    }
     if (s + d <= period_) {
       taken_.emplace_back(s, s + d);
     } else {
@@ -123,6 +142,7 @@ class pipe_reservations {
   seconds period_;
   seconds tol_;
   std::vector<std::pair<seconds, seconds>> taken_;
+  seconds arc_start_ = 0, arc_length_ = 0;  ///< what packed() keeps taken: one arc
 };
 
 /// The work of each resource in one period: what no 1-periodic pattern's T can be below.
@@ -136,12 +156,20 @@ inline std::vector<seconds> pipe_resource_loads(const pipeline_problem& problem,
 
 }  // namespace detail
 
+/// Where the modulo scheduler puts an op on its resource.
+enum class pipeline_modulo_placement {
+  earliest,  ///< the earliest free time: the fewest waits, but the gaps it leaves may be short
+  packed,    ///< right after or right before what the resource already holds: never short of a
+             ///< gap while its work fits in T, at the cost of some waits
+};
+
 /// The modulo-scheduled 1-periodic plan of period T for any allocation (see above). Fails with
 /// invalid_problem for a bad problem or allocation, and infeasible when a processor or a link
-/// has more work than T or the reservation table leaves no gap long enough for an op.
-inline result<pipeline_plan> pipeline_modulo(const pipeline_problem& problem,
-                                             const std::vector<pipeline_stage>& stages,
-                                             seconds period) {
+/// has more work than T or (earliest placement) the reservation table leaves no gap long enough
+/// for an op.
+inline result<pipeline_plan> pipeline_modulo(
+    const pipeline_problem& problem, const std::vector<pipeline_stage>& stages, seconds period,
+    pipeline_modulo_placement placement = pipeline_modulo_placement::earliest) {
   if (auto v = validate(problem); !v) return v.err();
   if (auto v = validate_stages(problem, stages); !v) return v.err();
   if (!std::isfinite(period) || period <= 0 || period >= max_time)
@@ -175,7 +203,8 @@ inline result<pipeline_plan> pipeline_modulo(const pipeline_problem& problem,
     seconds at = ready;
     if (op.length > 0) {
       auto& res = table[detail::ix(op.resource)];
-      at = res.earliest(ready, op.length);
+      at = placement == pipeline_modulo_placement::packed ? res.packed(ready, op.length)
+                                                          : res.earliest(ready, op.length);
       if (at < 0)
         return error{status::infeasible,
                      "period " + detail::time_text(period) + " s: the modulo reservation table " +
@@ -223,12 +252,6 @@ inline result<pipeline_plan> pipeline_modulo_fit(const pipeline_problem& problem
     sim::pipeline_report report;
     [[nodiscard]] bool ok() const { return plan.ok() && report.valid; }
   };
-  auto run = [&](seconds period) {
-    auto plan = pipeline_modulo(problem, stages, period);
-    sim::pipeline_report rep;
-    if (plan) rep = sim::simulate_pipeline(problem, *plan);
-    return probe{std::move(plan), std::move(rep)};
-  };
   auto rejected = [](const probe& p) -> std::optional<error> {
     if (!p.plan) return std::nullopt;
     const auto& v = p.report.first_violation;
@@ -239,11 +262,27 @@ inline result<pipeline_plan> pipeline_modulo_fit(const pipeline_problem& problem
                      (v ? v->message : std::string()),
                  {}};
   };
+  std::optional<error> broken;
+  auto place = [&](seconds period, pipeline_modulo_placement how) {
+    auto plan = pipeline_modulo(problem, stages, period, how);
+    sim::pipeline_report rep;
+    if (plan) rep = sim::simulate_pipeline(problem, *plan);
+    probe p{std::move(plan), std::move(rep)};
+    if (auto e = rejected(p); e && !broken) broken = e;
+    return p;
+  };
+  // Earliest placement first; packed placement when it leaves no gap or does not fit.
+  auto run = [&](seconds period) {
+    probe p = place(period, pipeline_modulo_placement::earliest);
+    if (p.ok()) return p;
+    probe q = place(period, pipeline_modulo_placement::packed);
+    return q.ok() || !p.plan ? std::move(q) : std::move(p);
+  };
   probe first = run(lo);
-  if (auto e = rejected(first)) return *e;
+  if (broken) return *broken;
   if (first.ok()) return std::move(first.plan);
   probe top = run(hi);
-  if (auto e = rejected(top)) return *e;
+  if (broken) return *broken;
   if (!top.plan) return top.plan;
   if (!top.report.valid) {
     // The peaks of a replay without a memory limit (one over M stops counting activations).
@@ -265,7 +304,7 @@ inline result<pipeline_plan> pipeline_modulo_fit(const pipeline_problem& problem
   for (int i = 0; i < steps && b - a > 1e-9 * b; ++i) {
     const seconds mid = a + (b - a) / 2;
     probe p = run(mid);
-    if (auto e = rejected(p)) return *e;
+    if (broken) return *broken;
     if (p.ok()) {
       b = mid;
       best = std::move(p);
