@@ -57,10 +57,13 @@ struct madpipe_allocation {
 };
 
 /// MadPipe-DP for one T-hat [Shilova21, §7.1.2], memoised top-down over (j, p, t_P index, m_P
-/// index, V index); the blocks of the table are allocated when first reached. Rounding: t_P, m_P
-/// and V are rounded up to their grids (t_P in [0, U(1, L)], beyond it a state is dropped; m_P
-/// in [0, M], beyond it infeasible; V in [0, U(1, L) + sum C], held at the top beyond it), so that
-/// memory and load are never under-counted by the grids.
+/// index, V index); the blocks of the table are allocated when first reached. Rounding: t_P and
+/// m_P are rounded up to their grids (t_P on [0, U(1, L)], a state beyond it dropped; m_P on
+/// [0, M], beyond it infeasible), so that the special processor's load and memory are never
+/// under-counted by the grids; V, a delay that only sets the groups, goes to the nearest value
+/// of its grid on [0, U(1, L) + sum C] (held at the top beyond it): rounding it up at every stage
+/// would push the stages into later groups one after the other. A cap drops every state whose
+/// value reaches it (they come back +infinity), which Alg. 8 can afford (see madpipe::solve).
 template <class Model>
 class madpipe_dp {
  public:
