@@ -1,5 +1,6 @@
 // PipeDream's partitioning DP against an exhaustive enumeration of the contiguous partitions
-// with the same objective and memory check, its plans replayed by the simulator, Lemma 10's
+// with the same objective and memory check, its plans replayed by the simulator (whose peaks the
+// stage model's memory matches), Lemma 10's
 // weights (no contiguous partition fits M = 2; the minimum M in the error), bad input.
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <remat/policy/pipedream.hpp>
+#include <remat/policy/pipeline/stage_model.hpp>
 #include <remat/problem/pipeline.hpp>
 #include <remat/schedule/pipeline.hpp>
 #include <remat/sim/pipeline.hpp>
@@ -111,6 +113,15 @@ TEST_CASE("pipedream: the DP's period is the exhaustive best, and its plan repla
     CHECK(r.period == got->plan.period);
     CHECK(got->report.valid);
     for (bytes peak : r.processor_peaks) CHECK(peak <= p.memory);
+    // The stage model counts a processor's memory as the simulator does: C W + NCA x its
+    // activations + its buffers is the processor's peak.
+    const detail::pipe_store_all_model model(p);
+    const auto& st = got->plan.stages;
+    for (std::size_t s = 0; s < st.size(); ++s) {
+      const auto option = model.options(st[s].first, st[s].last)[0];
+      CHECK(model.memory(option, st[s].first, st[s].last, r.nca[s], s > 0, s + 1 < st.size()) ==
+            r.processor_peaks[static_cast<std::size_t>(st[s].processor)]);
+    }
     // No 1-periodic plan is faster than the largest work of the partition (the DP's period when
     // transfers are free or fit in it).
     CHECK(got->plan.period >= got->predicted_period * (1 - 1e-9));
