@@ -126,6 +126,19 @@ TEST_CASE("pipedream: the DP's period is the exhaustive best, and its plan repla
     // transfers are free or fit in it).
     CHECK(got->plan.period >= got->predicted_period * (1 - 1e-9));
     CHECK(static_cast<int>(got->plan.stages.size()) <= p.processors);
+    // PipeDream's own 1F1B on the same partition: stage s of S keeps S - s + 1 activations, it
+    // fits M (the DP's check is its memory), and Alg. 7 is never slower (Thm 15).
+    pipedream plain;
+    plain.plain_one_f_one_b = true;
+    auto one = plain.solve(p);
+    REQUIRE_MESSAGE(one.ok(), one.message());
+    CHECK(one->scheduler == "1F1B");
+    CHECK(one->plan.stages == got->plan.stages);
+    const auto r1 = sim::simulate_pipeline(p, one->plan);
+    CHECK(r1.valid);
+    const int S = static_cast<int>(st.size());
+    for (int s = 1; s <= S; ++s) CHECK(r1.nca[static_cast<std::size_t>(s - 1)] == S - s + 1);
+    CHECK(one->plan.period >= got->plan.period * (1 - 1e-9));
   }
   CHECK(solved > 100);
   CHECK(refused > 10);

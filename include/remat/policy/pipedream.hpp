@@ -5,8 +5,9 @@
 // transfers C(j) = (a_j + delta_j) / beta at the boundaries, under PipeDream's memory check: the
 // stage s of P' keeps P' - s + 1 activations (1F1B's count), plus C copies of its weights and its
 // boundary buffers, within M. The partition is then scheduled by 1F1B* with the smallest period
-// that fits M (Alg. 7). When no partition passes the check, the error's minimum_budget is the
-// smallest M with one, found by a bisection over M with the same DP. docs/pipeline.md.
+// that fits M (Alg. 7), or, as an option, by PipeDream's 1F1B. When no partition passes the check,
+// the error's minimum_budget is the smallest M with one, found by a bisection over M with the same
+// DP. docs/pipeline.md.
 
 #include <algorithm>
 #include <chrono>
@@ -98,6 +99,52 @@ bytes pipedream_minimum_memory(const Model& model, int procs, int* runs = nullpt
   return hi;
 }
 
+/// PipeDream's 1F1B on a contiguous allocation, in 1F1B*'s terms [Shilova21, Alg. 6]: each stage
+/// with the transfer after it is its own group (group 1 the last stage), so that stage s of S
+/// keeps S - s + 1 activations whatever the period; the period is the largest group's work
+/// U_s + C(s). The plan is 1F1B*'s construction with these groups.
+inline result<pipeline_plan> one_f_one_b_plain(const pipeline_problem& problem,
+                                               const std::vector<pipeline_stage>& stages) {
+  auto res = pipe_resources(problem, stages);
+  if (!res) return res.err();
+  const std::vector<pipe_resource>& r = *res;
+  const std::size_t n = r.size();  // stage, link, stage, ..., stage
+  const int S = static_cast<int>(stages.size());
+  std::vector<int> group(n);
+  seconds period = 0;
+  for (std::size_t i = 0; i < n; i += 2) {
+    const seconds work = r[i].work() + (i + 1 < n ? r[i + 1].work() : 0);
+    period = std::max(period, work);
+    group[i] = S - r[i].stage + 1;
+    if (i + 1 < n) group[i + 1] = group[i];
+  }
+  if (!(period > 0))
+    return error{status::infeasible,
+                 "every stage and transfer takes 0 s: there is no period (give the layers their "
+                 "times)",
+                 {}};
+  std::vector<seconds> phi(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) phi[i + 1] = phi[i] + r[i].forward;
+  pipeline_plan plan;
+  plan.stages = stages;
+  plan.period = period;
+  for (std::size_t i = 0; i < n; ++i)
+    plan.ops.push_back(place_op(r[i].forward_kind, r[i].stage, phi[i], 0, period));
+  for (std::size_t first = 0; first < n; first += 2) {  // group: the stage and its link
+    const std::size_t last = std::min(first + 1, n - 1);
+    seconds t = (group[last] - 1) * period + phi[last + 1];
+    for (std::size_t i = last + 1; i-- > first;) {
+      plan.ops.push_back(place_op(r[i].backward_kind, r[i].stage, t, 0, period));
+      t += r[i].backward;
+    }
+  }
+  int base = 0;
+  for (const auto& op : plan.ops)
+    if (op.kind == pipeline_op_kind::backward && op.stage == 1) base = op.shift;
+  for (auto& op : plan.ops) op.shift -= base;
+  return plan;
+}
+
 }  // namespace detail
 
 struct pipedream {
@@ -105,8 +152,13 @@ struct pipedream {
   static constexpr std::string_view summary =
       "PipeDream's contiguous partitioning DP (1F1B memory check), scheduled by 1F1B* (Alg. 7)";
 
+  /// false: 1F1B* with the smallest period that fits M (Alg. 7), what the thesis compares with;
+  /// true: PipeDream's own 1F1B, stage s of S keeping S - s + 1 activations, the period the
+  /// largest work of a stage and the transfer after it.
+  bool plain_one_f_one_b = false;
+
   /// The partition (contiguous stages, stage s on processor s - 1) and its 1F1B* plan of the
-  /// smallest period that fits M, replayed by the simulator.
+  /// smallest period that fits M (or its 1F1B plan), replayed by the simulator.
   [[nodiscard]] result<pipeline_solution> solve(const pipeline_problem& problem) const {
     const auto start = std::chrono::steady_clock::now();
     if (auto v = validate(problem); !v) return v.err();
@@ -127,18 +179,20 @@ struct pipedream {
                    need};
     }
     std::vector<pipeline_stage> stages = contiguous_stages(part.last);
-    auto plan = one_f_one_b_star_fit(problem, stages);
+    auto plan = plain_one_f_one_b ? detail::one_f_one_b_plain(problem, stages)
+                                  : one_f_one_b_star_fit(problem, stages);
     if (!plan) return error{plan.code(), "pipedream: " + plan.message(), plan.err().minimum_budget};
     out.report = sim::simulate_pipeline(problem, *plan);
     if (!out.report.valid)
       return error{
           status::solver_error,
-          "pipedream: the simulator rejects 1F1B*'s plan: " +
+          "pipedream: the simulator rejects the " +
+              std::string(plain_one_f_one_b ? "1F1B" : "1F1B*") + " plan: " +
               (out.report.first_violation ? out.report.first_violation->message : std::string()),
           {}};
     out.plan = std::move(*plan);
     out.predicted_period = part.period;
-    out.scheduler = "1F1B*";
+    out.scheduler = plain_one_f_one_b ? "1F1B" : "1F1B*";
     out.planning_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;
