@@ -53,6 +53,8 @@ struct madpipe_allocation {
   std::vector<bool> special;
   seconds period = std::numeric_limits<seconds>::infinity();  ///< the DP's T
   bool timed_out = false;
+  /// Without an allocation: whether a higher cap could find one (false: memory rules out all).
+  bool capped = false;
   [[nodiscard]] bool found() const { return !last.empty(); }
 };
 
@@ -91,6 +93,8 @@ class madpipe_dp {
     step_m_ = static_cast<double>(memory) / (nm_ - 1);
     step_v_ = (total + comm) / (nv_ - 1);
     if (procs_ > 1) blocks_.resize(ix(n_) * ix(procs_ - 1) * ix(nt_));
+    least_.assign(ix(n_ + 1), 0);
+    for (int j = 1; j <= n_; ++j) least_[ix(j)] = std::begin(model.options(1, j))->work();
   }
 
   madpipe_allocation run() {
@@ -99,6 +103,7 @@ class madpipe_dp {
     int j = n_, p = procs_ - 1, ti = 0, mi = 0, vi = 0;
     out.period = value(j, p, ti, mi, vi, nullptr);
     out.timed_out = timed_out_;
+    out.capped = capped_;
     if (timed_out_ || !std::isfinite(out.period)) return out;
     // The decisions along the path, from the last stage back.
     std::vector<int> last;
@@ -142,6 +147,11 @@ class madpipe_dp {
     const double gx = std::ceil(x / target_ - eps), gxy = std::ceil((x + y) / target_ - eps);
     return gx == gxy ? x + y : target_ * gx + y;
   }
+  /// The activations counted for a special stage of group g: the thesis' g - 1 (or g in the
+  /// worst-case pass), but at least 1: the F..B of one mini-batch on the special processor's
+  /// later stages run inside those of its earlier stages, so when the last of them runs its B
+  /// every one of them holds that mini-batch's activation.
+  [[nodiscard]] long long special(long long g) const { return std::max(1LL, g - special_less_); }
   [[nodiscard]] int up(double x, double step) const {
     if (!(step > 0)) return 0;
     return std::max(0, static_cast<int>(std::ceil(x / step - eps)));
@@ -159,7 +169,7 @@ class madpipe_dp {
       for (const auto& o : model_.options(1, j)) {
         const long long g = group(v, o.work());
         if (!limited_ ||
-            mp + static_cast<double>(model_.memory(o, 1, j, g - special_less_, false, j < n_)) <=
+            mp + static_cast<double>(model_.memory(o, 1, j, special(g), false, j < n_)) <=
                 static_cast<double>(memory_))
           return tp + o.work();
       }
@@ -177,16 +187,25 @@ class madpipe_dp {
       if ((++calls_ & 1023) == 0 && clock::now() > deadline_) timed_out_ = true;
       if (timed_out_) return inf;
     }
-    seconds best = cap_;  // values at or above the cap are of no use: they come back infinite
+    seconds best = cap_;      // values at or above the cap are of no use: they come back infinite
+    bool cut = !(tp < best);  // something left out for reaching the best (the cap, at first)
     for (int i = tp < best ? j : 0; i >= 1; --i) {  // the value is at least t_P
       const auto opts = model_.options(i, j);
       const seconds least = std::begin(opts)->work();
       const bool try_normal = least < best;
       const bool try_special = tp + least < best;
+      cut = cut || !try_normal || !try_special;
       if (!try_normal && !try_special) break;  // the works only grow as i falls
       const seconds comm = model_.transfer(i - 1);
-      if (comm >= best) continue;
-      if (try_normal)
+      if (comm >= best) {
+        cut = true;
+        continue;
+      }
+      // Layers 1..i-1 and t_P on the processors left: their average load bounds the period.
+      const seconds before = least_[ix(i - 1)];
+      const bool normal_bound = (before + tp) / p < best;
+      cut = cut || (try_normal && !normal_bound);
+      if (try_normal && normal_bound)
         for (const auto& o : opts) {
           const long long g = group(v, o.work());
           if (limited_ && model_.memory(o, i, j, g, i > 1, j < n_) > memory_) continue;
@@ -207,12 +226,16 @@ class madpipe_dp {
           int nmi = 0;
           if (limited_) {
             const double m =
-                mp + static_cast<double>(model_.memory(o, i, j, g - special_less_, i > 1, j < n_));
+                mp + static_cast<double>(model_.memory(o, i, j, special(g), i > 1, j < n_));
             if (m > static_cast<double>(memory_)) continue;
             nmi = std::min(nm_ - 1, up(m, step_m_));
           }
           const int nvi = delay_index(oplus(oplus(v, o.work()), comm));
           const seconds load = nti * step_t_;
+          if ((before + load) / (p + 1) >= best) {
+            cut = true;
+            break;
+          }
           const seconds rest = value(i - 1, p, nti, nmi, nvi, nullptr);
           const seconds val = std::max({load, comm, rest});
           if (val < best) {
@@ -222,7 +245,10 @@ class madpipe_dp {
           break;
         }
     }
-    if (best >= cap_) best = inf;
+    if (best >= cap_) {
+      best = inf;
+      capped_ = capped_ || cut;
+    }
     if (slot && !timed_out_) *slot = static_cast<float>(best);
     return best;
   }
@@ -238,8 +264,12 @@ class madpipe_dp {
   long long special_less_;  ///< the special processor's stages keep g - this many activations
   double step_t_ = 0, step_m_ = 0, step_v_ = 0;
   std::vector<std::unique_ptr<float[]>> blocks_;
+  /// The least work of layers 1..j (the first option of options(1, j); the store-all model's
+  /// works add up, so every partition of 1..j works at least that in all).
+  std::vector<seconds> least_;
   long long calls_ = 0;
   bool timed_out_ = false;
+  bool capped_ = false;  ///< some state came back infinite for the cap, not for memory alone
 };
 
 /// The plan of an allocation and the scheduler that made it.
@@ -332,19 +362,22 @@ struct madpipe {
     auto search = [&](bool worst, int first_iteration) {
       seconds lb = total / procs, ub = top, best = std::numeric_limits<seconds>::infinity();
       bool found = false;
-      auto probe = [&](seconds target, int iteration, seconds cap) {
+      auto probe = [&](seconds target, int iteration, seconds cap, seconds reach) {
         // Alg. 8 only moves its bounds with a T below ub (the best max(T, T-hat) so far): the
         // DP may leave out whatever reaches it (its states come back infinite). It is run with
-        // smaller caps first, each 1.5 times the last, from 1.125 max(T-hat, U(1, L) / P): a DP
-        // whose T is below its cap has it exact, and a low cap prunes most states.
+        // smaller caps first, each 1.5 times the last, from 1.125 U(1, L) / P (no T is below
+        // U(1, L) / P), up to `reach`: a DP whose T is below its cap has it exact, and a low cap
+        // prunes most states. A T beyond `reach` (2 max(T-hat, U(1, L) / P)) counts as +infinity:
+        // lb still becomes T-hat, only ub misses a decrease to T (a later T-hat finds such
+        // allocations).
         detail::madpipe_allocation a;
-        for (seconds c = std::min(cap, std::max(target, total / procs) * 1.125);;
-             c = std::min(cap, c * 1.5)) {
+        const seconds last = std::min(cap, reach);
+        for (seconds c = std::min(last, total / procs * 1.125);; c = std::min(last, c * 1.5)) {
           detail::madpipe_dp<detail::pipe_store_all_model> dp(model, procs, problem.memory, target,
                                                               load_steps, memory_steps, delay_steps,
                                                               deadline, c, worst);
           a = dp.run();
-          if (a.timed_out || a.found() || c >= cap) break;
+          if (a.timed_out || a.found() || c >= last || !a.capped) break;
         }
         if (a.timed_out) {
           timed_out = true;
@@ -361,7 +394,8 @@ struct madpipe {
       };
       seconds target = lb;
       for (int k = 1; k <= iterations && !timed_out; ++k) {
-        const seconds t = probe(target, first_iteration + k, found ? ub : top * (1 + 1e-9));
+        const seconds t = probe(target, first_iteration + k, found ? ub : top * (1 + 1e-9),
+                                2 * std::max(target, total / procs));
         if (timed_out) break;
         lb = std::max(lb, std::min(t, target));
         ub = std::min(ub, std::max(t, target));
@@ -369,7 +403,7 @@ struct madpipe {
       }
       // Alg. 8 never reaches its upper bound; when nothing passed, probe it once.
       if (!found && !timed_out)
-        probe(top, first_iteration + iterations + 1, std::numeric_limits<seconds>::infinity());
+        probe(top, first_iteration + iterations + 1, top * (1 + 1e-9), top * (1 + 1e-9));
     };
     search(false, 0);
     if (worst_case_pass && !timed_out) search(true, iterations + 1);
