@@ -358,6 +358,7 @@ struct madpipe {
     };
     std::vector<run> runs;
     bool timed_out = false;
+    int dp_runs = 0;
     const seconds top = total + comm;
     auto search = [&](bool worst, int first_iteration) {
       seconds lb = total / procs, ub = top, best = std::numeric_limits<seconds>::infinity();
@@ -377,6 +378,7 @@ struct madpipe {
                                                               load_steps, memory_steps, delay_steps,
                                                               deadline, c, worst);
           a = dp.run();
+          ++dp_runs;
           if (a.timed_out || a.found() || c >= last || !a.capped) break;
         }
         if (a.timed_out) {
@@ -427,7 +429,7 @@ struct madpipe {
       return std::max(a.period, a.target) < std::max(b.period, b.target);
     });
     pipeline_solution out;
-    out.dp_runs = static_cast<int>(runs.size());
+    out.dp_runs = dp_runs;
     std::optional<error> first_error;
     std::vector<std::vector<pipeline_stage>> tried;
     bool have = false;
