@@ -40,7 +40,7 @@ struct madpipe_progress {
   int iteration = 0;    ///< 1..K (K + 1 for the last-resort probe at the upper bound)
   seconds target = 0;   ///< T-hat of this run
   seconds period = 0;   ///< its DP's T (+infinity: no allocation passed the estimates)
-  seconds best = 0;     ///< min over the runs so far of max(T, T-hat)
+  seconds best = 0;     ///< min of max(T, T-hat) over this pass so far
   seconds elapsed = 0;  ///< since solve began
 };
 
