@@ -37,7 +37,7 @@ namespace remat {
 
 /// What MadPipe reports after each DP run of Alg. 8.
 struct madpipe_progress {
-  int iteration = 0;    ///< 1..K (K + 1 for the last-resort probe at the upper bound)
+  int iteration = 0;    ///< 1..K, K + 1 the last-resort run at ub; the worst-case pass from K + 2
   seconds target = 0;   ///< T-hat of this run
   seconds period = 0;   ///< its DP's T (+infinity: no allocation passed the estimates)
   seconds best = 0;     ///< min of max(T, T-hat) over this pass so far
