@@ -281,6 +281,21 @@ TEST_CASE("Lemma 10: weights (1, 2, 1), M = 2, P = 2: only the non-contiguous al
   CHECK(sim::simulate_pipeline(p, testing::one_three_on_one_processor()).valid);
 }
 
+TEST_CASE("Alg. 7's minimum memory counts the activations when the weights alone are over M") {
+  // One stage: C W = 3, an activation a_0 = 2; M = 2 is below the weights alone.
+  pipeline_problem p;
+  p.layers = pipe_chain({{1, 1, 1, 3}}, 2);
+  p.copies = 1;
+  p.memory = 2;
+  const auto st = contiguous_stages({1});
+  const auto none = one_f_one_b_star_fit(p, st);
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.code() == status::budget_too_small);
+  CHECK(none.err().minimum_budget == 5);  // 3 of weights and one activation of 2
+  p.memory = 5;
+  CHECK(one_f_one_b_star_fit(p, st).ok());
+}
+
 TEST_CASE("1F1B*: bad input errors") {
   const auto p = ofob_problem({{1, 2, 1, 0}, {2, 1, 1, 0}}, 1.0);
   const auto st = ofob_one_layer_stages(2);

@@ -1,0 +1,202 @@
+#pragma once
+// PipeDream's partitioning [PipeDream19], as the thesis compares with it [Shilova21, ch. 7,
+// "DP + 1F1B*"]: a dynamic program splits the chain into contiguous stages, one per processor
+// (no data-parallel replication), minimising the largest of the stage works U(i, j) and the
+// transfers C(j) = (a_j + delta_j) / beta at the boundaries, under PipeDream's memory check: the
+// stage s of P' keeps P' - s + 1 activations (1F1B's count), plus C copies of its weights and its
+// boundary buffers, within M. The partition is then scheduled by 1F1B* with the smallest period
+// that fits M (Alg. 7), or, as an option, by PipeDream's 1F1B. When no partition passes the check,
+// the error's minimum_budget is the smallest M with one, found by a bisection over M with the same
+// DP. docs/pipeline.md.
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <remat/core/result.hpp>
+#include <remat/core/units.hpp>
+#include <remat/policy/one_f_one_b.hpp>
+#include <remat/policy/pipeline/solution.hpp>
+#include <remat/policy/pipeline/stage_model.hpp>
+#include <remat/problem/pipeline.hpp>
+#include <remat/schedule/pipeline.hpp>
+#include <remat/sim/pipeline.hpp>
+
+namespace remat {
+
+namespace detail {
+
+/// A contiguous partition: the last layer of each stage, and the DP's period for it.
+struct pipe_partition {
+  std::vector<int> last;
+  seconds period = std::numeric_limits<seconds>::infinity();
+  [[nodiscard]] bool found() const { return !last.empty(); }
+};
+
+/// PipeDream's DP over suffixes: best(i, m) is the smallest max(U, C) over the partitions of
+/// layers i..N into exactly m stages, each passing the memory check with m', the stages from it
+/// to the end, activations (1F1B's NCA). The answer is the best over m = 1..P; ties go to fewer
+/// stages. O(N^2 P) options looked at.
+template <class Model>
+pipe_partition pipedream_partition(const Model& model, int procs, bytes memory) {
+  const int n = model.layers();
+  constexpr seconds inf = std::numeric_limits<seconds>::infinity();
+  const auto at = [&](int i, int m) { return ix(i) * ix(procs + 1) + ix(m); };
+  std::vector<seconds> best(ix(n + 2) * ix(procs + 1), inf);
+  std::vector<int> cut(best.size(), 0);
+  best[at(n + 1, 0)] = 0;
+  for (int i = n; i >= 1; --i)
+    for (int m = 1; m <= std::min(procs, n - i + 1); ++m)
+      for (int j = i; j <= n - m + 1; ++j) {
+        const seconds rest = best[at(j + 1, m - 1)];
+        if (rest == inf) continue;
+        for (const auto& o : model.options(i, j)) {
+          if (model.memory(o, i, j, m, i > 1, j < n) > memory) continue;
+          const seconds v = std::max({o.work(), model.transfer(j), rest});
+          if (v < best[at(i, m)]) {
+            best[at(i, m)] = v;
+            cut[at(i, m)] = j;
+          }
+          break;  // the first option that fits: the smallest work
+        }
+      }
+  pipe_partition out;
+  int stages = 0;
+  for (int m = 1; m <= procs; ++m)
+    if (best[at(1, m)] < out.period) {
+      out.period = best[at(1, m)];
+      stages = m;
+    }
+  for (int i = 1, m = stages; m > 0; --m) {
+    const int j = cut[at(i, m)];
+    out.last.push_back(j);
+    i = j + 1;
+  }
+  return out;
+}
+
+/// The smallest M for which pipedream_partition finds a partition (a bisection over M; the
+/// check passes for more memory once it passes).
+template <class Model>
+bytes pipedream_minimum_memory(const Model& model, int procs, int* runs = nullptr) {
+  bytes hi = 0;
+  for (const auto& o : model.options(1, model.layers()))
+    hi = std::max(hi, model.memory(o, 1, model.layers(), 1, false, false));
+  bytes lo = 0;  // hi passes; find the smallest that does
+  while (lo < hi) {
+    const bytes mid = lo + (hi - lo) / 2;
+    if (runs) ++*runs;
+    if (pipedream_partition(model, procs, mid).found())
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return hi;
+}
+
+/// PipeDream's 1F1B on a contiguous allocation, in 1F1B*'s terms [Shilova21, Alg. 6]: each stage
+/// with the transfer after it is its own group (group 1 the last stage), so that stage s of S
+/// keeps S - s + 1 activations whatever the period; the period is the largest group's work
+/// U_s + C(s). The plan is 1F1B*'s construction with these groups.
+inline result<pipeline_plan> one_f_one_b_plain(const pipeline_problem& problem,
+                                               const std::vector<pipeline_stage>& stages) {
+  auto res = pipe_resources(problem, stages);
+  if (!res) return res.err();
+  const std::vector<pipe_resource>& r = *res;
+  const std::size_t n = r.size();  // stage, link, stage, ..., stage
+  const int S = static_cast<int>(stages.size());
+  std::vector<int> group(n);
+  seconds period = 0;
+  for (std::size_t i = 0; i < n; i += 2) {
+    const seconds work = r[i].work() + (i + 1 < n ? r[i + 1].work() : 0);
+    period = std::max(period, work);
+    group[i] = S - r[i].stage + 1;
+    if (i + 1 < n) group[i + 1] = group[i];
+  }
+  if (!(period > 0))
+    return error{status::infeasible,
+                 "every stage and transfer takes 0 s: there is no period (give the layers their "
+                 "times)",
+                 {}};
+  std::vector<seconds> phi(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) phi[i + 1] = phi[i] + r[i].forward;
+  pipeline_plan plan;
+  plan.stages = stages;
+  plan.period = period;
+  for (std::size_t i = 0; i < n; ++i)
+    plan.ops.push_back(place_op(r[i].forward_kind, r[i].stage, phi[i], 0, period));
+  for (std::size_t first = 0; first < n; first += 2) {  // group: the stage and its link
+    const std::size_t last = std::min(first + 1, n - 1);
+    seconds t = (group[last] - 1) * period + phi[last + 1];
+    for (std::size_t i = last + 1; i-- > first;) {
+      plan.ops.push_back(place_op(r[i].backward_kind, r[i].stage, t, 0, period));
+      t += r[i].backward;
+    }
+  }
+  int base = 0;
+  for (const auto& op : plan.ops)
+    if (op.kind == pipeline_op_kind::backward && op.stage == 1) base = op.shift;
+  for (auto& op : plan.ops) op.shift -= base;
+  return plan;
+}
+
+}  // namespace detail
+
+struct pipedream {
+  static constexpr std::string_view name = "pipedream";
+  static constexpr std::string_view summary =
+      "PipeDream's contiguous partitioning DP (1F1B memory check), scheduled by 1F1B* (Alg. 7)";
+
+  /// false: 1F1B* with the smallest period that fits M (Alg. 7), what the thesis compares with;
+  /// true: PipeDream's own 1F1B, stage s of S keeping S - s + 1 activations, the period the
+  /// largest work of a stage and the transfer after it.
+  bool plain_one_f_one_b = false;
+
+  /// The partition (contiguous stages, stage s on processor s - 1) and its 1F1B* plan of the
+  /// smallest period that fits M (or its 1F1B plan), replayed by the simulator.
+  [[nodiscard]] result<pipeline_solution> solve(const pipeline_problem& problem) const {
+    const auto start = std::chrono::steady_clock::now();
+    if (auto v = validate(problem); !v) return v.err();
+    const detail::pipe_store_all_model model(problem);
+    pipeline_solution out;
+    const detail::pipe_partition part =
+        detail::pipedream_partition(model, problem.processors, problem.memory);
+    out.dp_runs = 1;
+    if (!part.found()) {
+      const bytes need = detail::pipedream_minimum_memory(model, problem.processors, &out.dp_runs);
+      return error{status::budget_too_small,
+                   "pipedream: no contiguous partition of chain '" + problem.layers.name +
+                       "' into at most " + std::to_string(problem.processors) +
+                       " stages fits memory " + format_bytes(problem.memory) +
+                       " per processor (stage s of P' keeping P' - s + 1 activations, C x its "
+                       "weights and its buffers); the smallest memory with one is " +
+                       format_bytes(need) + " (a bisection over M with the same DP)",
+                   need};
+    }
+    std::vector<pipeline_stage> stages = contiguous_stages(part.last);
+    auto plan = plain_one_f_one_b ? detail::one_f_one_b_plain(problem, stages)
+                                  : one_f_one_b_star_fit(problem, stages);
+    if (!plan) return error{plan.code(), "pipedream: " + plan.message(), plan.err().minimum_budget};
+    out.report = sim::simulate_pipeline(problem, *plan);
+    if (!out.report.valid)
+      return error{
+          status::solver_error,
+          "pipedream: the simulator rejects the " +
+              std::string(plain_one_f_one_b ? "1F1B" : "1F1B*") + " plan: " +
+              (out.report.first_violation ? out.report.first_violation->message : std::string()),
+          {}};
+    out.plan = std::move(*plan);
+    out.predicted_period = part.period;
+    out.scheduler = plain_one_f_one_b ? "1F1B" : "1F1B*";
+    out.planning_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return out;
+  }
+};
+
+}  // namespace remat
