@@ -7,10 +7,12 @@
 //   remat-plan --chain FILE --budget 1GiB --simulate "F1_ck F2_all B2 F1_all B1"
 //   remat-plan --chain FILE --sweep [--svg curve.svg]
 //   remat-plan --multi-chain examples/multi_chains/toy.json --budget 11MiB --policy multi_chain
+//   remat-plan --chain FILE --policy madpipe --processors 4 --memory 8GiB --bandwidth 12e9
 //
 // One command per run: plan (plan.cpp), find the minimum (find_minimum.cpp), replay a program
-// (simulate.cpp), sweep every chain policy (sweep.cpp) or plan chains joined at a loss
-// (multi_chain.cpp); the options are read in options.cpp.
+// (simulate.cpp), sweep every chain policy (sweep.cpp), plan chains joined at a loss
+// (multi_chain.cpp) or a pipeline on several processors (pipeline.cpp); the options are read in
+// options.cpp.
 // docs/cli.md is the guide; --help lists every option, generated from the policy catalogue.
 // Exit status: 0 planned (or a valid program), 1 planning failed or the program is invalid
 // (reason on stderr), 2 usage error.
@@ -45,6 +47,7 @@ int main(int argc, char** argv) {
         return fail(o, nullptr,
                     remat::error{remat::status::invalid_problem, "--trace: " + *why, {}});
     if (!o.multi_chain_path.empty()) return run_multi_chain(o);
+    if (o.processors) return run_pipeline(o);
     if (o.sweep) return run_sweep(o);
     if (o.simulate) return run_simulate(o);
     if (o.finds_minimum()) return run_find_minimum(o);

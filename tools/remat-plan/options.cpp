@@ -57,6 +57,17 @@ std::vector<std::string_view> policy_names() {
   return v;
 }
 
+/// The pipeline policies' names (policy/pipeline_catalogue.hpp).
+std::vector<std::string_view> pipeline_policy_names() {
+  const auto& n = remat::pipeline_policies<naming_milp>::names;
+  return {n.begin(), n.end()};
+}
+
+bool is_pipeline_policy(std::string_view name) {
+  const auto n = pipeline_policy_names();
+  return std::find(n.begin(), n.end(), name) != n.end();
+}
+
 bool plans_graphs(std::string_view name) {
   if (name == auto_policy) return true;
   bool graph = false;
@@ -148,6 +159,8 @@ std::string help_text() {
                   [--svg FILE] [--json]
        remat-plan --multi-chain FILE --budget BYTES --policy multi_chain
                   [--time-limit SECONDS] [--json]
+       remat-plan --chain FILE --processors P --policy pipedream|madpipe
+                  [--memory BYTES] [--bandwidth BYTES_PER_S] [--copies C] [--json]
 
 Plans a chain's or a graph's training (a JSON chain profile or forward DAG, see
 docs/json-format.md) within a memory budget, re-simulates the schedule, and prints
@@ -304,6 +317,31 @@ every policy at many budgets (instead of --policy and --budget):
                         (default 12e9; 0 leaves them out)
   --time-limit SECONDS  with --sweep: each solve's limit
 
+a pipeline on several processors (docs/pipeline.md):
+  --processors P        plan the chain's training on P processors, mini-batches in
+                        a pipeline, with --policy pipedream or madpipe; the chain's
+                        weight_bytes count --copies times on the processor that
+                        holds a layer. The plan is replayed by the pipeline
+                        simulator; it prints the period per mini-batch, the stages
+                        (layers, processor, activations in flight, whether the
+                        stage recomputes), each processor's peak and the periodic
+                        pattern. --json prints {"status", "policy", "chain",
+                        "processors", "memory_bytes", "bandwidth", "copies",
+                        "period", "pattern_period", "k", "predicted_period",
+                        "scheduler", "planning_seconds", "sequential_time",
+                        "stages": [{"first", "last", "processor",
+                        "concurrent_activations", "recompute"}], "peak_bytes",
+                        "pattern": [{"op", "stage", "start", "shift"}]}
+  --memory BYTES        each processor's memory (weights, activations, buffers),
+                        e.g. 8GiB; default unlimited. Too small for any plan: the
+                        error says the smallest that has one
+  --bandwidth BYTES_PER_S
+                        with --processors: every link between two processors (> 0;
+                        inf: free transfers); default inf
+  --copies C            copies of the weights each processor keeps (weights,
+                        gradients, optimizer state; default 3)
+  --time-limit SECONDS  with --processors: the whole solve's limit (madpipe)
+
 output:
   --json                print one JSON object instead of the summary
   --svg FILE            write a picture (SVG): with --sweep, the budget -> overhead
@@ -374,7 +412,9 @@ std::vector<std::string_view> knobs_given(const options& o) {
         std::pair{o.max_batch.has_value(), "--max-batch"},
         std::pair{o.search.has_value(), "--search"},
         std::pair{o.dynamic_overhead.has_value(), "--dynamic-overhead"},
-        std::pair{o.heuristic.has_value(), "--heuristic"}})
+        std::pair{o.heuristic.has_value(), "--heuristic"},
+        std::pair{o.processors.has_value(), "--processors"},
+        std::pair{o.memory.has_value(), "--memory"}, std::pair{o.copies.has_value(), "--copies"}})
     if (is) given.push_back(opt);
   return given;
 }
@@ -438,6 +478,51 @@ std::variant<options, usage_error> check_multi_chain(const options& o) {
     return usage_error{std::string(knobs.front()) +
                        " does not apply to --multi-chain (--policy multi_chain takes "
                        "--time-limit; --json and --quiet apply)"};
+  return o;
+}
+
+/// A pipeline's options (--processors): --chain, a pipeline --policy, --memory, --bandwidth,
+/// --copies; --time-limit, --solver, --progress, --json and --quiet apply.
+std::variant<options, usage_error> check_pipeline(const options& o) {
+  const std::string policies = listed(pipeline_policy_names(), " or ");
+  if (o.chain_path.empty())
+    return usage_error{"--processors plans a chain's pipeline: give --chain FILE (a graph: make "
+                       "it a chain first, docs/pipeline.md)"};
+  if (o.policy.empty()) return usage_error{"missing --policy " + policies + " (with --processors)"};
+  if (!is_pipeline_policy(o.policy))
+    return usage_error{"--policy " + o.policy + " plans one device; with --processors use --policy " +
+                       policies};
+  if (o.sweep || o.simulate || o.find_minimum)
+    return usage_error{std::string(o.sweep ? "--sweep" : o.simulate ? "--simulate" : "--find-minimum") +
+                       " does not apply to a pipeline (--processors); a memory too small for any "
+                       "plan is reported with the smallest that has one"};
+  if (!o.budget_text.empty())
+    return usage_error{"--budget is one device's; a pipeline takes --memory BYTES, each "
+                       "processor's"};
+  auto knobs = knobs_given(o);
+  for (const auto& [arg, name] : bandwidths(o))
+    if (*arg && std::string_view(name) != "--bandwidth") knobs.push_back(name);
+  for (const auto& [given, opt] :
+       {std::pair{o.trace.has_value(), "--trace"}, std::pair{!o.svg.empty(), "--svg"},
+        std::pair{o.host_memory.has_value(), "--host-memory"}})
+    if (given) knobs.push_back(opt);
+  knobs.erase(std::remove_if(knobs.begin(), knobs.end(),
+                             [](std::string_view k) {
+                               return k == "--solver" || k == "--processors" || k == "--memory" ||
+                                      k == "--copies";
+                             }),
+              knobs.end());
+  if (!knobs.empty())
+    return usage_error{std::string(knobs.front()) +
+                       " does not apply to a pipeline (--processors takes --memory, --bandwidth, "
+                       "--copies, --time-limit, --solver, --progress, --json and --quiet)"};
+  if (o.bandwidth && !(o.bandwidth->value > 0))
+    return usage_error{"--bandwidth '" + o.bandwidth->text +
+                       "': a pipeline's links need a bandwidth > 0 bytes per second (e.g. 12e9, "
+                       "12GiB/s, or inf for free transfers)"};
+  if (!o.solver.empty() && !with_solver(o.solver, [](auto) {}))
+    return usage_error{"this remat-plan was built without " + o.solver + "; use --solver " +
+                       listed(solvers_built(), " or ")};
   return o;
 }
 
@@ -574,7 +659,7 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
        {},
        [&](const std::string& v) -> std::optional<std::string> {
          const auto names = policy_names();
-         if (v == remat::multi_chain_dp::name) {
+         if (v == remat::multi_chain_dp::name || is_pipeline_policy(v)) {
            o.policy = v;
            return std::nullopt;
          }
@@ -585,6 +670,36 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
                   "; the policies are " + listed(names, ", ");
          }
          o.policy = v;
+         return std::nullopt;
+       }},
+      {"--processors",
+       true,
+       {},
+       [&, bad = not_a("--processors", "an integer >= 1 (the pipeline's processors)")](
+           const std::string& v) -> std::optional<std::string> {
+         const auto n = parse_int<int>(v);
+         if (!n || *n < 1) return bad(v);
+         o.processors = *n;
+         return std::nullopt;
+       }},
+      {"--memory",
+       true,
+       {},
+       [&](const std::string& v) -> std::optional<std::string> {
+         std::string why;
+         const auto b = remat_cli::parse_bytes(v, why);
+         if (!b) return "--memory " + why;
+         o.memory = *b;
+         return std::nullopt;
+       }},
+      {"--copies",
+       true,
+       {},
+       [&, bad = not_a("--copies", "an integer from 1 to 1024 (3: weights, gradients, optimizer "
+                                   "state)")](const std::string& v) -> std::optional<std::string> {
+         const auto n = parse_int<int>(v);
+         if (!n || *n < 1 || *n > 1024) return bad(v);
+         o.copies = *n;
          return std::nullopt;
        }},
       {"--slots",
@@ -793,6 +908,13 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
   if (!o.chain_path.empty() + !o.graph_path.empty() + !o.multi_chain_path.empty() > 1)
     return usage_error{"give --chain, --graph or --multi-chain, not both"};
   if (!o.multi_chain_path.empty()) return check_multi_chain(o);
+  if (o.processors) return check_pipeline(o);
+  if (is_pipeline_policy(o.policy))
+    return usage_error{"--policy " + o.policy + " plans a pipeline: give --processors P (and "
+                       "--memory BYTES, --bandwidth BYTES_PER_S; docs/pipeline.md)"};
+  if (o.memory || o.copies)
+    return usage_error{std::string(o.memory ? "--memory" : "--copies") +
+                       " applies to a pipeline (--processors); one device takes --budget"};
   if (o.policy == remat::multi_chain_dp::name)
     return usage_error{
         "--policy multi_chain plans chains joined at a loss: give --multi-chain "

@@ -35,6 +35,9 @@ struct options {
   std::string chain_path;
   std::string graph_path;
   std::string multi_chain_path;  ///< --multi-chain: chains joined at a loss (multi_chain.cpp)
+  std::optional<int> processors;       ///< --processors: a pipeline's P (pipeline.cpp)
+  std::optional<remat::bytes> memory;  ///< --memory: each processor's, with --processors
+  std::optional<int> copies;           ///< --copies: of the weights, with --processors
   std::string solver;  ///< the MILP solver of checkmate and rockmate (filled with the default)
   bool relax = false;
   bool no_portfolio = false;  ///< pofo: its DP's own plan
@@ -91,6 +94,7 @@ int run_simulate(const options& o);      ///< --simulate (simulate.cpp)
 int run_find_minimum(const options& o);  ///< --find-minimum without --budget (find_minimum.cpp)
 int run_sweep(const options& o);         ///< --sweep (sweep.cpp)
 int run_multi_chain(const options& o);   ///< --multi-chain (multi_chain.cpp)
+int run_pipeline(const options& o);      ///< --processors (pipeline.cpp)
 
 // --- shared by the commands (output.cpp) ----------------------------------------------------
 

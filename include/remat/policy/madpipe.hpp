@@ -27,6 +27,7 @@
 #include <remat/policy/one_f_one_b.hpp>
 #include <remat/policy/pipedream.hpp>
 #include <remat/policy/pipeline/modulo.hpp>
+#include <remat/policy/pipeline/recompute_model.hpp>
 #include <remat/policy/pipeline/solution.hpp>
 #include <remat/policy/pipeline/stage_model.hpp>
 #include <remat/problem/pipeline.hpp>
@@ -51,6 +52,7 @@ namespace detail {
 struct madpipe_allocation {
   std::vector<int> last;
   std::vector<bool> special;
+  std::vector<int> option;  ///< each stage's option, its index in model.options(first, last)
   seconds period = std::numeric_limits<seconds>::infinity();  ///< the DP's T
   bool timed_out = false;
   /// Without an allocation: whether a higher cap could find one (false: memory rules out all).
@@ -108,15 +110,18 @@ class madpipe_dp {
     // The decisions along the path, from the last stage back.
     std::vector<int> last;
     std::vector<bool> special;
+    std::vector<int> option;
     while (j > 0) {
       if (p == 0) {
         last.push_back(j);
         special.push_back(true);
+        option.push_back(first_special(j, vi, mi));
         break;
       }
       value(j, p, ti, mi, vi, &c);
       last.push_back(j);
       special.push_back(c.special);
+      option.push_back(c.option);
       j = c.first - 1;
       if (!c.special) --p;
       ti = c.ti;
@@ -125,8 +130,10 @@ class madpipe_dp {
     }
     std::reverse(last.begin(), last.end());
     std::reverse(special.begin(), special.end());
+    std::reverse(option.begin(), option.end());
     out.last = std::move(last);
     out.special = std::move(special);
+    out.option = std::move(option);
     return out;
   }
 
@@ -135,6 +142,7 @@ class madpipe_dp {
     int first = 1;
     bool special = false;
     int ti = 0, mi = 0, vi = 0;
+    int option = 0;
   };
   static constexpr seconds inf = std::numeric_limits<seconds>::infinity();
   static constexpr double eps = 1e-9;
@@ -160,20 +168,32 @@ class madpipe_dp {
     return std::min(nv_ - 1, step_v_ > 0 ? static_cast<int>(std::floor(v / step_v_ + 0.5)) : 0);
   }
 
+  /// The first option of layers 1..j that fits the special processor after m_P (index mi), with
+  /// the delay bound of index vi; -1 if none.
+  [[nodiscard]] int first_special(int j, int vi, int mi) const {
+    const seconds v = vi * step_v_;
+    const double mp = mi * step_m_;
+    int k = 0;
+    for (const auto& o : model_.options(1, j)) {
+      const long long g = group(v, o.work());
+      if (!limited_ ||
+          mp + static_cast<double>(model_.memory(o, 1, j, special(g), false, j < n_)) <=
+              static_cast<double>(memory_))
+        return k;
+      ++k;
+    }
+    return -1;
+  }
+
   seconds value(int j, int p, int ti, int mi, int vi, choice* rec) {
     const seconds tp = ti * step_t_;
     if (j == 0) return tp;
     const seconds v = vi * step_v_;
     const double mp = mi * step_m_;
     if (p == 0) {  // layers 1..j as one stage on the special processor
-      for (const auto& o : model_.options(1, j)) {
-        const long long g = group(v, o.work());
-        if (!limited_ ||
-            mp + static_cast<double>(model_.memory(o, 1, j, special(g), false, j < n_)) <=
-                static_cast<double>(memory_))
-          return tp + o.work();
-      }
-      return inf;
+      const int k = first_special(j, vi, mi);
+      if (k < 0) return inf;
+      return tp + std::begin(model_.options(1, j))[k].work();
     }
     float* slot = nullptr;
     if (!rec) {
@@ -190,7 +210,7 @@ class madpipe_dp {
     seconds best = cap_;      // values at or above the cap are of no use: they come back infinite
     bool cut = !(tp < best);  // something left out for reaching the best (the cap, at first)
     for (int i = tp < best ? j : 0; i >= 1; --i) {  // the value is at least t_P
-      const auto opts = model_.options(i, j);
+      const auto& opts = model_.options(i, j);
       const seconds least = std::begin(opts)->work();
       const bool try_normal = least < best;
       const bool try_special = tp + least < best;
@@ -205,8 +225,10 @@ class madpipe_dp {
       const seconds before = least_[ix(i - 1)];
       const bool normal_bound = (before + tp) / p < best;
       cut = cut || (try_normal && !normal_bound);
+      int k = -1;
       if (try_normal && normal_bound)
         for (const auto& o : opts) {
+          ++k;
           const long long g = group(v, o.work());
           if (limited_ && model_.memory(o, i, j, g, i > 1, j < n_) > memory_) continue;
           const int nvi = delay_index(oplus(oplus(v, o.work()), comm));
@@ -214,12 +236,14 @@ class madpipe_dp {
           const seconds val = std::max({o.work(), comm, rest});
           if (val < best) {
             best = val;
-            if (rec) *rec = {i, false, ti, mi, nvi};
+            if (rec) *rec = {i, false, ti, mi, nvi, k};
           }
           break;
         }
+      k = -1;
       if (try_special)
         for (const auto& o : opts) {
+          ++k;
           const int nti = up(tp + o.work(), step_t_);
           if (nti > nt_ - 1) break;
           const long long g = group(v, o.work());
@@ -240,7 +264,7 @@ class madpipe_dp {
           const seconds val = std::max({load, comm, rest});
           if (val < best) {
             best = val;
-            if (rec) *rec = {i, true, nti, nmi, nvi};
+            if (rec) *rec = {i, true, nti, nmi, nvi, k};
           }
           break;
         }
@@ -315,6 +339,11 @@ struct madpipe {
   /// valid plan wins. Without the ILP (phase 2) to repair the thesis' optimistic estimate, the
   /// first pass's allocations may need a much longer period than the DP said.
   bool worst_case_pass = true;
+  /// Where storing every activation of a stage does not fit, the stage may recompute in its
+  /// backward (rotor's program within a share of M; docs/pipeline.md, "Stages that
+  /// recompute"). false: the thesis' model, every stage stores.
+  bool recompute = true;
+  detail::pipe_recompute_knobs recompute_knobs{};
   std::function<void(const madpipe_progress&)> progress;  ///< after each DP run, if set
   Milp milp{};  ///< phase 2's backend (the ch. 6 ILP), not used yet
 
@@ -338,7 +367,22 @@ struct madpipe {
                               ? start + std::chrono::duration_cast<clock::duration>(
                                             std::chrono::duration<double>(time_limit))
                               : clock::time_point::max();
-    const detail::pipe_store_all_model model(problem);
+    const detail::pipe_recompute_knobs knobs =
+        recompute ? recompute_knobs : detail::pipe_recompute_knobs{0, 0};
+    // The thesis' model (every stage stores), and, when stages may recompute and memory is
+    // limited, the model with recomputing options: Alg. 8 runs on both and the shortest valid
+    // plan wins, so that recomputation never makes a plan worse than the thesis' model's.
+    auto plain = detail::pipe_recompute_model::make(problem, detail::pipe_recompute_knobs{0, 0},
+                                                    detail::deadline(0), name);
+    if (!plain) return plain.err();
+    std::optional<detail::pipe_recompute_model> rich;
+    if (recompute && problem.memory < unlimited_bytes) {
+      auto made =
+          detail::pipe_recompute_model::make(problem, knobs, detail::deadline(time_limit), name);
+      if (!made) return made.err();
+      rich.emplace(std::move(*made));
+    }
+    const detail::pipe_recompute_model& model = *plain;
     const int n = model.layers(), procs = problem.processors;
     seconds total = 0, comm = 0;
     for (const auto& o : model.options(1, n)) total = std::max(total, o.work());
@@ -355,12 +399,13 @@ struct madpipe {
     struct run {
       seconds target, period;
       detail::madpipe_allocation alloc;
+      const detail::pipe_recompute_model* model;
     };
     std::vector<run> runs;
     bool timed_out = false;
     int dp_runs = 0;
     const seconds top = total + comm;
-    auto search = [&](bool worst, int first_iteration) {
+    auto search = [&](const detail::pipe_recompute_model& m, bool worst, int first_iteration) {
       seconds lb = total / procs, ub = top, best = std::numeric_limits<seconds>::infinity();
       bool found = false;
       auto probe = [&](seconds target, int iteration, seconds cap, seconds reach) {
@@ -374,7 +419,7 @@ struct madpipe {
         detail::madpipe_allocation a;
         const seconds last = std::min(cap, reach);
         for (seconds c = std::min(last, total / procs * 1.125);; c = std::min(last, c * 1.5)) {
-          detail::madpipe_dp<detail::pipe_store_all_model> dp(model, procs, problem.memory, target,
+          detail::madpipe_dp<detail::pipe_recompute_model> dp(m, procs, problem.memory, target,
                                                               load_steps, memory_steps, delay_steps,
                                                               deadline, c, worst);
           a = dp.run();
@@ -390,7 +435,7 @@ struct madpipe {
         if (progress) progress({iteration, target, t, best, elapsed()});
         if (a.found()) {
           found = true;
-          runs.push_back({target, t, std::move(a)});
+          runs.push_back({target, t, std::move(a), &m});
         }
         return t;
       };
@@ -407,8 +452,14 @@ struct madpipe {
       if (!found && !timed_out)
         probe(top, first_iteration + iterations + 1, top * (1 + 1e-9), top * (1 + 1e-9));
     };
-    search(false, 0);
-    if (worst_case_pass && !timed_out) search(true, iterations + 1);
+    int iteration = 0;
+    for (const detail::pipe_recompute_model* m : {&*plain, rich ? &*rich : nullptr}) {
+      if (!m || timed_out) continue;
+      search(*m, false, iteration);
+      iteration += iterations + 1;
+      if (worst_case_pass && !timed_out) search(*m, true, iteration);
+      iteration += iterations + 1;
+    }
     if (runs.empty()) {
       if (timed_out)
         return error{status::time_limit,
@@ -416,7 +467,14 @@ struct madpipe {
                          " s ran out before a DP run finished (" + detail::time_text(elapsed()) +
                          " s); raise it or use coarser grids (load_steps, delay_steps)",
                      {}};
-      const bytes need = detail::pipedream_minimum_memory(model, procs);
+      const bytes need = detail::pipedream_minimum_memory(
+          problem, [&](bytes memory) -> std::optional<detail::pipe_recompute_model> {
+            pipeline_problem q = problem;
+            q.memory = memory;
+            auto m = detail::pipe_recompute_model::make(q, knobs, detail::deadline(0), name);
+            if (!m) return std::nullopt;
+            return std::move(*m);
+          });
       return error{status::budget_too_small,
                    "madpipe: no allocation of chain '" + problem.layers.name + "' on " +
                        std::to_string(procs) + " processors passes MadPipe's memory estimates in " +
@@ -442,8 +500,13 @@ struct madpipe {
         return std::min(c, procs - 1);
       }();
       for (std::size_t s = 0, first = 1; s < r.alloc.last.size(); ++s) {
-        stages.push_back({static_cast<int>(first), r.alloc.last[s],
-                          r.alloc.special[s] ? special_proc : normal++});
+        pipeline_stage st{static_cast<int>(first), r.alloc.last[s],
+                          r.alloc.special[s] ? special_proc : normal++};
+        const auto& opts = r.model->options(st.first, st.last);
+        auto program = r.model->program(st.first, st.last, opts[detail::ix(r.alloc.option[s])]);
+        if (!program) return program.err();
+        st.recompute = std::move(*program);
+        stages.push_back(std::move(st));
         first = static_cast<std::size_t>(r.alloc.last[s]) + 1;
       }
       if (std::find(tried.begin(), tried.end(), stages) != tried.end()) continue;

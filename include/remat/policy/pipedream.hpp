@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -21,6 +22,7 @@
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/policy/one_f_one_b.hpp>
+#include <remat/policy/pipeline/recompute_model.hpp>
 #include <remat/policy/pipeline/solution.hpp>
 #include <remat/policy/pipeline/stage_model.hpp>
 #include <remat/problem/pipeline.hpp>
@@ -31,9 +33,11 @@ namespace remat {
 
 namespace detail {
 
-/// A contiguous partition: the last layer of each stage, and the DP's period for it.
+/// A contiguous partition: the last layer of each stage, the option of the model each stage runs
+/// (its index in model.options(first, last)), and the DP's period for it.
 struct pipe_partition {
   std::vector<int> last;
+  std::vector<int> option;
   seconds period = std::numeric_limits<seconds>::infinity();
   [[nodiscard]] bool found() const { return !last.empty(); }
 };
@@ -48,19 +52,24 @@ pipe_partition pipedream_partition(const Model& model, int procs, bytes memory) 
   constexpr seconds inf = std::numeric_limits<seconds>::infinity();
   const auto at = [&](int i, int m) { return ix(i) * ix(procs + 1) + ix(m); };
   std::vector<seconds> best(ix(n + 2) * ix(procs + 1), inf);
-  std::vector<int> cut(best.size(), 0);
+  std::vector<int> cut(best.size(), 0), chosen(best.size(), 0);
   best[at(n + 1, 0)] = 0;
   for (int i = n; i >= 1; --i)
     for (int m = 1; m <= std::min(procs, n - i + 1); ++m)
       for (int j = i; j <= n - m + 1; ++j) {
         const seconds rest = best[at(j + 1, m - 1)];
         if (rest == inf) continue;
+        int k = 0;
         for (const auto& o : model.options(i, j)) {
-          if (model.memory(o, i, j, m, i > 1, j < n) > memory) continue;
+          if (model.memory(o, i, j, m, i > 1, j < n) > memory) {
+            ++k;
+            continue;
+          }
           const seconds v = std::max({o.work(), model.transfer(j), rest});
           if (v < best[at(i, m)]) {
             best[at(i, m)] = v;
             cut[at(i, m)] = j;
+            chosen[at(i, m)] = k;
           }
           break;  // the first option that fits: the smallest work
         }
@@ -75,28 +84,51 @@ pipe_partition pipedream_partition(const Model& model, int procs, bytes memory) 
   for (int i = 1, m = stages; m > 0; --m) {
     const int j = cut[at(i, m)];
     out.last.push_back(j);
+    out.option.push_back(chosen[at(i, m)]);
     i = j + 1;
   }
   return out;
 }
 
 /// The smallest M for which pipedream_partition finds a partition (a bisection over M; the
-/// check passes for more memory once it passes).
-template <class Model>
-bytes pipedream_minimum_memory(const Model& model, int procs, int* runs = nullptr) {
-  bytes hi = 0;
-  for (const auto& o : model.options(1, model.layers()))
-    hi = std::max(hi, model.memory(o, 1, model.layers(), 1, false, false));
+/// check passes for more memory once it passes). `model_for(M)` is the stage model at memory M
+/// (the store-all model does not depend on it; the recomputing one's shares do), or nullopt when
+/// it cannot be made.
+template <class ModelFor>
+bytes pipedream_minimum_memory(const pipeline_problem& problem, ModelFor&& model_for,
+                               int* runs = nullptr) {
+  const pipe_store_all_model all(problem);
+  bytes hi = 0;  // one stage storing everything passes
+  for (const auto& o : all.options(1, all.layers()))
+    hi = std::max(hi, all.memory(o, 1, all.layers(), 1, false, false));
   bytes lo = 0;  // hi passes; find the smallest that does
   while (lo < hi) {
     const bytes mid = lo + (hi - lo) / 2;
     if (runs) ++*runs;
-    if (pipedream_partition(model, procs, mid).found())
+    const auto model = model_for(mid);
+    if (model && pipedream_partition(*model, problem.processors, mid).found())
       hi = mid;
     else
       lo = mid + 1;
   }
   return hi;
+}
+
+/// The contiguous stages of a partition, each with the program of its option (a recomputing
+/// stage's, pipe_recompute_model::program; none for store-all).
+template <class Model>
+result<std::vector<pipeline_stage>> pipe_stages_of(const Model& model, const std::vector<int>& last,
+                                                   const std::vector<int>& option) {
+  std::vector<pipeline_stage> stages = contiguous_stages(last);
+  if constexpr (requires { model.program(1, 1, pipe_stage_option{}); })
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      auto& st = stages[s];
+      const auto opts = model.options(st.first, st.last);
+      auto prog = model.program(st.first, st.last, opts[ix(option[s])]);
+      if (!prog) return prog.err();
+      st.recompute = std::move(*prog);
+    }
+  return stages;
 }
 
 /// PipeDream's 1F1B on a contiguous allocation, in 1F1B*'s terms [Shilova21, Alg. 6]: each stage
@@ -157,30 +189,51 @@ struct pipedream {
   /// largest work of a stage and the transfer after it.
   bool plain_one_f_one_b = false;
 
+  /// Where storing every activation of a stage does not fit, the stage may recompute in its
+  /// backward (rotor's program within a share of M; docs/pipeline.md, "Stages that
+  /// recompute"). false: the thesis' model, every stage stores.
+  bool recompute = true;
+  detail::pipe_recompute_knobs recompute_knobs{};
+
   /// The partition (contiguous stages, stage s on processor s - 1) and its 1F1B* plan of the
   /// smallest period that fits M (or its 1F1B plan), replayed by the simulator.
   [[nodiscard]] result<pipeline_solution> solve(const pipeline_problem& problem) const {
     const auto start = std::chrono::steady_clock::now();
     if (auto v = validate(problem); !v) return v.err();
-    const detail::pipe_store_all_model model(problem);
+    auto model_for = [&](bytes memory) -> std::optional<detail::pipe_recompute_model> {
+      pipeline_problem q = problem;
+      q.memory = memory;
+      auto m = detail::pipe_recompute_model::make(
+          q, recompute ? recompute_knobs : detail::pipe_recompute_knobs{0, 0}, detail::deadline(0),
+          name);
+      if (!m) return std::nullopt;
+      return std::move(*m);
+    };
+    auto model = detail::pipe_recompute_model::make(
+        problem, recompute ? recompute_knobs : detail::pipe_recompute_knobs{0, 0},
+        detail::deadline(0), name);
+    if (!model) return model.err();
     pipeline_solution out;
     const detail::pipe_partition part =
-        detail::pipedream_partition(model, problem.processors, problem.memory);
+        detail::pipedream_partition(*model, problem.processors, problem.memory);
     out.dp_runs = 1;
     if (!part.found()) {
-      const bytes need = detail::pipedream_minimum_memory(model, problem.processors, &out.dp_runs);
+      const bytes need = detail::pipedream_minimum_memory(problem, model_for, &out.dp_runs);
       return error{status::budget_too_small,
                    "pipedream: no contiguous partition of chain '" + problem.layers.name +
                        "' into at most " + std::to_string(problem.processors) +
                        " stages fits memory " + format_bytes(problem.memory) +
                        " per processor (stage s of P' keeping P' - s + 1 activations, C x its "
-                       "weights and its buffers); the smallest memory with one is " +
-                       format_bytes(need) + " (a bisection over M with the same DP)",
+                       "weights and its buffers" +
+                       (recompute ? ", storing or recomputing" : "") +
+                       "); the smallest memory with one is " + format_bytes(need) +
+                       " (a bisection over M with the same DP)",
                    need};
     }
-    std::vector<pipeline_stage> stages = contiguous_stages(part.last);
-    auto plan = plain_one_f_one_b ? detail::one_f_one_b_plain(problem, stages)
-                                  : one_f_one_b_star_fit(problem, stages);
+    auto stages = detail::pipe_stages_of(*model, part.last, part.option);
+    if (!stages) return stages.err();
+    auto plan = plain_one_f_one_b ? detail::one_f_one_b_plain(problem, *stages)
+                                  : one_f_one_b_star_fit(problem, *stages);
     if (!plan) return error{plan.code(), "pipedream: " + plan.message(), plan.err().minimum_budget};
     out.report = sim::simulate_pipeline(problem, *plan);
     if (!out.report.valid)

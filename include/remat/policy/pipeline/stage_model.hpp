@@ -4,11 +4,12 @@
 // the boundaries between stages (a_j + delta_j bytes of buffer on each side, (a_j + delta_j) /
 // beta seconds of transfer). The DPs (pipedream.hpp, madpipe.hpp) take a model as a template
 // parameter: pipe_store_all_model is the thesis' Part III model [Shilova21, Part III], where a
-// stage stores sum a_{l-1} over its layers per mini-batch; a model with recompute options plugs
-// in with the same interface. docs/pipeline.md.
+// stage stores what its layers' backwards need per mini-batch (sim::stage_cost); a model with
+// recompute options plugs in with the same interface. docs/pipeline.md.
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include <remat/core/units.hpp>
@@ -21,8 +22,10 @@ struct pipe_stage_option {
   seconds forward = 0;       ///< the stage's F time
   seconds backward = 0;      ///< the stage's B time
   bytes weights = 0;         ///< sum W over i..j (the user multiplies by C)
-  bytes per_activation = 0;  ///< bytes kept per mini-batch in flight (store-all: sum a_{l-1})
+  bytes per_activation = 0;  ///< bytes kept per mini-batch in flight (sim::stage_cost's kept)
   bytes working = 0;         ///< extra bytes while its B runs (store-all: 0)
+  /// A recomputing option's share of rotor's slots (pipe_recompute_model); -1: store-all.
+  std::int64_t share = -1;
   [[nodiscard]] seconds work() const { return forward + backward; }
 };
 
@@ -39,15 +42,19 @@ class pipe_store_all_model {
         b_(ix(layers_ + 1), 0),
         w_(ix(layers_ + 1), 0),
         act_(ix(layers_ + 1), 0),
+        chain_a_(ix(layers_ + 1), 0),
         boundary_(ix(layers_ + 1), 0) {
     const chain& c = problem.layers;
     for (int l = 1; l <= layers_; ++l) {
       f_[ix(l)] = f_[ix(l - 1)] + c.uf(l);
       b_[ix(l)] = b_[ix(l - 1)] + c.ub(l);
       w_[ix(l)] = w_[ix(l - 1)] + c.w(l);
-      act_[ix(l)] = act_[ix(l - 1)] + c.a(l - 1);
+      act_[ix(l)] = act_[ix(l - 1)] + c.abar(l);
     }
-    for (int l = 0; l <= layers_; ++l) boundary_[ix(l)] = c.a(l) + c.delta(l);
+    for (int l = 0; l <= layers_; ++l) {
+      boundary_[ix(l)] = c.a(l) + c.delta(l);
+      chain_a_[ix(l)] = c.a(l);
+    }
   }
 
   [[nodiscard]] int layers() const { return layers_; }
@@ -55,8 +62,10 @@ class pipe_store_all_model {
 
   /// Layers i..j (1-based, i <= j) as one stage.
   [[nodiscard]] std::array<pipe_stage_option, 1> options(int i, int j) const {
-    return {pipe_stage_option{f_[ix(j)] - f_[ix(i - 1)], b_[ix(j)] - b_[ix(i - 1)],
-                              w_[ix(j)] - w_[ix(i - 1)], act_[ix(j)] - act_[ix(i - 1)], 0}};
+    // What sim::stage_cost counts: a_{i-1}, and abar_l over the layers less a_j (sent on).
+    return {pipe_stage_option{
+        f_[ix(j)] - f_[ix(i - 1)], b_[ix(j)] - b_[ix(i - 1)], w_[ix(j)] - w_[ix(i - 1)],
+        chain_a_[ix(i - 1)] + act_[ix(j)] - act_[ix(i - 1)] - chain_a_[ix(j)], 0}};
   }
 
   /// a_j + delta_j: the buffer on each side of a boundary after layer j (0 for j = 0 or N).
@@ -86,7 +95,7 @@ class pipe_store_all_model {
   int copies_;
   double bandwidth_;
   std::vector<seconds> f_, b_;
-  std::vector<bytes> w_, act_, boundary_;
+  std::vector<bytes> w_, act_, chain_a_, boundary_;
 };
 
 }  // namespace remat::detail
