@@ -486,19 +486,23 @@ std::variant<options, usage_error> check_multi_chain(const options& o) {
 std::variant<options, usage_error> check_pipeline(const options& o) {
   const std::string policies = listed(pipeline_policy_names(), " or ");
   if (o.chain_path.empty())
-    return usage_error{"--processors plans a chain's pipeline: give --chain FILE (a graph: make "
-                       "it a chain first, docs/pipeline.md)"};
+    return usage_error{
+        "--processors plans a chain's pipeline: give --chain FILE (a graph: make "
+        "it a chain first, docs/pipeline.md)"};
   if (o.policy.empty()) return usage_error{"missing --policy " + policies + " (with --processors)"};
   if (!is_pipeline_policy(o.policy))
-    return usage_error{"--policy " + o.policy + " plans one device; with --processors use --policy " +
-                       policies};
+    return usage_error{"--policy " + o.policy +
+                       " plans one device; with --processors use --policy " + policies};
   if (o.sweep || o.simulate || o.find_minimum)
-    return usage_error{std::string(o.sweep ? "--sweep" : o.simulate ? "--simulate" : "--find-minimum") +
+    return usage_error{std::string(o.sweep      ? "--sweep"
+                                   : o.simulate ? "--simulate"
+                                                : "--find-minimum") +
                        " does not apply to a pipeline (--processors); a memory too small for any "
                        "plan is reported with the smallest that has one"};
   if (!o.budget_text.empty())
-    return usage_error{"--budget is one device's; a pipeline takes --memory BYTES, each "
-                       "processor's"};
+    return usage_error{
+        "--budget is one device's; a pipeline takes --memory BYTES, each "
+        "processor's"};
   auto knobs = knobs_given(o);
   for (const auto& [arg, name] : bandwidths(o))
     if (*arg && std::string_view(name) != "--bandwidth") knobs.push_back(name);
@@ -695,8 +699,9 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       {"--copies",
        true,
        {},
-       [&, bad = not_a("--copies", "an integer from 1 to 1024 (3: weights, gradients, optimizer "
-                                   "state)")](const std::string& v) -> std::optional<std::string> {
+       [&, bad = not_a("--copies",
+                       "an integer from 1 to 1024 (3: weights, gradients, optimizer "
+                       "state)")](const std::string& v) -> std::optional<std::string> {
          const auto n = parse_int<int>(v);
          if (!n || *n < 1 || *n > 1024) return bad(v);
          o.copies = *n;
@@ -745,15 +750,18 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
       {"--search",
        true,
        {},
-       [&](const std::string& v) -> std::optional<std::string> {
-         for (auto s : {remat::mixed_search::exact, remat::mixed_search::dc,
-                        remat::mixed_search::dc_ternary})
-           if (v == remat::to_string(s)) {
-             o.search = s;
-             return std::nullopt;
-           }
-         return "unknown search '" + v + "'; the searches are exact, dc and dc_ternary";
-       }},
+       [&](const std::string& v) -> std::
+                                     optional<std::string> {
+                                       for (auto s :
+                                            {remat::mixed_search::exact, remat::mixed_search::dc,
+                                             remat::mixed_search::dc_ternary})
+                                         if (v == remat::to_string(s)) {
+                                           o.search = s;
+                                           return std::nullopt;
+                                         }
+                                       return "unknown search '" + v +
+                                              "'; the searches are exact, dc and dc_ternary";
+                                     }},
       {"--dynamic-overhead",
        true,
        {},
@@ -910,7 +918,8 @@ std::variant<options, usage_error> parse_args(int argc, char** argv) {
   if (!o.multi_chain_path.empty()) return check_multi_chain(o);
   if (o.processors) return check_pipeline(o);
   if (is_pipeline_policy(o.policy))
-    return usage_error{"--policy " + o.policy + " plans a pipeline: give --processors P (and "
+    return usage_error{"--policy " + o.policy +
+                       " plans a pipeline: give --processors P (and "
                        "--memory BYTES, --bandwidth BYTES_PER_S; docs/pipeline.md)"};
   if (o.memory || o.copies)
     return usage_error{std::string(o.memory ? "--memory" : "--copies") +

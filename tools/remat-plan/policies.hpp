@@ -15,6 +15,7 @@
 #include <remat/milp/model.hpp>
 #include <remat/policy/catalogue.hpp>
 #include <remat/policy/graph_catalogue.hpp>
+#include <remat/policy/pipeline_catalogue.hpp>
 #ifdef REMAT_HAS_CBC
 #include <remat/milp/cbc.hpp>
 #endif

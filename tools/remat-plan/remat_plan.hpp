@@ -34,7 +34,7 @@ struct bandwidth_arg {
 struct options {
   std::string chain_path;
   std::string graph_path;
-  std::string multi_chain_path;  ///< --multi-chain: chains joined at a loss (multi_chain.cpp)
+  std::string multi_chain_path;        ///< --multi-chain: chains joined at a loss (multi_chain.cpp)
   std::optional<int> processors;       ///< --processors: a pipeline's P (pipeline.cpp)
   std::optional<remat::bytes> memory;  ///< --memory: each processor's, with --processors
   std::optional<int> copies;           ///< --copies: of the weights, with --processors
