@@ -63,6 +63,38 @@ void ilp_check_plan(const pipeline_problem& p, const pipeline_ilp_result& r) {
   CHECK(r.gap >= 0);
 }
 
+/// A plan on one-layer stages from a plan on longer ones: each stage's F runs its layers' forwards
+/// back to back, its B their backwards, on its processor, at the same times.
+pipeline_plan ilp_split_into_layers(const pipeline_problem& p, const pipeline_plan& plan) {
+  using k = pipeline_op_kind;
+  pipeline_plan out;
+  out.period = plan.period;
+  for (const auto& st : plan.stages)
+    for (int l = st.first; l <= st.last; ++l) out.stages.push_back({l, l, st.processor});
+  auto add = [&](k kind, int stage, seconds start, int shift) {
+    while (start >= plan.period) {
+      start -= plan.period;  // a period later, on the same mini-batch
+      --shift;
+    }
+    out.ops.push_back({kind, stage, start, shift});
+  };
+  for (const auto& op : plan.ops) {
+    const pipeline_stage& st = plan.stages[static_cast<std::size_t>(op.stage - 1)];
+    if (op.kind == k::forward) {
+      seconds t = op.start;
+      for (int l = st.first; l <= st.last; t += p.layers.uf(l), ++l)
+        add(k::forward, l, t, op.shift);
+    } else if (op.kind == k::backward) {
+      seconds t = op.start;
+      for (int l = st.last; l >= st.first; t += p.layers.ub(l), --l)
+        add(k::backward, l, t, op.shift);
+    } else {
+      add(op.kind, st.last, op.start, op.shift);
+    }
+  }
+  return out;
+}
+
 /// The processor of each stage (0-based, by first stage).
 std::vector<int> ilp_allocation(const pipeline_plan& plan) {
   std::vector<int> out;
@@ -373,7 +405,7 @@ TEST_CASE("pipeline ILP: a period bound; progress; bad input") {
   CHECK(limit.code() == status::invalid_problem);
 }
 
-TEST_CASE("pipeline ILP: the time limit holds on a larger instance") {
+TEST_CASE("pipeline ILP: the time limit holds on a larger instance; a warm start") {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> ms(1, 9), by(1, 4);
   std::vector<pipe_layer> layers;
@@ -383,18 +415,92 @@ TEST_CASE("pipeline ILP: the time limit holds on a larger instance") {
   p.processors = 4;
   p.copies = 3;
   p.bandwidth = 20;
-  p.memory = 40;
-  const auto start = std::chrono::steady_clock::now();
-  auto r = pipeline_ilp_schedule<ilp_cbc>(p, ilp_single_layer_stages(12), {.time_limit = 0.5});
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // 1F1B* on four stages of three layers, and a memory it just fits in.
+  const auto even = contiguous_stages({3, 6, 9, 12});
+  const auto free_plan = one_f_one_b_star_fit(p, even);
+  REQUIRE(free_plan);
+  const auto peaks = sim::simulate_pipeline(p, *free_plan).processor_peaks;
+  p.memory = *std::max_element(peaks.begin(), peaks.end());
+  const auto warm = one_f_one_b_star_fit(p, even);
+  REQUIRE(warm);
+  const std::vector<std::pair<int, int>> part{{1, 3}, {4, 6}, {7, 9}, {10, 12}};
+  const std::vector<std::pair<int, int>> singles = ilp_single_layer_stages(12);
+
+  pipeline_ilp_options o;
+  o.time_limit = 0.5;
+  auto start = std::chrono::steady_clock::now();
+  auto r = pipeline_ilp_schedule<ilp_cbc>(p, singles, o);
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(elapsed < 2.5);
   if (r) {
     ilp_check_plan(p, *r);
     if (!r->optimal) CHECK(r->gap > 0);
   } else {
-    CHECK((r.code() == status::time_limit || r.code() == status::infeasible));
+    CHECK(r.code() == status::time_limit);
+    CHECK(r.message().find("warm_start") != std::string::npos);
   }
+
+  // With 1F1B*'s plan as the first incumbent, a plan at least as good comes back in time.
+  o.warm_start = *warm;
+  start = std::chrono::steady_clock::now();
+  auto w = pipeline_ilp_schedule<ilp_cbc>(p, part, o);
+  elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(elapsed < 2.5);
+  REQUIRE(w);
+  CHECK(w->warm_start_used);
+  ilp_check_plan(p, *w);
+  CHECK(w->plan.period <= warm->period + 1e-6);
+
+  // The same plan on the twelve one-layer stages: the solve stops at the limit with a plan at
+  // least as good.
+  const pipeline_plan split = ilp_split_into_layers(p, *warm);
+  REQUIRE(sim::simulate_pipeline(p, split).valid);
+  o.warm_start = split;
+  start = std::chrono::steady_clock::now();
+  auto ws = pipeline_ilp_schedule<ilp_cbc>(p, singles, o);
+  elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(elapsed < 2.5);
+  REQUIRE(ws);
+  CHECK(ws->warm_start_used);
+  ilp_check_plan(p, *ws);
+  CHECK(ws->plan.period <= warm->period + 1e-6);
+
+  // A warm start of other stages is refused.
+  o.warm_start = *warm;
+  auto bad = pipeline_ilp_schedule<ilp_cbc>(p, singles, o);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.code() == status::invalid_problem);
+  CHECK(bad.message().find("warm_start") != std::string::npos);
+}
+
+TEST_CASE("pipeline ILP: warm starts on Thm 17's costs") {
+  pipeline_problem p;
+  p.layers = pipe_chain({{0.5, 0.5, 0, 0}, {1, 1, 0, 0}, {0.5, 0.5, 0, 0}});
+  p.processors = 2;
+  pipeline_ilp_options o;
+  o.warm_start = remat::testing::one_three_on_one_processor();  // the optimum itself
+  auto r = pipeline_ilp_schedule<ilp_cbc>(p, ilp_single_layer_stages(3), o);
+  REQUIRE(r);
+  CHECK(r->warm_start_used);
+  CHECK(r->optimal);
+  CHECK(r->plan.period == doctest::Approx(2));
+  ilp_check_plan(p, *r);
+
+  // Two stages, {1, 2} and {3}: 1F1B*'s period 3 is the best there is.
+  const auto warm = one_f_one_b_star_fit(p, contiguous_stages({2, 3}));
+  REQUIRE(warm);
+  o.warm_start = *warm;
+  auto two = pipeline_ilp_schedule<ilp_cbc>(p, {{1, 2}, {3, 3}}, o);
+  REQUIRE(two);
+  CHECK(two->warm_start_used);
+  CHECK(two->plan.period == doctest::Approx(warm->period));
+  ilp_check_plan(p, *two);
+
+  // A warm start above the period bound is left out.
+  o.period_bound = 2.5;
+  auto bounded = pipeline_ilp_schedule<ilp_cbc>(p, {{1, 2}, {3, 3}}, o);
+  REQUIRE_FALSE(bounded);
+  CHECK(bounded.code() == status::infeasible);
 }
 
 }  // namespace

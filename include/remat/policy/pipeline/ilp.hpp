@@ -48,20 +48,28 @@ struct pipeline_ilp_options {
   /// Branch-and-bound nodes after which the search stops (0 = none): a limit that does not
   /// depend on the machine's speed.
   std::int64_t node_limit = 0;
+  /// A 1-periodic plan of the same stages (phase 1's, or 1F1B*'s on a contiguous allocation):
+  /// the solver's first incumbent, so that a stop on the time limit returns a plan at least as
+  /// good. Checked by the simulator; one that is not valid is an error. It is left unused (see
+  /// pipeline_ilp_result::warm_start_used) when its period exceeds period_bound, or when two
+  /// consecutive ops of a mini-batch lie more than two periods apart in it (the ILP's shifts
+  /// between consecutive ops are 0, 1 or 2).
+  std::optional<pipeline_plan> warm_start = std::nullopt;
   /// Forwarded to the backend, in seconds of period: {incumbent, bound, elapsed}.
   std::function<void(const milp::progress_report&)> progress = {};
 };
 
 struct pipeline_ilp_result {
-  pipeline_plan plan;          ///< 1-periodic, replayed valid by sim::simulate_pipeline
-  bool optimal = false;        ///< proven optimal among the 1-periodic plans of this partition
-  seconds bound = 0;           ///< proven lower bound on that optimum
-  double gap = 0;              ///< (plan.period - bound) / plan.period, 0 when optimal
-  double solve_seconds = 0;    ///< the MILP solve's wall-clock time
-  int processors_used = 0;     ///< processors 0..processors_used-1 hold stages
-  std::vector<int> nca;        ///< per stage, from the replay
-  std::vector<bytes> peaks;    ///< per processor, from the replay
-  std::string solver_message;  ///< what the backend said
+  pipeline_plan plan;            ///< 1-periodic, replayed valid by sim::simulate_pipeline
+  bool optimal = false;          ///< proven optimal among the 1-periodic plans of this partition
+  seconds bound = 0;             ///< proven lower bound on that optimum
+  double gap = 0;                ///< (plan.period - bound) / plan.period, 0 when optimal
+  double solve_seconds = 0;      ///< the MILP solve's wall-clock time
+  int processors_used = 0;       ///< processors 0..processors_used-1 hold stages
+  std::vector<int> nca;          ///< per stage, from the replay
+  std::vector<bytes> peaks;      ///< per processor, from the replay
+  std::string solver_message;    ///< what the backend said
+  bool warm_start_used = false;  ///< options::warm_start was handed to the solver
 };
 
 namespace detail {
@@ -218,6 +226,12 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
 
   milp::model m;
   const variable T = m.add_continuous(0, 1, "T");
+  // The integer variables, for a warm start: f per stage, w per pair (o, p) of ops, y per pair of
+  // boundaries, v and v' per link of the chain.
+  std::vector<variable> fvar;
+  std::vector<std::tuple<int, int, variable>> wvar;
+  std::vector<std::tuple<int, int, variable>> yvar;
+  std::vector<std::pair<variable, variable>> vvar;
   // z(s, s'): stages on one processor.
   std::vector<std::vector<variable>> zv(ix(n), std::vector<variable>(ix(n)));
   for (int s = 1; s <= n; ++s)
@@ -241,6 +255,7 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
     linear_expr used;
     for (int s = 1; s <= n; ++s) {
       const variable f = m.add_binary("f" + std::to_string(s));
+      fvar.push_back(f);
       linear_expr before;
       for (int t = 1; t < s; ++t) before += z(s, t);
       m.add(linear_expr(f) >= 1 - before);
@@ -270,6 +285,7 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
   std::vector<std::vector<linear_expr>> order(ix(nops), std::vector<linear_expr>(ix(nops)));
   auto disjoint = [&](int o, int p, const linear_expr& same) {
     const variable w = m.add_binary();
+    wvar.emplace_back(o, p, w);
     order[ix(o)][ix(p)] = w;
     order[ix(p)][ix(o)] = same - w;
     m.add(linear_expr(w) <= same);
@@ -290,6 +306,7 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
       link[ix(k)][ix(k)] = crosses(k);
       for (int q = k + 1; q < n; ++q) {
         const variable y = m.add_binary();
+        yvar.emplace_back(k, q, y);
         m.add(linear_expr(y) >= z(k, q) + z(k + 1, q + 1) - z(k, k + 1) - 1);
         m.add(linear_expr(y) >= z(k, q + 1) + z(k + 1, q) - z(k, k + 1) - 1);
         m.add(linear_expr(y) <= crosses(k));
@@ -325,6 +342,7 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
   std::vector<linear_expr> shift(ix(nops));  // shift[o]: from op o to o + 1
   for (int o = 0; o + 1 < nops; ++o) {
     const variable v = m.add_binary(), v2 = m.add_binary();
+    vvar.emplace_back(v, v2);
     m.add(linear_expr(v2) <= v);
     m.add(tau[ix(o + 1)] - tau[ix(o)] - eff(o) + big * v >= 0);
     m.add(tau[ix(o + 1)] + T - tau[ix(o)] - eff(o) + 2 * big * v2 >= 0);
@@ -374,11 +392,94 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
   }
   m.minimize(T);
 
+  // The warm start: its integer variables from the plan (the solver completes the others).
+  std::optional<std::vector<double>> warm_values;
+  if (opts.warm_start) {
+    const pipeline_plan& w = *opts.warm_start;
+    auto bad = [](std::string msg) {
+      return error{status::invalid_problem, "pipeline ILP: warm_start: " + std::move(msg), {}};
+    };
+    if (w.k != 1)
+      return bad("k is " + std::to_string(w.k) + "; the ILP's plans are 1-periodic (k = 1)");
+    if (w.stages.size() != in.stages.size())
+      return bad("it has " + std::to_string(w.stages.size()) + " stages, the partition " +
+                 std::to_string(n));
+    for (int s = 1; s <= n; ++s)
+      if (w.stages[ix(s - 1)].first != in.stages[ix(s - 1)].first ||
+          w.stages[ix(s - 1)].last != in.stages[ix(s - 1)].last)
+        return bad("its stage " + std::to_string(s) + " is not the partition's (layers " +
+                   std::to_string(in.stages[ix(s - 1)].first) + ".." +
+                   std::to_string(in.stages[ix(s - 1)].last) + ")");
+    const sim::pipeline_report wr = sim::simulate_pipeline(problem, w);
+    if (!wr.valid)
+      return bad("the plan is not valid: " +
+                 (wr.first_violation ? wr.first_violation->message : std::string("?")));
+    if (!opts.period_bound || w.period <= *opts.period_bound) {
+      const seconds Tw = w.period;
+      auto pr = [&](int s) { return w.stages[ix(s - 1)].processor; };
+      auto crossing = [&](int k) { return pr(k) != pr(k + 1); };
+      // Each op's start in the window: t, or t - T when it runs past the period's end (then
+      // its shift is one less); a transfer within a processor right after its predecessor.
+      std::vector<double> t0(ix(nops));
+      std::vector<int> h(ix(nops));
+      bool ok = true;
+      for (int o = 0; o < nops && ok; ++o) {
+        const auto& op = ops[ix(o)];
+        if (op.transfer() && !crossing(op.stage)) {
+          t0[ix(o)] = t0[ix(o - 1)] + ops[ix(o - 1)].d;  // a virtual op, of length 0
+          h[ix(o)] = h[ix(o - 1)];
+          continue;
+        }
+        auto it = std::find_if(w.ops.begin(), w.ops.end(), [&](const pipeline_op& x) {
+          return x.kind == op.kind && x.stage == op.stage;
+        });
+        if (it == w.ops.end()) {
+          ok = false;
+          break;
+        }
+        const bool wraps = op.d > 0 && it->start + op.d > Tw * (1 + 1e-12);
+        t0[ix(o)] = wraps ? it->start - Tw : it->start;
+        h[ix(o)] = wraps ? it->shift - 1 : it->shift;
+      }
+      std::vector<double> x(m.num_variables(), 0.0);
+      for (int s = 1; s <= n; ++s)
+        for (int t = s + 1; t <= n; ++t) x[zv[ix(s - 1)][ix(t - 1)].index] = pr(s) == pr(t);
+      for (int s = 1; s <= n; ++s) {
+        bool first_here = true;
+        for (int t = 1; t < s; ++t) first_here = first_here && pr(t) != pr(s);
+        x[fvar[ix(s - 1)].index] = first_here;
+      }
+      for (const auto& [a, b, var] : wvar) {  // a before b; 0 unless they share a resource
+        const auto &oa = ops[ix(a)], &ob = ops[ix(b)];
+        bool same = false;
+        if (!oa.transfer())
+          same = pr(oa.stage) == pr(ob.stage);
+        else if (crossing(oa.stage) && crossing(ob.stage))
+          same = std::minmax(pr(oa.stage), pr(oa.stage + 1)) ==
+                 std::minmax(pr(ob.stage), pr(ob.stage + 1));
+        x[var.index] = same && t0[ix(a)] < t0[ix(b)];
+      }
+      for (const auto& [k, q, var] : yvar)
+        x[var.index] = crossing(k) && crossing(q) &&
+                       std::minmax(pr(k), pr(k + 1)) == std::minmax(pr(q), pr(q + 1));
+      for (int o = 0; o + 1 < nops && ok; ++o) {
+        const int d = h[ix(o)] - h[ix(o + 1)];
+        ok = d >= 0 && d <= 2;
+        x[vvar[ix(o)].first.index] = d >= 1;
+        x[vvar[ix(o)].second.index] = d >= 2;
+      }
+      for (int o = 0; o < nops; ++o) x[tau[ix(o)].index] = t0[ix(o)] / scale;
+      x[T.index] = Tw / scale;
+      if (ok) warm_values = std::move(x);
+    }
+  }
+
   milp::options mo;
   mo.time_limit = opts.time_limit;
   mo.relative_gap = opts.relative_gap;
   mo.threads = opts.threads;
   mo.node_limit = opts.node_limit;
+  mo.warm_start = warm_values;
   if (opts.progress)
     mo.progress = [&](const milp::progress_report& r) {
       opts.progress({r.incumbent * scale, r.bound * scale, r.elapsed});
@@ -398,6 +499,13 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
                        : std::string()) +
               "; give more memory or processors, or another partition",
           {}};
+    if (sol.code() == status::time_limit)
+      return error{status::time_limit,
+                   "pipeline ILP: no plan found within the time limit (" +
+                       detail::time_text(opts.time_limit) +
+                       " s); raise time_limit, or give a warm_start (e.g. 1F1B*'s plan of a "
+                       "contiguous allocation)",
+                   {}};
     return error{sol.code(), "pipeline ILP: " + sol.message(), {}};
   }
   const milp::solution& x = *sol;
@@ -544,6 +652,7 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
   out.nca = rep.nca;
   out.peaks = rep.processor_peaks;
   out.solver_message = x.message;
+  out.warm_start_used = warm_values.has_value();
   out.plan = std::move(plan);
   return out;
 }
