@@ -266,11 +266,12 @@ TEST_CASE("pipeline ILP: Lemma 10's weights (1, 2, 1), M = 2: only {1,3}|{2} fit
   ilp_check_plan(p, *r);
   CHECK(r->peaks == std::vector<bytes>{2, 2});
 
-  SUBCASE("one byte less: no allocation fits") {
+  SUBCASE("one byte less: no allocation fits, and 2 is the least memory") {
     p.memory = 1;
     auto e = pipeline_ilp_schedule<ilp_cbc>(p, ilp_single_layer_stages(3));
     REQUIRE_FALSE(e);
-    CHECK(e.code() == status::infeasible);
+    CHECK(e.code() == status::budget_too_small);
+    CHECK(e.err().minimum_budget == 2);
     CHECK(e.message().find("memory") != std::string::npos);
   }
 }
@@ -330,7 +331,16 @@ TEST_CASE("pipeline ILP: unlimited memory, the exhaustive period; under memory, 
     const auto contiguous = ilp_best_contiguous(p, part);
     if (contiguous) REQUIRE(rm);
     if (!rm) {
-      CHECK(rm.code() == status::infeasible);
+      // Then its least memory is exact: with it, a plan.
+      REQUIRE(rm.code() == status::budget_too_small);
+      REQUIRE(rm.err().minimum_budget);
+      CHECK(*rm.err().minimum_budget > p.memory);
+      p.memory = *rm.err().minimum_budget;
+      rm = pipeline_ilp_schedule<ilp_cbc>(p, part);
+      REQUIRE(rm);
+      ilp_check_plan(p, *rm);
+      p.memory -= 1;
+      CHECK(pipeline_ilp_schedule<ilp_cbc>(p, part).code() == status::budget_too_small);
       continue;
     }
     ++checked_memory;
@@ -363,7 +373,7 @@ TEST_CASE("pipeline ILP: under memory, the period of an exhaustive search over p
     if (exhaustive == 0) {
       REQUIRE_FALSE(r);
       INFO(r.message());
-      CHECK(r.code() == status::infeasible);
+      CHECK(r.code() == status::budget_too_small);
       continue;
     }
     ++feasible;

@@ -136,6 +136,38 @@ inline result<pipe_ilp_instance> pipe_ilp_read(const pipeline_problem& problem,
   return in;
 }
 
+/// The least memory M with which some allocation of the stages to at most P processors has a
+/// 1-periodic plan: at the start of F_N every stage holds an activation of that mini-batch, so a
+/// processor needs at least C x its weights + its buffers + one activation of each of its stages,
+/// and one mini-batch at a time (T = the whole work) needs no more. Over all the allocations
+/// (restricted growth strings); nullopt above 12 stages (4.2 million allocations).
+inline std::optional<bytes> pipe_ilp_least_memory(const pipe_ilp_instance& in, int copies, int P) {
+  const int n = in.n;
+  if (n > 12) return std::nullopt;
+  std::vector<int> g(ix(n), 0);
+  std::vector<bytes> need(ix(n), 0);
+  bytes best = std::numeric_limits<bytes>::max();
+  auto visit = [&](auto&& self, int i, int blocks) -> void {
+    if (i == n) {
+      std::fill(need.begin(), need.begin() + blocks, 0);
+      for (int s = 0; s < n; ++s) {
+        bytes& x = need[ix(g[ix(s)])];
+        x += copies * in.weights[ix(s)] + in.stored[ix(s)];
+        if (s > 0 && g[ix(s - 1)] != g[ix(s)]) x += in.buffer[ix(s - 1)];
+        if (s + 1 < n && g[ix(s + 1)] != g[ix(s)]) x += in.buffer[ix(s)];
+      }
+      best = std::min(best, *std::max_element(need.begin(), need.begin() + blocks));
+      return;
+    }
+    for (int b = 0; b <= blocks && b < P; ++b) {
+      g[ix(i)] = b;
+      self(self, i + 1, std::max(blocks, b + 1));
+    }
+  };
+  visit(visit, 0, 0);
+  return best;
+}
+
 /// Longest paths from node 0 over edges (u, v, w) meaning x_v >= x_u + w; nullopt when a
 /// positive cycle makes the system infeasible.
 inline std::optional<std::vector<double>> pipe_ilp_longest(
@@ -161,8 +193,9 @@ inline std::optional<std::vector<double>> pipe_ilp_longest(
 /// layer, 1-based, in chain order): the best 1-periodic plan over the allocations of the stages
 /// to at most P processors, within memory M on each. Errors: invalid_problem (bad problem or
 /// partition), solver_error (no MILP backend: milp::unavailable; or a solution the simulator
-/// rejects), infeasible (no allocation fits in memory, or none within period_bound), time_limit
-/// (no plan found in time).
+/// rejects), budget_too_small (no allocation fits in M whatever the period; minimum_budget the
+/// least M that does, computed up to 12 stages), infeasible (no allocation fits, above 12
+/// stages, or none has a period <= period_bound), time_limit (no plan found in time).
 template <milp::MilpBackend Backend>
 result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& problem,
                                                   const std::vector<std::pair<int, int>>& partition,
@@ -194,6 +227,17 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
   const int n = in.n;
   const int P = problem.processors;
   const bool limited = problem.memory < unlimited_bytes;
+  if (limited)
+    if (auto least = detail::pipe_ilp_least_memory(in, problem.copies, P);
+        least && *least > problem.memory)
+      return error{status::budget_too_small,
+                   "pipeline ILP: no allocation of the " + std::to_string(n) +
+                       " stages on at most " + std::to_string(P) + " processors fits in memory " +
+                       format_bytes(problem.memory) + " per processor: the best needs " +
+                       format_bytes(*least) +
+                       " on some processor (C x weights, buffers, one activation of each of its "
+                       "stages)",
+                   *least};
 
   // The ops of a mini-batch's chain.
   std::vector<detail::pipe_ilp_op> ops;
@@ -494,8 +538,7 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
               (opts.period_bound ? " of period <= " + detail::time_text(*opts.period_bound) + " s"
                                  : std::string()) +
               (limited ? " within memory " + format_bytes(problem.memory) +
-                             " per processor (C x weights, buffers, one activation "
-                             "per stage at least)"
+                             " per processor (C x weights, buffers, activations)"
                        : std::string()) +
               "; give more memory or processors, or another partition",
           {}};
