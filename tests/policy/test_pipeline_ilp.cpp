@@ -299,8 +299,8 @@ TEST_CASE("pipeline ILP: activations count; a tight memory forces fewer in fligh
 TEST_CASE("pipeline ILP: unlimited memory, the exhaustive period; under memory, <= 1F1B*") {
   std::mt19937 rng(20211);
   std::uniform_int_distribution<int> half(1, 6), bytes_d(0, 3), wd(0, 4);
-  int checked_memory = 0;
-  for (int round = 0; round < 16; ++round) {
+  int binding = 0;
+  for (int round = 0; round < 12; ++round) {
     const int n = 2 + round % 3;  // 2..4 stages
     std::vector<pipe_layer> layers;
     const int nl = n + (round % 2);  // sometimes a stage of two layers
@@ -323,32 +323,26 @@ TEST_CASE("pipeline ILP: unlimited memory, the exhaustive period; under memory, 
     CHECK(r->plan.period == doctest::Approx(ilp_brute_force_period(p, part)));
     if (auto c = ilp_best_contiguous(p, part)) CHECK(r->plan.period <= *c + 1e-6);
 
-    // Memory: between the least any processor can hold and a little more.
-    bytes heavy = 0;
-    for (const auto& l : layers) heavy = std::max(heavy, l.w + 2 * l.a);
-    p.memory = heavy + 2 + round % 5;
+    // Memory: the least that has a plan (budget_too_small's minimum, reported before any
+    // solve), or a little more. One byte less has none.
+    p.memory = 0;
+    auto none = pipeline_ilp_schedule<ilp_cbc>(p, part);
+    REQUIRE_FALSE(none);
+    REQUIRE(none.code() == status::budget_too_small);
+    REQUIRE(none.err().minimum_budget);
+    const bytes least = *none.err().minimum_budget;
+    p.memory = least - 1;
+    CHECK(pipeline_ilp_schedule<ilp_cbc>(p, part).code() == status::budget_too_small);
+    p.memory = least + round % 3;
     auto rm = pipeline_ilp_schedule<ilp_cbc>(p, part);
-    const auto contiguous = ilp_best_contiguous(p, part);
-    if (contiguous) REQUIRE(rm);
-    if (!rm) {
-      // Then its least memory is exact: with it, a plan.
-      REQUIRE(rm.code() == status::budget_too_small);
-      REQUIRE(rm.err().minimum_budget);
-      CHECK(*rm.err().minimum_budget > p.memory);
-      p.memory = *rm.err().minimum_budget;
-      rm = pipeline_ilp_schedule<ilp_cbc>(p, part);
-      REQUIRE(rm);
-      ilp_check_plan(p, *rm);
-      p.memory -= 1;
-      CHECK(pipeline_ilp_schedule<ilp_cbc>(p, part).code() == status::budget_too_small);
-      continue;
-    }
-    ++checked_memory;
+    REQUIRE(rm);
     ilp_check_plan(p, *rm);
     CHECK(rm->plan.period >= r->plan.period - 1e-6);
-    if (contiguous) CHECK(rm->plan.period <= *contiguous + 1e-6);
+    if (rm->plan.period > r->plan.period + 1e-6) ++binding;
+    if (auto contiguous = ilp_best_contiguous(p, part))
+      CHECK(rm->plan.period <= *contiguous + 1e-6);
   }
-  CHECK(checked_memory >= 8);
+  CHECK(binding >= 4);  // the memory made the period longer
 }
 
 TEST_CASE("pipeline ILP: under memory, the period of an exhaustive search over patterns") {
@@ -357,7 +351,7 @@ TEST_CASE("pipeline ILP: under memory, the period of an exhaustive search over p
   std::mt19937 rng(31);
   std::uniform_int_distribution<int> t(1, 2), by(0, 3), wd(0, 3);
   int feasible = 0;
-  for (int round = 0; round < 10; ++round) {
+  for (int round = 0; round < 8; ++round) {
     std::vector<pipe_layer> layers;
     for (int l = 0; l < 2; ++l) layers.push_back({1.0 * t(rng), 1.0 * t(rng), by(rng), wd(rng)});
     pipeline_problem p;
@@ -381,7 +375,7 @@ TEST_CASE("pipeline ILP: under memory, the period of an exhaustive search over p
     ilp_check_plan(p, *r);
     CHECK(r->plan.period == doctest::Approx(exhaustive));
   }
-  CHECK(feasible >= 5);
+  CHECK(feasible >= 4);
 }
 
 TEST_CASE("pipeline ILP: a period bound; progress; bad input") {
@@ -441,7 +435,7 @@ TEST_CASE("pipeline ILP: the time limit holds on a larger instance; a warm start
   auto start = std::chrono::steady_clock::now();
   auto r = pipeline_ilp_schedule<ilp_cbc>(p, singles, o);
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  CHECK(elapsed < 2.5);
+  CHECK(elapsed < 3.5);  // 0.5 s, and the model, the simulator (slower under sanitizers)
   if (r) {
     ilp_check_plan(p, *r);
     if (!r->optimal) CHECK(r->gap > 0);
@@ -455,7 +449,7 @@ TEST_CASE("pipeline ILP: the time limit holds on a larger instance; a warm start
   start = std::chrono::steady_clock::now();
   auto w = pipeline_ilp_schedule<ilp_cbc>(p, part, o);
   elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  CHECK(elapsed < 2.5);
+  CHECK(elapsed < 3.5);  // 0.5 s, and the model, the simulator (slower under sanitizers)
   REQUIRE(w);
   CHECK(w->warm_start_used);
   ilp_check_plan(p, *w);
@@ -469,7 +463,7 @@ TEST_CASE("pipeline ILP: the time limit holds on a larger instance; a warm start
   start = std::chrono::steady_clock::now();
   auto ws = pipeline_ilp_schedule<ilp_cbc>(p, singles, o);
   elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  CHECK(elapsed < 2.5);
+  CHECK(elapsed < 3.5);  // 0.5 s, and the model, the simulator (slower under sanitizers)
   REQUIRE(ws);
   CHECK(ws->warm_start_used);
   ilp_check_plan(p, *ws);
