@@ -95,6 +95,15 @@ pipeline_plan ilp_split_into_layers(const pipeline_problem& p, const pipeline_pl
   return out;
 }
 
+/// The same pattern with its time origin `by` seconds earlier: every op starts `by` later.
+pipeline_plan ilp_rotate(pipeline_plan plan, seconds by) {
+  for (auto& op : plan.ops) {
+    op.start += by;
+    for (; op.start >= plan.period; --op.shift) op.start -= plan.period;
+  }
+  return plan;
+}
+
 /// The processor of each stage (0-based, by first stage).
 std::vector<int> ilp_allocation(const pipeline_plan& plan) {
   std::vector<int> out;
@@ -455,9 +464,9 @@ TEST_CASE("pipeline ILP: the time limit holds on a larger instance; a warm start
   ilp_check_plan(p, *w);
   CHECK(w->plan.period <= warm->period + 1e-6);
 
-  // The same plan on the twelve one-layer stages: the solve stops at the limit with a plan at
-  // least as good.
-  const pipeline_plan split = ilp_split_into_layers(p, *warm);
+  // The same plan on the twelve one-layer stages, its origin moved (the ILP's starts F_1 at 0):
+  // the solve stops at the limit with a plan at least as good.
+  const pipeline_plan split = ilp_rotate(ilp_split_into_layers(p, *warm), 0.3 * warm->period);
   REQUIRE(sim::simulate_pipeline(p, split).valid);
   o.warm_start = split;
   start = std::chrono::steady_clock::now();

@@ -462,11 +462,15 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
       const seconds Tw = w.period;
       auto pr = [&](int s) { return w.stages[ix(s - 1)].processor; };
       auto crossing = [&](int k) { return pr(k) != pr(k + 1); };
-      // Each op's start in the window: t, or t - T when it runs past the period's end (then
-      // its shift is one less); a transfer within a processor right after its predecessor.
+      // Each op's start in the window, the plan's time origin moved to F_1's start (tau_{F_1} =
+      // 0): t, or t - T when it runs past the period's end (then its shift is one less); a
+      // transfer within a processor right after its predecessor.
       std::vector<double> t0(ix(nops));
       std::vector<int> h(ix(nops));
       bool ok = true;
+      seconds origin = 0;
+      for (const auto& op : w.ops)
+        if (op.kind == kind::forward && op.stage == 1) origin = op.start;
       for (int o = 0; o < nops && ok; ++o) {
         const auto& op = ops[ix(o)];
         if (op.transfer() && !crossing(op.stage)) {
@@ -481,9 +485,15 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
           ok = false;
           break;
         }
-        const bool wraps = op.d > 0 && it->start + op.d > Tw * (1 + 1e-12);
-        t0[ix(o)] = wraps ? it->start - Tw : it->start;
-        h[ix(o)] = wraps ? it->shift - 1 : it->shift;
+        seconds u = it->start - origin;
+        int hu = it->shift;
+        if (u < 0) {  // a period earlier, on the same mini-batch
+          u += Tw;
+          ++hu;
+        }
+        const bool wraps = op.d > 0 && u + op.d > Tw * (1 + 1e-12);
+        t0[ix(o)] = wraps ? u - Tw : u;
+        h[ix(o)] = wraps ? hu - 1 : hu;
       }
       std::vector<double> x(m.num_variables(), 0.0);
       for (int s = 1; s <= n; ++s)
