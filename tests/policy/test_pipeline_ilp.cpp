@@ -21,6 +21,9 @@
 #if defined(REMAT_HAS_CBC)
 #include <remat/milp/cbc.hpp>
 #endif
+#if defined(REMAT_HAS_LPSOLVE)
+#include <remat/milp/lpsolve.hpp>
+#endif
 
 namespace {
 
@@ -517,5 +520,22 @@ TEST_CASE("pipeline ILP: warm starts on Thm 17's costs") {
 }
 
 }  // namespace
+
+#endif
+
+#if defined(REMAT_HAS_LPSOLVE)
+
+TEST_CASE("pipeline ILP: with lp_solve too, Lemma 10's allocation") {
+  using namespace remat;
+  const pipeline_problem p = remat::testing::weights_one_two_one();
+  auto r = pipeline_ilp_schedule<milp::lpsolve>(p, {{1, 1}, {2, 2}, {3, 3}});
+  REQUIRE(r);
+  CHECK(r->optimal);
+  CHECK(r->plan.period == doctest::Approx(2));
+  std::vector<int> procs;
+  for (const auto& st : r->plan.stages) procs.push_back(st.processor);
+  CHECK(procs == std::vector<int>{0, 1, 0});
+  CHECK(sim::simulate_pipeline(p, r->plan).valid);
+}
 
 #endif

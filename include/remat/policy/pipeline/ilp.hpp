@@ -276,6 +276,7 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
   std::vector<std::tuple<int, int, variable>> wvar;
   std::vector<std::tuple<int, int, variable>> yvar;
   std::vector<std::pair<variable, variable>> vvar;
+  std::vector<std::tuple<int, int, variable>> sigmavar, bvar;  // (s, s') and (s, k)
   // z(s, s'): stages on one processor.
   std::vector<std::vector<variable>> zv(ix(n), std::vector<variable>(ix(n)));
   for (int s = 1; s <= n; ++s)
@@ -419,6 +420,7 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
         }
         if (a > 0) {
           const variable sigma = m.add_continuous(0, delta_max[ix(t - 1)]);
+          sigmavar.emplace_back(s, t, sigma);
           m.add(linear_expr(sigma) >= delta[ix(t - 1)] - delta_max[ix(t - 1)] * (1 - z(s, t)));
           mem += a * (sigma + order[ix(Ft)][ix(F)] - order[ix(Bt)][ix(F)]);
         }
@@ -427,6 +429,7 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
         const double buf = static_cast<double>(in.buffer[ix(k - 1)]) / Mb;
         if (buf <= 0) continue;
         const variable b = m.add_continuous(0, 1);
+        bvar.emplace_back(s, k, b);
         m.add(linear_expr(b) >= z(s, k) - z(s, k + 1));
         m.add(linear_expr(b) >= z(s, k + 1) - z(s, k));
         mem += buf * b;
@@ -522,6 +525,12 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
         x[vvar[ix(o)].first.index] = d >= 1;
         x[vvar[ix(o)].second.index] = d >= 2;
       }
+      for (const auto& [a, b, var] : sigmavar) {  // Delta_b on a's processor
+        int d = 0;
+        for (int o = fwd[ix(b - 1)]; o < bwd[ix(b - 1)]; ++o) d += h[ix(o)] - h[ix(o + 1)];
+        x[var.index] = pr(a) == pr(b) ? d : 0;
+      }
+      for (const auto& [a, k, var] : bvar) x[var.index] = (pr(a) == pr(k)) != (pr(a) == pr(k + 1));
       for (int o = 0; o < nops; ++o) x[tau[ix(o)].index] = t0[ix(o)] / scale;
       x[T.index] = Tw / scale;
       if (ok) warm_values = std::move(x);
