@@ -6,7 +6,8 @@
 //   memory/N     M = 85% of the largest processor peak of the best contiguous plan without a
 //                memory limit (1F1B*, PipeDream's kind of plan): that plan no longer fits
 //   memory_warm/N  the same, with the best contiguous 1F1B* plan that fits (its stages split
-//                into the partition's) as the warm start
+//                into the partition's) as the warm start (what contiguous_start_limit does by
+//                itself when there are few contiguous allocations)
 // Counters:
 //   optimal      1 when CBC proved optimality within the limit
 //   period_ms    the plan's period (replayed valid by the simulator)
@@ -130,6 +131,7 @@ void run(benchmark::State& state, bool limited, bool warm = false) {
     state.counters["memory_MiB"] = static_cast<double>(p.memory) / MiB;
   }
   remat::pipeline_ilp_options o;
+  o.contiguous_start_limit = 0;  // the ILP alone, unless warm
   if (warm) {
     const auto fit = best_contiguous(p, part);
     if (!fit) {

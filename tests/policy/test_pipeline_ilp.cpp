@@ -444,6 +444,7 @@ TEST_CASE("pipeline ILP: the time limit holds on a larger instance; a warm start
 
   pipeline_ilp_options o;
   o.time_limit = 0.5;
+  o.contiguous_start_limit = 0;  // cold (there would be 232 contiguous allocations anyway)
   auto start = std::chrono::steady_clock::now();
   auto r = pipeline_ilp_schedule<ilp_cbc>(p, singles, o);
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -487,6 +488,22 @@ TEST_CASE("pipeline ILP: the time limit holds on a larger instance; a warm start
   REQUIRE_FALSE(bad);
   CHECK(bad.code() == status::invalid_problem);
   CHECK(bad.message().find("warm_start") != std::string::npos);
+
+  // Without a warm start, 1F1B*'s best contiguous plan is one: six stages on four processors
+  // have 1 + 5 + 10 + 10 contiguous allocations.
+  const std::vector<std::pair<int, int>> pairs{{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}, {11, 12}};
+  pipeline_ilp_options a;
+  a.time_limit = 0.3;
+  auto au = pipeline_ilp_schedule<ilp_cbc>(p, pairs, a);
+  REQUIRE(au);
+  CHECK(au->warm_start_used);
+  ilp_check_plan(p, *au);
+  const auto contiguous = ilp_best_contiguous(p, pairs);
+  REQUIRE(contiguous);
+  CHECK(au->plan.period <= *contiguous + 1e-6);
+  a.contiguous_start_limit = 25;  // one short
+  auto cold = pipeline_ilp_schedule<ilp_cbc>(p, pairs, a);
+  if (cold) CHECK_FALSE(cold->warm_start_used);
 }
 
 TEST_CASE("pipeline ILP: warm starts on Thm 17's costs") {

@@ -28,6 +28,7 @@
 #include <remat/core/result.hpp>
 #include <remat/core/units.hpp>
 #include <remat/milp/model.hpp>
+#include <remat/policy/one_f_one_b.hpp>
 #include <remat/problem/pipeline.hpp>
 #include <remat/schedule/pipeline.hpp>
 #include <remat/sim/pipeline.hpp>
@@ -55,6 +56,11 @@ struct pipeline_ilp_options {
   /// consecutive ops of a mini-batch lie more than two periods apart in it (the ILP's shifts
   /// between consecutive ops are 0, 1 or 2).
   std::optional<pipeline_plan> warm_start = std::nullopt;
+  /// Without warm_start: try at most this many contiguous allocations (neighbouring stages merged
+  /// into at most P groups, one per processor) with 1F1B* (Alg. 7), and the best plan found, its
+  /// groups split back into the stages, is the warm start. 0: none. All of them are tried when
+  /// there are at most this many, else none (64: up to 8 stages on 4 processors).
+  int contiguous_start_limit = 64;
   /// Forwarded to the backend, in seconds of period: {incumbent, bound, elapsed}.
   std::function<void(const milp::progress_report&)> progress = {};
 };
@@ -69,7 +75,7 @@ struct pipeline_ilp_result {
   std::vector<int> nca;          ///< per stage, from the replay
   std::vector<bytes> peaks;      ///< per processor, from the replay
   std::string solver_message;    ///< what the backend said
-  bool warm_start_used = false;  ///< options::warm_start was handed to the solver
+  bool warm_start_used = false;  ///< a warm start (given, or 1F1B*'s) was handed to the solver
 };
 
 namespace detail {
@@ -166,6 +172,84 @@ inline std::optional<bytes> pipe_ilp_least_memory(const pipe_ilp_instance& in, i
   };
   visit(visit, 0, 0);
   return best;
+}
+
+/// The plan on the partition's stages of a plan whose stages are runs of them: a merged stage's F
+/// runs its parts' forwards back to back, its B their backwards, at the same times.
+inline pipeline_plan pipe_ilp_split(const pipeline_problem& p, const pipeline_plan& plan,
+                                    const std::vector<pipeline_stage>& parts) {
+  using kind = pipeline_op_kind;
+  pipeline_plan out;
+  out.period = plan.period;
+  std::vector<int> first_part;  // per merged stage, its first part (0-based)
+  for (const auto& st : plan.stages) {
+    first_part.push_back(static_cast<int>(out.stages.size()));
+    for (const auto& part : parts)
+      if (part.first >= st.first && part.last <= st.last)
+        out.stages.push_back({part.first, part.last, st.processor});
+  }
+  auto add = [&](kind kd, int stage, seconds start, int shift) {
+    for (; start >= plan.period; --shift) start -= plan.period;  // a period later
+    out.ops.push_back({kd, stage, start, shift});
+  };
+  auto time = [&](int s, bool forward) {
+    seconds t = 0;
+    const auto& st = out.stages[ix(s)];
+    for (int l = st.first; l <= st.last; ++l) t += forward ? p.layers.uf(l) : p.layers.ub(l);
+    return t;
+  };
+  for (const auto& op : plan.ops) {
+    const int lo = first_part[ix(op.stage - 1)];
+    const int hi = op.stage < static_cast<int>(plan.stages.size())
+                       ? first_part[ix(op.stage)]
+                       : static_cast<int>(out.stages.size());
+    seconds t = op.start;
+    if (op.kind == kind::forward)
+      for (int s = lo; s < hi; t += time(s, true), ++s) add(kind::forward, s + 1, t, op.shift);
+    else if (op.kind == kind::backward)
+      for (int s = hi - 1; s >= lo; t += time(s, false), --s)
+        add(kind::backward, s + 1, t, op.shift);
+    else
+      add(op.kind, hi, op.start, op.shift);
+  }
+  return out;
+}
+
+/// The best 1F1B* plan (Alg. 7) over the contiguous allocations of runs of the stages (at most P
+/// runs), split back into the stages and replayed valid; nullopt when more than `limit`
+/// allocations would be tried, or none fits.
+inline std::optional<pipeline_plan> pipe_ilp_contiguous(const pipeline_problem& p,
+                                                        const pipe_ilp_instance& in, int limit) {
+  const int n = in.n;
+  // Allocations: the subsets of at most P - 1 of the n - 1 boundaries, cut.
+  double count = 0, binom = 1;
+  for (int k = 0; k <= std::min(p.processors - 1, n - 1); ++k) {
+    count += binom;
+    binom = binom * (n - 1 - k) / (k + 1);
+  }
+  if (count > limit) return std::nullopt;
+  std::optional<pipeline_plan> best;
+  std::vector<int> lasts;
+  auto visit = [&](auto&& self, int s) -> void {  // s: the next stage that may end a run
+    if (s == n) {
+      lasts.push_back(in.stages.back().last);
+      auto plan = one_f_one_b_star_fit(p, contiguous_stages(lasts));
+      if (plan && (!best || plan->period < best->period)) best = std::move(*plan);
+      lasts.pop_back();
+      return;
+    }
+    self(self, s + 1);
+    if (static_cast<int>(lasts.size()) + 1 < p.processors) {
+      lasts.push_back(in.stages[ix(s - 1)].last);
+      self(self, s + 1);
+      lasts.pop_back();
+    }
+  };
+  visit(visit, 1);
+  if (!best) return std::nullopt;
+  pipeline_plan out = pipe_ilp_split(p, *best, in.stages);
+  if (!sim::simulate_pipeline(p, out).valid) return std::nullopt;
+  return out;
 }
 
 /// Longest paths from node 0 over edges (u, v, w) meaning x_v >= x_u + w; nullopt when a
@@ -441,8 +525,11 @@ result<pipeline_ilp_result> pipeline_ilp_schedule(const pipeline_problem& proble
 
   // The warm start: its integer variables from the plan (the solver completes the others).
   std::optional<std::vector<double>> warm_values;
-  if (opts.warm_start) {
-    const pipeline_plan& w = *opts.warm_start;
+  std::optional<pipeline_plan> contiguous;
+  if (!opts.warm_start && opts.contiguous_start_limit > 0)
+    contiguous = detail::pipe_ilp_contiguous(problem, in, opts.contiguous_start_limit);
+  if (opts.warm_start || contiguous) {
+    const pipeline_plan& w = opts.warm_start ? *opts.warm_start : *contiguous;
     auto bad = [](std::string msg) {
       return error{status::invalid_problem, "pipeline ILP: warm_start: " + std::move(msg), {}};
     };
