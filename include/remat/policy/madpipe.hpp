@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include <remat/milp/model.hpp>
 #include <remat/policy/one_f_one_b.hpp>
 #include <remat/policy/pipedream.hpp>
+#include <remat/policy/pipeline/ilp.hpp>
 #include <remat/policy/pipeline/modulo.hpp>
 #include <remat/policy/pipeline/recompute_model.hpp>
 #include <remat/policy/pipeline/solution.hpp>
@@ -345,7 +347,54 @@ struct madpipe {
   bool recompute = true;
   detail::pipe_recompute_knobs recompute_knobs{};
   std::function<void(const madpipe_progress&)> progress;  ///< after each DP run, if set
-  Milp milp{};  ///< phase 2's backend (the ch. 6 ILP), not used yet
+  Milp milp{};  ///< phase 2's backend (the ch. 6 ILP); milp::unavailable: no phase 2
+  /// Phase 2 [Shilova21, ch. 7]: the ILP of ch. 6 on the best plan's stages (its allocation and
+  /// schedule chosen anew), warm-started from that plan and bounded by its period, within
+  /// phase2_time_limit seconds (and what is left of time_limit). false: phase 1 only.
+  bool phase2 = true;
+  double phase2_time_limit = 60;
+
+  /// Phase 2 on `out`'s stages: the ILP's plan replaces phase 1's when its period is shorter.
+  /// What happened is in out.notes; the ILP's bound, when it has one, in out.period_bound.
+  void run_phase2(const pipeline_problem& problem, pipeline_solution& out, double spent) const {
+    if (!phase2) return;
+    if constexpr (std::is_same_v<Milp, milp::unavailable>) {
+      out.notes.push_back("phase 2 (the ILP) skipped: no MILP backend (madpipe<milp::cbc>)");
+      return;
+    } else {
+      if (!Milp::available()) {
+        out.notes.push_back("phase 2 (the ILP) skipped: " + std::string(Milp::name) +
+                            " is not available in this build");
+        return;
+      }
+      pipeline_ilp_options o;
+      o.time_limit = phase2_time_limit;
+      if (time_limit > 0) o.time_limit = std::min(o.time_limit, std::max(0.01, time_limit - spent));
+      o.period_bound = out.plan.period;
+      o.warm_start = out.plan;
+      o.contiguous_start_limit = 0;
+      if (out.plan.k != 1 || out.plan.stages.size() > detail::pipe_ilp_max_stages) {
+        out.notes.push_back("phase 2 (the ILP) skipped: " + std::to_string(out.plan.stages.size()) +
+                            " stages");
+        return;
+      }
+      auto r = pipeline_ilp_schedule<Milp>(problem, out.plan.stages, o);
+      if (!r) {
+        out.notes.push_back("phase 2 (the ILP): " + r.message() + "; phase 1's plan kept");
+        return;
+      }
+      out.period_bound = r->bound;
+      if (r->plan.period < out.plan.period * (1 - 1e-9)) {
+        out.report = sim::simulate_pipeline(problem, r->plan);
+        out.plan = std::move(r->plan);
+        out.scheduler = "ILP";
+      }
+      out.notes.push_back(
+          std::string("phase 2 (the ILP): ") + (r->optimal ? "optimal" : "stopped") + " in " +
+          detail::time_text(r->solve_seconds) + " s, period " + detail::time_text(r->plan.period) +
+          " s, bound " + detail::time_text(r->bound) + " s");
+    }
+  }
 
   [[nodiscard]] result<pipeline_solution> solve(const pipeline_problem& problem) const {
     using clock = std::chrono::steady_clock;
@@ -486,11 +535,14 @@ struct madpipe {
     std::stable_sort(runs.begin(), runs.end(), [](const run& a, const run& b) {
       return std::max(a.period, a.target) < std::max(b.period, b.target);
     });
-    pipeline_solution out;
-    out.dp_runs = dp_runs;
-    std::optional<error> first_error;
-    std::vector<std::vector<pipeline_stage>> tried;
-    bool have = false;
+    // The candidates: each DP run's allocation, and PipeDream's contiguous partition on either
+    // model (MadPipe's allocations include the contiguous ones; its DP's estimates may miss the
+    // best of them, which must not make MadPipe slower than PipeDream).
+    struct candidate {
+      std::vector<pipeline_stage> stages;
+      seconds predicted, target;
+    };
+    std::vector<candidate> candidates;
     for (const run& r : runs) {
       std::vector<pipeline_stage> stages;
       int normal = 0;
@@ -509,9 +561,25 @@ struct madpipe {
         stages.push_back(std::move(st));
         first = static_cast<std::size_t>(r.alloc.last[s]) + 1;
       }
-      if (std::find(tried.begin(), tried.end(), stages) != tried.end()) continue;
-      tried.push_back(stages);
-      auto sched = detail::schedule_allocation(problem, stages);
+      candidates.push_back({std::move(stages), r.period, r.target});
+    }
+    for (const detail::pipe_recompute_model* m : {&*plain, rich ? &*rich : nullptr}) {
+      if (!m) continue;
+      const auto part = detail::pipedream_partition(*m, procs, problem.memory);
+      if (!part.found()) continue;
+      auto stages = detail::pipe_stages_of(*m, part.last, part.option);
+      if (!stages) return stages.err();
+      candidates.push_back({std::move(*stages), part.period, 0});
+    }
+    pipeline_solution out;
+    out.dp_runs = dp_runs;
+    std::optional<error> first_error;
+    std::vector<std::vector<pipeline_stage>> tried;
+    bool have = false;
+    for (candidate& cand : candidates) {
+      if (std::find(tried.begin(), tried.end(), cand.stages) != tried.end()) continue;
+      tried.push_back(cand.stages);
+      auto sched = detail::schedule_allocation(problem, cand.stages);
       if (!sched) {
         if (!first_error) first_error = sched.err();
         continue;
@@ -522,19 +590,20 @@ struct madpipe {
                      "madpipe: the simulator rejects the " + sched->scheduler + " plan: " +
                          (rep.first_violation ? rep.first_violation->message : std::string()),
                      {}};
-      if (!have || rep.period < out.report.period) {
+      if (!have || rep.normalized_period < out.report.normalized_period) {
         have = true;
         out.plan = std::move(sched->plan);
         out.report = std::move(rep);
         out.scheduler = sched->scheduler;
-        out.predicted_period = r.period;
-        out.target_period = r.target;
+        out.predicted_period = cand.predicted;
+        out.target_period = cand.target;
       }
     }
     if (!have)
       return error{first_error->code,
                    "madpipe: no allocation found could be scheduled: " + first_error->message,
                    first_error->minimum_budget};
+    run_phase2(problem, out, elapsed());
     out.planning_seconds = elapsed();
     return out;
   }

@@ -3,7 +3,9 @@
 // report of it, the planning time, and what the planner predicted on the way (its DP's period,
 // MadPipe's target period T-hat, the scheduler that made the plan). docs/pipeline.md.
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <remat/core/units.hpp>
 #include <remat/schedule/pipeline.hpp>
@@ -23,6 +25,11 @@ struct pipeline_solution {
   /// The scheduler that made the plan: "1F1B*" (Alg. 7) or "modulo" (any allocation).
   std::string scheduler;
   int dp_runs = 0;  ///< how many times the partitioning DP ran (searches over M or T-hat)
+  /// MadPipe's phase 2: the ILP's proven lower bound on the period of 1-periodic plans of these
+  /// stages (any allocation), when it ran.
+  std::optional<seconds> period_bound;
+  /// What the user should know: phases skipped or stopped, fallbacks.
+  std::vector<std::string> notes;
 };
 
 }  // namespace remat
