@@ -5,6 +5,7 @@
 //                          micro-batches in the same order (with dropout), and the parameters
 //                          after the updates
 //   bitwise noncontiguous  2 ranks: stages {1, 3} on rank 0, {2} on rank 1, the same checks
+//   bitwise local          2 ranks: stages {1, 2} on rank 0 (a local hand-over), {3} on rank 1
 //   mismatch               a plan for one processor more than the ranks: every rank's error
 //   throw                  a layer of rank 1 throws on micro-batch 1: rank 1 prints why and aborts
 //   silent                 rank 1 never steps: rank 0 gives up after its timeout (1 s), aborting
@@ -210,6 +211,19 @@ int main(int argc, char** argv) {
             {k::forward, {3, 1.5}},       {k::backward, {3, 2.5}},
             {k::send_gradient, {2, 3}},   {k::backward, {2, 3.5}},
             {k::send_gradient, {1, 4.5}}, {k::backward, {1, 5}}};
+        for (const auto& [kind, at] : timeline)
+          plan.ops.push_back(remat::place_op(kind, at.first, at.second, 0, plan.period));
+      } else if (layout == "local") {
+        if (size != 2) throw std::runtime_error("the local layout runs on 2 ranks");
+        // Stages 1 (layers 1-2) and 2 (3-5) on rank 0, handed over locally, stage 3 on rank 1;
+        // one micro-batch at a time (period 4, the whole work).
+        using k = remat::pipeline_op_kind;
+        plan.stages = {{1, 2, 0}, {3, 5, 0}, {6, 7, 1}};
+        plan.period = 4;
+        const std::vector<std::pair<k, std::pair<int, double>>> timeline = {
+            {k::forward, {1, 0}},    {k::forward, {2, 0.5}}, {k::send_activation, {2, 1.5}},
+            {k::forward, {3, 1.5}},  {k::backward, {3, 2}},  {k::send_gradient, {2, 2.5}},
+            {k::backward, {2, 2.5}}, {k::backward, {1, 3.5}}};
         for (const auto& [kind, at] : timeline)
           plan.ops.push_back(remat::place_op(kind, at.first, at.second, 0, plan.period));
       } else {
