@@ -6,6 +6,7 @@
 //                          after the updates
 //   bitwise noncontiguous  2 ranks: stages {1, 3} on rank 0, {2} on rank 1, the same checks
 //   bitwise local          2 ranks: stages {1, 2} on rank 0 (a local hand-over), {3} on rank 1
+//   doc                    docs/distributed.md's example on 2 ranks
 //   mismatch               a plan for one processor more than the ranks: every rank's error
 //   throw                  a layer of rank 1 throws on micro-batch 1: rank 1 prints why and aborts
 //   silent                 rank 1 never steps: rank 0 gives up after its timeout (1 s), aborting
@@ -184,6 +185,34 @@ std::vector<int> dist_lasts(int procs) {
   }
 }
 
+/// docs/distributed.md's example, compiled here and run by the mode "doc".
+remat::result<remat::dist::step_report> dist_doc_example(int ranks, std::vector<int> lasts) {
+  // --- doc docs/distributed.md begin ---
+  remat::exec::host_backend backend;
+  eg::model model = eg::make_residual_stack(2, 16, 32, 4, /*seed*/ 1, /*dropout*/ 0.1f);
+  remat::exec::profile_options same;  // every rank must plan the same: fixed times here (or
+  same.fixed_times.assign(model.size(), {1e-3, 2e-3});  // rank 0's, broadcast: the demo)
+  auto c = remat::exec::profile_chain(model, eg::make_input(backend, 4, 16, 1), backend, same);
+  if (!c) return c.err();
+  remat::pipeline_problem problem;
+  problem.layers = *c;  // the model's chain: the executor checks every tensor against its sizes
+  problem.processors = ranks;
+  auto plan = remat::one_f_one_b_star_fit(problem, remat::contiguous_stages(lasts));
+  if (!plan) return plan.err();
+  remat::dist::mpi_pipeline<remat::exec::host_backend, eg::model, eg::tensor> pipe(
+      MPI_COMM_WORLD, model, problem, *plan, /*micro_batches*/ 8, backend);
+  auto r = pipe.step([](int m, eg::backend& b) { return eg::make_input(b, 4, 16, 100 + m); },
+                     remat::dist::no_targets_fn{},  // or [&](int m) { return targets_of(m); }
+                     [](eg::layer& l) { l.sgd_step(0.01f); });  // each of its layers, at the end
+  if (!r) return r.err();  // the rank count, a plan that does not replay
+  std::printf("rank %d: %.3f ms per step (plan %.3f), %lld bytes of tensors (plan %lld)\n", r->rank,
+              r->step_time * 1e3, r->predicted_step_time * 1e3,
+              static_cast<long long>(r->measured_peak),
+              static_cast<long long>(r->planned_peak - r->planned_weights));
+  // --- doc end ---
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -233,6 +262,12 @@ int main(int argc, char** argv) {
       }
       return dist_bitwise(p, plan) ? 0 : 1;
     }
+    if (mode == "doc") {
+      if (size != 2) throw std::runtime_error("the doc example runs on 2 ranks");
+      auto r = dist_doc_example(2, {4, 7});
+      if (!r) std::printf("rank %d: %s\n", rank, r.message().c_str());
+      return r ? 0 : 1;
+    }
     if (mode == "mismatch") {
       eg::model m = dist_model();
       remat::pipeline_problem p;
@@ -269,8 +304,8 @@ int main(int argc, char** argv) {
       return 1;  // the step should have aborted the job
     }
     std::printf(
-        "usage: test_dist_mpi bitwise [contiguous|noncontiguous] | mismatch | throw | silent | "
-        "hang\n");
+        "usage: test_dist_mpi bitwise [contiguous|noncontiguous|local] | doc | mismatch | throw | "
+        "silent | hang\n");
     return 2;
   } catch (const std::exception& e) {
     std::printf("rank %d: %s\n", rank, e.what());
