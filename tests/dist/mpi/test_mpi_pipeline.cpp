@@ -6,12 +6,15 @@
 //                          after the updates
 //   bitwise noncontiguous  2 ranks: stages {1, 3} on rank 0, {2} on rank 1, the same checks
 //   bitwise local          2 ranks: stages {1, 2} on rank 0 (a local hand-over), {3} on rank 1
+//   bitwise LAYOUT targets the same, the loss taking each micro-batch's targets
 //   doc                    docs/distributed.md's example on 2 ranks
 //   mismatch               a plan for one processor more than the ranks: every rank's error
 //   throw                  a layer of rank 1 throws on micro-batch 1: rank 1 prints why and aborts
 //   silent                 rank 1 never steps: rank 0 gives up after its timeout (1 s), aborting
 //   hang                   a layer of rank 1 sleeps 5 s in micro-batch 0's forward: rank 0 gives
 //                          up waiting for the gradient after its timeout (1 s), aborting
+//   return                 as throw, with abort_on_error off: rank 1 returns its error, rank 0
+//                          its timeout's, and both go on (a barrier after)
 // Exit status 0 when the mode's expectation holds on this rank.
 
 #include <chrono>
@@ -110,9 +113,29 @@ int dist_size() {
   return s;
 }
 
+/// Micro-batch m's targets (a batch x width matrix) in step `step`.
+eg::matrix dist_targets(int step, int m) {
+  eg::matrix t(dist_batch, dist_width);
+  eg::fill_synthetic(t, static_cast<std::uint64_t>(7000 + 100 * step + m));
+  return t;
+}
+
+/// Plain training with the batch's targets (eg::backprop's, the loss taking them).
+void dist_backprop(eg::model& m, const eg::tensor& x, const eg::matrix& t, eg::backend& b) {
+  const std::size_t n = m.size();
+  std::vector<eg::tensor> ys(n);
+  std::vector<eg::context> ctxs(n);
+  const auto input = [&](std::size_t i) -> const eg::tensor& { return i == 0 ? x : ys[i - 1]; };
+  for (std::size_t i = 0; i + 1 < n; ++i) ys[i] = m[i]->forward_save(input(i), ctxs[i], b);
+  ys[n - 1] = m[n - 1]->forward_save(input(n - 1), t, ctxs[n - 1], b);
+  eg::tensor dy = m[n - 1]->backward(input(n - 1), ys[n - 1], ctxs[n - 1], t, b);
+  for (std::size_t i = n - 1; i-- > 0;) dy = m[i]->backward(input(i), ys[i], ctxs[i], dy, b);
+}
+
 /// Two steps of the plan against a single process; true when every gradient and parameter of
 /// this rank's layers is bitwise the reference's.
-bool dist_bitwise(const remat::pipeline_problem& problem, const remat::pipeline_plan& plan) {
+bool dist_bitwise(const remat::pipeline_problem& problem, const remat::pipeline_plan& plan,
+                  bool targets = false) {
   const int rank = dist_rank();
   eg::model m = dist_model();
   eg::model ref = dist_model();
@@ -120,16 +143,23 @@ bool dist_bitwise(const remat::pipeline_problem& problem, const remat::pipeline_
   dist_pipeline pipe(MPI_COMM_WORLD, m, problem, plan, dist_micro_batches, b);
   bool ok = true;
   for (int step = 0; step < 2; ++step) {
-    auto r = pipe.step([&](int mb, eg::backend& bb) { return dist_input(step, mb, bb); },
-                       remat::dist::no_targets_fn{}, [](eg::layer& l) { l.sgd_step(0.05f); });
+    const auto input = [&](int mb, eg::backend& bb) { return dist_input(step, mb, bb); };
+    const auto update = [](eg::layer& l) { l.sgd_step(0.05f); };
+    auto r = targets ? pipe.step(
+                           input, [&](int mb) { return dist_targets(step, mb); }, update)
+                     : pipe.step(input, remat::dist::no_targets_fn{}, update);
     if (!r) {
       std::printf("rank %d: step %d failed: %s\n", rank, step, r.message().c_str());
       return false;
     }
     // The reference: micro-batches 0..n-1 accumulated by plain training, then the same update.
     eg::zero_grad(ref);
-    for (int mb = 0; mb < dist_micro_batches; ++mb)
-      (void)eg::backprop(ref, dist_input(step, mb, b_ref), b_ref);
+    for (int mb = 0; mb < dist_micro_batches; ++mb) {
+      if (targets)
+        dist_backprop(ref, dist_input(step, mb, b_ref), dist_targets(step, mb), b_ref);
+      else
+        (void)eg::backprop(ref, dist_input(step, mb, b_ref), b_ref);
+    }
     std::size_t floats = 0;
     bool same = true;
     for (int s : r->stages) {
@@ -260,7 +290,7 @@ int main(int argc, char** argv) {
         if (!fit) throw std::runtime_error(fit.message());
         plan = *fit;
       }
-      return dist_bitwise(p, plan) ? 0 : 1;
+      return dist_bitwise(p, plan, argc > 3 && std::string(argv[3]) == "targets") ? 0 : 1;
     }
     if (mode == "doc") {
       if (size != 2) throw std::runtime_error("the doc example runs on 2 ranks");
@@ -282,12 +312,13 @@ int main(int argc, char** argv) {
       std::printf("rank %d: %s\n", rank, r ? "the step ran" : r.message().c_str());
       return r ? 1 : 0;
     }
-    if (mode == "throw" || mode == "silent" || mode == "hang") {
+    if (mode == "throw" || mode == "silent" || mode == "hang" || mode == "return") {
       const bool fault = mode != "silent";
       eg::model m = dist_model(fault);
       remat::pipeline_problem p;
       p.layers = dist_chain(m, std::vector<double>(m.size(), 0.1));
-      if (mode == "throw") static_cast<dist_fault&>(*m[3]).arm(1);  // micro-batch 1's forward
+      if (mode == "throw" || mode == "return")
+        static_cast<dist_fault&>(*m[3]).arm(1);  // micro-batch 1's forward
       if (mode == "hang") static_cast<dist_fault&>(*m[3]).arm(0, 5);
       p.processors = 2;
       auto plan = remat::one_f_one_b_star_fit(
@@ -296,16 +327,23 @@ int main(int argc, char** argv) {
       remat::exec::host_backend b;
       remat::dist::mpi_options opt;
       if (mode != "throw") opt.timeout = 1;
+      opt.abort_on_error = mode != "return";
       dist_pipeline pipe(MPI_COMM_WORLD, m, p, *plan, dist_micro_batches, b, opt);
       if (!fault && rank == 1) return 0;  // gone without a word
       auto r = pipe.step([](int mb, eg::backend& bb) { return dist_input(0, mb, bb); },
                          remat::dist::no_targets_fn{}, [](eg::layer&) {});
       std::printf("rank %d: %s\n", rank, r ? "the step ran" : r.message().c_str());
+      if (mode == "return" && !r) {  // the error came back, the runs in flight were ended
+        std::fflush(stdout);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) std::printf("both ranks returned their errors\n");
+        return 0;
+      }
       return 1;  // the step should have aborted the job
     }
     std::printf(
         "usage: test_dist_mpi bitwise [contiguous|noncontiguous|local] | doc | mismatch | throw | "
-        "silent | hang\n");
+        "silent | hang | return\n");
     return 2;
   } catch (const std::exception& e) {
     std::printf("rank %d: %s\n", rank, e.what());
