@@ -81,6 +81,11 @@ if(NOT REMAT_ENABLE_TORCH STREQUAL "OFF")
   endif()
 endif()
 
+# MPI (remat::mpi, optional): the pipeline's transport (<remat/dist/mpi.hpp>). Debian:
+# libopenmpi-dev and openmpi-bin (mpirun). Off, and silent, when not found.
+find_package(MPI QUIET COMPONENTS CXX)
+set(REMAT_HAS_MPI ${MPI_CXX_FOUND})
+
 find_package(doctest QUIET)
 set(REMAT_HAS_DOCTEST ${doctest_FOUND})
 
@@ -88,7 +93,7 @@ find_package(benchmark QUIET)
 set(REMAT_HAS_BENCHMARK ${benchmark_FOUND})
 
 # Report ON/OFF, not an empty string, for what was not found.
-foreach(dep JSON LPSOLVE CBC CUDA TORCH DOCTEST BENCHMARK)
+foreach(dep JSON LPSOLVE CBC CUDA TORCH MPI DOCTEST BENCHMARK)
   if(REMAT_HAS_${dep})
     set(REMAT_HAS_${dep} ON)
   else()

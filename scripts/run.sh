@@ -14,7 +14,7 @@ case "$what" in
 esac
 
 packages=(cmake g++ make pkg-config libeigen3-dev nlohmann-json3-dev doctest-dev libbenchmark-dev
-          liblpsolve55-dev lp-solve coinor-libcbc-dev libtorch-dev)
+          liblpsolve55-dev lp-solve coinor-libcbc-dev libtorch-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

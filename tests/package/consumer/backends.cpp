@@ -28,6 +28,9 @@ int main() {
                               // header here
   std::printf(" torch");
 #endif
+#if defined(REMAT_HAS_MPI)  // MPI::MPI_CXX through the install's find_package(MPI)
+  std::printf(" mpi");
+#endif
   std::printf("\n");
   return 0;
 }
