@@ -34,9 +34,13 @@
 #include <remat/exec.hpp>
 #include <remat/policy/checkmate.hpp>
 #include <remat/policy/dtr.hpp>
+#include <remat/policy/madpipe.hpp>
 #include <remat/policy/offmate.hpp>
+#include <remat/policy/pipedream.hpp>
 #include <remat/policy/rockmate.hpp>
+#include <remat/problem/sequential.hpp>
 #include <remat/remat.hpp>
+#include <remat/zoo/resnet.hpp>
 #if __has_include(<nlohmann/json.hpp>)
 #include <remat/io/json.hpp>
 #define REMAT_DOC_JSON 1
@@ -522,6 +526,32 @@ remat::result<remat::seconds> mixed_mode_usage(remat::chain chain, remat::bytes 
   // --- doc end ---
   return program.predicted_time;
 }
+
+#if defined(REMAT_HAS_CBC)
+// Compiled, not run (MadPipe on ResNet-50 takes seconds); test_pipeline_stages and the
+// planners' tests run the same calls.
+remat::result<remat::seconds> pipeline_usage() {
+  // --- doc docs/pipeline.md begin ---
+  auto dag =
+      remat::zoo::resnet({.depth = 50, .batch = 8, .image = 1000}, remat::zoo::devices::v100());
+  if (!dag) return dag.err();
+  remat::pipeline_problem p{.layers = remat::sequential_chain(*dag).value(),
+                            .processors = 4,
+                            .memory = std::int64_t{8} << 30,  // each processor's
+                            .bandwidth = 12e9};               // bytes per second, every link
+  remat::madpipe<remat::milp::cbc> planner;  // madpipe<>: no MILP backend, phase 1 only
+  planner.phase2_time_limit = 10;            // seconds for the ILP (default 60)
+  auto plan = planner.solve(p);              // or remat::pipedream{}.solve(p)
+  if (!plan) return plan.err();  // budget_too_small: plan.err().minimum_budget, an M that plans
+  for (const remat::pipeline_stage& st : plan->plan.stages)
+    std::cout << "layers " << st.first << ".." << st.last << " on processor " << st.processor
+              << (st.recompute ? ", recomputing in its backward" : "") << '\n';
+  std::cout << plan->report.normalized_period << " s per mini-batch, scheduled by "
+            << plan->scheduler << '\n';
+  // --- doc end ---
+  return plan->report.normalized_period;
+}
+#endif
 
 #if defined(REMAT_HAS_CBC)
 remat::result<remat::seconds> rockmate_usage(const remat::graph& graph, remat::bytes budget) {

@@ -855,6 +855,78 @@ TEST_CASE("remat-plan --multi-chain: the thesis' toy example, its minimum and it
   CHECK(has(missing.err, "no such file"));
 }
 
+TEST_CASE("remat-plan --processors: pipedream and madpipe plan a pipeline, errors name the fix") {
+  const std::string c = chain_file("resnet_like.json");
+  const outcome o = run_plan({"--chain", c, "--processors", "4", "--policy", "pipedream",
+                              "--memory", "2GiB", "--bandwidth", "12e9", "--json"});
+  REQUIRE_MESSAGE(o.exit_code == 0, o.err);
+  const json r = json::parse(o.out);
+  CHECK(r["status"] == "ok");
+  CHECK(r["policy"] == "pipedream");
+  CHECK(r["processors"] == 4);
+  CHECK(r["copies"] == 3);
+  CHECK(r["k"] == 1);
+  CHECK(r["period"].get<double>() > 0);
+  CHECK(r["period"].get<double>() < r["sequential_time"].get<double>());
+  REQUIRE(r["stages"].size() >= 2);
+  int next = 1;
+  for (const auto& st : r["stages"]) {
+    CHECK(st["first"] == next);
+    next = st["last"].get<int>() + 1;
+    CHECK(st["concurrent_activations"].get<int>() >= 1);
+  }
+  CHECK(next == 21);  // the chain's 20 layers
+  REQUIRE(r["peak_bytes"].size() == 4);
+  for (const auto& peak : r["peak_bytes"]) CHECK(peak.get<bytes>() <= (bytes{2} << 30));
+  CHECK(r["pattern"].size() >= 2 * r["stages"].size());
+
+  // madpipe, its time limit honoured; never slower than pipedream.
+  const outcome m = run_plan({"--chain", c, "--processors", "4", "--policy", "madpipe", "--memory",
+                              "2GiB", "--bandwidth", "12e9", "--time-limit", "20", "--json"});
+  REQUIRE_MESSAGE(m.exit_code == 0, m.err);
+  const json mr = json::parse(m.out);
+  CHECK(mr["period"].get<double>() <= r["period"].get<double>() * (1 + 1e-9));
+  const outcome text = run_plan({"--chain", c, "--processors", "4", "--policy", "pipedream",
+                                 "--memory", "2GiB", "--bandwidth", "12e9"});
+  REQUIRE(text.exit_code == 0);
+  CHECK(has(text.out, "per mini-batch simulated"));
+  CHECK(has(text.out, "processor 3:"));
+
+  // Too little memory: the smallest that plans.
+  const outcome small = run_plan(
+      {"--chain", c, "--processors", "4", "--policy", "pipedream", "--memory", "100MiB", "--json"});
+  CHECK(small.exit_code == 1);
+  const json sr = json::parse(small.out);
+  CHECK(sr["status"] == "budget_too_small");
+  const auto least = sr["minimum_memory_bytes"].get<bytes>();
+  CHECK(has(small.err, "the smallest memory with one is"));
+  const outcome fits = run_plan({"--chain", c, "--processors", "4", "--policy", "pipedream",
+                                 "--memory", std::to_string(least), "--json"});
+  CHECK(fits.exit_code == 0);
+  // More processors than layers.
+  const outcome many = run_plan({"--chain", c, "--processors", "30", "--policy", "pipedream"});
+  CHECK(many.exit_code == 1);
+  CHECK(has(many.err, "use at most 20 processors"));
+
+  const std::vector<usage_case> cases = {
+      {{"--chain", c, "--processors", "4", "--policy", "rotor"},
+       "with --processors use --policy pipedream or madpipe"},
+      {{"--chain", c, "--policy", "madpipe", "--budget", "1GiB"}, "give --processors P"},
+      {{"--chain", c, "--processors", "0", "--policy", "madpipe"}, "--processors"},
+      {{"--chain", c, "--processors", "4", "--policy", "madpipe", "--budget", "1GiB"},
+       "a pipeline takes --memory BYTES"},
+      {{"--chain", c, "--processors", "4", "--policy", "madpipe", "--bandwidth", "0"},
+       "need a bandwidth > 0"},
+      {{"--chain", c, "--processors", "4", "--policy", "madpipe", "--slots", "9"},
+       "--slots does not apply to a pipeline"},
+      {{"--chain", c, "--budget", "1GiB", "--policy", "rotor", "--memory", "1GiB"},
+       "--memory applies to a pipeline"},
+      {{"--graph", graph_file("residual_net.json"), "--processors", "2", "--policy", "madpipe"},
+       "give --chain FILE"},
+  };
+  expect_usage_errors(cases);
+}
+
 // --- the figures of the shipped examples --------------------------------------------------------
 
 TEST_CASE("remat-plan: the same figures as before on the example chains and graphs") {

@@ -93,10 +93,17 @@ int fail(const options& o, const remat::chain* c, const remat::error& err) {
     if (!o.policy.empty()) j["policy"] = o.policy;
     if (c) j["chain"] = c->name;
     if (!o.graph_path.empty()) j["graph"] = o.graph_path;
-    j["budget_bytes"] = o.budget;
-    j["message"] = e.message;
-    if (e.code == remat::status::budget_too_small && e.minimum_budget)
-      j["minimum_budget_bytes"] = *e.minimum_budget;
+    if (o.processors) {  // a pipeline: each processor's memory, and the smallest that plans
+      if (o.memory) j["memory_bytes"] = *o.memory;
+      j["message"] = e.message;
+      if (e.code == remat::status::budget_too_small && e.minimum_budget)
+        j["minimum_memory_bytes"] = *e.minimum_budget;
+    } else {
+      j["budget_bytes"] = o.budget;
+      j["message"] = e.message;
+      if (e.code == remat::status::budget_too_small && e.minimum_budget)
+        j["minimum_budget_bytes"] = *e.minimum_budget;
+    }
     print_json_line(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
   return exit_failed;
