@@ -563,13 +563,20 @@ struct madpipe {
       }
       candidates.push_back({std::move(stages), r.period, r.target});
     }
+    // PipeDream's check of 1F1B's activations is optimistic when transfers take time (1F1B*
+    // then needs a longer period to fit), so its partitions at smaller memories, which fit M
+    // too, are candidates as well: M 2^(-k/4), k = 0..8.
     for (const detail::pipe_recompute_model* m : {&*plain, rich ? &*rich : nullptr}) {
       if (!m) continue;
-      const auto part = detail::pipedream_partition(*m, procs, problem.memory);
-      if (!part.found()) continue;
-      auto stages = detail::pipe_stages_of(*m, part.last, part.option);
-      if (!stages) return stages.err();
-      candidates.push_back({std::move(*stages), part.period, 0});
+      for (int k = 0; k <= (problem.memory < unlimited_bytes ? 8 : 0); ++k) {
+        const auto level =
+            static_cast<bytes>(static_cast<double>(problem.memory) * std::exp2(-k / 4.0));
+        const auto part = detail::pipedream_partition(*m, procs, level);
+        if (!part.found()) break;
+        auto stages = detail::pipe_stages_of(*m, part.last, part.option);
+        if (!stages) return stages.err();
+        candidates.push_back({std::move(*stages), part.period, 0});
+      }
     }
     pipeline_solution out;
     out.dp_runs = dp_runs;

@@ -196,45 +196,74 @@ struct pipedream {
   detail::pipe_recompute_knobs recompute_knobs{};
 
   /// The partition (contiguous stages, stage s on processor s - 1) and its 1F1B* plan of the
-  /// smallest period that fits M (or its 1F1B plan), replayed by the simulator.
+  /// smallest period that fits M (or its 1F1B plan), replayed by the simulator. With recompute
+  /// and a limited M, the DP runs on the thesis' model and on the one with recomputing stages,
+  /// and the shorter plan wins: recomputation never makes the plan slower.
   [[nodiscard]] result<pipeline_solution> solve(const pipeline_problem& problem) const {
     const auto start = std::chrono::steady_clock::now();
     if (auto v = validate(problem); !v) return v.err();
+    const bool both = recompute && problem.memory < unlimited_bytes;
     auto model_for = [&](bytes memory) -> std::optional<detail::pipe_recompute_model> {
       pipeline_problem q = problem;
       q.memory = memory;
       auto m = detail::pipe_recompute_model::make(
-          q, recompute ? recompute_knobs : detail::pipe_recompute_knobs{0, 0}, detail::deadline(0),
+          q, both ? recompute_knobs : detail::pipe_recompute_knobs{0, 0}, detail::deadline(0),
           name);
       if (!m) return std::nullopt;
       return std::move(*m);
     };
-    auto model = detail::pipe_recompute_model::make(
-        problem, recompute ? recompute_knobs : detail::pipe_recompute_knobs{0, 0},
-        detail::deadline(0), name);
-    if (!model) return model.err();
-    pipeline_solution out;
-    const detail::pipe_partition part =
-        detail::pipedream_partition(*model, problem.processors, problem.memory);
-    out.dp_runs = 1;
-    if (!part.found()) {
-      const bytes need = detail::pipedream_minimum_memory(problem, model_for, &out.dp_runs);
+    int runs = 0;
+    auto plain = detail::pipe_recompute_model::make(problem, detail::pipe_recompute_knobs{0, 0},
+                                                    detail::deadline(0), name);
+    if (!plain) return plain.err();
+    auto best = plan_on(problem, *plain, runs);
+    if (both) {
+      auto rich =
+          detail::pipe_recompute_model::make(problem, recompute_knobs, detail::deadline(0), name);
+      if (!rich) return rich.err();
+      auto other = plan_on(problem, *rich, runs);
+      if (other &&
+          (!best || other->report.normalized_period < best->report.normalized_period * (1 - 1e-12)))
+        best = std::move(other);
+      else if (!other && !best && other.code() != status::budget_too_small)
+        return other;
+    }
+    if (!best && best.code() == status::budget_too_small && !best.err().minimum_budget) {
+      const bytes need = detail::pipedream_minimum_memory(problem, model_for, &runs);
       return error{status::budget_too_small,
                    "pipedream: no contiguous partition of chain '" + problem.layers.name +
                        "' into at most " + std::to_string(problem.processors) +
                        " stages fits memory " + format_bytes(problem.memory) +
                        " per processor (stage s of P' keeping P' - s + 1 activations, C x its "
                        "weights and its buffers" +
-                       (recompute ? ", storing or recomputing" : "") +
+                       (both ? ", storing or recomputing" : "") +
                        "); the smallest memory with one is " + format_bytes(need) +
                        " (a bisection over M with the same DP)",
                    need};
     }
-    auto stages = detail::pipe_stages_of(*model, part.last, part.option);
+    if (!best) return best;
+    best->dp_runs = runs;
+    best->planning_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return best;
+  }
+
+ private:
+  /// The DP on `model`, its partition's stages and plan; budget_too_small without a minimum when
+  /// no partition passes the DP's check.
+  [[nodiscard]] result<pipeline_solution> plan_on(const pipeline_problem& problem,
+                                                  const detail::pipe_recompute_model& model,
+                                                  int& runs) const {
+    const detail::pipe_partition part =
+        detail::pipedream_partition(model, problem.processors, problem.memory);
+    ++runs;
+    if (!part.found()) return error{status::budget_too_small, "no partition", {}};
+    auto stages = detail::pipe_stages_of(model, part.last, part.option);
     if (!stages) return stages.err();
     auto plan = plain_one_f_one_b ? detail::one_f_one_b_plain(problem, *stages)
                                   : one_f_one_b_star_fit(problem, *stages);
     if (!plan) return error{plan.code(), "pipedream: " + plan.message(), plan.err().minimum_budget};
+    pipeline_solution out;
     out.report = sim::simulate_pipeline(problem, *plan);
     if (!out.report.valid)
       return error{
@@ -246,8 +275,6 @@ struct pipedream {
     out.plan = std::move(*plan);
     out.predicted_period = part.period;
     out.scheduler = plain_one_f_one_b ? "1F1B" : "1F1B*";
-    out.planning_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;
   }
 };
