@@ -212,13 +212,7 @@ inline result<pipeline_plan> one_f_one_b_star_fit(const pipeline_problem& proble
       return error{status::solver_error,
                    "1F1B* made a plan the simulator rejects: " + (v ? v->message : std::string()),
                    {}};
-    // The peaks of a replay without a memory limit: over M on weights and buffers alone, the
-    // simulator stops counting that processor's activations.
-    pipeline_problem unlimited = problem;
-    unlimited.memory = unlimited_bytes;
-    const auto free_run = sim::simulate_pipeline(unlimited, *hi.plan);
-    const bytes need =
-        *std::max_element(free_run.processor_peaks.begin(), free_run.processor_peaks.end());
+    const bytes need = sim::pipeline_memory_needed(problem, *hi.plan);
     return error{status::budget_too_small,
                  "no 1-periodic 1F1B* plan of this allocation fits in memory " +
                      format_bytes(problem.memory) + " per processor: with one group (period " +

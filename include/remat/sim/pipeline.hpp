@@ -484,4 +484,16 @@ inline pipeline_report simulate_pipeline(const pipeline_problem& problem, const 
   return r;
 }
 
+/// The most any processor holds when the plan is replayed without a memory limit (a replay
+/// over M stops counting a processor's activations once its weights and buffers exceed M): the
+/// memory M the plan needs.
+inline bytes pipeline_memory_needed(const pipeline_problem& problem, const pipeline_plan& plan) {
+  pipeline_problem unlimited = problem;
+  unlimited.memory = unlimited_bytes;
+  const pipeline_report r = simulate_pipeline(unlimited, plan);
+  bytes need = 0;
+  for (bytes b : r.processor_peaks) need = std::max(need, b);
+  return need;
+}
+
 }  // namespace remat::sim

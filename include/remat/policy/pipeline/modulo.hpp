@@ -285,12 +285,7 @@ inline result<pipeline_plan> pipeline_modulo_fit(const pipeline_problem& problem
   if (broken) return *broken;
   if (!top.plan) return top.plan;
   if (!top.report.valid) {
-    // The peaks of a replay without a memory limit (one over M stops counting activations).
-    pipeline_problem unlimited = problem;
-    unlimited.memory = unlimited_bytes;
-    const auto free_run = sim::simulate_pipeline(unlimited, *top.plan);
-    const bytes need =
-        *std::max_element(free_run.processor_peaks.begin(), free_run.processor_peaks.end());
+    const bytes need = sim::pipeline_memory_needed(problem, *top.plan);
     return error{status::budget_too_small,
                  "no modulo-scheduled plan of this allocation fits in memory " +
                      format_bytes(problem.memory) + " per processor: with period " +
