@@ -6,6 +6,8 @@
 //                          after the updates
 //   bitwise noncontiguous  2 ranks: stages {1, 3} on rank 0, {2} on rank 1, the same checks
 //   bitwise local          2 ranks: stages {1, 2} on rank 0 (a local hand-over), {3} on rank 1
+//   bitwise recompute      2 ranks, both stages recomputing (rotor's program at its least
+//                          memory, which recomputes forwards of dropout layers): the same checks
 //   bitwise LAYOUT targets the same, the loss taking each micro-batch's targets
 //   doc                    docs/distributed.md's example on 2 ranks
 //   mismatch               a plan for one processor more than the ranks: every rank's error
@@ -32,6 +34,7 @@
 #include <remat/dist/mpi.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/policy/one_f_one_b.hpp>
+#include <remat/policy/rotor.hpp>
 #include <remat/problem/pipeline.hpp>
 #include <remat/schedule/pipeline.hpp>
 
@@ -243,6 +246,23 @@ remat::result<remat::dist::step_report> dist_doc_example(int ranks, std::vector<
   return r;
 }
 
+/// Layers first..last as a stage that recomputes: rotor's program at its least memory, checked
+/// to run more forwards than the segment's layers (it recomputes).
+remat::pipeline_stage dist_recomputing(const remat::chain& c, int first, int last, int proc) {
+  remat::pipeline_stage st{first, last, proc};
+  const remat::chain seg = remat::detail::segment_chain(c, first, last);
+  const remat::rotor r;
+  auto program = r.solve(seg, r.minimum_budget(seg));
+  if (!program) throw std::runtime_error(program.message());
+  int runs = 0;
+  for (const auto& op : program->ops) runs += op.is_compute() ? 1 : 0;
+  if (runs <= 2 * seg.length())
+    throw std::runtime_error("rotor's least-memory program of layers " + std::to_string(first) +
+                             ".." + std::to_string(last) + " recomputes nothing");
+  st.recompute = std::move(*program);
+  return st;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -285,6 +305,14 @@ int main(int argc, char** argv) {
             {k::backward, {2, 2.5}}, {k::backward, {1, 3.5}}};
         for (const auto& [kind, at] : timeline)
           plan.ops.push_back(remat::place_op(kind, at.first, at.second, 0, plan.period));
+      } else if (layout == "recompute") {
+        if (size != 2) throw std::runtime_error("the recompute layout runs on 2 ranks");
+        // Layers 1-4 (with both dropouts) on rank 0 and 5-7 (the loss) on rank 1, both
+        // recomputing in their backwards.
+        auto fit = remat::one_f_one_b_star_fit(
+            p, {dist_recomputing(p.layers, 1, 4, 0), dist_recomputing(p.layers, 5, 7, 1)});
+        if (!fit) throw std::runtime_error(fit.message());
+        plan = *fit;
       } else {
         auto fit = remat::one_f_one_b_star_fit(p, remat::contiguous_stages(dist_lasts(size)));
         if (!fit) throw std::runtime_error(fit.message());
