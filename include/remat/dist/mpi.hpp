@@ -558,11 +558,17 @@ result<step_report> mpi_pipeline<B, Model, T>::step(Input&& input, Targets&& tar
               layer one(&model_[static_cast<std::size_t>(l - 1)], f.f.get());
               const T& in = l == st.first ? *x : *y;
               std::optional<T> out;
-              if constexpr (has_targets) {
-                if (a.stage == S && l == st.last)
-                  out.emplace(one.forward(in, targets(a.micro_batch), backend_));
+              try {
+                if constexpr (has_targets) {
+                  if (a.stage == S && l == st.last)
+                    out.emplace(one.forward(in, targets(a.micro_batch), backend_));
+                }
+                if (!out) out.emplace(one.forward(in, backend_));
+              } catch (const std::exception& e) {
+                return failed("F of stage " + std::to_string(a.stage) + " on micro-batch " +
+                              std::to_string(a.micro_batch) + " failed: layer " +
+                              std::to_string(l) + " (" + one.name() + ") threw: " + e.what());
               }
-              if (!out) out.emplace(one.forward(in, backend_));
               peak = std::max(peak, backend_.in_use());
               y = std::move(out);
             }

@@ -12,6 +12,7 @@
 //   doc                    docs/distributed.md's example on 2 ranks
 //   mismatch               a plan for one processor more than the ranks: every rank's error
 //   throw                  a layer of rank 1 throws on micro-batch 1: rank 1 prints why and aborts
+//   throw recompute        the same in the F of a recomputing stage, on micro-batch 0
 //   silent                 rank 1 never steps: rank 0 gives up after its timeout (1 s), aborting
 //   hang                   a layer of rank 1 sleeps 5 s in micro-batch 0's forward: rank 0 gives
 //                          up waiting for the gradient after its timeout (1 s), aborting
@@ -234,10 +235,13 @@ remat::result<remat::dist::step_report> dist_doc_example(int ranks, std::vector<
   if (!plan) return plan.err();
   remat::dist::mpi_pipeline<remat::exec::host_backend, eg::model, eg::tensor> pipe(
       MPI_COMM_WORLD, model, problem, *plan, /*micro_batches*/ 8, backend);
-  auto r = pipe.step([](int m, eg::backend& b) { return eg::make_input(b, 4, 16, 100 + m); },
-                     remat::dist::no_targets_fn{},  // or [&](int m) { return targets_of(m); }
-                     [](eg::layer& l) { l.sgd_step(0.01f); });  // each of its layers, at the end
-  if (!r) return r.err();  // the rank count, a plan that does not replay
+  auto r = pipe.step(
+      [](int m, eg::backend& b) {
+        return eg::make_input(b, 4, 16, 100u + static_cast<unsigned>(m));
+      },
+      remat::dist::no_targets_fn{},              // or [&](int m) { return targets_of(m); }
+      [](eg::layer& l) { l.sgd_step(0.01f); });  // each of its layers, at the end
+  if (!r) return r.err();                        // the rank count, a plan that does not replay
   std::printf("rank %d: %.3f ms per step (plan %.3f), %lld bytes of tensors (plan %lld)\n", r->rank,
               r->step_time * 1e3, r->predicted_step_time * 1e3,
               static_cast<long long>(r->measured_peak),
@@ -345,12 +349,16 @@ int main(int argc, char** argv) {
       eg::model m = dist_model(fault);
       remat::pipeline_problem p;
       p.layers = dist_chain(m, std::vector<double>(m.size(), 0.1));
+      const bool recompute = mode == "throw" && layout == "recompute";
       if (mode == "throw" || mode == "return")
-        static_cast<dist_fault&>(*m[3]).arm(1);  // micro-batch 1's forward
+        static_cast<dist_fault&>(*m[3]).arm(recompute ? 0 : 1);  // micro-batch 0's or 1's forward
       if (mode == "hang") static_cast<dist_fault&>(*m[3]).arm(0, 5);
       p.processors = 2;
-      auto plan = remat::one_f_one_b_star_fit(
-          p, remat::contiguous_stages(fault ? std::vector<int>{3, 8} : std::vector<int>{4, 7}));
+      auto plan = recompute ? remat::one_f_one_b_star_fit(p, {remat::pipeline_stage{1, 3, 0},
+                                                              dist_recomputing(p.layers, 4, 8, 1)})
+                            : remat::one_f_one_b_star_fit(
+                                  p, remat::contiguous_stages(fault ? std::vector<int>{3, 8}
+                                                                    : std::vector<int>{4, 7}));
       if (!plan) throw std::runtime_error(plan.message());
       remat::exec::host_backend b;
       remat::dist::mpi_options opt;
@@ -370,8 +378,8 @@ int main(int argc, char** argv) {
       return 1;  // the step should have aborted the job
     }
     std::printf(
-        "usage: test_dist_mpi bitwise [contiguous|noncontiguous|local] | doc | mismatch | throw | "
-        "silent | hang | return\n");
+        "usage: test_dist_mpi bitwise [contiguous|noncontiguous|local|recompute] [targets] | doc | "
+        "mismatch | throw [recompute] | silent | hang | return\n");
     return 2;
   } catch (const std::exception& e) {
     std::printf("rank %d: %s\n", rank, e.what());
