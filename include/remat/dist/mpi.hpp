@@ -4,7 +4,9 @@
 // MPI calls, in the order of dist::make_pipeline_run (the plan's pattern unrolled over the step's
 // micro-batches). Each stage's parameter gradients accumulate over micro-batches 0, 1, ..., n-1
 // in that order and the optimizer step comes after the flush, so they are bitwise those of one
-// process accumulating the same micro-batches in the same order.
+// process accumulating the same micro-batches in the same order. A stage that recomputes
+// (pipeline_stage::recompute) runs as planned: its F keeps only its input, its B runs the
+// stage's program from it with the layers' random states as at the F.
 //
 //   remat::dist::mpi_session mpi(argc, argv);     // MPI_Init_thread (funneled) .. MPI_Finalize
 //   remat::dist::mpi_pipeline pipe(MPI_COMM_WORLD, model, problem, plan, micro_batches, backend);

@@ -8,6 +8,8 @@
 //   bitwise local          2 ranks: stages {1, 2} on rank 0 (a local hand-over), {3} on rank 1
 //   bitwise recompute      2 ranks, both stages recomputing (rotor's program at its least
 //                          memory, which recomputes forwards of dropout layers): the same checks
+//   bitwise recompute_local 2 ranks: stages 1 (layers 1-2, recomputing) and 2 (3-5) on rank 0,
+//                          handed over locally, 3 (6-7, recomputing) on rank 1
 //   bitwise LAYOUT targets the same, the loss taking each micro-batch's targets
 //   doc                    docs/distributed.md's example on 2 ranks
 //   mismatch               a plan for one processor more than the ranks: every rank's error
@@ -38,6 +40,7 @@
 #include <remat/policy/rotor.hpp>
 #include <remat/problem/pipeline.hpp>
 #include <remat/schedule/pipeline.hpp>
+#include <remat/sim/pipeline.hpp>
 
 namespace {
 
@@ -317,6 +320,28 @@ int main(int argc, char** argv) {
             p, {dist_recomputing(p.layers, 1, 4, 0), dist_recomputing(p.layers, 5, 7, 1)});
         if (!fit) throw std::runtime_error(fit.message());
         plan = *fit;
+      } else if (layout == "recompute_local") {
+        if (size != 2) throw std::runtime_error("the recompute_local layout runs on 2 ranks");
+        // One micro-batch at a time, as the local layout, with the stages' own costs (a
+        // recomputing stage's B is its program's makespan).
+        using k = remat::pipeline_op_kind;
+        plan.stages = {dist_recomputing(p.layers, 1, 2, 0), remat::pipeline_stage{3, 5, 0},
+                       dist_recomputing(p.layers, 6, 7, 1)};
+        std::vector<remat::sim::pipeline_stage_cost> cost;
+        for (const auto& st : plan.stages) {
+          auto sc = remat::sim::stage_cost(p.layers, st);
+          if (!sc) throw std::runtime_error(sc.message());
+          cost.push_back(*sc);
+        }
+        const double f1 = cost[0].forward, f2 = f1 + cost[1].forward, f3 = f2 + cost[2].forward;
+        const double b3 = f3 + cost[2].backward, b2 = b3 + cost[1].backward;
+        plan.period = b2 + cost[0].backward;
+        const std::vector<std::pair<k, std::pair<int, double>>> timeline = {
+            {k::forward, {1, 0}},   {k::forward, {2, f1}},  {k::send_activation, {2, f2}},
+            {k::forward, {3, f2}},  {k::backward, {3, f3}}, {k::send_gradient, {2, b3}},
+            {k::backward, {2, b3}}, {k::backward, {1, b2}}};
+        for (const auto& [kind, at] : timeline)
+          plan.ops.push_back(remat::place_op(kind, at.first, at.second, 0, plan.period));
       } else {
         auto fit = remat::one_f_one_b_star_fit(p, remat::contiguous_stages(dist_lasts(size)));
         if (!fit) throw std::runtime_error(fit.message());

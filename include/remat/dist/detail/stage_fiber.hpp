@@ -9,7 +9,9 @@
 // stage's output (the executor keeps it alive until the boundary's backward, so it can be sent
 // from where it is), and its backward returns the gradient of that output, received from the
 // next stage. The first backward of the run (the boundary's, or the real loss's on the last
-// stage) hands control back to the rank and waits until the rank resumes it for B. No MPI here.
+// stage) hands control back to the rank and waits until the rank resumes it for B. A stage that
+// recomputes runs its program on such a fiber within its B (started, then resumed at once), its
+// layers showing the executor their random states (stage_layer's Random). No MPI here.
 // docs/distributed.md.
 
 #include <condition_variable>
