@@ -1,19 +1,24 @@
 // remat-pipeline-demo: the Eigen residual model trained by a pipelined plan over MPI ranks
 // (remat/dist/mpi.hpp). Rank 0 profiles the model (every rank measures the same sizes; rank 0's
 // times go to all, so that every rank plans the same), the layers get weight_bytes from their
-// parameters, the chain is cut into one contiguous stage per rank balanced by work, and
-// 1F1B* (Alg. 7) plans it. Then a few training steps; each rank also trains a single-process
-// copy of the model on the same micro-batches, accumulated in the same order, and compares its
-// own stages' gradients and parameters bit for bit. Rank 0 prints, per rank: planned and
-// measured peak, planned and measured time per mini-batch (training step), and the comparison.
+// parameters, and MadPipe (phase 1: its DP, and PipeDream's partition as a candidate) plans it
+// within a memory M per rank: its stages may recompute in their backwards (rotor's program) where
+// storing does not fit. Then a few training steps; each rank also trains a single-process copy of
+// the model on the same micro-batches, accumulated in the same order, and compares its own
+// stages' gradients and parameters bit for bit. Rank 0 prints, per rank: its stages (R: one that
+// recomputes), planned and measured peak, planned and measured time per mini-batch (training
+// step), and the comparison.
 //
 //   mpirun -np 4 --oversubscribe --allow-run-as-root build/examples/remat-pipeline-demo
 //   options: --depth D --width W --hidden H --batch B --micro-batches N --steps S --dropout P
+//            --memory M (bytes per rank, weights included; default: halfway between the least M
+//            MadPipe plans with and the least it plans with when no stage may recompute, so that
+//            some stage must recompute)
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +27,7 @@
 
 #include <remat/dist/mpi.hpp>
 #include <remat/exec/profiler.hpp>
-#include <remat/policy/one_f_one_b.hpp>
+#include <remat/policy/madpipe.hpp>
 #include <remat/problem/pipeline.hpp>
 #include <remat/schedule/pipeline.hpp>
 
@@ -34,40 +39,18 @@ struct demo_options {
   int micro_batches = 8;
   int steps = 3;
   float dropout = 0.1f;
+  remat::bytes memory = 0;  // per rank; 0: the default (see the header)
 };
 
-/// The last layer of each of `parts` contiguous stages, the largest stage work (F + B) as small
-/// as it can be (the linear-partition DP).
-std::vector<int> balanced_lasts(const remat::chain& c, int parts) {
-  const int n = c.length();
-  std::vector<double> prefix(static_cast<std::size_t>(n) + 1, 0);
-  for (int l = 1; l <= n; ++l)
-    prefix[static_cast<std::size_t>(l)] =
-        prefix[static_cast<std::size_t>(l - 1)] + c.uf(l) + c.ub(l);
-  const double inf = std::numeric_limits<double>::infinity();
-  // best[p][l]: layers 1..l in p stages; cut[p][l]: the last layer of stage p - 1.
-  std::vector<std::vector<double>> best(static_cast<std::size_t>(parts) + 1,
-                                        std::vector<double>(static_cast<std::size_t>(n) + 1, inf));
-  std::vector<std::vector<int>> cut(best.size(),
-                                    std::vector<int>(static_cast<std::size_t>(n) + 1, 0));
-  best[0][0] = 0;
-  for (int p = 1; p <= parts; ++p)
-    for (int l = p; l <= n; ++l)
-      for (int j = p - 1; j < l; ++j) {
-        const double w =
-            std::max(best[static_cast<std::size_t>(p - 1)][static_cast<std::size_t>(j)],
-                     prefix[static_cast<std::size_t>(l)] - prefix[static_cast<std::size_t>(j)]);
-        if (w < best[static_cast<std::size_t>(p)][static_cast<std::size_t>(l)]) {
-          best[static_cast<std::size_t>(p)][static_cast<std::size_t>(l)] = w;
-          cut[static_cast<std::size_t>(p)][static_cast<std::size_t>(l)] = j;
-        }
-      }
-  std::vector<int> lasts(static_cast<std::size_t>(parts));
-  for (int p = parts, l = n; p >= 1; --p) {
-    lasts[static_cast<std::size_t>(p - 1)] = l;
-    l = cut[static_cast<std::size_t>(p)][static_cast<std::size_t>(l)];
-  }
-  return lasts;
+/// The least M with which the policy plans `p` (its budget_too_small's minimum_budget), or
+/// nothing.
+std::optional<remat::bytes> least_memory(const remat::madpipe<>& policy,
+                                         remat::pipeline_problem p) {
+  p.memory = 0;
+  auto r = policy.solve(p);
+  if (r || r.code() != remat::status::budget_too_small || !r.err().minimum_budget)
+    return std::nullopt;
+  return *r.err().minimum_budget;
 }
 
 eg::model demo_model(const demo_options& o) {
@@ -82,8 +65,9 @@ eg::tensor demo_input(const demo_options& o, int step, int m, eg::backend& b) {
 struct demo_row {
   double planned_time, measured_time;
   long long planned_peak, planned_weights, measured_peak;
-  int first, last, bitwise;
+  int bitwise;
   double loss;
+  char stages[48];  // "1-3R,7-8": its stages' layers, R where the stage recomputes
 };
 
 }  // namespace
@@ -111,6 +95,8 @@ int main(int argc, char** argv) {
       o.steps = static_cast<int>(v);
     else if (k == "--dropout")
       o.dropout = std::strtof(argv[i + 1], nullptr);
+    else if (k == "--memory")
+      o.memory = static_cast<remat::bytes>(std::strtoll(argv[i + 1], nullptr, 10));
     else {
       if (rank == 0) std::fprintf(stderr, "remat-pipeline-demo: unknown option %s\n", k.c_str());
       return 2;
@@ -150,13 +136,30 @@ int main(int argc, char** argv) {
                    size, problem.layers.length());
     return 1;
   }
-  // The plan: contiguous stages balanced by work, 1F1B* at the smallest period that fits.
-  auto plan =
-      remat::one_f_one_b_star_fit(problem, remat::contiguous_stages(balanced_lasts(*c, size)));
-  if (!plan) {
-    if (rank == 0) std::fprintf(stderr, "remat-pipeline-demo: %s\n", plan.message().c_str());
+  // The plan: MadPipe within M per rank (phase 1; every rank plans the same from the same chain).
+  remat::madpipe<> policy;
+  std::string memory_note = "--memory";
+  if (o.memory > 0) {
+    problem.memory = o.memory;
+  } else {
+    remat::madpipe<> storing;
+    storing.recompute = false;
+    const auto any = least_memory(policy, problem), store = least_memory(storing, problem);
+    if (any && store) {
+      problem.memory = *any + (*store - *any) / 2;
+      memory_note = "halfway between MadPipe's least " + std::to_string(*any) +
+                    " and its least without recomputation " + std::to_string(*store);
+    } else {
+      problem.memory = remat::unlimited_bytes;
+      memory_note = "unlimited";
+    }
+  }
+  auto solved = policy.solve(problem);
+  if (!solved) {
+    if (rank == 0) std::fprintf(stderr, "remat-pipeline-demo: %s\n", solved.message().c_str());
     return 1;
   }
+  const remat::pipeline_plan* plan = &solved->plan;
 
   remat::dist::mpi_pipeline<remat::exec::host_backend, eg::model, eg::tensor> pipe(
       MPI_COMM_WORLD, model, problem, *plan, o.micro_batches, b);
@@ -172,16 +175,23 @@ int main(int argc, char** argv) {
     for (int m = 0; m < o.micro_batches; ++m)
       (void)eg::backprop(reference, demo_input(o, step, m, b_ref), b_ref);
     bool same = true;
-    const auto& first = plan->stages[static_cast<std::size_t>(r->stages.front() - 1)];
-    const auto& last = plan->stages[static_cast<std::size_t>(r->stages.back() - 1)];
-    for (int l = first.first; l <= last.last; ++l) {
+    // This rank's layers (its stages need not be contiguous).
+    std::vector<int> mine;
+    std::string stages;
+    for (int s : r->stages) {
+      const auto& st = plan->stages[static_cast<std::size_t>(s - 1)];
+      for (int l = st.first; l <= st.last; ++l) mine.push_back(l);
+      stages += (stages.empty() ? "" : ",") + std::to_string(st.first) + "-" +
+                std::to_string(st.last) + (st.recompute ? "R" : "");
+    }
+    for (int l : mine) {
       auto p = model[static_cast<std::size_t>(l - 1)]->parameters();
       auto q = reference[static_cast<std::size_t>(l - 1)]->parameters();
       for (std::size_t k = 0; k < p.size(); ++k)
         same = same && eg::bitwise_equal(p[k].grad, q[k].grad);
     }
     eg::sgd_step(reference, 0.01f);
-    for (int l = first.first; l <= last.last; ++l) {
+    for (int l : mine) {
       auto p = model[static_cast<std::size_t>(l - 1)]->parameters();
       auto q = reference[static_cast<std::size_t>(l - 1)]->parameters();
       for (std::size_t k = 0; k < p.size(); ++k)
@@ -192,10 +202,10 @@ int main(int argc, char** argv) {
            static_cast<long long>(r->planned_peak),
            static_cast<long long>(r->planned_weights),
            static_cast<long long>(r->measured_peak),
-           first.first,
-           last.last,
            (step == 0 ? 1 : row.bitwise) & (same ? 1 : 0),
-           r->loss.value_or(0)};
+           r->loss.value_or(0),
+           {}};
+    std::snprintf(row.stages, sizeof(row.stages), "%s", stages.c_str());
   }
 
   std::vector<demo_row> rows(static_cast<std::size_t>(size));
@@ -207,22 +217,26 @@ int main(int argc, char** argv) {
         "batch %ld, dropout %.2f) over %d ranks\n",
         problem.layers.length(), o.depth, static_cast<long>(o.width), static_cast<long>(o.hidden),
         static_cast<long>(o.batch), static_cast<double>(o.dropout), size);
+    std::printf("M = %lld bytes per rank (%s)\n", static_cast<long long>(problem.memory),
+                memory_note.c_str());
     std::printf(
-        "plan: 1F1B* (Alg. 7), period %.3g ms (k = %d), %d micro-batches per step, %d steps; "
+        "plan: MadPipe (%s), period %.3g ms (k = %d), %d micro-batches per step, %d steps; "
         "figures of the last step\n",
-        plan->normalized_period() * 1e3, plan->k, o.micro_batches, o.steps);
-    std::printf("%4s %8s %14s %14s %14s %12s %12s %8s\n", "rank", "layers", "plan tensors",
+        solved->scheduler.c_str(), plan->normalized_period() * 1e3, plan->k, o.micro_batches,
+        o.steps);
+    std::printf("%4s %-16s %14s %14s %14s %12s %12s %8s\n", "rank", "layers", "plan tensors",
                 "measured", "plan weights", "plan ms/step", "ms/step", "bitwise");
     bool all = true;
     for (int i = 0; i < size; ++i) {
       const demo_row& w = rows[static_cast<std::size_t>(i)];
-      std::printf("%4d %3d..%-4d %14lld %14lld %14lld %12.3f %12.3f %8s\n", i, w.first, w.last,
+      std::printf("%4d %-16s %14lld %14lld %14lld %12.3f %12.3f %8s\n", i, w.stages,
                   w.planned_peak - w.planned_weights, w.measured_peak, w.planned_weights,
                   w.planned_time * 1e3, w.measured_time * 1e3, w.bitwise ? "yes" : "NO");
       all = all && w.bitwise == 1;
     }
-    std::printf("loss (sum over the last step's micro-batches): %.6f\n",
-                rows[static_cast<std::size_t>(size - 1)].loss);
+    // On the rank of the last stage.
+    const double loss = rows[static_cast<std::size_t>(plan->stages.back().processor)].loss;
+    std::printf("loss (sum over the last step's micro-batches): %.6f\n", loss);
     std::printf("%s\n", all ? "all ranks bitwise equal to single-process training"
                             : "some rank differs from single-process training");
     return all ? 0 : 1;

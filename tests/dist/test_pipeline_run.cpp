@@ -12,6 +12,7 @@
 
 #include <remat/dist/pipeline_run.hpp>
 #include <remat/policy/one_f_one_b.hpp>
+#include <remat/policy/rotor.hpp>
 #include <remat/problem/pipeline.hpp>
 #include <remat/schedule/pipeline.hpp>
 #include <remat/sim/pipeline.hpp>
@@ -279,6 +280,28 @@ TEST_CASE("pipeline run: the predicted step time is the unrolled plan's makespan
   auto t1 = dist::predicted_step_time(slow, *seq_slow, 1);
   REQUIRE(t1);
   CHECK(*t1 == doctest::Approx(whole + 6 * 0.5));
+}
+
+TEST_CASE("pipeline run: a recomputing stage's backward takes its program's makespan") {
+  const pipeline_problem p = dist_four();
+  std::vector<pipeline_stage> stages = contiguous_stages({2, 4});
+  const chain seg = remat::detail::segment_chain(p.layers, 1, 2);
+  const rotor r;
+  auto program = r.solve(seg, r.minimum_budget(seg));
+  REQUIRE(program);
+  stages[0].recompute = *program;
+  auto cost = sim::stage_cost(p.layers, stages[0]);
+  REQUIRE(cost);
+  // The least memory recomputes a forward: B is longer than the layers' backwards.
+  CHECK(cost->backward > p.layers.ub(1) + p.layers.ub(2));
+  // One group: one micro-batch runs every F then every B, back to back.
+  const seconds work = cost->forward + cost->backward + p.layers.uf(3) + p.layers.uf(4) +
+                       p.layers.ub(3) + p.layers.ub(4);
+  auto seq = one_f_one_b_star(p, stages, work);
+  REQUIRE(seq);
+  auto one = dist::predicted_step_time(p, *seq, 1);
+  REQUIRE(one);
+  CHECK(*one == doctest::Approx(work));
 }
 
 TEST_CASE("pipeline run: bad input is refused, naming what is wrong") {

@@ -4,7 +4,9 @@
 // MPI calls, in the order of dist::make_pipeline_run (the plan's pattern unrolled over the step's
 // micro-batches). Each stage's parameter gradients accumulate over micro-batches 0, 1, ..., n-1
 // in that order and the optimizer step comes after the flush, so they are bitwise those of one
-// process accumulating the same micro-batches in the same order.
+// process accumulating the same micro-batches in the same order. A stage that recomputes
+// (pipeline_stage::recompute) runs as planned: its F keeps only its input, its B runs the
+// stage's program from it with the layers' random states as at the F.
 //
 //   remat::dist::mpi_session mpi(argc, argv);     // MPI_Init_thread (funneled) .. MPI_Finalize
 //   remat::dist::mpi_pipeline pipe(MPI_COMM_WORLD, model, problem, plan, micro_batches, backend);
@@ -143,6 +145,8 @@ class mpi_pipeline {
   using element = std::remove_reference_t<decltype(std::declval<Model&>()[0])>;
   using layer = detail::stage_layer<element, T, B>;
   using stage_model = std::vector<layer>;
+  using recompute_layer = detail::stage_layer<element, T, B, true>;
+  using recompute_model = std::vector<recompute_layer>;
   static_assert(WireTensor<T, B>,
                 "remat::dist: the tensor type needs a wire_traits<T> specialisation "
                 "(remat/dist/wire.hpp): shape, make, data and size");
@@ -187,12 +191,20 @@ class mpi_pipeline {
   struct stage_data {
     int s = 0;
     chain c;
-    schedule program;
+    schedule program;  // store-all's, or the plan's recomputation program
+    bool recomputes = false;
   };
   struct in_flight {  // one micro-batch's run of a stage
     std::unique_ptr<detail::fiber<T>> f;
     stage_model layers;
     std::unique_ptr<exec::executor<B, stage_model>> ex;
+    // A recomputing stage: its input, its output until sent, the layers' random states at its F,
+    // and at its B the run of its program.
+    std::optional<T> input;
+    std::optional<T> output;
+    std::vector<exec::detail::saved_random_state<element>> states;
+    recompute_model rlayers;
+    std::unique_ptr<exec::executor<B, recompute_model>> rex;
   };
   struct recv_slot {
     detail::mpi_key key;
@@ -302,9 +314,18 @@ result<void> mpi_pipeline<B, Model, T>::prepare() {
     stage_data d;
     d.s = s;
     d.c = detail::stage_chain(problem_.layers, st.first, st.last, s < S, scalar);
-    auto program = store_all{}.solve(d.c, unlimited_bytes);
-    if (!program) return program.err();
-    d.program = std::move(*program);
+    if (st.recompute) {
+      // Planned on segment_chain(first, last), whose added stage is the boundary (no bytes
+      // there; the boundary's scalar here), so the program's ops are d.c's.
+      if (st.recompute->ops.empty())
+        return bad("stage " + std::to_string(s) + " recomputes but its program is empty");
+      d.program = *st.recompute;
+      d.recomputes = true;
+    } else {
+      auto program = store_all{}.solve(d.c, unlimited_bytes);
+      if (!program) return program.err();
+      d.program = std::move(*program);
+    }
     stage_index_[s] = stages_.size();
     stages_.push_back(std::move(d));
   }
@@ -485,6 +506,24 @@ result<step_report> mpi_pipeline<B, Model, T>::step(Input&& input, Targets&& tar
   std::optional<double> loss;
   bytes& peak = peak_;
   peak = baseline;
+  // Starts a run of stage s's program on micro-batch m's input x: it runs until its first
+  // backward (the boundary's, or the loss's), where it waits for resume.
+  auto launch = [&](detail::fiber<T>& fb, auto& ex, const schedule& prog, T x, int s, int m) {
+    B& bk = backend_;
+    if constexpr (has_targets) {
+      if (s == S) {
+        fb.start([&fb, &ex, &prog, &bk, xin = std::move(x), tg = targets(m)]() mutable {
+          fb.run_baseline = bk.in_use() - exec::tensor_traits<T>::size(xin);
+          return ex.run(prog, std::move(xin), tg);
+        });
+        return;
+      }
+    }
+    fb.start([&fb, &ex, &prog, &bk, xin = std::move(x)]() mutable {
+      fb.run_baseline = bk.in_use() - exec::tensor_traits<T>::size(xin);
+      return ex.run(prog, std::move(xin));
+    });
+  };
   try {
     for (const action& a : actions) {
       switch (a.kind) {
@@ -509,30 +548,42 @@ result<step_report> mpi_pipeline<B, Model, T>::step(Input&& input, Targets&& tar
           }
           in_flight& f = runs_[{a.stage, a.micro_batch}];
           f.f = std::make_unique<detail::fiber<T>>();
+          if (sd.recomputes) {
+            // The forwards keep nothing but the output, to send on (the loss on the last
+            // stage); the input stays for the B, which recomputes from it. The layers' random
+            // states as they are now, for the B to draw the same numbers.
+            f.states.reserve(static_cast<std::size_t>(st.last - st.first + 1));
+            for (int l = st.first; l <= st.last; ++l)
+              f.states.emplace_back(model_[static_cast<std::size_t>(l - 1)]);
+            std::optional<T> y;
+            for (int l = st.first; l <= st.last; ++l) {
+              layer one(&model_[static_cast<std::size_t>(l - 1)], f.f.get());
+              const T& in = l == st.first ? *x : *y;
+              std::optional<T> out;
+              try {
+                if constexpr (has_targets) {
+                  if (a.stage == S && l == st.last)
+                    out.emplace(one.forward(in, targets(a.micro_batch), backend_));
+                }
+                if (!out) out.emplace(one.forward(in, backend_));
+              } catch (const std::exception& e) {
+                return failed("F of stage " + std::to_string(a.stage) + " on micro-batch " +
+                              std::to_string(a.micro_batch) + " failed: layer " +
+                              std::to_string(l) + " (" + one.name() + ") threw: " + e.what());
+              }
+              peak = std::max(peak, backend_.in_use());
+              y = std::move(out);
+            }
+            f.input = std::move(x);
+            if (a.stage < S) f.output = std::move(y);
+            peak = std::max(peak, backend_.high_water());
+            break;
+          }
           for (int l = st.first; l <= st.last; ++l)
             f.layers.emplace_back(&model_[static_cast<std::size_t>(l - 1)], f.f.get());
           if (a.stage < S) f.layers.emplace_back(nullptr, f.f.get());
           f.ex = std::make_unique<exec::executor<B, stage_model>>(f.layers, sd.c, backend_);
-          detail::fiber<T>& fb = *f.f;
-          auto& ex = *f.ex;
-          const schedule& prog = sd.program;
-          B& bk = backend_;
-          bool started = false;
-          if constexpr (has_targets) {
-            if (a.stage == S) {
-              fb.start([&fb, &ex, &prog, &bk, xin = std::move(*x),
-                        tg = targets(a.micro_batch)]() mutable {
-                fb.run_baseline = bk.in_use() - exec::tensor_traits<T>::size(xin);
-                return ex.run(prog, std::move(xin), tg);
-              });
-              started = true;
-            }
-          }
-          if (!started)
-            fb.start([&fb, &ex, &prog, &bk, xin = std::move(*x)]() mutable {
-              fb.run_baseline = bk.in_use() - exec::tensor_traits<T>::size(xin);
-              return ex.run(prog, std::move(xin));
-            });
+          launch(*f.f, *f.ex, sd.program, std::move(*x), a.stage, a.micro_batch);
           peak = std::max(peak, backend_.high_water());
           if (f.f->finished()) {
             auto r = f.f->take_outcome();
@@ -545,7 +596,20 @@ result<step_report> mpi_pipeline<B, Model, T>::step(Input&& input, Targets&& tar
         case action_kind::send_activation: {
           in_flight& f = runs_.at({a.stage, a.micro_batch});
           const detail::mpi_key k{0, a.stage, a.micro_batch};
-          if (a.peer == rank_) {
+          if (f.output) {  // a recomputing stage's: held until sent, then freed
+            T y = std::move(*f.output);
+            f.output.reset();
+            if (a.peer == rank_) {
+              local_.emplace(k, std::move(y));
+            } else {
+              const void* data = wire_traits<T>::data(std::as_const(y));
+              const bytes size = wire_traits<T>::size(y);
+              const auto shape = wire_traits<T>::shape(y);
+              post_send(k, a.peer, data, size, shape, std::move(y));
+              ++rep.messages_sent;
+              rep.bytes_sent += size;
+            }
+          } else if (a.peer == rank_) {
             T copy = wire_traits<T>::make(f.f->output_shape, backend_);
             peak = std::max(peak, backend_.in_use());
             if (f.f->output_size > 0)
@@ -580,8 +644,35 @@ result<step_report> mpi_pipeline<B, Model, T>::step(Input&& input, Targets&& tar
               return failed("waited " + remat::detail::time_text(opt_.timeout) + " s for rank " +
                             std::to_string(peer) + " to receive " + detail::mpi_what(out));
           }
-          const bytes run_baseline = it->second.f->run_baseline;
-          auto r = it->second.f->resume(std::move(dy));
+          in_flight& f = it->second;
+          const auto& sd = stages_[stage_index_.at(a.stage)];
+          std::optional<result<exec::run_result<T>>> ran;
+          if (sd.recomputes) {
+            // The program runs from the input, recomputing what it needs, the layers' random
+            // states as at the F (the executor replays them on each recomputation); the
+            // received gradient enters at the boundary's backward. Then the states are put back
+            // as they were: later micro-batches' forwards have drawn since.
+            const pipeline_stage& st = plan_.stages[static_cast<std::size_t>(a.stage - 1)];
+            element* last = &model_[static_cast<std::size_t>(st.last - 1)];
+            for (int l = st.first; l <= st.last; ++l)
+              f.rlayers.emplace_back(&model_[static_cast<std::size_t>(l - 1)], f.f.get());
+            if (a.stage < S) f.rlayers.emplace_back(nullptr, f.f.get(), last);
+            f.rex = std::make_unique<exec::executor<B, recompute_model>>(f.rlayers, sd.c, backend_);
+            std::vector<exec::detail::saved_random_state<element>> now;
+            now.reserve(f.states.size());
+            for (int l = st.first; l <= st.last; ++l)
+              now.emplace_back(model_[static_cast<std::size_t>(l - 1)]);
+            for (const auto& state : f.states) state.restore();
+            T x = std::move(*f.input);
+            f.input.reset();
+            launch(*f.f, *f.rex, sd.program, std::move(x), a.stage, a.micro_batch);
+            ran.emplace(f.f->resume(std::move(dy)));
+            for (const auto& state : now) state.restore();
+          } else {
+            ran.emplace(f.f->resume(std::move(dy)));
+          }
+          const bytes run_baseline = f.f->run_baseline;
+          auto r = std::move(*ran);
           runs_.erase(it);
           peak = std::max(peak, backend_.high_water());
           if (r)

@@ -22,6 +22,7 @@
 #include <remat/core/units.hpp>
 #include <remat/problem/pipeline.hpp>
 #include <remat/schedule/pipeline.hpp>
+#include <remat/sim/pipeline.hpp>
 
 namespace remat::dist {
 
@@ -313,22 +314,29 @@ inline result<void> check_deadlock_free(const pipeline_run& run) {
 
 /// The plan's time for one training step of n micro-batches: from the first op's start to the
 /// last op's end in the pattern unrolled over micro-batches 0..n-1 (fill, steady state and drain),
-/// transfers included, with the problem's times (F, B: the sums of the stage's u_F, u_B; a
+/// transfers included, with the problem's times (F, B: sim::stage_cost's, the sums of the
+/// stage's u_F, u_B, or for a stage that recomputes its B the makespan of its program; a
 /// transfer: a_j / beta or delta_j / beta). For large n it approaches n x T / k.
 inline result<seconds> predicted_step_time(const pipeline_problem& problem,
                                            const pipeline_plan& plan, int micro_batches) {
   if (auto v = validate_stages(problem, plan.stages); !v) return v.err();
   if (auto v = detail::dist_check_plan(plan, problem.processors, micro_batches); !v) return v.err();
   const chain& c = problem.layers;
+  std::vector<sim::pipeline_stage_cost> costs;
+  for (const pipeline_stage& st : plan.stages) {
+    auto cost = sim::stage_cost(c, st);
+    if (!cost) return cost.err();
+    costs.push_back(*cost);
+  }
   auto duration = [&](pipeline_op_kind kind, int s) {
     const pipeline_stage& st = plan.stages[static_cast<std::size_t>(s - 1)];
     seconds d = 0;
     switch (kind) {
       case pipeline_op_kind::forward:
-        for (int l = st.first; l <= st.last; ++l) d += c.uf(l);
+        d = costs[static_cast<std::size_t>(s - 1)].forward;
         break;
       case pipeline_op_kind::backward:
-        for (int l = st.first; l <= st.last; ++l) d += c.ub(l);
+        d = costs[static_cast<std::size_t>(s - 1)].backward;
         break;
       case pipeline_op_kind::send_activation:
         d = static_cast<double>(c.a(st.last)) / problem.bandwidth;

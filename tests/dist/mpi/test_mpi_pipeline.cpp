@@ -6,10 +6,15 @@
 //                          after the updates
 //   bitwise noncontiguous  2 ranks: stages {1, 3} on rank 0, {2} on rank 1, the same checks
 //   bitwise local          2 ranks: stages {1, 2} on rank 0 (a local hand-over), {3} on rank 1
+//   bitwise recompute      2 ranks, both stages recomputing (rotor's program at its least
+//                          memory, which recomputes forwards of dropout layers): the same checks
+//   bitwise recompute_local 2 ranks: stages 1 (layers 1-2, recomputing) and 2 (3-5) on rank 0,
+//                          handed over locally, 3 (6-7, recomputing) on rank 1
 //   bitwise LAYOUT targets the same, the loss taking each micro-batch's targets
 //   doc                    docs/distributed.md's example on 2 ranks
 //   mismatch               a plan for one processor more than the ranks: every rank's error
 //   throw                  a layer of rank 1 throws on micro-batch 1: rank 1 prints why and aborts
+//   throw recompute        the same in the F of a recomputing stage, on micro-batch 0
 //   silent                 rank 1 never steps: rank 0 gives up after its timeout (1 s), aborting
 //   hang                   a layer of rank 1 sleeps 5 s in micro-batch 0's forward: rank 0 gives
 //                          up waiting for the gradient after its timeout (1 s), aborting
@@ -32,8 +37,10 @@
 #include <remat/dist/mpi.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/policy/one_f_one_b.hpp>
+#include <remat/policy/rotor.hpp>
 #include <remat/problem/pipeline.hpp>
 #include <remat/schedule/pipeline.hpp>
+#include <remat/sim/pipeline.hpp>
 
 namespace {
 
@@ -231,16 +238,36 @@ remat::result<remat::dist::step_report> dist_doc_example(int ranks, std::vector<
   if (!plan) return plan.err();
   remat::dist::mpi_pipeline<remat::exec::host_backend, eg::model, eg::tensor> pipe(
       MPI_COMM_WORLD, model, problem, *plan, /*micro_batches*/ 8, backend);
-  auto r = pipe.step([](int m, eg::backend& b) { return eg::make_input(b, 4, 16, 100 + m); },
-                     remat::dist::no_targets_fn{},  // or [&](int m) { return targets_of(m); }
-                     [](eg::layer& l) { l.sgd_step(0.01f); });  // each of its layers, at the end
-  if (!r) return r.err();  // the rank count, a plan that does not replay
+  auto r = pipe.step(
+      [](int m, eg::backend& b) {
+        return eg::make_input(b, 4, 16, 100u + static_cast<unsigned>(m));
+      },
+      remat::dist::no_targets_fn{},              // or [&](int m) { return targets_of(m); }
+      [](eg::layer& l) { l.sgd_step(0.01f); });  // each of its layers, at the end
+  if (!r) return r.err();                        // the rank count, a plan that does not replay
   std::printf("rank %d: %.3f ms per step (plan %.3f), %lld bytes of tensors (plan %lld)\n", r->rank,
               r->step_time * 1e3, r->predicted_step_time * 1e3,
               static_cast<long long>(r->measured_peak),
               static_cast<long long>(r->planned_peak - r->planned_weights));
   // --- doc end ---
   return r;
+}
+
+/// Layers first..last as a stage that recomputes: rotor's program at its least memory, checked
+/// to run more forwards than the segment's layers (it recomputes).
+remat::pipeline_stage dist_recomputing(const remat::chain& c, int first, int last, int proc) {
+  remat::pipeline_stage st{first, last, proc};
+  const remat::chain seg = remat::detail::segment_chain(c, first, last);
+  const remat::rotor r;
+  auto program = r.solve(seg, r.minimum_budget(seg));
+  if (!program) throw std::runtime_error(program.message());
+  int runs = 0;
+  for (const auto& op : program->ops) runs += op.is_compute() ? 1 : 0;
+  if (runs <= 2 * seg.length())
+    throw std::runtime_error("rotor's least-memory program of layers " + std::to_string(first) +
+                             ".." + std::to_string(last) + " recomputes nothing");
+  st.recompute = std::move(*program);
+  return st;
 }
 
 }  // namespace
@@ -285,6 +312,36 @@ int main(int argc, char** argv) {
             {k::backward, {2, 2.5}}, {k::backward, {1, 3.5}}};
         for (const auto& [kind, at] : timeline)
           plan.ops.push_back(remat::place_op(kind, at.first, at.second, 0, plan.period));
+      } else if (layout == "recompute") {
+        if (size != 2) throw std::runtime_error("the recompute layout runs on 2 ranks");
+        // Layers 1-4 (with both dropouts) on rank 0 and 5-7 (the loss) on rank 1, both
+        // recomputing in their backwards.
+        auto fit = remat::one_f_one_b_star_fit(
+            p, {dist_recomputing(p.layers, 1, 4, 0), dist_recomputing(p.layers, 5, 7, 1)});
+        if (!fit) throw std::runtime_error(fit.message());
+        plan = *fit;
+      } else if (layout == "recompute_local") {
+        if (size != 2) throw std::runtime_error("the recompute_local layout runs on 2 ranks");
+        // One micro-batch at a time, as the local layout, with the stages' own costs (a
+        // recomputing stage's B is its program's makespan).
+        using k = remat::pipeline_op_kind;
+        plan.stages = {dist_recomputing(p.layers, 1, 2, 0), remat::pipeline_stage{3, 5, 0},
+                       dist_recomputing(p.layers, 6, 7, 1)};
+        std::vector<remat::sim::pipeline_stage_cost> cost;
+        for (const auto& st : plan.stages) {
+          auto sc = remat::sim::stage_cost(p.layers, st);
+          if (!sc) throw std::runtime_error(sc.message());
+          cost.push_back(*sc);
+        }
+        const double f1 = cost[0].forward, f2 = f1 + cost[1].forward, f3 = f2 + cost[2].forward;
+        const double b3 = f3 + cost[2].backward, b2 = b3 + cost[1].backward;
+        plan.period = b2 + cost[0].backward;
+        const std::vector<std::pair<k, std::pair<int, double>>> timeline = {
+            {k::forward, {1, 0}},   {k::forward, {2, f1}},  {k::send_activation, {2, f2}},
+            {k::forward, {3, f2}},  {k::backward, {3, f3}}, {k::send_gradient, {2, b3}},
+            {k::backward, {2, b3}}, {k::backward, {1, b2}}};
+        for (const auto& [kind, at] : timeline)
+          plan.ops.push_back(remat::place_op(kind, at.first, at.second, 0, plan.period));
       } else {
         auto fit = remat::one_f_one_b_star_fit(p, remat::contiguous_stages(dist_lasts(size)));
         if (!fit) throw std::runtime_error(fit.message());
@@ -317,12 +374,16 @@ int main(int argc, char** argv) {
       eg::model m = dist_model(fault);
       remat::pipeline_problem p;
       p.layers = dist_chain(m, std::vector<double>(m.size(), 0.1));
+      const bool recompute = mode == "throw" && layout == "recompute";
       if (mode == "throw" || mode == "return")
-        static_cast<dist_fault&>(*m[3]).arm(1);  // micro-batch 1's forward
+        static_cast<dist_fault&>(*m[3]).arm(recompute ? 0 : 1);  // micro-batch 0's or 1's forward
       if (mode == "hang") static_cast<dist_fault&>(*m[3]).arm(0, 5);
       p.processors = 2;
-      auto plan = remat::one_f_one_b_star_fit(
-          p, remat::contiguous_stages(fault ? std::vector<int>{3, 8} : std::vector<int>{4, 7}));
+      auto plan = recompute ? remat::one_f_one_b_star_fit(p, {remat::pipeline_stage{1, 3, 0},
+                                                              dist_recomputing(p.layers, 4, 8, 1)})
+                            : remat::one_f_one_b_star_fit(
+                                  p, remat::contiguous_stages(fault ? std::vector<int>{3, 8}
+                                                                    : std::vector<int>{4, 7}));
       if (!plan) throw std::runtime_error(plan.message());
       remat::exec::host_backend b;
       remat::dist::mpi_options opt;
@@ -342,8 +403,8 @@ int main(int argc, char** argv) {
       return 1;  // the step should have aborted the job
     }
     std::printf(
-        "usage: test_dist_mpi bitwise [contiguous|noncontiguous|local] | doc | mismatch | throw | "
-        "silent | hang | return\n");
+        "usage: test_dist_mpi bitwise [contiguous|noncontiguous|local|recompute] [targets] | doc | "
+        "mismatch | throw [recompute] | silent | hang | return\n");
     return 2;
   } catch (const std::exception& e) {
     std::printf("rank %d: %s\n", rank, e.what());

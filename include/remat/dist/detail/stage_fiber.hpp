@@ -9,7 +9,9 @@
 // stage's output (the executor keeps it alive until the boundary's backward, so it can be sent
 // from where it is), and its backward returns the gradient of that output, received from the
 // next stage. The first backward of the run (the boundary's, or the real loss's on the last
-// stage) hands control back to the rank and waits until the rank resumes it for B. No MPI here.
+// stage) hands control back to the rank and waits until the rank resumes it for B. A stage that
+// recomputes runs its program on such a fiber within its B (started, then resumed at once), its
+// layers showing the executor their random states (stage_layer's Random). No MPI here.
 // docs/distributed.md.
 
 #include <condition_variable>
@@ -153,17 +155,30 @@ class fiber {
 };
 
 /// A layer of a stage's run: the user's layer (a model element E, dereferenced as the executor
-/// does), or, with no layer, the boundary in the place of the loss. It shows the executor no
-/// random state: a stage runs each forward once (store-all), and the layers' random engines
-/// advance in the order of the rank's forwards, micro-batch 0 first, as in plain training.
-template <class E, class T, class B>
+/// does), or, with no layer, the boundary in the place of the loss. A stored stage's run
+/// (Random = false) shows the executor no random state: it runs each forward once (store-all),
+/// and the layers' random engines advance in the order of the rank's forwards, micro-batch 0
+/// first, as in plain training. A recomputing stage's run (Random = true) shows the layers'
+/// random states, so that the executor replays them on every recomputation (the rank sets them
+/// to what they were at the micro-batch's F before the run, and back after); the boundary shows
+/// the state of `state_of`, a layer of the stage, and ignores any it is given.
+template <class E, class T, class B, bool Random = false>
 class stage_layer {
   using inner = exec::chain_layer_traits<E>;
 
  public:
   using context = typename inner::context;
 
-  stage_layer(E* layer, fiber<T>* f) : layer_(layer), fiber_(f) {}
+  stage_layer(E* layer, fiber<T>* f, E* state_of = nullptr)
+      : layer_(layer), fiber_(f), state_of_(state_of != nullptr ? state_of : layer) {}
+
+  auto random_state() const requires(Random&& exec::HasRandomState<E>) {
+    return exec::detail::deref(*state_of_).random_state();
+  }
+  template <class S>
+  void set_random_state(const S& state) requires(Random&& exec::HasRandomState<E>) {
+    if (layer_ != nullptr) exec::detail::deref(*layer_).set_random_state(state);
+  }
 
   [[nodiscard]] std::string name() const {
     if (layer_ == nullptr) return "boundary";
@@ -238,6 +253,7 @@ class stage_layer {
 
   E* layer_;
   fiber<T>* fiber_;
+  E* state_of_;
 };
 
 /// Layers first..last (1-based) of chain c as a stage's chain: input a_{first-1}, and for every
