@@ -554,6 +554,42 @@ remat::result<remat::seconds> pipeline_usage() {
 #endif
 
 #if defined(REMAT_HAS_CBC)
+// Runs on three stages of a 9-layer chain.
+remat::result<remat::seconds> pipeline_ilp_usage(const remat::pipeline_problem& problem,
+                                                 remat::seconds phase1_period,
+                                                 const remat::pipeline_plan& phase1_plan) {
+  // --- doc docs/pipeline.md begin ---
+  remat::pipeline_ilp_options o;   // time_limit 60 s, as the thesis' phase 2
+  o.period_bound = phase1_period;  // only plans with T <= this
+  o.warm_start = phase1_plan;      // optional: a 1-periodic plan of the same stages
+  auto r = remat::pipeline_ilp_schedule<remat::milp::cbc>(problem, {{1, 3}, {4, 7}, {8, 9}}, o);
+  if (!r) return r.err();  // budget_too_small (minimum_budget), infeasible, time_limit, ...
+  std::cout << r->plan.period << " s" << (r->optimal ? ", optimal" : "") << "; bound " << r->bound
+            << " s, gap " << r->gap << '\n';
+  // --- doc end ---
+  return r->plan.period;
+}
+
+TEST_CASE("docs/pipeline.md: the ILP's example plans three stages") {
+  remat::chain c{"nine", 4, {}};
+  for (int l = 1; l <= 9; ++l) {
+    remat::stage st;
+    st.forward_time = 1 + l % 3;
+    st.backward_time = 2 + l % 2;
+    st.output_bytes = l == 9 ? 0 : 4;
+    st.saved_bytes = st.output_bytes;
+    st.weight_bytes = 2;
+    c.stages.push_back(st);
+  }
+  remat::pipeline_problem p{.layers = c, .processors = 3, .memory = 100, .bandwidth = 4};
+  // Phase 1's plan: the same three stages, contiguous, by 1F1B* (Alg. 7).
+  auto phase1 = remat::one_f_one_b_star_fit(p, remat::contiguous_stages({3, 7, 9}));
+  REQUIRE(phase1);
+  auto t = pipeline_ilp_usage(p, phase1->period, *phase1);
+  REQUIRE_MESSAGE(t, t.message());
+  CHECK(*t <= phase1->period + 1e-9);
+}
+
 remat::result<remat::seconds> rockmate_usage(const remat::graph& graph, remat::bytes budget) {
   // --- doc docs/rockmate.md begin ---
   remat::rockmate<remat::checkmate<remat::milp::cbc>> p{.peak_budgets = 10, .save_budgets = 10};
