@@ -530,7 +530,7 @@ remat::result<remat::seconds> mixed_mode_usage(remat::chain chain, remat::bytes 
 #if defined(REMAT_HAS_CBC)
 // Compiled, not run (MadPipe on ResNet-50 takes seconds); test_pipeline_stages and the
 // planners' tests run the same calls.
-remat::result<remat::seconds> pipeline_usage() {
+[[maybe_unused]] remat::result<remat::seconds> pipeline_usage() {
   // --- doc docs/pipeline.md begin ---
   auto dag =
       remat::zoo::resnet({.depth = 50, .batch = 8, .image = 1000}, remat::zoo::devices::v100());
