@@ -13,6 +13,12 @@
 //   auto r = pipe.step(input, targets, update);   // input(m, b) on stage 1's rank, targets(m)
 //                                                 // on the last stage's, update(layer) after
 //
+// The shapes travel through MPI, the data through the pipeline's transport (the last template
+// parameter): mpi_transport (here, the default) for tensors in host memory; for device tensors,
+// dist/cuda.hpp's cuda_staged_transport (through host copies) or dist/nccl.hpp's nccl_transport.
+// A transport's channel (a sender, a receiver) is a FIFO: the receiver posts the receives in the
+// order the sender posts the sends, as NCCL needs.
+//
 // Errors: a rank count other than the plan's processors fails step() on every rank, naming both;
 // a rank whose step fails (a layer throws, a peer is silent past options::timeout) prints its
 // error and calls MPI_Abort, so that the others stop instead of hanging (options::abort_on_error).
@@ -31,10 +37,12 @@
 #include <array>
 #include <chrono>
 #include <compare>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -75,6 +83,106 @@ class mpi_session {
   mpi_session(const mpi_session&) = delete;
   mpi_session& operator=(const mpi_session&) = delete;
   ~mpi_session() { MPI_Finalize(); }
+};
+
+/// A channel of the step: the ranks `from` and `to` (distinct) exchange data from `from` to `to`.
+struct transport_channel {
+  int from = 0;
+  int to = 0;
+  friend bool operator==(const transport_channel&, const transport_channel&) = default;
+};
+
+namespace detail {
+/// n as an MPI count of bytes; throws past MPI's int.
+inline int mpi_byte_count(bytes n) {
+  if (n > std::numeric_limits<int>::max())
+    throw std::runtime_error("remat::dist: a message of " + format_bytes(n) +
+                             " is past MPI's count of " +
+                             std::to_string(std::numeric_limits<int>::max()) +
+                             " bytes; use more micro-batches (smaller ones) per step");
+  return static_cast<int>(n);
+}
+}  // namespace detail
+
+/// What the pipeline asks of a transport T (mpi_transport; dist/cuda.hpp, dist/nccl.hpp):
+///   result<void> t.open(MPI_Comm comm, int rank, const std::vector<transport_channel>& all,
+///                       seconds timeout)
+///       once, before the first step, on every rank of comm alike (collective);
+///   T::request t.send(int peer, const void* data, bytes n)  after the work that made the data
+///   T::request t.recv(int peer, void* data, bytes n)        into a tensor made by wire_traits
+///   bool t.test(T::request&)   done: the send's buffer may go, the receive's data is there and
+///                              the backend's work queued from now on sees it
+///   void t.cancel(T::request&) noexcept   after a failure
+///   void t.copy(void* dst, const void* src, bytes n)     a hand-over between two stages of a rank
+///   void t.abort() noexcept    after a failure: nothing of the transport waits any more
+///   static constexpr bool device_memory   whether the data pointers are device memory
+/// On each channel the sends are posted in the sender's order and the receives in the same
+/// order, so a transport may match them first come, first served.
+template <class X>
+concept Transport = requires(X& t, typename X::request& q, MPI_Comm comm,
+                             const std::vector<transport_channel>& all, const void* c, void* d) {
+  { t.open(comm, 0, all, seconds{}) } -> std::same_as<result<void>>;
+  { t.send(0, c, bytes{}) } -> std::same_as<typename X::request>;
+  { t.recv(0, d, bytes{}) } -> std::same_as<typename X::request>;
+  { t.test(q) } -> std::same_as<bool>;
+  t.cancel(q);
+  t.copy(d, c, bytes{});
+  t.abort();
+  { X::device_memory } -> std::convertible_to<bool>;
+};
+
+/// The data of tensors in host memory as MPI messages (MPI_Isend, MPI_Irecv of bytes) on a
+/// communicator of its own.
+class mpi_transport {
+ public:
+  static constexpr bool device_memory = false;
+  struct request {
+    MPI_Request r = MPI_REQUEST_NULL;
+    bool receive = false;
+  };
+  mpi_transport() = default;
+  mpi_transport(mpi_transport&& o) noexcept : comm_(std::exchange(o.comm_, MPI_COMM_NULL)) {}
+  mpi_transport& operator=(mpi_transport&&) = delete;
+  mpi_transport(const mpi_transport&) = delete;
+  mpi_transport& operator=(const mpi_transport&) = delete;
+  ~mpi_transport() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+  }
+
+  result<void> open(MPI_Comm comm, int, const std::vector<transport_channel>&, seconds) {
+    if (comm_ == MPI_COMM_NULL) MPI_Comm_dup(comm, &comm_);
+    return {};
+  }
+  request send(int peer, const void* data, bytes n) {
+    request q;
+    MPI_Isend(const_cast<void*>(data), detail::mpi_byte_count(n), MPI_BYTE, peer, 0, comm_, &q.r);
+    return q;
+  }
+  request recv(int peer, void* data, bytes n) {
+    request q{MPI_REQUEST_NULL, true};
+    MPI_Irecv(data, detail::mpi_byte_count(n), MPI_BYTE, peer, 0, comm_, &q.r);
+    return q;
+  }
+  bool test(request& q) {
+    if (q.r == MPI_REQUEST_NULL) return true;
+    int flag = 0;
+    MPI_Test(&q.r, &flag, MPI_STATUS_IGNORE);
+    return flag != 0;
+  }
+  void cancel(request& q) noexcept {
+    if (q.r == MPI_REQUEST_NULL) return;
+    if (q.receive) MPI_Cancel(&q.r);
+    MPI_Request_free(&q.r);
+  }
+  void copy(void* dst, const void* src, bytes n) {
+    if (n > 0) std::memcpy(dst, src, static_cast<std::size_t>(n));
+  }
+  void abort() noexcept {}
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
 };
 
 struct mpi_options {
@@ -139,8 +247,9 @@ inline std::string mpi_what(const mpi_key& k) {
 /// random-access range of chain layers (std::vector<std::unique_ptr<Layer>>, say), the whole
 /// model on every rank: rank p runs the layers of processor p's stages. `problem.layers` is the
 /// model's chain (profile_chain's: the executor checks every tensor against its sizes), and the
-/// same on every rank, as the plan.
-template <class B, class Model, class T>
+/// same on every rank, as the plan. The transport moves the messages' data (mpi_transport for
+/// host tensors; see Transport).
+template <class B, class Model, class T, Transport X = mpi_transport>
 class mpi_pipeline {
   using element = std::remove_reference_t<decltype(std::declval<Model&>()[0])>;
   using layer = detail::stage_layer<element, T, B>;
@@ -150,16 +259,22 @@ class mpi_pipeline {
   static_assert(WireTensor<T, B>,
                 "remat::dist: the tensor type needs a wire_traits<T> specialisation "
                 "(remat/dist/wire.hpp): shape, make, data and size");
+  static_assert(wire_on_device<T> == X::device_memory,
+                "remat::dist: the tensor's data and the transport's memory differ: device "
+                "tensors (wire_traits<T>::on_device) need cuda_staged_transport "
+                "(remat/dist/cuda.hpp) or nccl_transport (remat/dist/nccl.hpp), host tensors "
+                "mpi_transport");
 
  public:
   mpi_pipeline(MPI_Comm comm, Model& model, pipeline_problem problem, pipeline_plan plan,
-               int micro_batches, B& backend, mpi_options options = {})
+               int micro_batches, B& backend, mpi_options options = {}, X transport = X{})
       : model_(model),
         problem_(std::move(problem)),
         plan_(std::move(plan)),
         n_(micro_batches),
         backend_(backend),
-        opt_(options) {
+        opt_(options),
+        transport_(std::move(transport)) {
     MPI_Comm_dup(comm, &comm_);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -181,7 +296,9 @@ class mpi_pipeline {
 
   /// One training step: the parameter gradients of this rank's layers zeroed, the plan's
   /// micro-batches 0..n-1 through the pipeline, then update(layer) on each of its layers (the
-  /// user's layer, dereferenced). input(m, backend) -> T gives micro-batch m's input (called on
+  /// user's layer, dereferenced). The first step opens the transport after the barrier (a
+  /// collective over the ranks; its failure, such as NCCL's ranks sharing a GPU, is returned).
+  /// input(m, backend) -> T gives micro-batch m's input (called on
   /// stage 1's rank), targets(m) its targets for the loss (on the last stage's rank; pass
   /// no_targets_fn{} for a loss without).
   template <class Input, class Targets, class Update>
@@ -211,8 +328,9 @@ class mpi_pipeline {
     int source = 0;
     detail::mpi_header header{};
     MPI_Request header_req = MPI_REQUEST_NULL;
-    MPI_Request data_req = MPI_REQUEST_NULL;
+    typename X::request data_req{};
     std::optional<T> data;
+    bool header_done = false;
     bool posted_data = false;
     bool done = false;
   };
@@ -221,18 +339,22 @@ class mpi_pipeline {
     int dest = 0;
     detail::mpi_header header{};
     MPI_Request header_req = MPI_REQUEST_NULL;
-    MPI_Request data_req = MPI_REQUEST_NULL;
+    typename X::request data_req{};
     std::optional<T> owned;  // a gradient, kept until sent
+    bool header_sent = false;
     bool done = false;
+  };
+  // A channel's receives on this rank, in the order its sender posts the sends.
+  struct in_channel {
+    std::vector<recv_slot*> slots;
+    std::size_t posted = 0;
   };
 
   [[nodiscard]] int stage_count() const { return static_cast<int>(plan_.stages.size()); }
-  [[nodiscard]] int tag(const detail::mpi_key& k, int part) const {
+  [[nodiscard]] int tag(const detail::mpi_key& k) const {
     const long long t =
-        ((static_cast<long long>(k.micro_batch) * (stage_count() - 1) + (k.boundary - 1)) * 2 +
-         k.gradient) *
-            2 +
-        part;
+        (static_cast<long long>(k.micro_batch) * (stage_count() - 1) + (k.boundary - 1)) * 2 +
+        k.gradient;
     return static_cast<int>(t);
   }
   void progress();
@@ -250,10 +372,13 @@ class mpi_pipeline {
   int n_;
   B& backend_;
   mpi_options opt_;
+  X transport_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 0;
   bool prepared_ = false;
+  std::vector<transport_channel> channels_;
+  bool opened_ = false;  // the transport
   pipeline_run run_;
   sim::pipeline_report report_;
   seconds predicted_ = 0;
@@ -263,14 +388,15 @@ class mpi_pipeline {
   // The step's state.
   std::vector<std::unique_ptr<recv_slot>> recvs_;
   std::vector<std::unique_ptr<send_slot>> sends_;
+  std::map<int, in_channel> in_channels_;          // by sender
   std::map<detail::mpi_key, T> local_;             // hand-overs between two stages of this rank
   std::map<std::pair<int, int>, in_flight> runs_;  // (stage, micro-batch)
   bytes peak_ =
       0;  // the backend's most in use during the step (the executor resets its high water)
 };
 
-template <class B, class Model, class T>
-result<void> mpi_pipeline<B, Model, T>::prepare() {
+template <class B, class Model, class T, Transport X>
+result<void> mpi_pipeline<B, Model, T, X>::prepare() {
   if (prepared_) return {};
   auto bad = [](std::string m) { return error{status::invalid_problem, std::move(m), {}}; };
   if (size_ != problem_.processors)
@@ -300,7 +426,7 @@ result<void> mpi_pipeline<B, Model, T>::prepare() {
     MPI_Comm_get_attr(comm_, MPI_TAG_UB, &v, &flag);
     if (flag != 0 && v != nullptr) tag_ub = *static_cast<int*>(v);
   }
-  const long long most = 4LL * n_ * std::max(1, stage_count() - 1);
+  const long long most = 2LL * n_ * std::max(1, stage_count() - 1);
   if (most > tag_ub)
     return bad("a step of " + std::to_string(n_) + " micro-batches over " +
                std::to_string(stage_count()) + " stages needs MPI tags up to " +
@@ -330,14 +456,22 @@ result<void> mpi_pipeline<B, Model, T>::prepare() {
     stages_.push_back(std::move(d));
   }
   weights_ *= problem_.copies;
+  // Every channel of the step, the same list on every rank (the transport's open is collective).
+  for (int r = 0; r < size_; ++r)
+    for (const action& a : run_.ranks[static_cast<std::size_t>(r)])
+      if ((a.kind == action_kind::send_activation || a.kind == action_kind::send_gradient) &&
+          a.peer != r &&
+          std::find(channels_.begin(), channels_.end(), transport_channel{r, a.peer}) ==
+              channels_.end())
+        channels_.push_back({r, a.peer});
   prepared_ = true;
   return {};
 }
 
-template <class B, class Model, class T>
-void mpi_pipeline<B, Model, T>::post_send(const detail::mpi_key& k, int dest, const void* data,
-                                          bytes size, const std::vector<std::int64_t>& shape,
-                                          std::optional<T> owned) {
+template <class B, class Model, class T, Transport X>
+void mpi_pipeline<B, Model, T, X>::post_send(const detail::mpi_key& k, int dest, const void* data,
+                                             bytes size, const std::vector<std::int64_t>& shape,
+                                             std::optional<T> owned) {
   auto slot = std::make_unique<send_slot>();
   slot->key = k;
   slot->dest = dest;
@@ -348,49 +482,54 @@ void mpi_pipeline<B, Model, T>::post_send(const detail::mpi_key& k, int dest, co
   slot->header[0] = static_cast<std::int64_t>(shape.size());
   std::copy(shape.begin(), shape.end(), slot->header.begin() + 1);
   slot->owned = std::move(owned);
-  MPI_Isend(slot->header.data(), static_cast<int>(slot->header.size()), MPI_INT64_T, dest,
-            tag(k, 0), comm_, &slot->header_req);
-  MPI_Isend(const_cast<void*>(data), static_cast<int>(size), MPI_BYTE, dest, tag(k, 1), comm_,
-            &slot->data_req);
+  MPI_Isend(slot->header.data(), static_cast<int>(slot->header.size()), MPI_INT64_T, dest, tag(k),
+            comm_, &slot->header_req);
+  slot->data_req = transport_.send(dest, data, size);
   sends_.push_back(std::move(slot));
 }
 
-template <class B, class Model, class T>
-void mpi_pipeline<B, Model, T>::progress() {
-  for (auto& r : recvs_) {
-    if (r->done) continue;
-    if (!r->posted_data) {
-      int flag = 0;
-      MPI_Test(&r->header_req, &flag, MPI_STATUS_IGNORE);
-      if (flag == 0) continue;
-      const auto dims = static_cast<std::size_t>(r->header[0]);
-      std::vector<std::int64_t> shape(r->header.begin() + 1,
-                                      r->header.begin() + 1 + static_cast<std::ptrdiff_t>(dims));
-      r->data.emplace(wire_traits<T>::make(shape, backend_));
+template <class B, class Model, class T, Transport X>
+void mpi_pipeline<B, Model, T, X>::progress() {
+  // The data of a channel's receives is posted in its sender's order, each once its header has
+  // said its shape.
+  for (auto& [source, ch] : in_channels_)
+    while (ch.posted < ch.slots.size()) {
+      recv_slot& r = *ch.slots[ch.posted];
+      if (!r.header_done) {
+        int flag = 0;
+        MPI_Test(&r.header_req, &flag, MPI_STATUS_IGNORE);
+        if (flag == 0) break;
+        r.header_done = true;
+      }
+      const auto dims = static_cast<std::size_t>(r.header[0]);
+      std::vector<std::int64_t> shape(r.header.begin() + 1,
+                                      r.header.begin() + 1 + static_cast<std::ptrdiff_t>(dims));
+      r.data.emplace(wire_traits<T>::make(shape, backend_));
       peak_ = std::max(peak_, backend_.in_use());
-      MPI_Irecv(wire_traits<T>::data(*r->data), static_cast<int>(wire_traits<T>::size(*r->data)),
-                MPI_BYTE, r->source, tag(r->key, 1), comm_, &r->data_req);
-      r->posted_data = true;
+      r.data_req =
+          transport_.recv(source, wire_traits<T>::data(*r.data), wire_traits<T>::size(*r.data));
+      r.posted_data = true;
+      ++ch.posted;
     }
-    int flag = 0;
-    MPI_Test(&r->data_req, &flag, MPI_STATUS_IGNORE);
-    if (flag != 0) r->done = true;
-  }
+  for (auto& r : recvs_)
+    if (r->posted_data && !r->done && transport_.test(r->data_req)) r->done = true;
   for (auto& s : sends_) {
     if (s->done) continue;
-    int a = 0, b = 0;
-    MPI_Test(&s->header_req, &a, MPI_STATUS_IGNORE);
-    MPI_Test(&s->data_req, &b, MPI_STATUS_IGNORE);
-    if (a != 0 && b != 0) {
+    if (!s->header_sent) {
+      int flag = 0;
+      MPI_Test(&s->header_req, &flag, MPI_STATUS_IGNORE);
+      s->header_sent = flag != 0;
+    }
+    if (s->header_sent && transport_.test(s->data_req)) {
       s->done = true;
       s->owned.reset();
     }
   }
 }
 
-template <class B, class Model, class T>
+template <class B, class Model, class T, Transport X>
 template <class Done>
-bool mpi_pipeline<B, Model, T>::wait(Done done) {
+bool mpi_pipeline<B, Model, T, X>::wait(Done done) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   int spins = 0;
@@ -403,26 +542,30 @@ bool mpi_pipeline<B, Model, T>::wait(Done done) {
   }
 }
 
-template <class B, class Model, class T>
-void mpi_pipeline<B, Model, T>::abandon() {
+template <class B, class Model, class T, Transport X>
+void mpi_pipeline<B, Model, T, X>::abandon() {
   for (auto& [key, r] : runs_) r.f->cancel();
   runs_.clear();
-  for (auto& r : recvs_)
-    for (MPI_Request* q : {&r->header_req, &r->data_req})
-      if (*q != MPI_REQUEST_NULL) {
-        MPI_Cancel(q);
-        MPI_Request_free(q);
-      }
-  for (auto& s : sends_)
-    for (MPI_Request* q : {&s->header_req, &s->data_req})
-      if (*q != MPI_REQUEST_NULL) MPI_Request_free(q);
+  for (auto& r : recvs_) {
+    if (r->header_req != MPI_REQUEST_NULL) {
+      MPI_Cancel(&r->header_req);
+      MPI_Request_free(&r->header_req);
+    }
+    if (r->posted_data && !r->done) transport_.cancel(r->data_req);
+  }
+  for (auto& s : sends_) {
+    if (s->header_req != MPI_REQUEST_NULL) MPI_Request_free(&s->header_req);
+    if (!s->done) transport_.cancel(s->data_req);
+  }
+  transport_.abort();
   recvs_.clear();
   sends_.clear();
+  in_channels_.clear();
   local_.clear();
 }
 
-template <class B, class Model, class T>
-error mpi_pipeline<B, Model, T>::failed(std::string message) {
+template <class B, class Model, class T, Transport X>
+error mpi_pipeline<B, Model, T, X>::failed(std::string message) {
   message = "rank " + std::to_string(rank_) + ": " + message;
   if (opt_.abort_on_error) {
     std::fprintf(stderr, "remat::dist: %s\n", message.c_str());
@@ -433,10 +576,10 @@ error mpi_pipeline<B, Model, T>::failed(std::string message) {
   return error{status::execution_error, std::move(message), {}};
 }
 
-template <class B, class Model, class T>
+template <class B, class Model, class T, Transport X>
 template <class Input, class Targets, class Update>
-result<step_report> mpi_pipeline<B, Model, T>::step(Input&& input, Targets&& targets,
-                                                    Update&& update) {
+result<step_report> mpi_pipeline<B, Model, T, X>::step(Input&& input, Targets&& targets,
+                                                       Update&& update) {
   if (auto p = prepare(); !p) return p.err();
   constexpr bool has_targets = !std::is_same_v<std::remove_cvref_t<Targets>, no_targets_fn>;
   const int S = stage_count();
@@ -464,6 +607,10 @@ result<step_report> mpi_pipeline<B, Model, T>::step(Input&& input, Targets&& tar
                     " s at the step's start for the other ranks (is every rank running the "
                     "step? mpi_options::timeout sets the wait)");
   }
+  if (!opened_) {  // collective: after the barrier, where every rank has come
+    if (auto o = transport_.open(comm_, rank_, channels_, opt_.timeout); !o) return o.err();
+    opened_ = true;
+  }
   const double t0 = MPI_Wtime();
   const bytes baseline = backend_.in_use();
   backend_.reset_high_water();
@@ -478,9 +625,23 @@ result<step_report> mpi_pipeline<B, Model, T>::step(Input&& input, Targets&& tar
                     : detail::mpi_key{1, a.stage, a.micro_batch};
     slot->source = a.peer;
     MPI_Irecv(slot->header.data(), static_cast<int>(slot->header.size()), MPI_INT64_T, a.peer,
-              tag(slot->key, 0), comm_, &slot->header_req);
+              tag(slot->key), comm_, &slot->header_req);
     recvs_.push_back(std::move(slot));
   }
+  // Each channel's receives in the order its sender posts the sends: its list's sends to this
+  // rank (a gradient is posted by its B, just before the send action).
+  for (const auto& r : recvs_) in_channels_[r->source];
+  for (auto& [source, ch] : in_channels_)
+    for (const action& a : run_.ranks[static_cast<std::size_t>(source)]) {
+      if (a.peer != rank_ ||
+          (a.kind != action_kind::send_activation && a.kind != action_kind::send_gradient))
+        continue;
+      const detail::mpi_key k = a.kind == action_kind::send_activation
+                                    ? detail::mpi_key{0, a.stage, a.micro_batch}
+                                    : detail::mpi_key{1, a.stage - 1, a.micro_batch};
+      for (auto& r : recvs_)
+        if (r->key == k && r->source == source) ch.slots.push_back(r.get());
+    }
   auto take_received = [&](const detail::mpi_key& k, int peer) -> std::optional<T> {
     if (peer == rank_) {
       auto it = local_.find(k);
@@ -612,9 +773,7 @@ result<step_report> mpi_pipeline<B, Model, T>::step(Input&& input, Targets&& tar
           } else if (a.peer == rank_) {
             T copy = wire_traits<T>::make(f.f->output_shape, backend_);
             peak = std::max(peak, backend_.in_use());
-            if (f.f->output_size > 0)
-              std::memcpy(wire_traits<T>::data(copy), f.f->output_data,
-                          static_cast<std::size_t>(f.f->output_size));
+            transport_.copy(wire_traits<T>::data(copy), f.f->output_data, f.f->output_size);
             local_.emplace(k, std::move(copy));
           } else {
             post_send(k, a.peer, f.f->output_data, f.f->output_size, f.f->output_shape,
@@ -725,6 +884,7 @@ result<step_report> mpi_pipeline<B, Model, T>::step(Input&& input, Targets&& tar
   rep.loss = loss;
   recvs_.clear();
   sends_.clear();
+  in_channels_.clear();
   local_.clear();
   return rep;
 }

@@ -22,9 +22,20 @@ inline constexpr std::size_t max_wire_dims = 8;
 ///   static void* data(T& t);  static const void* data(const T& t);  the bytes, contiguous
 ///   static bytes size(const T& t);                          how many
 /// make({}) (an empty shape) gives a one-element tensor (a scalar: what a stage's boundary returns
-/// in the place of a loss). The primary template has none of them.
+/// in the place of a loss). The primary template has none of them. A tensor type whose data is in
+/// device memory says so with `static constexpr bool on_device = true;` (the transport must then
+/// move device memory: dist/cuda.hpp, dist/nccl.hpp).
 template <class T>
 struct wire_traits;
+
+/// Whether T's wire data is device memory (wire_traits<T>::on_device; false without it).
+template <class T>
+inline constexpr bool wire_on_device = [] {
+  if constexpr (requires { wire_traits<T>::on_device; })
+    return static_cast<bool>(wire_traits<T>::on_device);
+  else
+    return false;
+}();
 
 template <class T, class B>
 concept WireTensor = requires(T& t, const T& ct, const std::vector<std::int64_t>& s, B& b) {
