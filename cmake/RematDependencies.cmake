@@ -86,6 +86,18 @@ endif()
 find_package(MPI QUIET COMPONENTS CXX)
 set(REMAT_HAS_MPI ${MPI_CXX_FOUND})
 
+# NCCL (remat::nccl, optional): the pipeline's device-to-device transport
+# (<remat/dist/nccl.hpp>), with CUDA and MPI. The CUDA toolkit's (nccl.h and libnccl next to
+# cudart) or Debian's libnccl-dev. Off, and silent, when not found.
+set(REMAT_HAS_NCCL OFF)
+if(REMAT_HAS_CUDA AND REMAT_HAS_MPI)
+  find_path(REMAT_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(REMAT_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(REMAT_NCCL_INCLUDE_DIR AND REMAT_NCCL_LIBRARY)
+    set(REMAT_HAS_NCCL ON)
+  endif()
+endif()
+
 find_package(doctest QUIET)
 set(REMAT_HAS_DOCTEST ${doctest_FOUND})
 
@@ -93,7 +105,7 @@ find_package(benchmark QUIET)
 set(REMAT_HAS_BENCHMARK ${benchmark_FOUND})
 
 # Report ON/OFF, not an empty string, for what was not found.
-foreach(dep JSON LPSOLVE CBC CUDA TORCH MPI DOCTEST BENCHMARK)
+foreach(dep JSON LPSOLVE CBC CUDA TORCH MPI NCCL DOCTEST BENCHMARK)
   if(REMAT_HAS_${dep})
     set(REMAT_HAS_${dep} ON)
   else()

@@ -31,6 +31,9 @@ int main() {
 #if defined(REMAT_HAS_MPI)  // MPI::MPI_CXX through the install's find_package(MPI)
   std::printf(" mpi");
 #endif
+#if defined(REMAT_HAS_NCCL)  // libnccl by its path, with remat::cuda and remat::mpi
+  std::printf(" nccl");
+#endif
   std::printf("\n");
   return 0;
 }
