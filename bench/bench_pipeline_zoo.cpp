@@ -1,7 +1,7 @@
 // MadPipe against PipeDream on the zoo's ResNet-50 and ResNet-101 ([Shilova21, ch. 7]'s setting:
 // 1000x1000 images, mini-batch 8; here fp32 on the V100 roofline), each as the chain of its
 // sequential pieces (39 and 73 layers, weights from the parameters, C = 3): P = 2, 4, 8
-// processors of M = 4 to 16 GB, links of 12 or 24 GB/s. Each run plans once and reports the
+// processors of M = 3 to 16 GB, links of 12 or 24 GB/s. Each run plans once and reports the
 // simulated period per mini-batch (`period`, seconds; 0 when the planner finds no plan within M),
 // the planning time (`plan_s`), the stages and how many recompute. Arguments: depth, P, M in GB,
 // bandwidth in GB/s, recompute (0: the thesis' model, every stage stores; 1: stages may
@@ -97,11 +97,11 @@ void BM_madpipe(benchmark::State& state) {
 }
 
 void resnet_args(benchmark::internal::Benchmark* b) {
-  for (int depth : {50, 101})
-    for (int procs : {2, 4, 8})
-      for (int gb : {4, 6, 8, 12, 16})
-        for (int recompute : {0, 1}) b->Args({depth, procs, gb, 12, recompute});
-  for (int gb : {4, 8, 16}) b->Args({50, 8, gb, 24, 0});
+  for (int bandwidth : {12, 24})
+    for (int depth : {50, 101})
+      for (int procs : {2, 4, 8})
+        for (int gb : {3, 4, 6, 8, 12, 16})
+          for (int recompute : {0, 1}) b->Args({depth, procs, gb, bandwidth, recompute});
 }
 
 }  // namespace

@@ -124,23 +124,8 @@ class cuda_staged_transport : public detail::cuda_transport_base {
   };
 
   explicit cuda_staged_transport(exec::cuda::backend& b) : cuda_transport_base(b) {}
-  cuda_staged_transport(cuda_staged_transport&& o) noexcept
-      : cuda_transport_base(*o.b_),
-        comm_(std::exchange(o.comm_, MPI_COMM_NULL)),
-        staging_(std::move(o.staging_)),
-        posted_(std::move(o.posted_)),
-        issued_(std::move(o.issued_)) {}
-  cuda_staged_transport& operator=(cuda_staged_transport&&) = delete;
-  cuda_staged_transport(const cuda_staged_transport&) = delete;
-  cuda_staged_transport& operator=(const cuda_staged_transport&) = delete;
-  ~cuda_staged_transport() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
-  }
-
   result<void> open(MPI_Comm comm, int, const std::vector<transport_channel>&, seconds) {
-    if (comm_ == MPI_COMM_NULL) MPI_Comm_dup(comm, &comm_);
+    comm_.dup(comm);
     return {};
   }
 
@@ -168,7 +153,7 @@ class cuda_staged_transport : public detail::cuda_transport_base {
     q.device = data;
     q.n = n;
     std::tie(q.host, q.host_size) = staging_.take(n);
-    MPI_Irecv(q.host, detail::mpi_byte_count(n), MPI_BYTE, peer, 0, comm_, &q.r);
+    MPI_Irecv(q.host, detail::mpi_byte_count(n), MPI_BYTE, peer, 0, comm_.get(), &q.r);
     q.at = request::phase::messaging;
     return q;
   }
@@ -177,7 +162,7 @@ class cuda_staged_transport : public detail::cuda_transport_base {
     using phase = request::phase;
     if (q.at == phase::copying) {  // a send: its bytes reach the host, then leave in order
       if (!reached(q.copied) || posted_[q.peer] != q.seq) return false;
-      MPI_Isend(q.host, detail::mpi_byte_count(q.n), MPI_BYTE, q.peer, 0, comm_, &q.r);
+      MPI_Isend(q.host, detail::mpi_byte_count(q.n), MPI_BYTE, q.peer, 0, comm_.get(), &q.r);
       ++posted_[q.peer];
       q.at = phase::messaging;
     }
@@ -225,7 +210,7 @@ class cuda_staged_transport : public detail::cuda_transport_base {
     return true;
   }
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  detail::mpi_comm comm_;
   detail::pinned_staging staging_;
   std::map<int, long long> posted_;  // by peer: the sends handed to MPI
   std::map<int, long long> issued_;  // by peer: the sends posted to the transport

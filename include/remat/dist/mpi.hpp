@@ -93,6 +93,30 @@ struct transport_channel {
 };
 
 namespace detail {
+/// A communicator of one's own (MPI_Comm_dup of another), freed with the object unless MPI has
+/// finalized by then. Move-only.
+class mpi_comm {
+ public:
+  mpi_comm() = default;
+  mpi_comm(mpi_comm&& o) noexcept : c_(std::exchange(o.c_, MPI_COMM_NULL)) {}
+  mpi_comm& operator=(mpi_comm&&) = delete;
+  mpi_comm(const mpi_comm&) = delete;
+  mpi_comm& operator=(const mpi_comm&) = delete;
+  ~mpi_comm() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (c_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&c_);
+  }
+  /// Duplicates `from` (collective over its ranks), once.
+  void dup(MPI_Comm from) {
+    if (c_ == MPI_COMM_NULL) MPI_Comm_dup(from, &c_);
+  }
+  [[nodiscard]] MPI_Comm get() const noexcept { return c_; }
+
+ private:
+  MPI_Comm c_ = MPI_COMM_NULL;
+};
+
 /// n as an MPI count of bytes; throws past MPI's int.
 inline int mpi_byte_count(bytes n) {
   if (n > std::numeric_limits<int>::max())
@@ -140,29 +164,19 @@ class mpi_transport {
     MPI_Request r = MPI_REQUEST_NULL;
     bool receive = false;
   };
-  mpi_transport() = default;
-  mpi_transport(mpi_transport&& o) noexcept : comm_(std::exchange(o.comm_, MPI_COMM_NULL)) {}
-  mpi_transport& operator=(mpi_transport&&) = delete;
-  mpi_transport(const mpi_transport&) = delete;
-  mpi_transport& operator=(const mpi_transport&) = delete;
-  ~mpi_transport() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
-  }
-
   result<void> open(MPI_Comm comm, int, const std::vector<transport_channel>&, seconds) {
-    if (comm_ == MPI_COMM_NULL) MPI_Comm_dup(comm, &comm_);
+    comm_.dup(comm);
     return {};
   }
   request send(int peer, const void* data, bytes n) {
     request q;
-    MPI_Isend(const_cast<void*>(data), detail::mpi_byte_count(n), MPI_BYTE, peer, 0, comm_, &q.r);
+    MPI_Isend(const_cast<void*>(data), detail::mpi_byte_count(n), MPI_BYTE, peer, 0, comm_.get(),
+              &q.r);
     return q;
   }
   request recv(int peer, void* data, bytes n) {
     request q{MPI_REQUEST_NULL, true};
-    MPI_Irecv(data, detail::mpi_byte_count(n), MPI_BYTE, peer, 0, comm_, &q.r);
+    MPI_Irecv(data, detail::mpi_byte_count(n), MPI_BYTE, peer, 0, comm_.get(), &q.r);
     return q;
   }
   bool test(request& q) {
@@ -182,7 +196,7 @@ class mpi_transport {
   void abort() noexcept {}
 
  private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  detail::mpi_comm comm_;
 };
 
 struct mpi_options {
@@ -275,17 +289,12 @@ class mpi_pipeline {
         backend_(backend),
         opt_(options),
         transport_(std::move(transport)) {
-    MPI_Comm_dup(comm, &comm_);
-    MPI_Comm_rank(comm_, &rank_);
-    MPI_Comm_size(comm_, &size_);
+    comm_.dup(comm);
+    MPI_Comm_rank(comm_.get(), &rank_);
+    MPI_Comm_size(comm_.get(), &size_);
   }
   mpi_pipeline(const mpi_pipeline&) = delete;
   mpi_pipeline& operator=(const mpi_pipeline&) = delete;
-  ~mpi_pipeline() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&comm_);
-  }
 
   [[nodiscard]] int rank() const noexcept { return rank_; }
 
@@ -373,7 +382,7 @@ class mpi_pipeline {
   B& backend_;
   mpi_options opt_;
   X transport_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  detail::mpi_comm comm_;
   int rank_ = 0;
   int size_ = 0;
   bool prepared_ = false;
@@ -423,7 +432,7 @@ result<void> mpi_pipeline<B, Model, T, X>::prepare() {
   {
     void* v = nullptr;
     int flag = 0;
-    MPI_Comm_get_attr(comm_, MPI_TAG_UB, &v, &flag);
+    MPI_Comm_get_attr(comm_.get(), MPI_TAG_UB, &v, &flag);
     if (flag != 0 && v != nullptr) tag_ub = *static_cast<int*>(v);
   }
   const long long most = 2LL * n_ * std::max(1, stage_count() - 1);
@@ -483,7 +492,7 @@ void mpi_pipeline<B, Model, T, X>::post_send(const detail::mpi_key& k, int dest,
   std::copy(shape.begin(), shape.end(), slot->header.begin() + 1);
   slot->owned = std::move(owned);
   MPI_Isend(slot->header.data(), static_cast<int>(slot->header.size()), MPI_INT64_T, dest, tag(k),
-            comm_, &slot->header_req);
+            comm_.get(), &slot->header_req);
   slot->data_req = transport_.send(dest, data, size);
   sends_.push_back(std::move(slot));
 }
@@ -570,7 +579,7 @@ error mpi_pipeline<B, Model, T, X>::failed(std::string message) {
   if (opt_.abort_on_error) {
     std::fprintf(stderr, "remat::dist: %s\n", message.c_str());
     std::fflush(stderr);
-    MPI_Abort(comm_, 1);
+    MPI_Abort(comm_.get(), 1);
   }
   abandon();
   return error{status::execution_error, std::move(message), {}};
@@ -597,7 +606,7 @@ result<step_report> mpi_pipeline<B, Model, T, X>::step(Input&& input, Targets&& 
 
   if (opt_.barrier) {  // non-blocking, so that a rank that never comes is an error, not a hang
     MPI_Request barrier = MPI_REQUEST_NULL;
-    MPI_Ibarrier(comm_, &barrier);
+    MPI_Ibarrier(comm_.get(), &barrier);
     int arrived = 0;
     if (!wait([&] {
           MPI_Test(&barrier, &arrived, MPI_STATUS_IGNORE);
@@ -608,7 +617,7 @@ result<step_report> mpi_pipeline<B, Model, T, X>::step(Input&& input, Targets&& 
                     "step? mpi_options::timeout sets the wait)");
   }
   if (!opened_) {  // collective: after the barrier, where every rank has come
-    if (auto o = transport_.open(comm_, rank_, channels_, opt_.timeout); !o) return o.err();
+    if (auto o = transport_.open(comm_.get(), rank_, channels_, opt_.timeout); !o) return o.err();
     opened_ = true;
   }
   const double t0 = MPI_Wtime();
@@ -625,7 +634,7 @@ result<step_report> mpi_pipeline<B, Model, T, X>::step(Input&& input, Targets&& 
                     : detail::mpi_key{1, a.stage, a.micro_batch};
     slot->source = a.peer;
     MPI_Irecv(slot->header.data(), static_cast<int>(slot->header.size()), MPI_INT64_T, a.peer,
-              tag(slot->key), comm_, &slot->header_req);
+              tag(slot->key), comm_.get(), &slot->header_req);
     recvs_.push_back(std::move(slot));
   }
   // Each channel's receives in the order its sender posts the sends: its list's sends to this

@@ -14,7 +14,8 @@
 // remat::nccl (REMAT_HAS_NCCL). docs/distributed.md, "Device tensors".
 
 #if !__has_include(<nccl.h>)
-#error "remat/dist/nccl.hpp needs NCCL (nccl.h, the CUDA toolkit's or libnccl-dev); link remat::nccl"
+#error \
+    "remat/dist/nccl.hpp needs NCCL (nccl.h, the CUDA toolkit's or libnccl-dev); link remat::nccl"
 #endif
 
 #include <nccl.h>
@@ -84,8 +85,8 @@ class nccl_transport : public detail::cuda_transport_base {
     MPI_Comm_size(comm, &size);
     // NCCL wants one device per rank of a communicator: the same answer on every rank.
     std::array<char, 32> mine{};
-    REMAT_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.data(), static_cast<int>(mine.size()),
-                                           b_->device()));
+    REMAT_CUDA_CHECK(
+        cudaDeviceGetPCIBusId(mine.data(), static_cast<int>(mine.size()), b_->device()));
     std::vector<char> buses(mine.size() * static_cast<std::size_t>(size));
     MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, buses.data(),
                   static_cast<int>(mine.size()), MPI_CHAR, comm);
@@ -116,8 +117,7 @@ class nccl_transport : public detail::cuda_transport_base {
       channel ch;
       ch.sends = c.from == rank;
       ch.peer = ch.sends ? c.to : c.from;
-      const ncclResult_t r =
-          ncclCommInitRankConfig(&ch.comm, 2, ids[i], ch.sends ? 0 : 1, &config);
+      const ncclResult_t r = ncclCommInitRankConfig(&ch.comm, 2, ids[i], ch.sends ? 0 : 1, &config);
       if (r != ncclSuccess && r != ncclInProgress) {
         (void)ncclGroupEnd();
         close();
@@ -139,8 +139,8 @@ class nccl_transport : public detail::cuda_transport_base {
         if (state == ncclSuccess) break;
         if (state != ncclInProgress) {
           abort();
-          return bad("nccl_transport: the communicator of ranks " + std::to_string(rank) +
-                     " and " + std::to_string(ch.peer) + " failed: " + detail::nccl_text(state));
+          return bad("nccl_transport: the communicator of ranks " + std::to_string(rank) + " and " +
+                     std::to_string(ch.peer) + " failed: " + detail::nccl_text(state));
         }
         if (std::chrono::duration<double>(clock::now() - start).count() > timeout) {
           abort();
@@ -223,10 +223,10 @@ class nccl_transport : public detail::cuda_transport_base {
         REMAT_CUDA_CHECK(cudaStreamWaitEvent(ch.stream, op.before.get(), 0));
         ncclResult_t r = ncclSuccess;
         if (op.n > 0)
-          r = op.receive ? ncclRecv(op.data, static_cast<std::size_t>(op.n), ncclUint8, 0,
-                                    ch.comm, ch.stream)
-                         : ncclSend(op.data, static_cast<std::size_t>(op.n), ncclUint8, 1,
-                                    ch.comm, ch.stream);
+          r = op.receive ? ncclRecv(op.data, static_cast<std::size_t>(op.n), ncclUint8, 0, ch.comm,
+                                    ch.stream)
+                         : ncclSend(op.data, static_cast<std::size_t>(op.n), ncclUint8, 1, ch.comm,
+                                    ch.stream);
         if (r != ncclSuccess && r != ncclInProgress) failure(ch, r);
         op.at = state::enqueuing;
       }
@@ -242,9 +242,9 @@ class nccl_transport : public detail::cuda_transport_base {
   }
 
   [[noreturn]] static void failure(const channel& ch, ncclResult_t r) {
-    throw std::runtime_error("nccl_transport: the channel " + std::string(ch.sends ? "to" : "from") +
-                             " rank " + std::to_string(ch.peer) + " failed: " +
-                             detail::nccl_text(r));
+    throw std::runtime_error("nccl_transport: the channel " +
+                             std::string(ch.sends ? "to" : "from") + " rank " +
+                             std::to_string(ch.peer) + " failed: " + detail::nccl_text(r));
   }
 
   /// Finalizes and destroys the communicators (a non-blocking one finalizes asynchronously: up

@@ -89,8 +89,7 @@ class dv_layer {
                         b);
   }
   dv_tensor backward(const dv_tensor& x, const dv_tensor& y, const context& ctx, cu::backend& b) {
-    return dv_to_device(
-        l_->backward(dv_to_host(x, b, hb_), dv_to_host(y, b, hb_), ctx, hb_), b);
+    return dv_to_device(l_->backward(dv_to_host(x, b, hb_), dv_to_host(y, b, hb_), ctx, hb_), b);
   }
   [[nodiscard]] eg::rng_state random_state() const { return l_->random_state(); }
   void set_random_state(const eg::rng_state& s) { l_->set_random_state(s); }
@@ -109,7 +108,9 @@ dv_model dv_wrap(eg::model m) {
   return out;
 }
 
-eg::model dv_host_model() { return eg::make_residual_stack(2, dv_width, dv_hidden, dv_batch, 7, 0.1f); }
+eg::model dv_host_model() {
+  return eg::make_residual_stack(2, dv_width, dv_hidden, dv_batch, 7, 0.1f);
+}
 
 eg::tensor dv_input(int step, int m, eg::backend& b) {
   return eg::make_input(b, dv_batch, dv_width, static_cast<std::uint64_t>(1000 + 100 * step + m));
@@ -174,16 +175,17 @@ bool dv_bitwise(std::vector<int> lasts, std::vector<int> ranks, MakeTransport ma
       MPI_COMM_WORLD, m, problem, *plan, dv_micro_batches, b, {}, make_transport(b));
   bool ok = true;
   for (int step = 0; step < 2; ++step) {
-    auto r = pipe.step(
-        [&](int mb, cu::backend& bb) { return dv_to_device(dv_input(step, mb, hb), bb); },
-        remat::dist::no_targets_fn{}, [](dv_layer& l) { l.inner().sgd_step(0.05f); });
+    auto r =
+        pipe.step([&](int mb, cu::backend& bb) { return dv_to_device(dv_input(step, mb, hb), bb); },
+                  remat::dist::no_targets_fn{}, [](dv_layer& l) { l.inner().sgd_step(0.05f); });
     if (!r) {
       std::printf("rank %d: step %d failed: %s\n", rank, step, r.message().c_str());
       return false;
     }
     REMAT_CUDA_CHECK(cudaDeviceSynchronize());
     eg::zero_grad(ref);
-    for (int mb = 0; mb < dv_micro_batches; ++mb) (void)eg::backprop(ref, dv_input(step, mb, hb), hb);
+    for (int mb = 0; mb < dv_micro_batches; ++mb)
+      (void)eg::backprop(ref, dv_input(step, mb, hb), hb);
     bool same_bits = true;
     std::size_t floats = 0;
     for (int s : r->stages) {
@@ -235,13 +237,12 @@ int main(int argc, char** argv) {
   try {
     auto staged = [](cu::backend& b) { return remat::dist::cuda_staged_transport(b); };
     if (transport == "staged" && layout == "contiguous")
-      return dv_bitwise<remat::dist::cuda_staged_transport>({4, 7}, {0, 1}, staged,
-                                                             rank % devices)
+      return dv_bitwise<remat::dist::cuda_staged_transport>({4, 7}, {0, 1}, staged, rank % devices)
                  ? 0
                  : 1;
     if (transport == "staged" && layout == "local")
       return dv_bitwise<remat::dist::cuda_staged_transport>({2, 4, 7}, {0, 0, 1}, staged,
-                                                             rank % devices)
+                                                            rank % devices)
                  ? 0
                  : 1;
 #if defined(REMAT_HAS_NCCL)
@@ -252,8 +253,7 @@ int main(int argc, char** argv) {
                     rank);
         return 77;
       }
-      return dv_bitwise<remat::dist::nccl_transport>({4, 7}, {0, 1}, nccl, rank % devices) ? 0
-                                                                                           : 1;
+      return dv_bitwise<remat::dist::nccl_transport>({4, 7}, {0, 1}, nccl, rank % devices) ? 0 : 1;
     }
     if (transport == "nccl" && layout == "shared") {
       // Both ranks on device 0: the step must fail on every rank, saying why (the test's
