@@ -134,7 +134,7 @@ result<std::vector<pipeline_stage>> pipe_stages_of(const Model& model, const std
 /// PipeDream's 1F1B on a contiguous allocation, in 1F1B*'s terms [Shilova21, Alg. 6]: each stage
 /// with the transfer after it is its own group (group 1 the last stage), so that stage s of S
 /// keeps S - s + 1 activations whatever the period; the period is the largest group's work
-/// U_s + C(s). The plan is 1F1B*'s construction with these groups.
+/// U_s + C(s). The plan is 1F1B*'s construction with these groups (pipe_plan_of).
 inline result<pipeline_plan> one_f_one_b_plain(const pipeline_problem& problem,
                                                const std::vector<pipeline_stage>& stages) {
   auto res = pipe_resources(problem, stages);
@@ -155,26 +155,7 @@ inline result<pipeline_plan> one_f_one_b_plain(const pipeline_problem& problem,
                  "every stage and transfer takes 0 s: there is no period (give the layers their "
                  "times)",
                  {}};
-  std::vector<seconds> phi(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) phi[i + 1] = phi[i] + r[i].forward;
-  pipeline_plan plan;
-  plan.stages = stages;
-  plan.period = period;
-  for (std::size_t i = 0; i < n; ++i)
-    plan.ops.push_back(place_op(r[i].forward_kind, r[i].stage, phi[i], 0, period));
-  for (std::size_t first = 0; first < n; first += 2) {  // group: the stage and its link
-    const std::size_t last = std::min(first + 1, n - 1);
-    seconds t = (group[last] - 1) * period + phi[last + 1];
-    for (std::size_t i = last + 1; i-- > first;) {
-      plan.ops.push_back(place_op(r[i].backward_kind, r[i].stage, t, 0, period));
-      t += r[i].backward;
-    }
-  }
-  int base = 0;
-  for (const auto& op : plan.ops)
-    if (op.kind == pipeline_op_kind::backward && op.stage == 1) base = op.shift;
-  for (auto& op : plan.ops) op.shift -= base;
-  return plan;
+  return pipe_plan_of(stages, r, group, period);
 }
 
 }  // namespace detail
