@@ -92,8 +92,8 @@ pipe_partition pipedream_partition(const Model& model, int procs, bytes memory) 
 
 /// The smallest M for which pipedream_partition finds a partition (a bisection over M; the
 /// check passes for more memory once it passes). `model_for(M)` is the stage model at memory M
-/// (the store-all model does not depend on it; the recomputing one's shares do), or nullopt when
-/// it cannot be made.
+/// (the store-all model does not depend on it; the recomputing one's shares do), or an empty
+/// optional or pointer when it cannot be made.
 template <class ModelFor>
 bytes pipedream_minimum_memory(const pipeline_problem& problem, ModelFor&& model_for,
                                int* runs = nullptr) {
@@ -112,6 +112,18 @@ bytes pipedream_minimum_memory(const pipeline_problem& problem, ModelFor&& model
       lo = mid + 1;
   }
   return hi;
+}
+
+/// pipedream_minimum_memory's `model_for` with recomputing stages: the model at memory M.
+inline auto pipe_recompute_model_for(const pipeline_problem& problem, pipe_recompute_knobs knobs,
+                                     std::string_view who) {
+  return [&problem, knobs, who](bytes memory) -> std::optional<pipe_recompute_model> {
+    pipeline_problem q = problem;
+    q.memory = memory;
+    auto m = pipe_recompute_model::make(q, knobs, deadline(0), who);
+    if (!m) return std::nullopt;
+    return std::move(*m);
+  };
 }
 
 /// The contiguous stages of a partition, each with the program of its option (a recomputing
@@ -184,20 +196,9 @@ struct pipedream {
     const auto start = std::chrono::steady_clock::now();
     if (auto v = validate(problem); !v) return v.err();
     const bool both = recompute && problem.memory < unlimited_bytes;
-    auto model_for = [&](bytes memory) -> std::optional<detail::pipe_recompute_model> {
-      pipeline_problem q = problem;
-      q.memory = memory;
-      auto m = detail::pipe_recompute_model::make(
-          q, both ? recompute_knobs : detail::pipe_recompute_knobs{0, 0}, detail::deadline(0),
-          name);
-      if (!m) return std::nullopt;
-      return std::move(*m);
-    };
     int runs = 0;
-    auto plain = detail::pipe_recompute_model::make(problem, detail::pipe_recompute_knobs{0, 0},
-                                                    detail::deadline(0), name);
-    if (!plain) return plain.err();
-    auto best = plan_on(problem, *plain, runs);
+    const detail::pipe_store_all_model plain(problem);
+    auto best = plan_on(problem, plain, runs);
     if (both) {
       auto rich =
           detail::pipe_recompute_model::make(problem, recompute_knobs, detail::deadline(0), name);
@@ -210,7 +211,11 @@ struct pipedream {
         return other;
     }
     if (!best && best.code() == status::budget_too_small && !best.err().minimum_budget) {
-      const bytes need = detail::pipedream_minimum_memory(problem, model_for, &runs);
+      const auto rich_for = detail::pipe_recompute_model_for(problem, recompute_knobs, name);
+      // The store-all model does not depend on M.
+      const bytes need = both ? detail::pipedream_minimum_memory(problem, rich_for, &runs)
+                              : detail::pipedream_minimum_memory(
+                                    problem, [&](bytes) { return &plain; }, &runs);
       return error{status::budget_too_small,
                    "pipedream: no contiguous partition of chain '" + problem.layers.name +
                        "' into at most " + std::to_string(problem.processors) +
@@ -232,9 +237,9 @@ struct pipedream {
  private:
   /// The DP on `model`, its partition's stages and plan; budget_too_small without a minimum when
   /// no partition passes the DP's check.
+  template <class Model>
   [[nodiscard]] result<pipeline_solution> plan_on(const pipeline_problem& problem,
-                                                  const detail::pipe_recompute_model& model,
-                                                  int& runs) const {
+                                                  const Model& model, int& runs) const {
     const detail::pipe_partition part =
         detail::pipedream_partition(model, problem.processors, problem.memory);
     ++runs;
