@@ -564,12 +564,17 @@ struct madpipe {
     // then needs a longer period to fit), so its partitions at smaller memories, which fit M
     // too, are candidates as well: M 2^(-k/4), k = 0..8.
     std::optional<error> failed;
+    // A level whose partition is the previous level's adds nothing (its stages and programs are
+    // not made again); a later level may still change it, so the levels go on.
     auto pipedream_candidates = [&](const auto& m) {
+      detail::pipe_partition previous;
       for (int k = 0; k <= (problem.memory < unlimited_bytes ? 8 : 0) && !failed; ++k) {
         const auto level =
             static_cast<bytes>(static_cast<double>(problem.memory) * std::exp2(-k / 4.0));
         const auto part = detail::pipedream_partition(m, procs, level);
         if (!part.found()) break;
+        if (part.last == previous.last && part.option == previous.option) continue;
+        previous = part;
         auto stages = detail::pipe_stages_of(m, part.last, part.option);
         if (!stages)
           failed = stages.err();
