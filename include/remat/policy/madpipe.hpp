@@ -339,7 +339,7 @@ inline result<pipe_scheduled> schedule_allocation(const pipeline_problem& proble
 
 }  // namespace detail
 
-template <class Milp = milp::unavailable>
+template <class Milp = milp::unavailable, class Segments = rotor_segments>
 struct madpipe {
   static constexpr std::string_view name = "madpipe";
   static constexpr std::string_view summary =
@@ -359,10 +359,13 @@ struct madpipe {
   /// first pass's allocations may need a much longer period than the DP said.
   bool worst_case_pass = true;
   /// Where storing every activation of a stage does not fit, the stage may recompute in its
-  /// backward (rotor's program within a share of M; docs/pipeline.md, "Stages that
-  /// recompute"). false: the thesis' model, every stage stores.
+  /// backward (the segment policy's program within a share of M, rotor's by default;
+  /// docs/pipeline.md, "Stages that recompute"). false: the thesis' model, every stage stores.
   bool recompute = true;
   detail::pipe_recompute_knobs recompute_knobs{};
+  /// The recomputing stages' programs: rotor_segments (one table for every interval and
+  /// share), or any chain policy P as policy_segments<P> (policy/policy_segments.hpp).
+  Segments segments{};
   std::function<void(const madpipe_progress&)> progress;  ///< after each DP run, if set
   Milp milp{};  ///< phase 2's backend (the ch. 6 ILP); milp::unavailable: no phase 2
   /// Phase 2 [Shilova21, ch. 7]: the ILP of ch. 6 on the best plan's stages (its allocation and
@@ -437,10 +440,10 @@ struct madpipe {
     // limited, the model with recomputing options: Alg. 8 runs on both and the shortest valid
     // plan wins, so that recomputation never makes a plan worse than the thesis' model's.
     const detail::pipe_store_all_model plain(problem);
-    std::optional<detail::pipe_recompute_model> rich;
+    std::optional<detail::pipe_recompute_model<Segments>> rich;
     if (recompute && problem.memory < unlimited_bytes) {
-      auto made = detail::pipe_recompute_model::make(problem, recompute_knobs,
-                                                     detail::deadline(time_limit), name);
+      auto made = detail::pipe_recompute_model<Segments>::make(
+          problem, recompute_knobs, detail::deadline(time_limit), name, segments);
       if (!made) return made.err();
       rich.emplace(std::move(*made));
     }
@@ -532,7 +535,8 @@ struct madpipe {
                          " s ran out before a DP run finished (" + detail::time_text(elapsed()) +
                          " s); raise it or use coarser grids (load_steps, delay_steps)",
                      {}};
-      const auto rich_for = detail::pipe_recompute_model_for(problem, recompute_knobs, name);
+      const auto rich_for =
+          detail::pipe_recompute_model_for(problem, recompute_knobs, name, segments);
       // The store-all model does not depend on M.
       const bytes need =
           recompute ? detail::pipedream_minimum_memory(problem, rich_for)

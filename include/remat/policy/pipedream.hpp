@@ -115,12 +115,14 @@ bytes pipedream_minimum_memory(const pipeline_problem& problem, ModelFor&& model
 }
 
 /// pipedream_minimum_memory's `model_for` with recomputing stages: the model at memory M.
-inline auto pipe_recompute_model_for(const pipeline_problem& problem, pipe_recompute_knobs knobs,
-                                     std::string_view who) {
-  return [&problem, knobs, who](bytes memory) -> std::optional<pipe_recompute_model> {
+template <class Segments>
+auto pipe_recompute_model_for(const pipeline_problem& problem, pipe_recompute_knobs knobs,
+                              std::string_view who, const Segments& segments) {
+  return [&problem, knobs, who,
+          &segments](bytes memory) -> std::optional<pipe_recompute_model<Segments>> {
     pipeline_problem q = problem;
     q.memory = memory;
-    auto m = pipe_recompute_model::make(q, knobs, deadline(0), who);
+    auto m = pipe_recompute_model<Segments>::make(q, knobs, deadline(0), who, segments);
     if (!m) return std::nullopt;
     return std::move(*m);
   };
@@ -172,6 +174,7 @@ inline result<pipeline_plan> one_f_one_b_plain(const pipeline_problem& problem,
 
 }  // namespace detail
 
+template <class Segments = rotor_segments>
 struct pipedream {
   static constexpr std::string_view name = "pipedream";
   static constexpr std::string_view summary =
@@ -183,10 +186,13 @@ struct pipedream {
   bool plain_one_f_one_b = false;
 
   /// Where storing every activation of a stage does not fit, the stage may recompute in its
-  /// backward (rotor's program within a share of M; docs/pipeline.md, "Stages that
-  /// recompute"). false: the thesis' model, every stage stores.
+  /// backward (the segment policy's program within a share of M, rotor's by default;
+  /// docs/pipeline.md, "Stages that recompute"). false: the thesis' model, every stage stores.
   bool recompute = true;
   detail::pipe_recompute_knobs recompute_knobs{};
+  /// The recomputing stages' programs: rotor_segments (one table for every interval and
+  /// share), or any chain policy P as policy_segments<P> (policy/policy_segments.hpp).
+  Segments segments{};
 
   /// The partition (contiguous stages, stage s on processor s - 1) and its 1F1B* plan of the
   /// smallest period that fits M (or its 1F1B plan), replayed by the simulator. With recompute
@@ -200,8 +206,8 @@ struct pipedream {
     const detail::pipe_store_all_model plain(problem);
     auto best = plan_on(problem, plain, runs);
     if (both) {
-      auto rich =
-          detail::pipe_recompute_model::make(problem, recompute_knobs, detail::deadline(0), name);
+      auto rich = detail::pipe_recompute_model<Segments>::make(problem, recompute_knobs,
+                                                               detail::deadline(0), name, segments);
       if (!rich) return rich.err();
       auto other = plan_on(problem, *rich, runs);
       if (other &&
@@ -211,7 +217,8 @@ struct pipedream {
         return other;
     }
     if (!best && best.code() == status::budget_too_small && !best.err().minimum_budget) {
-      const auto rich_for = detail::pipe_recompute_model_for(problem, recompute_knobs, name);
+      const auto rich_for =
+          detail::pipe_recompute_model_for(problem, recompute_knobs, name, segments);
       // The store-all model does not depend on M.
       const bytes need = both ? detail::pipedream_minimum_memory(problem, rich_for, &runs)
                               : detail::pipedream_minimum_memory(
