@@ -120,17 +120,7 @@ namespace {
 
 /// Random chains whose layers keep 1 to 4 times their output (saved bytes), 4 to 8 layers.
 pipeline_problem pst_random(std::mt19937& rng) {
-  remat::testing::pipe_random_knobs k;
-  k.min_layers = 4;
-  k.max_layers = 8;
-  k.min_size = 1;
-  k.max_size = 6;
-  k.size_unit = 10;
-  k.input = 10;
-  k.max_keep = 4;
-  k.min_procs = 2;
-  k.max_procs = 3;
-  return remat::testing::random_pipeline_problem(rng, k);
+  return remat::testing::random_pipeline_problem(rng, remat::testing::pipe_keeping_knobs());
 }
 
 template <class P>

@@ -76,6 +76,23 @@ inline pipeline_problem random_pipeline_problem(std::mt19937& rng, const pipe_ra
   return p;
 }
 
+/// Knobs for chains whose stages want to recompute: 4 to 8 layers keeping 1 to 4 times their
+/// output (10 to 60 bytes), weights 1 to 6, input 10, 2 or 3 processors, one copy, M unlimited
+/// (the tests set it).
+inline pipe_random_knobs pipe_keeping_knobs() {
+  pipe_random_knobs k;
+  k.min_layers = 4;
+  k.max_layers = 8;
+  k.min_size = 1;
+  k.max_size = 6;
+  k.size_unit = 10;
+  k.input = 10;
+  k.max_keep = 4;
+  k.min_procs = 2;
+  k.max_procs = 3;
+  return k;
+}
+
 /// The thesis' Lemma 10: weights (1, 2, 1) on 2 processors of memory 2, one copy, no
 /// activations, the layer times of one_three_on_one_processor().
 inline pipeline_problem weights_one_two_one() {
