@@ -113,11 +113,13 @@ TEST_CASE("pipeline segments: the planners with revolve's stages plan valid, nev
   pipedream<> pd_store;
   pd_store.recompute = false;
   pipedream<policy_segments<revolve>> pd_rev;
+  pd_rev.recompute_knobs.slots = 30;  // fewer shares, fewer solves of revolve: a quick test
   madpipe<> mp_store;
   mp_store.recompute = false;
   madpipe<milp::unavailable, policy_segments<revolve>> mp_rev;
+  mp_rev.recompute_knobs.slots = 30;
   int below = 0, recomputing = 0, plans = 0;
-  for (int trial = 0; trial < 20; ++trial) {
+  for (int trial = 0; trial < 12; ++trial) {
     pipeline_problem p = remat::testing::random_pipeline_problem(rng, k);
     INFO("trial " << trial);
     pipeline_problem none = p;
@@ -126,7 +128,7 @@ TEST_CASE("pipeline segments: the planners with revolve's stages plan valid, nev
     REQUIRE_FALSE(least);
     REQUIRE(least.err().minimum_budget);
     const bytes store_min = *least.err().minimum_budget;
-    for (double f : {0.6, 0.8, 1.0, 1.5}) {
+    for (double f : {0.8, 1.0, 1.3}) {
       p.memory = static_cast<bytes>(static_cast<double>(store_min) * f);
       INFO("memory " << p.memory);
       const auto a = pd_store.solve(p);
@@ -157,8 +159,8 @@ TEST_CASE("pipeline segments: the planners with revolve's stages plan valid, nev
   MESSAGE("revolve's stages: " << plans << " plans, " << below
                                << " below the thesis' model's minimum, " << recomputing
                                << " recomputing stages");
-  CHECK(below >= 8);
-  CHECK(recomputing >= 15);
+  CHECK(below >= 5);
+  CHECK(recomputing >= 8);
 }
 
 TEST_CASE("pipeline segments: Mixed Mode plans with revolve as its planned segments") {

@@ -68,27 +68,40 @@ struct policy_segments {
     /// P's program at the share and the simulator's makespan of it, or why there is none.
     [[nodiscard]] result<std::pair<schedule, double>> solve(int first, int last,
                                                             std::int64_t share) const {
-      const std::string what = std::string(P::name) + " on layers " + std::to_string(first) + ".." +
-                               std::to_string(last) + " at share " + std::to_string(share);
+      auto what = [&] {
+        return std::string(P::name) + " on layers " + std::to_string(first) + ".." +
+               std::to_string(last) + " at share " + std::to_string(share);
+      };
       if (first < 1 || last < first || last > chain_.length() || share < 0 || share > q_->count)
         return error{status::invalid_problem,
-                     what + ": no such segment or share (layers 1.." +
+                     what() + ": no such segment or share (layers 1.." +
                          std::to_string(chain_.length()) + ", shares 0.." +
                          std::to_string(q_->count) + ")",
                      {}};
       const chain seg = detail::segment_chain(chain_, first, last);
       const bytes budget = q_->bytes_of(share);
+      if constexpr (HasMinimumBudget<P, chain>) {
+        // Below P's least budget for the segment nothing is solved: a P that fails there may
+        // try every program it has first.
+        auto [it, added] = least_.try_emplace(std::make_pair(first, last), 0);
+        if (added) it->second = policy_.minimum_budget(seg);
+        if (budget < it->second)
+          return error{status::budget_too_small,
+                       what() + ": " + format_bytes(budget) + " is below the least " +
+                           format_bytes(it->second) + " it plans the segment with",
+                       it->second};
+      }
       auto s = policy_.solve(seg, budget);
       if (!s) return s.err();
       const sim::report rep = sim::simulate(seg, *s);
       if (!rep.valid)
         return error{status::solver_error,
-                     what + ": the simulator rejects its program: " +
+                     what() + ": the simulator rejects its program: " +
                          (rep.first_violation ? rep.first_violation->message : std::string()),
                      {}};
       if (rep.peak > budget)
         return error{status::solver_error,
-                     what + ": its program's peak " + format_bytes(rep.peak) + " is above " +
+                     what() + ": its program's peak " + format_bytes(rep.peak) + " is above " +
                          format_bytes(budget),
                      {}};
       return std::pair<schedule, double>(std::move(*s), rep.makespan);
@@ -99,6 +112,8 @@ struct policy_segments {
     P policy_{};
     /// The costs asked for so far.
     mutable std::map<std::tuple<int, int, std::int64_t>, double> memo_;
+    /// P's least budget of each segment asked for (P with minimum_budget(chain) only).
+    mutable std::map<std::pair<int, int>, bytes> least_;
   };
 
   [[nodiscard]] result<table> prepare(const chain& c, const detail::segment_slots& q,
