@@ -3,7 +3,9 @@
 // 2, 4 and 8 processors and M at 60% and 25% of C x the weights plus the activations:
 // PipeDream's DP with 1F1B* (Alg. 7), and MadPipe (its DP at the default grids, 101 x 11 x 51,
 // Alg. 8's two passes of K = 10, and the schedule of its allocations). The counters are the
-// plan's period and the DP's predicted one. docs/pipeline.md has the figures.
+// plan's period and the DP's predicted one. BM_madpipe_stages: MadPipe on the first 36 layers
+// with the recomputing stages' programs rotor's (rotor_segments, 0) or revolve's
+// (policy_segments<revolve>, 1). docs/pipeline.md has the figures.
 //
 //   build/bench/bench_pipeline --benchmark_filter='BM_madpipe/8/25'
 
@@ -14,6 +16,8 @@
 
 #include <remat/policy/madpipe.hpp>
 #include <remat/policy/pipedream.hpp>
+#include <remat/policy/policy_segments.hpp>
+#include <remat/policy/revolve.hpp>
 #include <remat/problem/pipeline.hpp>
 
 namespace {
@@ -43,9 +47,9 @@ remat::pipeline_problem bench_pipe_chain(int processors, int memory_percent, int
 }
 
 template <class Planner>
-void bench_planner(benchmark::State& state, const Planner& planner) {
+void bench_planner(benchmark::State& state, const Planner& planner, int layers = 100) {
   const remat::pipeline_problem p =
-      bench_pipe_chain(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+      bench_pipe_chain(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), layers);
   double period = 0, predicted = 0;
   for (auto _ : state) {
     auto s = planner.solve(p);
@@ -63,6 +67,14 @@ void bench_planner(benchmark::State& state, const Planner& planner) {
 
 void BM_pipedream(benchmark::State& state) { bench_planner(state, remat::pipedream{}); }
 void BM_madpipe(benchmark::State& state) { bench_planner(state, remat::madpipe<>{}); }
+void BM_madpipe_stages(benchmark::State& state) {
+  if (state.range(2) == 0)
+    bench_planner(state, remat::madpipe<>{}, 36);
+  else
+    bench_planner(
+        state, remat::madpipe<remat::milp::unavailable, remat::policy_segments<remat::revolve>>{},
+        36);
+}
 
 }  // namespace
 
@@ -70,6 +82,12 @@ void BM_madpipe(benchmark::State& state) { bench_planner(state, remat::madpipe<>
 BENCHMARK(BM_pipedream)->ArgsProduct({{2, 4, 8}, {60, 25}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_madpipe)
     ->ArgsProduct({{2, 4, 8}, {60, 25}})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
+// P x M percent x the segment policy (0 rotor, 1 revolve).
+BENCHMARK(BM_madpipe_stages)
+    ->ArgsProduct({{4}, {30, 45}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
 

@@ -54,20 +54,15 @@ seconds mp_best_contiguous(const pipeline_problem& p) {
 }
 
 pipeline_problem mp_random(std::mt19937& rng) {
-  std::uniform_int_distribution<int> len(2, 6), time(1, 6), size(0, 4), procs(2, 3), bw(0, 2);
-  const int n = len(rng);
-  std::vector<pipe_layer> ls;
-  for (int l = 0; l < n; ++l)
-    ls.push_back({time(rng) * 0.5, time(rng) * 0.5, size(rng), size(rng)});
-  pipeline_problem p;
-  p.layers = pipe_chain(ls, size(rng));
-  p.processors = std::min(n, procs(rng));
-  const double bandwidths[] = {std::numeric_limits<double>::infinity(), 2, 8};
-  p.bandwidth = bandwidths[bw(rng)];
-  p.copies = 1;
-  std::uniform_int_distribution<int> mem(4, 40);
-  p.memory = mem(rng);
-  return p;
+  remat::testing::pipe_random_knobs k;
+  k.min_layers = 2;
+  k.max_layers = 6;
+  k.min_procs = 2;
+  k.max_procs = 3;
+  k.bandwidths = {std::numeric_limits<double>::infinity(), 2, 8};
+  k.min_memory = 4;
+  k.max_memory = 40;
+  return remat::testing::random_pipeline_problem(rng, k);
 }
 
 }  // namespace

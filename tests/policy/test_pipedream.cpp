@@ -64,20 +64,11 @@ seconds pd_exhaustive(const pipeline_problem& p) {
 }
 
 pipeline_problem pd_random(std::mt19937& rng) {
-  std::uniform_int_distribution<int> len(1, 7), time(1, 6), size(0, 4), procs(1, 4), bw(0, 2);
-  const int n = len(rng);
-  std::vector<pipe_layer> ls;
-  for (int l = 0; l < n; ++l)
-    ls.push_back({time(rng) * 0.5, time(rng) * 0.5, size(rng), size(rng)});
-  pipeline_problem p;
-  p.layers = pipe_chain(ls, size(rng));
-  p.processors = std::min(n, procs(rng));
-  const double bandwidths[] = {std::numeric_limits<double>::infinity(), 1, 4};
-  p.bandwidth = bandwidths[bw(rng)];
-  p.copies = 1 + size(rng) % 3;
-  std::uniform_int_distribution<int> mem(0, 40);
-  p.memory = mem(rng);
-  return p;
+  remat::testing::pipe_random_knobs k;
+  k.bandwidths = {std::numeric_limits<double>::infinity(), 1, 4};
+  k.max_copies = 3;
+  k.max_memory = 40;
+  return remat::testing::random_pipeline_problem(rng, k);
 }
 
 }  // namespace

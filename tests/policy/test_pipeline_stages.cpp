@@ -120,17 +120,7 @@ namespace {
 
 /// Random chains whose layers keep 1 to 4 times their output (saved bytes), 4 to 8 layers.
 pipeline_problem pst_random(std::mt19937& rng) {
-  std::uniform_int_distribution<int> len(4, 8), time(1, 6), size(1, 6), keep(1, 4), procs(2, 3);
-  const int n = len(rng);
-  std::vector<remat::testing::pipe_layer> ls;
-  for (int l = 0; l < n; ++l)
-    ls.push_back({time(rng) * 0.5, time(rng) * 0.5, size(rng) * 10, size(rng)});
-  pipeline_problem p;
-  p.layers = remat::testing::pipe_chain(ls, 10);
-  for (auto& st : p.layers.stages) st.saved_bytes = st.output_bytes * keep(rng);
-  p.processors = procs(rng);
-  p.copies = 1;
-  return p;
+  return remat::testing::random_pipeline_problem(rng, remat::testing::pipe_keeping_knobs());
 }
 
 template <class P>

@@ -1,6 +1,10 @@
 #pragma once
 // Small pipeline instances shared by the pipeline tests (tests/sim, tests/policy).
 
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <random>
 #include <vector>
 
 #include <remat/problem/pipeline.hpp>
@@ -29,6 +33,64 @@ inline chain pipe_chain(const std::vector<pipe_layer>& layers, bytes input = 0) 
     c.stages.push_back(s);
   }
   return c;
+}
+
+/// The knobs of random_pipeline_problem, each value drawn uniformly between its bounds.
+struct pipe_random_knobs {
+  int min_layers = 1, max_layers = 7;  ///< N
+  int max_time = 6;                    ///< u_F, u_B: 0.5 to max_time / 2 s in steps of 0.5
+  int min_size = 0, max_size = 4;      ///< a size: a_l = size x size_unit, W_l = size
+  bytes size_unit = 1;
+  std::optional<bytes> input;             ///< a_0; empty: a size (unscaled)
+  int max_keep = 1;                       ///< saved bytes a_l x 1..max_keep (drawn only when > 1)
+  int min_procs = 1, max_procs = 4;       ///< P = min(N, drawn)
+  std::vector<double> bandwidths;         ///< beta, one of these; empty: infinite, not drawn
+  int max_copies = 1;                     ///< C = 1 + a size mod max_copies (drawn only when > 1)
+  bytes min_memory = 0, max_memory = -1;  ///< M; max < min: unlimited, not drawn
+};
+
+/// A random chain and pipeline problem (the draws in the order of the knobs, so that a test's
+/// instances stay the same for the same knobs and seed).
+inline pipeline_problem random_pipeline_problem(std::mt19937& rng, const pipe_random_knobs& k) {
+  std::uniform_int_distribution<int> len(k.min_layers, k.max_layers), time(1, k.max_time),
+      size(k.min_size, k.max_size), keep(1, std::max(1, k.max_keep)),
+      procs(k.min_procs, k.max_procs);
+  const int n = len(rng);
+  std::vector<pipe_layer> ls;
+  for (int l = 0; l < n; ++l)
+    ls.push_back({time(rng) * 0.5, time(rng) * 0.5, size(rng) * k.size_unit, size(rng)});
+  pipeline_problem p;
+  p.layers = pipe_chain(ls, k.input ? *k.input : size(rng));
+  if (k.max_keep > 1)
+    for (auto& st : p.layers.stages) st.saved_bytes = st.output_bytes * keep(rng);
+  p.processors = std::min(n, procs(rng));
+  if (!k.bandwidths.empty()) {
+    std::uniform_int_distribution<std::size_t> bw(0, k.bandwidths.size() - 1);
+    p.bandwidth = k.bandwidths[bw(rng)];
+  }
+  p.copies = k.max_copies > 1 ? 1 + size(rng) % k.max_copies : 1;
+  if (k.max_memory >= k.min_memory) {
+    std::uniform_int_distribution<bytes> mem(k.min_memory, k.max_memory);
+    p.memory = mem(rng);
+  }
+  return p;
+}
+
+/// Knobs for chains whose stages want to recompute: 4 to 8 layers keeping 1 to 4 times their
+/// output (10 to 60 bytes), weights 1 to 6, input 10, 2 or 3 processors, one copy, M unlimited
+/// (the tests set it).
+inline pipe_random_knobs pipe_keeping_knobs() {
+  pipe_random_knobs k;
+  k.min_layers = 4;
+  k.max_layers = 8;
+  k.min_size = 1;
+  k.max_size = 6;
+  k.size_unit = 10;
+  k.input = 10;
+  k.max_keep = 4;
+  k.min_procs = 2;
+  k.max_procs = 3;
+  return k;
 }
 
 /// The thesis' Lemma 10: weights (1, 2, 1) on 2 processors of memory 2, one copy, no

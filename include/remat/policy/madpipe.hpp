@@ -298,6 +298,23 @@ class madpipe_dp {
   bool capped_ = false;  ///< some state came back infinite for the cap, not for memory alone
 };
 
+/// The stages of an allocation in chain order: the normal processors' stages on processors 0,
+/// 1, ... in turn, the special ones on the next (at most P - 1), each with its option's program
+/// (model.program; none for the store-all model).
+template <class Model>
+result<std::vector<pipeline_stage>> madpipe_stages_of(const Model& model,
+                                                      const madpipe_allocation& alloc, int procs) {
+  int normal = 0;
+  for (bool s : alloc.special) normal += s ? 0 : 1;
+  const int special_proc = std::min(normal, procs - 1);
+  auto stages = pipe_stages_of(model, alloc.last, alloc.option);
+  if (!stages) return stages;
+  normal = 0;
+  for (std::size_t s = 0; s < stages->size(); ++s)
+    (*stages)[s].processor = alloc.special[s] ? special_proc : normal++;
+  return stages;
+}
+
 /// The plan of an allocation and the scheduler that made it.
 struct pipe_scheduled {
   pipeline_plan plan;
@@ -322,7 +339,7 @@ inline result<pipe_scheduled> schedule_allocation(const pipeline_problem& proble
 
 }  // namespace detail
 
-template <class Milp = milp::unavailable>
+template <class Milp = milp::unavailable, class Segments = rotor_segments>
 struct madpipe {
   static constexpr std::string_view name = "madpipe";
   static constexpr std::string_view summary =
@@ -342,10 +359,13 @@ struct madpipe {
   /// first pass's allocations may need a much longer period than the DP said.
   bool worst_case_pass = true;
   /// Where storing every activation of a stage does not fit, the stage may recompute in its
-  /// backward (rotor's program within a share of M; docs/pipeline.md, "Stages that
-  /// recompute"). false: the thesis' model, every stage stores.
+  /// backward (the segment policy's program within a share of M, rotor's by default;
+  /// docs/pipeline.md, "Stages that recompute"). false: the thesis' model, every stage stores.
   bool recompute = true;
   detail::pipe_recompute_knobs recompute_knobs{};
+  /// The recomputing stages' programs: rotor_segments (one table for every interval and
+  /// share), or any chain policy P as policy_segments<P> (policy/policy_segments.hpp).
+  Segments segments{};
   std::function<void(const madpipe_progress&)> progress;  ///< after each DP run, if set
   Milp milp{};  ///< phase 2's backend (the ch. 6 ILP); milp::unavailable: no phase 2
   /// Phase 2 [Shilova21, ch. 7]: the ILP of ch. 6 on the best plan's stages (its allocation and
@@ -416,26 +436,21 @@ struct madpipe {
                               ? start + std::chrono::duration_cast<clock::duration>(
                                             std::chrono::duration<double>(time_limit))
                               : clock::time_point::max();
-    const detail::pipe_recompute_knobs knobs =
-        recompute ? recompute_knobs : detail::pipe_recompute_knobs{0, 0};
     // The thesis' model (every stage stores), and, when stages may recompute and memory is
     // limited, the model with recomputing options: Alg. 8 runs on both and the shortest valid
     // plan wins, so that recomputation never makes a plan worse than the thesis' model's.
-    auto plain = detail::pipe_recompute_model::make(problem, detail::pipe_recompute_knobs{0, 0},
-                                                    detail::deadline(0), name);
-    if (!plain) return plain.err();
-    std::optional<detail::pipe_recompute_model> rich;
+    const detail::pipe_store_all_model plain(problem);
+    std::optional<detail::pipe_recompute_model<Segments>> rich;
     if (recompute && problem.memory < unlimited_bytes) {
-      auto made =
-          detail::pipe_recompute_model::make(problem, knobs, detail::deadline(time_limit), name);
+      auto made = detail::pipe_recompute_model<Segments>::make(
+          problem, recompute_knobs, detail::deadline(time_limit), name, segments);
       if (!made) return made.err();
       rich.emplace(std::move(*made));
     }
-    const detail::pipe_recompute_model& model = *plain;
-    const int n = model.layers(), procs = problem.processors;
+    const int n = plain.layers(), procs = problem.processors;
     seconds total = 0, comm = 0;
-    for (const auto& o : model.options(1, n)) total = std::max(total, o.work());
-    for (int l = 1; l < n; ++l) comm += model.transfer(l);
+    for (const auto& o : plain.options(1, n)) total = std::max(total, o.work());
+    for (int l = 1; l < n; ++l) comm += plain.transfer(l);
     if (!(total > 0))
       return error{status::infeasible,
                    "madpipe: every layer of chain '" + problem.layers.name +
@@ -448,13 +463,15 @@ struct madpipe {
     struct run {
       seconds target, period;
       detail::madpipe_allocation alloc;
-      const detail::pipe_recompute_model* model;
+      /// The allocation's stages (each with its option's program), or why they could not be made.
+      result<std::vector<pipeline_stage>> stages;
     };
     std::vector<run> runs;
     bool timed_out = false;
     int dp_runs = 0;
     const seconds top = total + comm;
-    auto search = [&](const detail::pipe_recompute_model& m, bool worst, int first_iteration) {
+    auto search = [&](const auto& m, bool worst, int first_iteration) {
+      using model_type = std::decay_t<decltype(m)>;
       seconds lb = total / procs, ub = top, best = std::numeric_limits<seconds>::infinity();
       bool found = false;
       auto probe = [&](seconds target, int iteration, seconds cap, seconds reach) {
@@ -468,9 +485,8 @@ struct madpipe {
         detail::madpipe_allocation a;
         const seconds last = std::min(cap, reach);
         for (seconds c = std::min(last, total / procs * 1.125);; c = std::min(last, c * 1.5)) {
-          detail::madpipe_dp<detail::pipe_recompute_model> dp(m, procs, problem.memory, target,
-                                                              load_steps, memory_steps, delay_steps,
-                                                              deadline, c, worst);
+          detail::madpipe_dp<model_type> dp(m, procs, problem.memory, target, load_steps,
+                                            memory_steps, delay_steps, deadline, c, worst);
           a = dp.run();
           ++dp_runs;
           if (a.timed_out || a.found() || c >= last || !a.capped) break;
@@ -484,7 +500,8 @@ struct madpipe {
         if (progress) progress({iteration, target, t, best, elapsed()});
         if (a.found()) {
           found = true;
-          runs.push_back({target, t, std::move(a), &m});
+          auto stages = detail::madpipe_stages_of(m, a, procs);
+          runs.push_back({target, t, std::move(a), std::move(stages)});
         }
         return t;
       };
@@ -502,13 +519,15 @@ struct madpipe {
         probe(top, first_iteration + iterations + 1, top * (1 + 1e-9), top * (1 + 1e-9));
     };
     int iteration = 0;
-    for (const detail::pipe_recompute_model* m : {&*plain, rich ? &*rich : nullptr}) {
-      if (!m || timed_out) continue;
-      search(*m, false, iteration);
+    auto both_passes = [&](const auto& m) {
+      if (timed_out) return;
+      search(m, false, iteration);
       iteration += iterations + 1;
-      if (worst_case_pass && !timed_out) search(*m, true, iteration);
+      if (worst_case_pass && !timed_out) search(m, true, iteration);
       iteration += iterations + 1;
-    }
+    };
+    both_passes(plain);
+    if (rich) both_passes(*rich);
     if (runs.empty()) {
       if (timed_out)
         return error{status::time_limit,
@@ -516,14 +535,12 @@ struct madpipe {
                          " s ran out before a DP run finished (" + detail::time_text(elapsed()) +
                          " s); raise it or use coarser grids (load_steps, delay_steps)",
                      {}};
-      const bytes need = detail::pipedream_minimum_memory(
-          problem, [&](bytes memory) -> std::optional<detail::pipe_recompute_model> {
-            pipeline_problem q = problem;
-            q.memory = memory;
-            auto m = detail::pipe_recompute_model::make(q, knobs, detail::deadline(0), name);
-            if (!m) return std::nullopt;
-            return std::move(*m);
-          });
+      const auto rich_for =
+          detail::pipe_recompute_model_for(problem, recompute_knobs, name, segments);
+      // The store-all model does not depend on M.
+      const bytes need =
+          recompute ? detail::pipedream_minimum_memory(problem, rich_for)
+                    : detail::pipedream_minimum_memory(problem, [&](bytes) { return &plain; });
       return error{status::budget_too_small,
                    "madpipe: no allocation of chain '" + problem.layers.name + "' on " +
                        std::to_string(procs) + " processors passes MadPipe's memory estimates in " +
@@ -543,41 +560,35 @@ struct madpipe {
       seconds predicted, target;
     };
     std::vector<candidate> candidates;
-    for (const run& r : runs) {
-      std::vector<pipeline_stage> stages;
-      int normal = 0;
-      const int special_proc = [&] {
-        int c = 0;
-        for (bool s : r.alloc.special) c += s ? 0 : 1;
-        return std::min(c, procs - 1);
-      }();
-      for (std::size_t s = 0, first = 1; s < r.alloc.last.size(); ++s) {
-        pipeline_stage st{static_cast<int>(first), r.alloc.last[s],
-                          r.alloc.special[s] ? special_proc : normal++};
-        const auto& opts = r.model->options(st.first, st.last);
-        auto program = r.model->program(st.first, st.last, opts[detail::ix(r.alloc.option[s])]);
-        if (!program) return program.err();
-        st.recompute = std::move(*program);
-        stages.push_back(std::move(st));
-        first = static_cast<std::size_t>(r.alloc.last[s]) + 1;
-      }
-      candidates.push_back({std::move(stages), r.period, r.target});
+    for (run& r : runs) {
+      if (!r.stages) return r.stages.err();
+      candidates.push_back({std::move(*r.stages), r.period, r.target});
     }
     // PipeDream's check of 1F1B's activations is optimistic when transfers take time (1F1B*
     // then needs a longer period to fit), so its partitions at smaller memories, which fit M
     // too, are candidates as well: M 2^(-k/4), k = 0..8.
-    for (const detail::pipe_recompute_model* m : {&*plain, rich ? &*rich : nullptr}) {
-      if (!m) continue;
-      for (int k = 0; k <= (problem.memory < unlimited_bytes ? 8 : 0); ++k) {
+    std::optional<error> failed;
+    // A level whose partition is the previous level's adds nothing (its stages and programs are
+    // not made again); a later level may still change it, so the levels go on.
+    auto pipedream_candidates = [&](const auto& m) {
+      detail::pipe_partition previous;
+      for (int k = 0; k <= (problem.memory < unlimited_bytes ? 8 : 0) && !failed; ++k) {
         const auto level =
             static_cast<bytes>(static_cast<double>(problem.memory) * std::exp2(-k / 4.0));
-        const auto part = detail::pipedream_partition(*m, procs, level);
+        const auto part = detail::pipedream_partition(m, procs, level);
         if (!part.found()) break;
-        auto stages = detail::pipe_stages_of(*m, part.last, part.option);
-        if (!stages) return stages.err();
-        candidates.push_back({std::move(*stages), part.period, 0});
+        if (part.last == previous.last && part.option == previous.option) continue;
+        previous = part;
+        auto stages = detail::pipe_stages_of(m, part.last, part.option);
+        if (!stages)
+          failed = stages.err();
+        else
+          candidates.push_back({std::move(*stages), part.period, 0});
       }
-    }
+    };
+    pipedream_candidates(plain);
+    if (rich) pipedream_candidates(*rich);
+    if (failed) return *failed;
     pipeline_solution out;
     out.dp_runs = dp_runs;
     std::optional<error> first_error;

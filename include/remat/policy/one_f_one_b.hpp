@@ -107,6 +107,42 @@ inline result<std::vector<pipe_resource>> pipe_resources_for(
   return res;
 }
 
+/// The 1-periodic plan of a chain of resources split into groups (`group[i]`, 1 holding the last
+/// resource; a group a run of consecutive resources) at period T [Shilova21, Alg. 6]: mini-batch
+/// 0's forwards back to back; in group g = resources [first, last], the backwards run last to
+/// first right after F of `last`, in the window where the forwards run mini-batch g - 1 periods
+/// later. Shifts as the thesis has them: B of stage 1 at shift 0.
+inline pipeline_plan pipe_plan_of(const std::vector<pipeline_stage>& stages,
+                                  const std::vector<pipe_resource>& r,
+                                  const std::vector<int>& group, seconds period) {
+  const std::size_t n = r.size();
+  // Mini-batch 0's forwards back to back: F of resource i starts at phi[i].
+  std::vector<seconds> phi(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) phi[i + 1] = phi[i] + r[i].forward;
+  pipeline_plan plan;
+  plan.stages = stages;
+  plan.period = period;
+  plan.k = 1;
+  for (std::size_t i = 0; i < n; ++i)
+    plan.ops.push_back(place_op(r[i].forward_kind, r[i].stage, phi[i], 0, period));
+  for (std::size_t last = n; last-- > 0;) {
+    std::size_t first = last;
+    while (first > 0 && group[first - 1] == group[last]) --first;
+    seconds t = (group[last] - 1) * period + phi[last + 1];
+    for (std::size_t i = last + 1; i-- > first;) {
+      plan.ops.push_back(place_op(r[i].backward_kind, r[i].stage, t, 0, period));
+      t += r[i].backward;
+    }
+    last = first;
+    if (last == 0) break;
+  }
+  int base = 0;
+  for (const auto& op : plan.ops)
+    if (op.kind == pipeline_op_kind::backward && op.stage == 1) base = op.shift;
+  for (auto& op : plan.ops) op.shift -= base;
+  return plan;
+}
+
 }  // namespace detail
 
 /// The group of each stage in 1F1B*(T) (index s - 1): 1 for the group of the last stage, and
@@ -131,36 +167,7 @@ inline result<pipeline_plan> one_f_one_b_star(const pipeline_problem& problem,
   auto res = detail::pipe_resources_for(problem, stages, period);
   if (!res) return res.err();
   const std::vector<detail::pipe_resource>& r = *res;
-  const std::vector<int> group = detail::pipe_groups(r, period);
-  const std::size_t n = r.size();
-  // Mini-batch 0's forwards back to back: F of resource i starts at phi[i].
-  std::vector<seconds> phi(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) phi[i + 1] = phi[i] + r[i].forward;
-  pipeline_plan plan;
-  plan.stages = stages;
-  plan.period = period;
-  plan.k = 1;
-  for (std::size_t i = 0; i < n; ++i)
-    plan.ops.push_back(place_op(r[i].forward_kind, r[i].stage, phi[i], 0, period));
-  // In group g = resources [first, last], the backwards run last to first right after F of
-  // `last`, in the window where the forwards run mini-batch g - 1 periods later.
-  for (std::size_t last = n; last-- > 0;) {
-    std::size_t first = last;
-    while (first > 0 && group[first - 1] == group[last]) --first;
-    seconds t = (group[last] - 1) * period + phi[last + 1];
-    for (std::size_t i = last + 1; i-- > first;) {
-      plan.ops.push_back(place_op(r[i].backward_kind, r[i].stage, t, 0, period));
-      t += r[i].backward;
-    }
-    last = first;
-    if (last == 0) break;
-  }
-  // The thesis' convention: B of stage 1 has shift 0.
-  int base = 0;
-  for (const auto& op : plan.ops)
-    if (op.kind == pipeline_op_kind::backward && op.stage == 1) base = op.shift;
-  for (auto& op : plan.ops) op.shift -= base;
-  return plan;
+  return detail::pipe_plan_of(stages, r, detail::pipe_groups(r, period), period);
 }
 
 /// Alg. 7: the smallest period T whose 1F1B*(T) fits every processor in M, with its plan. The

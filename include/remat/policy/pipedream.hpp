@@ -92,8 +92,8 @@ pipe_partition pipedream_partition(const Model& model, int procs, bytes memory) 
 
 /// The smallest M for which pipedream_partition finds a partition (a bisection over M; the
 /// check passes for more memory once it passes). `model_for(M)` is the stage model at memory M
-/// (the store-all model does not depend on it; the recomputing one's shares do), or nullopt when
-/// it cannot be made.
+/// (the store-all model does not depend on it; the recomputing one's shares do), or an empty
+/// optional or pointer when it cannot be made.
 template <class ModelFor>
 bytes pipedream_minimum_memory(const pipeline_problem& problem, ModelFor&& model_for,
                                int* runs = nullptr) {
@@ -112,6 +112,20 @@ bytes pipedream_minimum_memory(const pipeline_problem& problem, ModelFor&& model
       lo = mid + 1;
   }
   return hi;
+}
+
+/// pipedream_minimum_memory's `model_for` with recomputing stages: the model at memory M.
+template <class Segments>
+auto pipe_recompute_model_for(const pipeline_problem& problem, pipe_recompute_knobs knobs,
+                              std::string_view who, const Segments& segments) {
+  return [&problem, knobs, who,
+          &segments](bytes memory) -> std::optional<pipe_recompute_model<Segments>> {
+    pipeline_problem q = problem;
+    q.memory = memory;
+    auto m = pipe_recompute_model<Segments>::make(q, knobs, deadline(0), who, segments);
+    if (!m) return std::nullopt;
+    return std::move(*m);
+  };
 }
 
 /// The contiguous stages of a partition, each with the program of its option (a recomputing
@@ -134,7 +148,7 @@ result<std::vector<pipeline_stage>> pipe_stages_of(const Model& model, const std
 /// PipeDream's 1F1B on a contiguous allocation, in 1F1B*'s terms [Shilova21, Alg. 6]: each stage
 /// with the transfer after it is its own group (group 1 the last stage), so that stage s of S
 /// keeps S - s + 1 activations whatever the period; the period is the largest group's work
-/// U_s + C(s). The plan is 1F1B*'s construction with these groups.
+/// U_s + C(s). The plan is 1F1B*'s construction with these groups (pipe_plan_of).
 inline result<pipeline_plan> one_f_one_b_plain(const pipeline_problem& problem,
                                                const std::vector<pipeline_stage>& stages) {
   auto res = pipe_resources(problem, stages);
@@ -155,30 +169,12 @@ inline result<pipeline_plan> one_f_one_b_plain(const pipeline_problem& problem,
                  "every stage and transfer takes 0 s: there is no period (give the layers their "
                  "times)",
                  {}};
-  std::vector<seconds> phi(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) phi[i + 1] = phi[i] + r[i].forward;
-  pipeline_plan plan;
-  plan.stages = stages;
-  plan.period = period;
-  for (std::size_t i = 0; i < n; ++i)
-    plan.ops.push_back(place_op(r[i].forward_kind, r[i].stage, phi[i], 0, period));
-  for (std::size_t first = 0; first < n; first += 2) {  // group: the stage and its link
-    const std::size_t last = std::min(first + 1, n - 1);
-    seconds t = (group[last] - 1) * period + phi[last + 1];
-    for (std::size_t i = last + 1; i-- > first;) {
-      plan.ops.push_back(place_op(r[i].backward_kind, r[i].stage, t, 0, period));
-      t += r[i].backward;
-    }
-  }
-  int base = 0;
-  for (const auto& op : plan.ops)
-    if (op.kind == pipeline_op_kind::backward && op.stage == 1) base = op.shift;
-  for (auto& op : plan.ops) op.shift -= base;
-  return plan;
+  return pipe_plan_of(stages, r, group, period);
 }
 
 }  // namespace detail
 
+template <class Segments = rotor_segments>
 struct pipedream {
   static constexpr std::string_view name = "pipedream";
   static constexpr std::string_view summary =
@@ -190,10 +186,13 @@ struct pipedream {
   bool plain_one_f_one_b = false;
 
   /// Where storing every activation of a stage does not fit, the stage may recompute in its
-  /// backward (rotor's program within a share of M; docs/pipeline.md, "Stages that
-  /// recompute"). false: the thesis' model, every stage stores.
+  /// backward (the segment policy's program within a share of M, rotor's by default;
+  /// docs/pipeline.md, "Stages that recompute"). false: the thesis' model, every stage stores.
   bool recompute = true;
   detail::pipe_recompute_knobs recompute_knobs{};
+  /// The recomputing stages' programs: rotor_segments (one table for every interval and
+  /// share), or any chain policy P as policy_segments<P> (policy/policy_segments.hpp).
+  Segments segments{};
 
   /// The partition (contiguous stages, stage s on processor s - 1) and its 1F1B* plan of the
   /// smallest period that fits M (or its 1F1B plan), replayed by the simulator. With recompute
@@ -203,23 +202,12 @@ struct pipedream {
     const auto start = std::chrono::steady_clock::now();
     if (auto v = validate(problem); !v) return v.err();
     const bool both = recompute && problem.memory < unlimited_bytes;
-    auto model_for = [&](bytes memory) -> std::optional<detail::pipe_recompute_model> {
-      pipeline_problem q = problem;
-      q.memory = memory;
-      auto m = detail::pipe_recompute_model::make(
-          q, both ? recompute_knobs : detail::pipe_recompute_knobs{0, 0}, detail::deadline(0),
-          name);
-      if (!m) return std::nullopt;
-      return std::move(*m);
-    };
     int runs = 0;
-    auto plain = detail::pipe_recompute_model::make(problem, detail::pipe_recompute_knobs{0, 0},
-                                                    detail::deadline(0), name);
-    if (!plain) return plain.err();
-    auto best = plan_on(problem, *plain, runs);
+    const detail::pipe_store_all_model plain(problem);
+    auto best = plan_on(problem, plain, runs);
     if (both) {
-      auto rich =
-          detail::pipe_recompute_model::make(problem, recompute_knobs, detail::deadline(0), name);
+      auto rich = detail::pipe_recompute_model<Segments>::make(problem, recompute_knobs,
+                                                               detail::deadline(0), name, segments);
       if (!rich) return rich.err();
       auto other = plan_on(problem, *rich, runs);
       if (other &&
@@ -229,7 +217,12 @@ struct pipedream {
         return other;
     }
     if (!best && best.code() == status::budget_too_small && !best.err().minimum_budget) {
-      const bytes need = detail::pipedream_minimum_memory(problem, model_for, &runs);
+      const auto rich_for =
+          detail::pipe_recompute_model_for(problem, recompute_knobs, name, segments);
+      // The store-all model does not depend on M.
+      const bytes need = both ? detail::pipedream_minimum_memory(problem, rich_for, &runs)
+                              : detail::pipedream_minimum_memory(
+                                    problem, [&](bytes) { return &plain; }, &runs);
       return error{status::budget_too_small,
                    "pipedream: no contiguous partition of chain '" + problem.layers.name +
                        "' into at most " + std::to_string(problem.processors) +
@@ -251,9 +244,9 @@ struct pipedream {
  private:
   /// The DP on `model`, its partition's stages and plan; budget_too_small without a minimum when
   /// no partition passes the DP's check.
+  template <class Model>
   [[nodiscard]] result<pipeline_solution> plan_on(const pipeline_problem& problem,
-                                                  const detail::pipe_recompute_model& model,
-                                                  int& runs) const {
+                                                  const Model& model, int& runs) const {
     const detail::pipe_partition part =
         detail::pipedream_partition(model, problem.processors, problem.memory);
     ++runs;

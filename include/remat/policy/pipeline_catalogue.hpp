@@ -14,6 +14,6 @@ namespace remat {
 
 /// Every pipeline policy, for the MILP backend M.
 template <milp::MilpBackend M>
-using pipeline_policies = policy_list<pipedream, madpipe<M>>;
+using pipeline_policies = policy_list<pipedream<>, madpipe<M>>;
 
 }  // namespace remat

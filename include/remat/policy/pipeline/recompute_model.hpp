@@ -1,12 +1,13 @@
 #pragma once
 // The stage model with recomputation: layers i..j may run as a stage that stores what its
 // backwards need (the store-all option), or as one that keeps only its input per mini-batch in
-// flight and recomputes inside its B with rotor's program at a share of the memory (a
-// recomputing stage, sim::stage_cost). rotor's table over the whole chain (rotor_segments) gives
-// every interval's time at every share from one DP. The pipeline DPs take this model in place of
-// the store-all one and pick, for each stage, the fastest option that fits its processor's
-// memory; pipe_recompute_model::program makes the chosen option's program. docs/pipeline.md,
-// "Stages that recompute".
+// flight and recomputes inside its B with a segment policy's program at a share of the memory (a
+// recomputing stage, sim::stage_cost). The segment policy is a template parameter: rotor's table
+// over the whole chain (rotor_segments, the default) gives every interval's time at every share
+// from one DP; policy_segments<P> solves any chain policy P on the intervals it is asked for. The
+// pipeline DPs take this model in place of the store-all one and pick, for each stage, the
+// fastest option that fits its processor's memory; pipe_recompute_model::program makes the
+// chosen option's program. docs/pipeline.md, "Stages that recompute".
 
 #include <algorithm>
 #include <cstdint>
@@ -28,33 +29,44 @@ namespace remat::detail {
 
 /// Knobs of the recomputing stages.
 struct pipe_recompute_knobs {
-  /// rotor's slots over the processor's memory (its table holds every interval at each).
+  /// The segment policy's slots over the processor's memory (rotor's table holds every interval
+  /// at each).
   std::int64_t slots = 100;
   /// Recomputing options per interval besides store-all: shares evenly spread from the
   /// smallest that runs the interval to the smallest that runs it fastest.
   int levels = 6;
 };
 
+/// The stage model with recomputing stages whose programs are the segment policy's (`Segments`:
+/// rotor_segments, dtr_segments<>, policy_segments<P> for any chain policy P; the interface of
+/// Mixed Mode's segment policies, policy/mixed_mode.hpp).
+template <class Segments = rotor_segments>
 class pipe_recompute_model {
  public:
-  /// The model for `problem`: rotor's table over the chain at `knobs.slots` slots of the memory
-  /// M. With an unlimited memory, no recomputation is needed: the store-all options only.
+  /// The model for `problem`: the segment policy's table over the chain at `knobs.slots` slots
+  /// of the memory M. With an unlimited memory, no recomputation is needed: the store-all
+  /// options only. time_limit when `dl` passes while the table or the options are made.
   static result<pipe_recompute_model> make(const pipeline_problem& problem,
                                            pipe_recompute_knobs knobs, const deadline& dl,
-                                           std::string_view who) {
+                                           std::string_view who, const Segments& segments = {}) {
     pipe_recompute_model m(problem, knobs);
     if (problem.memory >= unlimited_bytes || knobs.slots <= 0 || knobs.levels <= 0) {
-      m.fill_options();
+      if (!m.fill_options(dl)) return m.too_late(dl, who);
       return m;
     }
     m.chain_ = problem.layers;
     m.discrete_ =
         std::make_unique<discrete_chain>(discretize(m.chain_, problem.memory, knobs.slots));
     m.slots_.emplace(*m.discrete_, problem.memory);
-    auto t = rotor_segments{}.prepare(m.chain_, *m.slots_, dl, who);
+    auto t = [&] {
+      if constexpr (requires { segments.prepare(m.chain_, *m.slots_, dl, who); })
+        return segments.prepare(m.chain_, *m.slots_, dl, who);
+      else
+        return segments.prepare(m.chain_, *m.slots_, dl);
+    }();
     if (!t) return t.err();
-    m.table_ = std::make_unique<rotor_segments::table>(std::move(*t));
-    m.fill_options();
+    m.table_ = std::make_unique<table_type>(std::move(*t));
+    if (!m.fill_options(dl)) return m.too_late(dl, who);
     return m;
   }
 
@@ -81,7 +93,7 @@ class pipe_recompute_model {
     if (o.share < 0) return std::optional<schedule>{};
     if (!table_)
       return error{status::solver_error,
-                   "a recomputing stage option without rotor's table (a bug in remat)",
+                   "a recomputing stage option without the segment policy's table (a bug in remat)",
                    {}};
     auto s = table_->program(chain_, i, j, o.share);
     if (!s) return s.err();
@@ -96,16 +108,28 @@ class pipe_recompute_model {
     return static_cast<std::size_t>((j - 1) * j / 2 + (i - 1));
   }
 
-  void fill_options() {
+  using table_type = typename Segments::table;
+
+  /// Every interval's options; false when `dl` passed first (a lazy table, policy_segments,
+  /// solves its policy here).
+  [[nodiscard]] bool fill_options(const deadline& dl) {
     const int n = base_.layers();
     options_.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(n + 1) / 2, {});
-    for (int j = 1; j <= n; ++j)
+    for (int j = 1; j <= n; ++j) {
       for (int i = 1; i <= j; ++i) options_[at(i, j)] = compute_options(i, j);
+      if (dl.passed()) return false;
+    }
+    return true;
+  }
+  [[nodiscard]] static error too_late(const deadline& dl, std::string_view who) {
+    return time_limit_reached(who, dl, "making the recomputing stages' options",
+                              "raise time_limit, or use fewer recompute_knobs.slots or levels");
   }
 
-  /// Store-all, then rotor at `levels` shares evenly from the smallest share that runs layers
-  /// i..j to the smallest that runs them without recomputing more (each found by a bisection:
-  /// rotor's time falls as the share grows).
+  /// Store-all, then the segment policy at `levels` shares evenly from the smallest share that
+  /// runs layers i..j to the smallest that runs them without recomputing more (each found by a
+  /// bisection: the time falls as the share grows; a policy whose time does not only finds some
+  /// such shares, each option still its share's program and cost).
   [[nodiscard]] std::vector<pipe_stage_option> compute_options(int i, int j) const {
     std::vector<pipe_stage_option> out;
     const pipe_stage_option own = base_.options(i, j)[0];
@@ -152,7 +176,7 @@ class pipe_recompute_model {
   chain chain_;
   std::unique_ptr<discrete_chain> discrete_;
   std::optional<segment_slots> slots_;
-  std::unique_ptr<rotor_segments::table> table_;
+  std::unique_ptr<table_type> table_;
   std::vector<std::vector<pipe_stage_option>> options_;  ///< per interval, at(i, j)
 };
 

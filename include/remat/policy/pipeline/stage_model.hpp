@@ -24,7 +24,8 @@ struct pipe_stage_option {
   bytes weights = 0;         ///< sum W over i..j (the user multiplies by C)
   bytes per_activation = 0;  ///< bytes kept per mini-batch in flight (sim::stage_cost's kept)
   bytes working = 0;         ///< extra bytes while its B runs (store-all: 0)
-  /// A recomputing option's share of rotor's slots (pipe_recompute_model); -1: store-all.
+  /// A recomputing option's share of the segment policy's slots (pipe_recompute_model); -1:
+  /// store-all.
   std::int64_t share = -1;
   [[nodiscard]] seconds work() const { return forward + backward; }
 };
