@@ -470,6 +470,21 @@ struct madpipe {
     bool timed_out = false;
     int dp_runs = 0;
     const seconds top = total + comm;
+    // Whether any allocation passes the model's estimates at some target: a DP at the loosest
+    // target, top, with nothing cut. There every stage counts the fewest activations any target
+    // gives (g = 1: the delays add up without rounding to groups), the grids do not depend on
+    // the target, and no load is cut, so what passes at any target passes there
+    // (docs/pipeline.md, "Decisions"). Asked when a pass's first probe finds nothing, so that a
+    // memory no allocation fits is told in two DP runs per model, not Alg. 8's K + 1 per pass.
+    auto passes_somewhere = [&](const auto& m) {
+      using model_type = std::decay_t<decltype(m)>;
+      detail::madpipe_dp<model_type> dp(m, procs, problem.memory, top, load_steps, memory_steps,
+                                        delay_steps, deadline, top * (1 + 1e-9), false);
+      const detail::madpipe_allocation a = dp.run();
+      ++dp_runs;
+      if (a.timed_out) timed_out = true;
+      return a.found() || a.timed_out;
+    };
     auto search = [&](const auto& m, bool worst, int first_iteration) {
       using model_type = std::decay_t<decltype(m)>;
       seconds lb = total / procs, ub = top, best = std::numeric_limits<seconds>::infinity();
@@ -510,6 +525,7 @@ struct madpipe {
         const seconds t = probe(target, first_iteration + k, found ? ub : top * (1 + 1e-9),
                                 2 * std::max(target, total / procs));
         if (timed_out) break;
+        if (k == 1 && !found && !passes_somewhere(m)) return false;  // nothing passes anywhere
         lb = std::max(lb, std::min(t, target));
         ub = std::min(ub, std::max(t, target));
         target = (lb + ub) / 2;
@@ -517,13 +533,16 @@ struct madpipe {
       // Alg. 8 never reaches its upper bound; when nothing passed, probe it once.
       if (!found && !timed_out)
         probe(top, first_iteration + iterations + 1, top * (1 + 1e-9), top * (1 + 1e-9));
+      return true;
     };
     int iteration = 0;
     auto both_passes = [&](const auto& m) {
       if (timed_out) return;
-      search(m, false, iteration);
+      // The worst-case pass counts more activations than the thesis' estimate, and as many at
+      // top: when nothing passes anywhere in the first, nothing does in it either.
+      const bool possible = search(m, false, iteration);
       iteration += iterations + 1;
-      if (worst_case_pass && !timed_out) search(m, true, iteration);
+      if (worst_case_pass && possible && !timed_out) search(m, true, iteration);
       iteration += iterations + 1;
     };
     both_passes(plain);
