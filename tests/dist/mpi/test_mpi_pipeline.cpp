@@ -8,6 +8,8 @@
 //   bitwise local          2 ranks: stages {1, 2} on rank 0 (a local hand-over), {3} on rank 1
 //   bitwise recompute      2 ranks, both stages recomputing (rotor's program at its least
 //                          memory, which recomputes forwards of dropout layers): the same checks
+//   bitwise recompute_revolve 2 ranks, as recompute with revolve's programs (any chain policy's
+//                          program runs a stage)
 //   bitwise recompute_local 2 ranks: stages 1 (layers 1-2, recomputing) and 2 (3-5) on rank 0,
 //                          handed over locally, 3 (6-7, recomputing) on rank 1
 //   bitwise LAYOUT targets the same, the loss taking each micro-batch's targets
@@ -37,6 +39,7 @@
 #include <remat/dist/mpi.hpp>
 #include <remat/exec/profiler.hpp>
 #include <remat/policy/one_f_one_b.hpp>
+#include <remat/policy/revolve.hpp>
 #include <remat/policy/rotor.hpp>
 #include <remat/problem/pipeline.hpp>
 #include <remat/schedule/pipeline.hpp>
@@ -253,19 +256,21 @@ remat::result<remat::dist::step_report> dist_doc_example(int ranks, std::vector<
   return r;
 }
 
-/// Layers first..last as a stage that recomputes: rotor's program at its least memory, checked
-/// to run more forwards than the segment's layers (it recomputes).
+/// Layers first..last as a stage that recomputes: the chain policy's program at its least memory
+/// (rotor's by default), checked to run more forwards than the segment's layers (it recomputes).
+template <class Policy = remat::rotor>
 remat::pipeline_stage dist_recomputing(const remat::chain& c, int first, int last, int proc) {
   remat::pipeline_stage st{first, last, proc};
   const remat::chain seg = remat::detail::segment_chain(c, first, last);
-  const remat::rotor r;
+  const Policy r;
   auto program = r.solve(seg, r.minimum_budget(seg));
   if (!program) throw std::runtime_error(program.message());
   int runs = 0;
   for (const auto& op : program->ops) runs += op.is_compute() ? 1 : 0;
   if (runs <= 2 * seg.length())
-    throw std::runtime_error("rotor's least-memory program of layers " + std::to_string(first) +
-                             ".." + std::to_string(last) + " recomputes nothing");
+    throw std::runtime_error(std::string(Policy::name) + "'s least-memory program of layers " +
+                             std::to_string(first) + ".." + std::to_string(last) +
+                             " recomputes nothing");
   st.recompute = std::move(*program);
   return st;
 }
@@ -318,6 +323,14 @@ int main(int argc, char** argv) {
         // recomputing in their backwards.
         auto fit = remat::one_f_one_b_star_fit(
             p, {dist_recomputing(p.layers, 1, 4, 0), dist_recomputing(p.layers, 5, 7, 1)});
+        if (!fit) throw std::runtime_error(fit.message());
+        plan = *fit;
+      } else if (layout == "recompute_revolve") {
+        if (size != 2) throw std::runtime_error("the recompute_revolve layout runs on 2 ranks");
+        // As "recompute", the stages' programs revolve's (any chain policy may run a stage).
+        auto fit =
+            remat::one_f_one_b_star_fit(p, {dist_recomputing<remat::revolve>(p.layers, 1, 4, 0),
+                                            dist_recomputing<remat::revolve>(p.layers, 5, 7, 1)});
         if (!fit) throw std::runtime_error(fit.message());
         plan = *fit;
       } else if (layout == "recompute_local") {
