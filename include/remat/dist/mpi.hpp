@@ -579,6 +579,7 @@ error mpi_pipeline<B, Model, T, X>::failed(std::string message) {
   if (opt_.abort_on_error) {
     std::fprintf(stderr, "remat::dist: %s\n", message.c_str());
     std::fflush(stderr);
+    transport_.abort();  // NCCL's communicators first: no kernel may wait for a rank that is gone
     MPI_Abort(comm_.get(), 1);
   }
   abandon();
