@@ -554,12 +554,8 @@ struct madpipe {
                          " s ran out before a DP run finished (" + detail::time_text(elapsed()) +
                          " s); raise it or use coarser grids (load_steps, delay_steps)",
                      {}};
-      const auto rich_for =
-          detail::pipe_recompute_model_for(problem, recompute_knobs, name, segments);
-      // The store-all model does not depend on M.
       const bytes need =
-          recompute ? detail::pipedream_minimum_memory(problem, rich_for)
-                    : detail::pipedream_minimum_memory(problem, [&](bytes) { return &plain; });
+          detail::pipe_least_memory(problem, recompute, recompute_knobs, name, segments);
       return error{status::budget_too_small,
                    "madpipe: no allocation of chain '" + problem.layers.name + "' on " +
                        std::to_string(procs) + " processors passes MadPipe's memory estimates in " +

@@ -114,18 +114,27 @@ bytes pipedream_minimum_memory(const pipeline_problem& problem, ModelFor&& model
   return hi;
 }
 
-/// pipedream_minimum_memory's `model_for` with recomputing stages: the model at memory M.
+/// The least M with a contiguous partition (pipedream_minimum_memory) on the model the planners
+/// use: with recomputing stages, the segment policy's model made at each M probed; without, the
+/// store-all model, which does not depend on M.
 template <class Segments>
-auto pipe_recompute_model_for(const pipeline_problem& problem, pipe_recompute_knobs knobs,
-                              std::string_view who, const Segments& segments) {
-  return [&problem, knobs, who,
-          &segments](bytes memory) -> std::optional<pipe_recompute_model<Segments>> {
-    pipeline_problem q = problem;
-    q.memory = memory;
-    auto m = pipe_recompute_model<Segments>::make(q, knobs, deadline(0), who, segments);
-    if (!m) return std::nullopt;
-    return std::move(*m);
-  };
+bytes pipe_least_memory(const pipeline_problem& problem, bool recompute, pipe_recompute_knobs knobs,
+                        std::string_view who, const Segments& segments, int* runs = nullptr) {
+  if (!recompute) {
+    const pipe_store_all_model plain(problem);
+    return pipedream_minimum_memory(
+        problem, [&](bytes) { return &plain; }, runs);
+  }
+  return pipedream_minimum_memory(
+      problem,
+      [&](bytes memory) -> std::optional<pipe_recompute_model<Segments>> {
+        pipeline_problem q = problem;
+        q.memory = memory;
+        auto m = pipe_recompute_model<Segments>::make(q, knobs, deadline(0), who, segments);
+        if (!m) return std::nullopt;
+        return std::move(*m);
+      },
+      runs);
 }
 
 /// The contiguous stages of a partition, each with the program of its option (a recomputing
@@ -217,12 +226,8 @@ struct pipedream {
         return other;
     }
     if (!best && best.code() == status::budget_too_small && !best.err().minimum_budget) {
-      const auto rich_for =
-          detail::pipe_recompute_model_for(problem, recompute_knobs, name, segments);
-      // The store-all model does not depend on M.
-      const bytes need = both ? detail::pipedream_minimum_memory(problem, rich_for, &runs)
-                              : detail::pipedream_minimum_memory(
-                                    problem, [&](bytes) { return &plain; }, &runs);
+      const bytes need =
+          detail::pipe_least_memory(problem, both, recompute_knobs, name, segments, &runs);
       return error{status::budget_too_small,
                    "pipedream: no contiguous partition of chain '" + problem.layers.name +
                        "' into at most " + std::to_string(problem.processors) +
