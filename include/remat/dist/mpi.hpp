@@ -387,7 +387,8 @@ class mpi_pipeline {
   int size_ = 0;
   bool prepared_ = false;
   std::vector<transport_channel> channels_;
-  bool opened_ = false;  // the transport
+  std::map<int, std::vector<detail::mpi_key>> in_order_;  // by sender: what it sends here, in order
+  bool opened_ = false;                                   // the transport
   pipeline_run run_;
   sim::pipeline_report report_;
   seconds predicted_ = 0;
@@ -466,13 +467,21 @@ result<void> mpi_pipeline<B, Model, T, X>::prepare() {
   }
   weights_ *= problem_.copies;
   // Every channel of the step, the same list on every rank (the transport's open is collective).
+  // The messages this rank receives, per sender in the order it posts the sends: its list's sends
+  // to this rank (a gradient is posted by its B, just before the send action).
   for (int r = 0; r < size_; ++r)
-    for (const action& a : run_.ranks[static_cast<std::size_t>(r)])
-      if ((a.kind == action_kind::send_activation || a.kind == action_kind::send_gradient) &&
-          a.peer != r &&
-          std::find(channels_.begin(), channels_.end(), transport_channel{r, a.peer}) ==
-              channels_.end())
+    for (const action& a : run_.ranks[static_cast<std::size_t>(r)]) {
+      if ((a.kind != action_kind::send_activation && a.kind != action_kind::send_gradient) ||
+          a.peer == r)
+        continue;
+      if (std::find(channels_.begin(), channels_.end(), transport_channel{r, a.peer}) ==
+          channels_.end())
         channels_.push_back({r, a.peer});
+      if (a.peer == rank_)
+        in_order_[r].push_back(a.kind == action_kind::send_activation
+                                   ? detail::mpi_key{0, a.stage, a.micro_batch}
+                                   : detail::mpi_key{1, a.stage - 1, a.micro_batch});
+    }
   prepared_ = true;
   return {};
 }
@@ -638,20 +647,17 @@ result<step_report> mpi_pipeline<B, Model, T, X>::step(Input&& input, Targets&& 
               tag(slot->key), comm_.get(), &slot->header_req);
     recvs_.push_back(std::move(slot));
   }
-  // Each channel's receives in the order its sender posts the sends: its list's sends to this
-  // rank (a gradient is posted by its B, just before the send action).
-  for (const auto& r : recvs_) in_channels_[r->source];
-  for (auto& [source, ch] : in_channels_)
-    for (const action& a : run_.ranks[static_cast<std::size_t>(source)]) {
-      if (a.peer != rank_ ||
-          (a.kind != action_kind::send_activation && a.kind != action_kind::send_gradient))
-        continue;
-      const detail::mpi_key k = a.kind == action_kind::send_activation
-                                    ? detail::mpi_key{0, a.stage, a.micro_batch}
-                                    : detail::mpi_key{1, a.stage - 1, a.micro_batch};
-      for (auto& r : recvs_)
-        if (r->key == k && r->source == source) ch.slots.push_back(r.get());
+  // Each channel's receives in the order its sender posts the sends (prepare's in_order_).
+  {
+    std::map<detail::mpi_key, recv_slot*> by_key;
+    for (const auto& r : recvs_) by_key[r->key] = r.get();
+    for (const auto& [source, keys] : in_order_) {
+      in_channel& ch = in_channels_[source];
+      for (const detail::mpi_key& k : keys)
+        if (auto it = by_key.find(k); it != by_key.end() && it->second->source == source)
+          ch.slots.push_back(it->second);
     }
+  }
   auto take_received = [&](const detail::mpi_key& k, int peer) -> std::optional<T> {
     if (peer == rank_) {
       auto it = local_.find(k);
